@@ -1,0 +1,1 @@
+"""Reading, rescoring, summarising and plotting AidanBench results, with no API calls."""

@@ -1,0 +1,170 @@
+"""Results as one shape, whatever file they came from.
+
+Two sources are read: a run directory written by this package (``answers.jsonl``) and a
+results file in the original AidanBench schema
+(``{"models": {MODEL: {TEMPERATURE: {QUESTION: [answer, …]}}}}``), so published runs can be
+reported, rescored and plotted like ours.
+
+In an original file validity is not stored; it is recomputed with the thresholds given
+(the benchmark's by default): a chain is valid up to its first failing answer, which the
+original records last.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aidanbench.graph.thresholds import Thresholds
+
+
+@dataclass(frozen=True)
+class AnswerRow:
+    """One scored answer of a chain; ``index`` counts from 1 like ``answer_num``."""
+
+    index: int
+    answer: str
+    coherence: float | None
+    novelty: float | None
+    llm_novelty: float | None
+    valid: bool
+    elapsed_s: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class QuestionResult:
+    """The chain of answers one model gave to one question in one repeat."""
+
+    model: str
+    temperature: float
+    question: str
+    answers: tuple[AnswerRow, ...]
+    stop_reason: str | None
+    repeat: int = 1
+    error: str | None = None
+
+    @property
+    def score(self) -> int:
+        """Valid answers: the benchmark's per-question score."""
+        return sum(1 for a in self.answers if a.valid)
+
+    @property
+    def novelty_sum(self) -> float:
+        """Sum of embedding novelty over valid answers (the alternative reward)."""
+        return sum(a.novelty or 0.0 for a in self.answers if a.valid)
+
+    @property
+    def finished(self) -> bool:
+        """Ended by the benchmark's rule or a cap, not by an error or an interruption."""
+        return self.stop_reason in {"coherence", "novelty", "llm_novelty", "max_answers"}
+
+
+def chain_validity(
+    scores: Iterable[tuple[float | None, float | None, float | None]], thresholds: Thresholds
+) -> tuple[list[bool], str | None]:
+    """Validity of each answer of a recorded chain under ``thresholds``, and the stop reason.
+
+    Answers after the first failure are invalid too: the benchmark stops there. An answer
+    missing a score that the rule needs ends the valid prefix with reason ``unscored``.
+    """
+    flags: list[bool] = []
+    reason: str | None = None
+    for coherence, novelty, llm in scores:
+        if reason is not None:
+            flags.append(False)
+            continue
+        if coherence is None or novelty is None or (
+            thresholds.llm_novelty is not None and llm is None
+        ):
+            reason = "unscored"
+            flags.append(False)
+            continue
+        reason = thresholds.failure(coherence, novelty, llm)
+        flags.append(reason is None)
+    return flags, reason
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def read_aidanbench_file(
+    path: Path, thresholds: Thresholds | None = None
+) -> list[QuestionResult]:
+    """Questions of an original-schema results file, in file order.
+
+    Raises ``ValueError`` naming the problem when the file is not in that schema.
+    """
+    thresholds = thresholds or Thresholds()
+    try:
+        data = json.loads(Path(path).read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read results file {path}: {exc}") from exc
+    models = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(models, dict):
+        raise ValueError(f"{path} is not an AidanBench results file (no 'models' object)")
+    results: list[QuestionResult] = []
+    for model, temps in models.items():
+        if not isinstance(temps, dict):
+            raise ValueError(f"{path}: models.{model} is not an object of temperatures")
+        for temperature, questions in temps.items():
+            if not isinstance(questions, dict):
+                raise ValueError(f"{path}: models.{model}.{temperature} is not an object")
+            for question, records in questions.items():
+                if not isinstance(records, list):
+                    raise ValueError(f"{path}: answers of {question!r} are not a list")
+                results.append(
+                    _question_from_records(model, float(temperature), question, records, thresholds)
+                )
+    return results
+
+
+def _question_from_records(
+    model: str,
+    temperature: float,
+    question: str,
+    records: list[dict[str, Any]],
+    thresholds: Thresholds,
+) -> QuestionResult:
+    ordered = sorted(records, key=lambda r: r.get("answer_num", 0))
+    scores = [
+        (
+            _number(r.get("coherence_score")),
+            _number(r.get("embedding_dissimilarity_score")),
+            _number(r.get("llm_dissimilarity_score")),
+        )
+        for r in ordered
+    ]
+    flags, reason = chain_validity(scores, thresholds)
+    known = {
+        "answer_num",
+        "answer",
+        "coherence_score",
+        "embedding_dissimilarity_score",
+        "llm_dissimilarity_score",
+        "processing_time",
+    }
+    rows = tuple(
+        AnswerRow(
+            index=int(r.get("answer_num", i)),
+            answer=str(r.get("answer", "")),
+            coherence=c,
+            novelty=n,
+            llm_novelty=llm,
+            valid=ok,
+            elapsed_s=_number(r.get("processing_time")),
+            extra={k: v for k, v in r.items() if k not in known},
+        )
+        for i, (r, (c, n, llm), ok) in enumerate(zip(ordered, scores, flags, strict=True), 1)
+    )
+    return QuestionResult(
+        model=model,
+        temperature=temperature,
+        question=question,
+        answers=rows,
+        stop_reason=reason,
+    )

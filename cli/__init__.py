@@ -1,0 +1,14 @@
+"""The ``aidanbench`` command: run, report, rescore, plot, calibrate."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+COMMANDS = ("calibrate",)
+"""Command modules of this package, in the order ``--help`` lists them."""
+
+
+def commands() -> list[ModuleType]:
+    """The command modules; each has ``register(subparsers)``."""
+    return [importlib.import_module(f"aidanbench.cli.{name}") for name in COMMANDS]

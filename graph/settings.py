@@ -1,0 +1,176 @@
+"""Run settings: the graphs' ``context_schema``.
+
+One frozen, documented model so LangGraph Studio renders it as a form and a run can be
+reproduced from it. It holds names, never secrets: each role (model under test, judge,
+embeddings) names the environment variable its API key is read from, and clients are
+built from these settings outside the graph state.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from aidanbench.graph.thresholds import Thresholds
+
+LOCAL_EMBEDDING_MODEL = "local"
+"""``embedding_model`` value that selects the bundled all-MiniLM-L6-v2 model."""
+
+
+class Settings(BaseModel):
+    """Everything that decides how one AidanBench question is run and scored."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(
+        default="gpt-4o-mini",
+        description="Model under test, as the endpoint names it.",
+    )
+    base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible base URL of the model under test (None: OpenAI).",
+    )
+    api_key_env: str = Field(
+        default="OPENAI_API_KEY",
+        description="Environment variable holding the API key of the model under test.",
+    )
+    temperature: float = Field(
+        default=0.7, ge=0.0, le=2.0, description="Sampling temperature of the model under test."
+    )
+    model_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra request fields for the model under test (max_tokens, "
+        "reasoning_effort, provider routing…), recorded with the results.",
+    )
+    cot: bool = Field(default=False, description="Use the chain-of-thought generate prompt.")
+
+    judge_model: str = Field(default="o1-mini", description="Judge model (coherence, similarity).")
+    judge_base_url: str | None = Field(
+        default=None, description="OpenAI-compatible base URL of the judge (None: OpenAI)."
+    )
+    judge_api_key_env: str = Field(
+        default="OPENAI_API_KEY", description="Environment variable holding the judge's API key."
+    )
+    judge_temperature: float | None = Field(
+        default=None,
+        description="Judge temperature; None sends none (o1-mini accepts only its default).",
+    )
+    judge_attempts: int = Field(
+        default=3,
+        ge=1,
+        le=10,
+        description="How often an unreadable judge reply is asked for before the question "
+        "stops with judge_error.",
+    )
+
+    embedding_model: str = Field(
+        default="text-embedding-3-large",
+        description="Embedding model for novelty; 'local' selects all-MiniLM-L6-v2 on this "
+        "machine (pip install 'aidanbench[local]').",
+    )
+    embedding_base_url: str | None = Field(
+        default=None, description="OpenAI-compatible base URL for embeddings (None: OpenAI)."
+    )
+    embedding_api_key_env: str = Field(
+        default="OPENAI_API_KEY",
+        description="Environment variable holding the embeddings API key.",
+    )
+
+    llm_novelty: bool = Field(
+        default=False,
+        description="Also ask the judge how similar each answer is to every earlier one.",
+    )
+    coherence_threshold: float = Field(
+        default=15.0, ge=0.0, le=100.0, description="An answer passes when coherence > this."
+    )
+    novelty_threshold: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="An answer passes when embedding novelty > this. None: 0.15, the "
+        "benchmark's value, or the calibrated value for the local model.",
+    )
+    llm_novelty_threshold: float = Field(
+        default=0.15, ge=0.0, le=1.0, description="An answer passes when LLM novelty > this."
+    )
+    max_answers: int | None = Field(
+        default=None,
+        ge=1,
+        description="Stop after this many valid answers (stop reason max_answers). "
+        "None: no ceiling, as in the benchmark.",
+    )
+
+    pipeline: bool = Field(
+        default=True,
+        description="Generate the next answer while the current one is scored; a "
+        "speculative answer is discarded, never counted, when the current one fails.",
+    )
+    request_timeout: float = Field(
+        default=300.0, gt=0, description="Seconds before one HTTP request is abandoned."
+    )
+    max_retries: int = Field(
+        default=4,
+        ge=0,
+        le=20,
+        description="Retries of a transient API error (429, 5xx, timeout, reset) before "
+        "the question stops with reason error.",
+    )
+    max_concurrency: int = Field(
+        default=16, ge=1, description="Requests in flight per endpoint, shared by all questions."
+    )
+    requests_per_minute: float | None = Field(
+        default=None, gt=0, description="Request rate per endpoint; None: unlimited."
+    )
+    cache_path: str | None = Field(
+        default=None,
+        description="SQLite file caching embeddings and similarity judgements across "
+        "restarts; None keeps them in memory.",
+    )
+    interrupt_on_reject: bool = Field(
+        default=False,
+        description="Pause (interrupt) after each rejected answer so a person can inspect it.",
+    )
+    interrupt_every: int | None = Field(
+        default=None, ge=1, description="Pause (interrupt) after every N scored answers."
+    )
+
+    @field_validator("base_url", "judge_base_url", "embedding_base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"base URL must start with http:// or https://, got {value!r}")
+        return value
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """The pass rule in force, with the novelty default resolved for the embedding model."""
+        return Thresholds(
+            coherence=self.coherence_threshold,
+            novelty=self.resolved_novelty_threshold,
+            llm_novelty=self.llm_novelty_threshold if self.llm_novelty else None,
+        )
+
+    @property
+    def resolved_novelty_threshold(self) -> float:
+        """``novelty_threshold``, or the default for the chosen embedding model."""
+        if self.novelty_threshold is not None:
+            return self.novelty_threshold
+        return default_novelty_threshold(self.embedding_model)
+
+
+BENCHMARK_NOVELTY_THRESHOLD = 0.15
+"""The published threshold, defined on text-embedding-3-large cosines."""
+
+CALIBRATED_NOVELTY_THRESHOLDS: dict[str, float] = {}
+"""Thresholds calibrated against the reference run for other embedding models."""
+
+
+def default_novelty_threshold(embedding_model: str) -> float:
+    """The benchmark's 0.15, or a calibrated value where one was measured for the model."""
+    return CALIBRATED_NOVELTY_THRESHOLDS.get(embedding_model, BENCHMARK_NOVELTY_THRESHOLD)
+
+
+StopReason = Literal[
+    "coherence", "novelty", "llm_novelty", "max_answers", "judge_error", "error"
+]

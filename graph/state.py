@@ -1,0 +1,181 @@
+"""State of the per-question graph, and its public input and output schemas.
+
+Embedding vectors are never kept here: they live in a content-addressed cache (see
+``aidanbench.services.cache``), because vectors in checkpointed state made one 100-answer
+question's checkpoints 436 MB. The growing ``answers`` list is a ``DeltaChannel``: each
+checkpoint stores only the answers added in that step, so checkpoint storage grows
+linearly with the number of answers instead of quadratically.
+
+Work in flight is kept as *outcomes* keyed by the candidate's index: each scoring branch
+writes its own key (so parallel branches never collide), holding either a value or an
+``error``. ``decide`` combines them; after an error they stay in state, and a later
+invocation of the thread re-runs only the missing or failed parts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, NotRequired, TypedDict
+
+from langgraph.channels.delta import DeltaChannel
+
+
+class CallStats(TypedDict):
+    """What one role's API calls for one answer cost."""
+
+    served_model: str | None
+    """Model id the provider reported serving (may differ from the one asked for)."""
+    latency_s: float
+    """Wall seconds spent in this role's calls for the answer (0 when cached)."""
+    input_tokens: int
+    """Prompt tokens reported by the provider, summed over calls."""
+    output_tokens: int
+    """Completion tokens reported by the provider, summed over calls."""
+    calls: int
+    """Requests made (judge re-asks and per-pair similarity calls count; cache hits do not)."""
+
+
+class ErrorInfo(TypedDict):
+    """Why a question stopped without a score for its current answer."""
+
+    kind: str
+    """``error`` (an API or configuration failure) or ``judge_error`` (unreadable judge)."""
+    role: str
+    """``model``, ``judge`` or ``embeddings``."""
+    message: str
+    """One line naming the role, the endpoint host and the status; never a key."""
+    status: int | None
+    """HTTP status when there was one."""
+    retryable: bool
+    """True when the same call may succeed later (rate limits, outages, timeouts)."""
+
+
+class Candidate(TypedDict):
+    """A generated answer not yet scored (or the generation's error)."""
+
+    index: int
+    """1-based position of the answer in the question's chain."""
+    answer: NotRequired[str]
+    """Text of the last ``<answer>`` tag, or the whole reply without one."""
+    raw_reply: NotRequired[str]
+    """The model's reply as received."""
+    used_answer_tag: NotRequired[bool]
+    """Whether the reply used the ``<answer>`` tag (format adherence)."""
+    call: NotRequired[CallStats]
+    """Cost of the generation."""
+    error: NotRequired[ErrorInfo]
+    """Set instead of the fields above when generation failed."""
+
+
+class ScoreOutcome(TypedDict):
+    """One scoring branch's result for the candidate with ``index``."""
+
+    index: int
+    """Index of the candidate scored; a mismatch means the outcome is stale."""
+    value: NotRequired[float]
+    """Coherence (0-100), embedding novelty or LLM novelty (0-1)."""
+    call: NotRequired[CallStats]
+    """Cost of the scoring calls."""
+    flags: NotRequired[list[str]]
+    """Notes on the scoring, e.g. ``judge_markup_neutralised``."""
+    error: NotRequired[ErrorInfo]
+    """Set instead of ``value`` when scoring failed."""
+
+
+class AnswerRecord(TypedDict):
+    """One scored answer, valid or the question's terminal one."""
+
+    index: int
+    """1-based position in the chain (``answer_num`` in the original schema)."""
+    answer: str
+    """The answer text that was judged and embedded."""
+    raw_reply: str
+    """The model's full reply."""
+    used_answer_tag: bool
+    """Whether the reply used the ``<answer>`` tag."""
+    coherence: float
+    """Judge's coherence score, 0-100."""
+    novelty: float
+    """1 − max cosine similarity to earlier valid answers (1.0 for the first)."""
+    llm_novelty: float | None
+    """1 − max judge similarity/100 to earlier answers; None when that judge is off."""
+    valid: bool
+    """Passed every threshold (strictly greater); only valid answers are counted."""
+    stop_reason: str | None
+    """For the failing answer, the criterion it failed; None for valid answers."""
+    elapsed_s: float
+    """Seconds from the question's start to this answer's decision (cumulative)."""
+    calls: dict[str, CallStats]
+    """Cost per role: ``generate``, ``judge``, ``embed`` and ``similarity`` when on."""
+    flags: list[str]
+    """Notes such as ``judge_markup_neutralised`` (answer tried to speak to the judge)."""
+
+
+def append_answers(current: list[AnswerRecord], writes: Sequence[Any]) -> list[AnswerRecord]:
+    """Reducer of ``answers``: append each write (a record or a list of records).
+
+    Associative across batches, as ``DeltaChannel`` replay requires.
+    """
+    merged = list(current)
+    for write in writes:
+        merged.extend(write if isinstance(write, list) else [write])
+    return merged
+
+
+class QuestionInput(TypedDict):
+    """What a caller passes to run one question (settings go in the context)."""
+
+    question: str
+    """The open-ended question to answer again and again."""
+
+
+class _QuestionProgress(TypedDict):
+    """Keys shared by the output schema and the full state (all but ``answers``)."""
+
+    question: str
+    """The question."""
+    stop_reason: str | None
+    """``coherence``, ``novelty``, ``llm_novelty``, ``max_answers``, ``judge_error`` or
+    ``error``; None while the question is still running."""
+    error: ErrorInfo | None
+    """Details when ``stop_reason`` is an error kind; the thread can be invoked again."""
+    score: int
+    """Number of valid answers (the benchmark's score)."""
+    novelty_sum: float
+    """Sum of embedding novelty over valid answers (the alternative reward)."""
+    mean_coherence: float | None
+    """Mean coherence over valid answers."""
+    mean_novelty: float | None
+    """Mean embedding novelty over valid answers."""
+    mean_llm_novelty: float | None
+    """Mean LLM novelty over valid answers, when that judge is on."""
+    format_adherence: float | None
+    """Share of scored replies that used the ``<answer>`` tag."""
+    speculative: CallStats | None
+    """Cost of look-ahead generations that were discarded (pipelined runs only)."""
+
+
+class QuestionOutput(_QuestionProgress):
+    """What one question's run returns."""
+
+    answers: list[AnswerRecord]
+    """Every scored answer in order: the valid ones, then the failing one if any."""
+
+
+class QuestionState(_QuestionProgress):
+    """Everything the per-question graph checkpoints between steps."""
+
+    answers: Annotated[list[AnswerRecord], DeltaChannel(append_answers)]
+    """Every scored answer in order; stored as deltas so checkpoints grow linearly."""
+    started_at: float | None
+    """Wall-clock time (epoch seconds) the question started."""
+    candidate: Candidate | None
+    """The answer being scored now."""
+    lookahead: Candidate | None
+    """The next answer, generated while ``candidate`` is scored (pipelining)."""
+    coherence_result: ScoreOutcome | None
+    """Judge branch outcome for ``candidate``."""
+    novelty_result: ScoreOutcome | None
+    """Embedding branch outcome for ``candidate``."""
+    similarity_result: ScoreOutcome | None
+    """LLM-similarity branch outcome for ``candidate`` (when enabled)."""

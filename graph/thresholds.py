@@ -1,0 +1,36 @@
+"""The pass rule of AidanBench, in one place.
+
+An answer is valid when coherence > the coherence threshold AND embedding novelty > the
+novelty threshold (AND LLM novelty > its threshold when that judge is on). Strictly
+greater: an answer exactly at a threshold fails. The first failing answer ends the
+question; it is recorded but not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Thresholds of one run; ``llm_novelty`` is None when the similarity judge is off."""
+
+    coherence: float = 15.0
+    novelty: float = 0.15
+    llm_novelty: float | None = None
+
+    def failure(
+        self, coherence: float, novelty: float, llm_novelty: float | None = None
+    ) -> str | None:
+        """The first criterion the scores fail (``coherence``, ``novelty``, ``llm_novelty``),
+        or None when the answer is valid."""
+        if not coherence > self.coherence:
+            return "coherence"
+        if not novelty > self.novelty:
+            return "novelty"
+        if self.llm_novelty is not None:
+            if llm_novelty is None:
+                raise ValueError("LLM novelty is on but the answer has no LLM novelty score")
+            if not llm_novelty > self.llm_novelty:
+                return "llm_novelty"
+        return None

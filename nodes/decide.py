@@ -1,0 +1,129 @@
+"""``decide``: combine the candidate's scores, record it, and say whether to go on.
+
+Runs once every branch of the turn has finished (it is a deferred node). The rule is the
+benchmark's, from ``Thresholds``: valid when every score is strictly above its threshold.
+The first invalid answer is recorded with ``valid: false`` and its reason, and ends the
+question; it is never counted. A branch that failed stops the question with its error
+kind instead, recording nothing for the candidate: an error is never a score.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from aidanbench.graph.state import (
+    AnswerRecord,
+    CallStats,
+    Candidate,
+    ErrorInfo,
+    QuestionState,
+    ScoreOutcome,
+)
+from aidanbench.nodes.context import NodeContext, add_calls, no_calls
+from aidanbench.nodes.metrics import chain_metrics
+
+RESULT_KEYS = {
+    "coherence_result": "judge",
+    "novelty_result": "embed",
+    "similarity_result": "similarity",
+}
+"""State key of each scoring branch's outcome, and the cost role it is recorded under."""
+
+
+def branch_error(state: QuestionState, keys: list[str]) -> ErrorInfo | None:
+    """The first error among the candidate's generation and the scoring outcomes."""
+    candidate = state.get("candidate")
+    if candidate is not None and "error" in candidate:
+        return candidate["error"]
+    for key in keys:
+        outcome: ScoreOutcome | None = state.get(key)  # type: ignore[assignment]
+        if outcome is not None and "error" in outcome:
+            return outcome["error"]
+    return None
+
+
+def _value(outcome: ScoreOutcome | None, index: int, key: str) -> ScoreOutcome:
+    if outcome is None or outcome["index"] != index or "value" not in outcome:
+        raise RuntimeError(f"decide: {key} is not scored for answer {index}: {outcome!r}")
+    return outcome
+
+
+def _record(state: QuestionState, candidate: Candidate, keys: list[str], ctx: NodeContext) -> AnswerRecord:
+    index = candidate["index"]
+    outcomes = {key: _value(state.get(key), index, key) for key in keys}  # type: ignore[arg-type]
+    coherence = outcomes["coherence_result"]["value"]
+    novelty = outcomes["novelty_result"]["value"]
+    similarity = outcomes.get("similarity_result")
+    llm = None if similarity is None else similarity["value"]
+    reason = ctx.settings.thresholds.failure(coherence, novelty, llm)
+    calls: dict[str, CallStats] = {"generate": candidate.get("call", no_calls())}
+    flags: list[str] = []
+    for key, outcome in outcomes.items():
+        calls[RESULT_KEYS[key]] = outcome.get("call", no_calls())
+        flags.extend(f for f in outcome.get("flags", []) if f not in flags)
+    started = state.get("started_at") or time.time()
+    return AnswerRecord(
+        index=index,
+        answer=candidate["answer"],
+        raw_reply=candidate["raw_reply"],
+        used_answer_tag=candidate["used_answer_tag"],
+        coherence=coherence,
+        novelty=novelty,
+        llm_novelty=llm,
+        valid=reason is None,
+        stop_reason=reason,
+        elapsed_s=round(time.time() - started, 3),
+        calls=calls,
+        flags=flags,
+    )
+
+
+def scoring_keys(llm_novelty_on: bool) -> list[str]:
+    """The outcome keys a turn fills."""
+    keys = ["coherence_result", "novelty_result"]
+    return [*keys, "similarity_result"] if llm_novelty_on else keys
+
+
+async def decide(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
+    """Record the scored candidate; stop on the first failure, an error, or the cap."""
+    keys = scoring_keys(ctx.settings.llm_novelty)
+    candidate = state.get("candidate")
+    if candidate is None:
+        raise RuntimeError("decide ran without a candidate")
+    error = branch_error(state, keys)
+    if error is not None:
+        ctx.emit({"event": "error", "index": candidate["index"], **error})
+        return {"stop_reason": error["kind"], "error": error}
+
+    record = _record(state, candidate, keys, ctx)
+    answers = [*state.get("answers", []), record]
+    metrics = chain_metrics(answers)
+    cleared: dict[str, Any] = {key: None for key in keys}
+    lookahead = state.get("lookahead")
+    max_answers = ctx.settings.max_answers
+    stop = record["stop_reason"]
+    if stop is None and max_answers is not None and metrics["score"] >= max_answers:
+        stop = "max_answers"
+    update: dict[str, Any] = {"answers": [record], **metrics, **cleared}
+    if stop is not None:
+        update |= {"stop_reason": stop, "candidate": None, "lookahead": None}
+        if lookahead is not None and "call" in lookahead:
+            update["speculative"] = add_calls(state.get("speculative") or no_calls(), lookahead["call"])
+    elif lookahead is not None and "error" in lookahead:
+        update |= {"stop_reason": lookahead["error"]["kind"], "error": lookahead["error"], "candidate": None, "lookahead": None}
+    else:
+        update |= {"candidate": lookahead, "lookahead": None}
+    ctx.emit(
+        {
+            "event": "answer",
+            "index": record["index"],
+            "valid": record["valid"],
+            "coherence": record["coherence"],
+            "novelty": record["novelty"],
+            "llm_novelty": record["llm_novelty"],
+            "score": metrics["score"],
+            "stop_reason": update.get("stop_reason"),
+        }
+    )
+    return update

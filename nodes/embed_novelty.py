@@ -1,0 +1,54 @@
+"""``embed_novelty``: 1 − max cosine similarity of the candidate to earlier valid answers.
+
+Every vector comes from the score cache; only texts it has never seen under this
+embedding model are sent, in one batch. After a restart the earlier answers' vectors are
+read back from disk instead of being embedded again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from aidanbench.graph.state import CallStats, QuestionState, ScoreOutcome
+from aidanbench.nodes.context import NodeContext, no_calls, stopwatch
+from aidanbench.nodes.generate import previous_answers
+from aidanbench.nodes.novelty import cosine_novelty
+from aidanbench.services.errors import RECOVERABLE
+
+
+async def embed_texts(ctx: NodeContext, texts: list[str]) -> tuple[list[np.ndarray], CallStats]:
+    """Vectors for ``texts`` (cached where possible) and what embedding them cost."""
+    services, model = ctx.services, ctx.settings.embedding_model
+    found = services.cache.vectors(model, texts)
+    missing = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
+    call = no_calls()
+    if missing:
+        async with services.limiters["embeddings"].slot():
+            with stopwatch() as elapsed:
+                vectors = await services.embeddings.aembed_documents(missing)
+        if len(vectors) != len(missing):
+            raise ValueError(f"embeddings returned {len(vectors)} vectors for {len(missing)} texts")
+        services.cache.put_vectors(model, zip(missing, vectors, strict=True))
+        call = CallStats(
+            served_model=model, latency_s=elapsed(), input_tokens=0, output_tokens=0, calls=1
+        )
+        found = services.cache.vectors(model, texts)
+    ready = [v for v in found if v is not None]
+    if len(ready) != len(texts):
+        raise RuntimeError("score cache lost vectors it was just given")
+    return ready, call
+
+
+async def embed_novelty(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
+    """Embedding novelty of the candidate against every earlier valid answer."""
+    candidate = state["candidate"]
+    assert candidate is not None and "answer" in candidate
+    index = candidate["index"]
+    try:
+        vectors, call = await embed_texts(ctx, [*previous_answers(state), candidate["answer"]])
+    except RECOVERABLE as exc:
+        return {"novelty_result": ScoreOutcome(index=index, error=ctx.failure("embeddings", exc))}
+    value = cosine_novelty(vectors[-1], vectors[:-1])
+    return {"novelty_result": ScoreOutcome(index=index, value=value, call=call)}

@@ -1,0 +1,61 @@
+"""``generate`` and ``generate_next``: ask the model under test for a new answer.
+
+The prompt lists every earlier valid answer, exactly as the benchmark's text does.
+``generate_next`` is the pipelined look-ahead: the prompt for answer i+1 depends only on
+answers 1..i, not on answer i's scores, so it is asked while answer i is scored, as if
+answer i were valid. When answer i fails, ``decide`` discards the look-ahead unseen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+
+from aidanbench.graph.state import Candidate, QuestionState
+from aidanbench.nodes.context import NodeContext, message_stats, reply_text, stopwatch
+from aidanbench.nodes.parsing import extract_answer
+from aidanbench.nodes.prompts import render_generate
+from aidanbench.services.errors import RECOVERABLE
+
+
+def previous_answers(state: QuestionState) -> list[str]:
+    """Texts of the valid answers so far, in order."""
+    return [a["answer"] for a in state.get("answers", []) if a["valid"]]
+
+
+async def ask_model(ctx: NodeContext, question: str, previous: list[str], index: int) -> Candidate:
+    """One generation as a candidate, or the candidate's error when the call failed."""
+    try:
+        services = ctx.services
+        prompt = render_generate(question, previous, cot=ctx.settings.cot)
+        async with services.limiters["model"].slot():
+            with stopwatch() as elapsed:
+                reply = await services.model.ainvoke([HumanMessage(prompt)])
+    except RECOVERABLE as exc:
+        return Candidate(index=index, error=ctx.failure("model", exc))
+    assert isinstance(reply, AIMessage)
+    raw = reply_text(reply)
+    answer, tagged = extract_answer(raw)
+    return Candidate(
+        index=index,
+        answer=answer,
+        raw_reply=raw,
+        used_answer_tag=tagged,
+        call=message_stats(reply, elapsed()),
+    )
+
+
+async def generate(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
+    """Ask for the next answer of the chain."""
+    previous = previous_answers(state)
+    return {"candidate": await ask_model(ctx, state["question"], previous, len(previous) + 1)}
+
+
+async def generate_next(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
+    """Ask for the answer after the candidate, assuming the candidate will be valid."""
+    candidate = state.get("candidate")
+    if candidate is None or "answer" not in candidate:
+        raise RuntimeError(f"generate_next needs a generated candidate, got {candidate!r}")
+    previous = [*previous_answers(state), candidate["answer"]]
+    return {"lookahead": await ask_model(ctx, state["question"], previous, candidate["index"] + 1)}

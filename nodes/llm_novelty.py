@@ -1,0 +1,50 @@
+"""``llm_novelty``: the judge rates similarity (0-100) to each earlier answer.
+
+LLM novelty is 1 − max(similarity)/100. Each (answer, earlier answer) pair is judged at
+most once: scores are cached by the rendered prompt, across restarts. The pairs of one
+turn are asked concurrently, bounded by the judge endpoint's limiter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aidanbench.graph.state import CallStats, QuestionState, ScoreOutcome
+from aidanbench.nodes.context import NodeContext, add_calls, no_calls
+from aidanbench.nodes.generate import previous_answers
+from aidanbench.nodes.judging import ask_judge, neutralise
+from aidanbench.nodes.novelty import llm_novelty as novelty_from_similarities
+from aidanbench.nodes.prompts import render_similarity
+from aidanbench.services.errors import RECOVERABLE
+
+
+async def _similarity(ctx: NodeContext, prompt: str) -> tuple[int, CallStats]:
+    cache, judge_model = ctx.services.cache, ctx.settings.judge_model
+    cached = cache.similarity(judge_model, prompt)
+    if cached is not None:
+        return cached, no_calls()
+    score, call = await ask_judge(ctx, prompt, "similarity_score")
+    cache.put_similarity(judge_model, prompt, score)
+    return score, call
+
+
+async def llm_novelty(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
+    """LLM novelty of the candidate against every earlier valid answer."""
+    candidate = state["candidate"]
+    assert candidate is not None and "answer" in candidate
+    index = candidate["index"]
+    new, flags = neutralise(candidate["answer"])
+    prompts = [
+        render_similarity(state["question"], new, neutralise(earlier)[0])
+        for earlier in previous_answers(state)
+    ]
+    try:
+        scored = await asyncio.gather(*(_similarity(ctx, p) for p in prompts))
+    except RECOVERABLE as exc:
+        return {"similarity_result": ScoreOutcome(index=index, error=ctx.failure("judge", exc))}
+    call = no_calls()
+    for _, one in scored:
+        call = add_calls(call, one)
+    value = novelty_from_similarities([score for score, _ in scored])
+    return {"similarity_result": ScoreOutcome(index=index, value=value, call=call, flags=flags)}

@@ -1,0 +1,25 @@
+"""The per-question metrics of the output schema, computed from the answer records."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from statistics import fmean
+from typing import Any
+
+from aidanbench.graph.state import AnswerRecord
+
+
+def chain_metrics(answers: Sequence[AnswerRecord]) -> dict[str, Any]:
+    """Score (valid answers), novelty sum and means over valid answers, format adherence."""
+    valid = [a for a in answers if a["valid"]]
+    llm = [a["llm_novelty"] for a in valid if a["llm_novelty"] is not None]
+    return {
+        "score": len(valid),
+        "novelty_sum": float(sum(a["novelty"] for a in valid)),
+        "mean_coherence": fmean(a["coherence"] for a in valid) if valid else None,
+        "mean_novelty": fmean(a["novelty"] for a in valid) if valid else None,
+        "mean_llm_novelty": fmean(llm) if llm else None,
+        "format_adherence": (
+            sum(1 for a in answers if a["used_answer_tag"]) / len(answers) if answers else None
+        ),
+    }

@@ -1,0 +1,37 @@
+"""Embedding novelty: 1 − the largest cosine similarity to any earlier answer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+
+def unit(vector: ArrayLike) -> np.ndarray:
+    """The vector scaled to length one; a zero vector is an error, not a novelty."""
+    v = np.asarray(vector, dtype=np.float64)
+    norm = float(np.linalg.norm(v))
+    if not np.isfinite(norm) or norm == 0.0:
+        raise ValueError("embedding has zero or non-finite length")
+    return v / norm
+
+
+def cosine_novelty(vector: ArrayLike, previous: Sequence[ArrayLike]) -> float:
+    """Novelty of ``vector`` against ``previous``: 1.0 when there is nothing before it.
+
+    Cosine similarity, as the benchmark computes it on text-embedding-3-large vectors;
+    vectors need not be normalised.
+    """
+    if len(previous) == 0:
+        return 1.0
+    new = unit(vector)
+    earlier = np.stack([unit(p) for p in previous])
+    return float(1.0 - float(np.max(earlier @ new)))
+
+
+def llm_novelty(similarities: Sequence[int]) -> float:
+    """LLM novelty from judge similarity scores (0-100): 1 − max/100, 1.0 with none."""
+    if not similarities:
+        return 1.0
+    return 1.0 - max(similarities) / 100.0

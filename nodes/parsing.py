@@ -1,0 +1,64 @@
+"""Reading model replies: the answer tag and the judges' score tags.
+
+A judge reply that cannot be read is an error, never a score: the caller asks again and,
+after a bounded number of tries, stops the question with ``judge_error``. Other ports
+score an unparseable reply as 0, which silently shortens chains.
+"""
+
+from __future__ import annotations
+
+import re
+
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+
+
+def extract_answer(reply: str) -> tuple[str, bool]:
+    """Return the text of the last ``<answer>`` tag and whether the tag was used.
+
+    Without a complete tag the whole reply (stripped) is the answer, as in the original
+    benchmark; the flag feeds the format-adherence metric.
+    """
+    found = _ANSWER.findall(reply)
+    if found:
+        return found[-1].strip(), True
+    return reply.strip(), False
+
+
+class ScoreParseError(ValueError):
+    """A judge reply without exactly one integer score in range.
+
+    ``reason`` is one of ``empty``, ``missing``, ``multiple``, ``not_integer``,
+    ``out_of_range``.
+    """
+
+    def __init__(self, reason: str, tag: str, reply: str) -> None:
+        self.reason = reason
+        self.tag = tag
+        self.reply = reply
+        shown = reply if len(reply) <= 200 else reply[:200] + "…"
+        super().__init__(f"judge reply has {reason.replace('_', ' ')} <{tag}>: {shown!r}")
+
+
+_INTEGER = re.compile(r"\s*[+]?(\d{1,6})\s*")
+
+
+def parse_score(reply: str, tag: str, *, low: int = 0, high: int = 100) -> int:
+    """Return the integer inside the single ``<tag>`` of a judge reply.
+
+    Raises ``ScoreParseError`` for an empty reply, a missing tag, several tags, a value
+    that is not a whole number, or one outside ``[low, high]``.
+    """
+    if not reply.strip():
+        raise ScoreParseError("empty", tag, reply)
+    found = re.findall(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", reply, re.DOTALL)
+    if not found:
+        raise ScoreParseError("missing", tag, reply)
+    if len(found) > 1:
+        raise ScoreParseError("multiple", tag, reply)
+    match = _INTEGER.fullmatch(found[0])
+    if match is None:
+        raise ScoreParseError("not_integer", tag, reply)
+    value = int(match.group(1))
+    if not low <= value <= high:
+        raise ScoreParseError("out_of_range", tag, reply)
+    return value

@@ -1,0 +1,75 @@
+"""OpenAI-compatible clients for the three roles, built from settings.
+
+Keys are read from the environment variables the settings name, here and nowhere else;
+they go straight into the client and are never stored in state, results or messages.
+Every client has a request timeout (langchain-openai sends none by default) and exactly
+one retry layer: the OpenAI client's own, with exponential backoff and jitter, honouring
+``Retry-After``, for 408/409/429/5xx, time-outs and connection errors; 400/401/403/404
+are never retried.
+"""
+
+from __future__ import annotations
+
+import os
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from langchain_openai import ChatOpenAI, OpenAIEmbeddings
+from pydantic import SecretStr
+
+from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL, Settings
+from aidanbench.services.errors import ConfigError
+
+
+def api_key(variable: str, role: str) -> SecretStr:
+    """The key in ``variable``; a ``ConfigError`` naming the variable when it is unset."""
+    value = os.environ.get(variable)
+    if not value:
+        raise ConfigError(f"environment variable {variable} (API key of the {role}) is not set")
+    return SecretStr(value)
+
+
+def model_under_test(settings: Settings) -> BaseChatModel:
+    """Chat client of the model under test, with its temperature and extra request fields."""
+    return ChatOpenAI(
+        model=settings.model,
+        base_url=settings.base_url,
+        api_key=api_key(settings.api_key_env, "model"),
+        temperature=settings.temperature,
+        timeout=settings.request_timeout,
+        max_retries=settings.max_retries,
+        extra_body=dict(settings.model_kwargs) or None,
+    )
+
+
+def judge(settings: Settings) -> BaseChatModel:
+    """Chat client of the judge; no temperature is sent unless one is set."""
+    return ChatOpenAI(
+        model=settings.judge_model,
+        base_url=settings.judge_base_url,
+        api_key=api_key(settings.judge_api_key_env, "judge"),
+        temperature=settings.judge_temperature,
+        timeout=settings.request_timeout,
+        max_retries=settings.max_retries,
+    )
+
+
+def embeddings(settings: Settings) -> Embeddings:
+    """Embedding client; ``local`` loads all-MiniLM-L6-v2 on this machine.
+
+    Texts are sent as strings (``check_embedding_ctx_length=False``): otherwise the client
+    downloads a tokenizer file, which fails offline, and sends token ids that many
+    OpenAI-compatible servers reject.
+    """
+    if settings.embedding_model == LOCAL_EMBEDDING_MODEL:
+        from aidanbench.services.local_embeddings import local_embeddings
+
+        return local_embeddings()
+    return OpenAIEmbeddings(
+        model=settings.embedding_model,
+        base_url=settings.embedding_base_url,
+        api_key=api_key(settings.embedding_api_key_env, "embeddings"),
+        check_embedding_ctx_length=False,
+        timeout=settings.request_timeout,
+        max_retries=settings.max_retries,
+    )
