@@ -162,7 +162,7 @@ class Settings(BaseModel):
 BENCHMARK_NOVELTY_THRESHOLD = 0.15
 """The published threshold, defined on text-embedding-3-large cosines."""
 
-CALIBRATED_NOVELTY_THRESHOLDS: dict[str, float] = {}
+CALIBRATED_NOVELTY_THRESHOLDS: dict[str, float] = {LOCAL_EMBEDDING_MODEL: 0.085}
 """Thresholds calibrated against the reference run for other embedding models."""
 
 

@@ -39,7 +39,7 @@ class ScoreParseError(ValueError):
         super().__init__(f"judge reply has {reason.replace('_', ' ')} <{tag}>: {shown!r}")
 
 
-_INTEGER = re.compile(r"\s*[+]?(\d{1,6})\s*")
+_INTEGER = re.compile(r"\s*[+]?(\d+)\s*")
 
 
 def parse_score(reply: str, tag: str, *, low: int = 0, high: int = 100) -> int:

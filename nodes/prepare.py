@@ -1,6 +1,7 @@
 """``prepare``: the first step of every invocation of a question thread.
 
-On a new thread it notes the start time. On a thread that stopped with an error it clears
+On a new thread it notes the start time and fills every output key (an empty chain's
+metrics), so callers always get the whole output schema. On a thread that stopped with an error it clears
 the error and every failed outcome, keeping whatever succeeded, so routing re-runs only
 the failed parts: a finished judge or embedding result is not recomputed. On a thread
 that finished by the benchmark's rule it changes nothing, and routing ends at once.
@@ -13,6 +14,7 @@ from typing import Any
 
 from aidanbench.graph.state import QuestionState
 from aidanbench.nodes.context import NodeContext
+from aidanbench.nodes.metrics import chain_metrics
 
 ERROR_KINDS = frozenset({"error", "judge_error"})
 """Stop reasons after which invoking the thread again retries."""
@@ -27,7 +29,8 @@ async def prepare(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
         raise ValueError(f"question must be a non-empty string, got {question!r}")
     update: dict[str, Any] = {}
     if state.get("started_at") is None:
-        update["started_at"] = time.time()
+        update |= {"started_at": time.time(), "stop_reason": None, "error": None}
+        update |= {"speculative": None, **chain_metrics([])}
     if state.get("stop_reason") in ERROR_KINDS:
         update |= {"stop_reason": None, "error": None}
         for key in OUTCOME_KEYS:

@@ -3,13 +3,14 @@
 ``FunctionChatModel`` answers each prompt with a function of its text (never of call
 order, since parallel branches reorder calls); ``FunctionEmbeddings`` does the same for
 embeddings. ``fake_services`` wraps them as a ``ServicesFactory`` for
-``build_question_graph``.
+``build_question_graph``; ``brain_services`` does so for a stub-server ``Brain``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -22,6 +23,7 @@ from aidanbench.graph.settings import Settings
 from aidanbench.services import ROLES, Services, ServicesFactory, shared_cache
 from aidanbench.services.cache import ScoreCache
 from aidanbench.services.limits import EndpointLimiter
+from aidanbench.testing.brain import Brain, classify
 
 
 class FunctionChatModel(BaseChatModel):
@@ -104,15 +106,67 @@ def fake_services(
 ) -> ServicesFactory:
     """A services factory returning these clients whatever the settings say.
 
-    The cache defaults to the one the settings name (``cache_path``), as in real runs.
+    The cache defaults to the file the settings name (``cache_path``), as in real runs,
+    or else to a fresh in-memory cache of this factory's own, so tests do not share one.
     """
+    own_cache = cache if cache is not None else ScoreCache()
 
     def factory(settings: Settings) -> Services:
         return Services(
             build={"model": lambda: model, "judge": lambda: judge, "embeddings": lambda: embeddings},
-            cache=cache if cache is not None else shared_cache(settings.cache_path),
+            cache=shared_cache(settings.cache_path) if settings.cache_path else own_cache,
             hosts={role: "fake" for role in ROLES},
             limiters={role: EndpointLimiter(settings.max_concurrency) for role in ROLES},
         )
 
     return factory
+
+
+def brain_services(
+    brain: Brain,
+    *,
+    delays: Mapping[str, float] | None = None,
+    cache: ScoreCache | None = None,
+    events: list[tuple[str, float, float]] | None = None,
+) -> ServicesFactory:
+    """In-process services answering from a ``Brain`` (the stub server's logic, no HTTP).
+
+    ``delays`` gives seconds per request kind (``generate``, ``coherence``,
+    ``similarity``, ``embed``) so concurrency can be observed; ``events``, when given,
+    receives ``(kind, start, end)`` monotonic times of every call.
+    """
+    wait = dict(delays or {})
+
+    class _TimedChat(FunctionChatModel):
+        async def _agenerate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+            start = time.monotonic()
+            result = await super()._agenerate(messages, *args, **kwargs)
+            if events is not None:
+                events.append((classify(self._prompt(messages)), start, time.monotonic()))
+            return result
+
+    def chat(model: str) -> FunctionChatModel:
+        return _TimedChat(
+            respond=lambda prompt: brain.chat(classify(prompt), model, prompt, {}).text,
+            delay=lambda prompt: wait.get(classify(prompt), 0.0),
+            name_served=model,
+        )
+
+    class _BrainEmbeddings(FunctionEmbeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            self.batches.append(list(texts))
+            return brain.embed("fake-embedding", texts)
+
+        async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+            start = time.monotonic()
+            vectors = await super().aembed_documents(texts)
+            if events is not None:
+                events.append(("embed", start, time.monotonic()))
+            return vectors
+
+    return fake_services(
+        chat("fake-model"),
+        chat("fake-judge"),
+        _BrainEmbeddings(lambda text: [], delay=wait.get("embed", 0.0)),
+        cache,
+    )

@@ -1,0 +1,75 @@
+"""Shared fixtures. Every test is offline: connecting anywhere but loopback fails."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aidanbench.testing import OpenAIStub, ScriptedBrain
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "aidanbench"
+REFERENCE_RUN = SHARED / "reference-runs" / "aidanbench-2024-not-cot.json"
+
+KEY_VARIABLES = ("OPENAI_API_KEY", "AIDANBENCH_TEST_KEY")
+TEST_KEY = "sk-test-0000-not-a-real-key"
+
+
+def _loopback(address: Any) -> bool:
+    if isinstance(address, tuple) and address:
+        host = address[0]
+        if host in ("localhost",):
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+    return True  # unix sockets
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refuse any connection that would leave this machine."""
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+
+    def connect(self: socket.socket, address: Any) -> None:
+        if not _loopback(address):
+            raise ConnectionRefusedError(f"test tried to reach {address!r} (offline tests)")
+        return real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        if not _loopback(address):
+            raise ConnectionRefusedError(f"test tried to reach {address!r} (offline tests)")
+        return real_connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+
+
+@pytest.fixture
+def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A recognisable fake key in every variable the settings may name."""
+    for name in KEY_VARIABLES:
+        monkeypatch.setenv(name, TEST_KEY)
+    return TEST_KEY
+
+
+@pytest.fixture
+def reference_run() -> Path:
+    """The published reference run (shared data, not shipped with the package)."""
+    if not REFERENCE_RUN.exists():
+        pytest.skip(f"reference run not found at {REFERENCE_RUN}")
+    return REFERENCE_RUN
+
+
+@pytest.fixture
+def stub() -> Iterator[OpenAIStub]:
+    """A local OpenAI-compatible server with the default scripted brain."""
+    with OpenAIStub(ScriptedBrain()) as server:
+        yield server

@@ -1,0 +1,46 @@
+"""Helpers to run the question graph in tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from aidanbench.graph.question import build_question_graph
+from aidanbench.graph.settings import Settings
+from aidanbench.services import ServicesFactory
+
+TIMING_KEYS = ("elapsed_s",)
+
+
+def comparable(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Answer records without wall-clock fields (latency, elapsed), for equality checks."""
+    out = []
+    for record in answers:
+        kept = {k: v for k, v in record.items() if k not in TIMING_KEYS and k != "calls"}
+        kept["calls"] = {
+            role: {k: v for k, v in stats.items() if k != "latency_s"}
+            for role, stats in record["calls"].items()
+        }
+        out.append(kept)
+    return out
+
+
+async def run_question(
+    services: ServicesFactory,
+    question: str,
+    settings: Settings | None = None,
+    *,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+    thread_id: str = "t",
+    resume: bool = False,
+) -> dict[str, Any]:
+    """Compile a fresh graph and run (or, with ``resume``, continue) one question."""
+    graph = build_question_graph(services).compile(checkpointer=checkpointer)
+    config = {"configurable": {"thread_id": thread_id}} if checkpointer is not None else None
+    result: dict[str, Any] = await graph.ainvoke(
+        None if resume else {"question": question},
+        config,
+        context=settings or Settings(),
+    )
+    return result

@@ -1,0 +1,72 @@
+"""The pass rule at, just above and just below each threshold: strictly greater passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from aidanbench.graph.settings import Settings
+from aidanbench.graph.thresholds import Thresholds
+
+EPS = 1e-9
+RULE = Thresholds(coherence=15.0, novelty=0.15, llm_novelty=0.15)
+
+
+@pytest.mark.parametrize(
+    ("coherence", "expected"),
+    [(15.0, "coherence"), (15.0 - EPS, "coherence"), (15.0 + EPS, None), (16.0, None), (0, "coherence")],
+)
+def test_coherence_boundary(coherence: float, expected: str | None) -> None:
+    assert RULE.failure(coherence, 0.5, 0.5) == expected
+
+
+@pytest.mark.parametrize(
+    ("novelty", "expected"),
+    [(0.15, "novelty"), (0.15 - EPS, "novelty"), (0.15 + EPS, None), (0.0, "novelty")],
+)
+def test_novelty_boundary(novelty: float, expected: str | None) -> None:
+    assert RULE.failure(50, novelty, 0.5) == expected
+
+
+@pytest.mark.parametrize(
+    ("llm", "expected"),
+    [(0.15, "llm_novelty"), (0.15 - EPS, "llm_novelty"), (0.15 + EPS, None)],
+)
+def test_llm_novelty_boundary(llm: float, expected: str | None) -> None:
+    assert RULE.failure(50, 0.5, llm) == expected
+
+
+def test_coherence_is_reported_first() -> None:
+    assert RULE.failure(10, 0.0, 0.0) == "coherence"
+    assert RULE.failure(50, 0.1, 0.0) == "novelty"
+
+
+def test_llm_novelty_ignored_when_off() -> None:
+    assert Thresholds().failure(50, 0.5, None) is None
+    assert Thresholds().failure(50, 0.5, 0.0) is None
+
+
+def test_llm_novelty_required_when_on() -> None:
+    with pytest.raises(ValueError):
+        RULE.failure(50, 0.5, None)
+
+
+def test_settings_thresholds() -> None:
+    assert Settings().thresholds == Thresholds(15.0, 0.15, None)
+    on = Settings(llm_novelty=True, coherence_threshold=20, novelty_threshold=0.3)
+    assert on.thresholds == Thresholds(20.0, 0.3, 0.15)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"coherence_threshold": 101},
+        {"novelty_threshold": -0.1},
+        {"llm_novelty_threshold": 2},
+        {"max_answers": 0},
+        {"base_url": "localhost:8000"},
+        {"unknown": 1},
+    ],
+)
+def test_invalid_settings_rejected(bad: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        Settings(**bad)  # type: ignore[arg-type]
