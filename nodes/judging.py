@@ -23,10 +23,12 @@ from aidanbench.nodes.context import reply_text as _reply_text
 from aidanbench.nodes.parsing import ScoreParseError, parse_score
 
 JUDGE_MARKUP = re.compile(
-    r"<(?=/?\s*(?:question|answer|answer1|answer2|coherence_score|similarity_score)\s*>)",
+    r"<(?=(?:/\s*(?:question|answer|answer1|answer2)|/?\s*(?:coherence_score|similarity_score))\s*>)",
     re.IGNORECASE,
 )
-"""An opening ``<`` of a tag the judge prompts or replies use."""
+"""The ``<`` of a tag that could end the answer's field early or plant a score: closing
+tags of the prompt's fields, and either score tag. A stray opening ``<answer>`` (real
+models write them; the reference run has 16) cannot escape the field and is left as is."""
 
 MARKUP_FLAG = "judge_markup_neutralised"
 

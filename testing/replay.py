@@ -62,7 +62,7 @@ class ReplayBrain:
             return Reply(f"<answer>{rows[len(previous)].answer}</answer>", served_model=model)
         if kind == "coherence":
             question, answer = parse_coherence_prompt(prompt)
-            score = self.coherence.get((question, answer), 0.0)
+            score = self.coherence[(question, answer)]
             return Reply(f"<coherence_score>{round(score)}</coherence_score>")
         if kind == "similarity":
             _, first, second = parse_similarity_prompt(prompt)

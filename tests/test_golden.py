@@ -1,0 +1,67 @@
+"""Golden test: replaying the published reference run reproduces its scores exactly.
+
+Every recorded chain is replayed through the real HTTP path (langchain-openai clients
+against the local server): the model answers the recorded texts, the judge gives the
+recorded coherence, and embeddings are built to give the recorded dissimilarities.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from aidanbench.analysis.results import read_aidanbench_file
+from aidanbench.services import default_services
+from aidanbench.testing import OpenAIStub
+from aidanbench.testing.replay import ReplayBrain
+
+from .graphs import run_question
+from .test_http import stub_settings
+
+PUBLISHED = {
+    "anthropic/claude-3.5-sonnet": [52, 43, 28, 46, 63, 47, 26, 65, 50, 1],
+    "google/gemini-flash-1.5-8b": [6, 4, 13, 1, 6, 1, 5, 7, 1, 1],
+    "gpt-4-turbo": [4, 7, 1, 35, 29, 51, 60, 36, 1],
+    "meta-llama/llama-3.1-70b-instruct": [3, 15, 17, 19, 9, 4, 15, 43, 21, 1],
+    "openai/gpt-4o-mini-2024-07-18": [24, 13, 21, 2, 23, 58, 53, 22, 31, 28],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", sorted(PUBLISHED))
+async def test_reference_run_replays_to_published_scores(
+    model: str, reference_run: Path, api_key: str
+) -> None:
+    chains = [q for q in read_aidanbench_file(reference_run) if q.model == model]
+    with OpenAIStub(ReplayBrain(chains)) as stub:
+        settings = stub_settings(stub, model=model, max_concurrency=64)
+        outs = await asyncio.gather(
+            *(run_question(default_services, c.question, settings) for c in chains)
+        )
+    scores = [out["score"] for out in outs]
+    assert scores == PUBLISHED[model]
+    assert sum(scores) == sum(PUBLISHED[model])
+    for chain, out in zip(chains, outs, strict=True):
+        assert len(out["answers"]) == len(chain.answers)
+        seen: set[str] = set()
+        for row, record in zip(chain.answers, out["answers"], strict=True):
+            assert record["answer"] == row.answer
+            if row.answer not in seen:  # a repeated text was judged twice, differently
+                assert record["coherence"] == row.coherence
+            seen.add(row.answer)
+            assert record["novelty"] == pytest.approx(row.novelty, abs=1e-6)
+        assert out["answers"][-1]["valid"] is False
+        assert out["stop_reason"] in {"coherence", "novelty"}
+
+
+def test_published_totals() -> None:
+    totals = {m: sum(s) for m, s in PUBLISHED.items()}
+    assert totals == {
+        "anthropic/claude-3.5-sonnet": 421,
+        "google/gemini-flash-1.5-8b": 45,
+        "gpt-4-turbo": 224,
+        "meta-llama/llama-3.1-70b-instruct": 147,
+        "openai/gpt-4o-mini-2024-07-18": 275,
+    }

@@ -1,0 +1,93 @@
+"""The wire path: real langchain-openai clients against a local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import pytest
+
+from aidanbench.graph.settings import Settings
+from aidanbench.services import default_services
+from aidanbench.testing import OpenAIStub, ScriptedBrain, hang, http_error, when
+
+from .graphs import run_question
+
+Q = "What is a good name for a cat?"
+
+
+def stub_settings(stub: OpenAIStub, **overrides: object) -> Settings:
+    """Every role pointed at the stub, with the test key variable."""
+    fields: dict[str, object] = {
+        "model": "model-under-test",
+        "base_url": stub.base_url,
+        "api_key_env": "AIDANBENCH_TEST_KEY",
+        "judge_model": "judge-model",
+        "judge_base_url": stub.base_url,
+        "judge_api_key_env": "AIDANBENCH_TEST_KEY",
+        "embedding_model": "embedding-model",
+        "embedding_base_url": stub.base_url,
+        "embedding_api_key_env": "AIDANBENCH_TEST_KEY",
+        "request_timeout": 10.0,
+    }
+    fields.update(overrides)
+    return Settings.model_validate(fields)
+
+
+async def test_question_over_http(stub: OpenAIStub, api_key: str) -> None:
+    stub.brain = ScriptedBrain({Q: 3})
+    settings = stub_settings(stub, model_kwargs={"max_tokens": 300, "seed": 7})
+    out = await run_question(default_services, Q, settings)
+    assert out["score"] == 3 and out["stop_reason"] == "novelty"
+
+    generates = stub.of_kind("generate")
+    assert len(generates) == 4 + 1  # four scored answers and one discarded look-ahead
+    body = generates[0].body
+    assert body["model"] == "model-under-test"
+    assert body["temperature"] == 0.7
+    assert body["max_tokens"] == 300 and body["seed"] == 7
+    assert body["messages"] == [{"role": "user", "content": body["messages"][0]["content"]}]
+    assert generates[0].headers["authorization"] == f"Bearer {api_key}"
+
+    judges = stub.of_kind("coherence")
+    assert len(judges) == 4
+    assert judges[0].body["model"] == "judge-model"
+    assert "temperature" not in judges[0].body, "o1-mini accepts no temperature: send none"
+
+    embeds = stub.of_kind("embed")
+    assert embeds and all(r.body["model"] == "embedding-model" for r in embeds)
+    sent = [r.body["input"] for r in embeds]
+    assert all(isinstance(t, str) for batch in sent for t in batch), "texts, not token ids"
+
+    first = out["answers"][0]
+    assert first["calls"]["generate"]["served_model"] == "model-under-test"
+    assert first["calls"]["generate"]["input_tokens"] > 0
+    assert first["calls"]["judge"]["calls"] == 1
+
+
+async def test_requests_have_a_timeout(stub: OpenAIStub, api_key: str) -> None:
+    stub.brain = ScriptedBrain({Q: 3})
+    stub.faults = when("coherence", hang(5.0))
+    settings = stub_settings(stub, request_timeout=0.5, max_retries=0)
+    out = await run_question(default_services, Q, settings)
+    assert out["stop_reason"] == "error"
+    assert out["error"]["role"] == "judge"
+    assert out["error"]["message"] == f"judge at 127.0.0.1:{stub.port}: request timed out"
+    assert out["answers"] == []
+
+
+async def test_missing_key_names_the_variable(
+    stub: OpenAIStub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AIDANBENCH_TEST_KEY", raising=False)
+    out = await run_question(default_services, Q, stub_settings(stub))
+    assert out["stop_reason"] == "error"
+    assert "AIDANBENCH_TEST_KEY" in out["error"]["message"]
+    assert out["error"]["role"] == "model"
+    assert stub.count() == 0
+
+
+async def test_bad_model_name_is_not_retried(stub: OpenAIStub, api_key: str) -> None:
+    stub.faults = when("generate", http_error(404, "The model `nope` does not exist"))
+    out = await run_question(default_services, Q, stub_settings(stub, max_retries=3))
+    assert out["stop_reason"] == "error"
+    assert out["error"]["status"] == 404
+    assert "HTTP 404" in out["error"]["message"] and "does not exist" in out["error"]["message"]
+    assert stub.count("generate") == 1
