@@ -1,0 +1,49 @@
+"""A one-question run in its own process, for kill-and-resume tests.
+
+    python -m tests.run_question RUN_DIR BASE_URL QUESTION [--no-pipeline]
+
+Checkpoints go to RUN_DIR/checkpoints.sqlite and the score cache to
+RUN_DIR/cache.sqlite. A thread that stopped mid-step resumes with ``None`` input;
+otherwise the question is (re)submitted. Prints the output as JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from aidanbench.graph.question import build_question_graph
+from aidanbench.graph.settings import Settings
+
+
+async def main(run_dir: Path, base_url: str, question: str, pipeline: bool) -> None:
+    settings = Settings(
+        model="m",
+        base_url=base_url,
+        api_key_env="AIDANBENCH_TEST_KEY",
+        judge_model="j",
+        judge_base_url=base_url,
+        judge_api_key_env="AIDANBENCH_TEST_KEY",
+        embedding_model="e",
+        embedding_base_url=base_url,
+        embedding_api_key_env="AIDANBENCH_TEST_KEY",
+        request_timeout=10,
+        pipeline=pipeline,
+        cache_path=str(run_dir / "cache.sqlite"),
+    )
+    async with AsyncSqliteSaver.from_conn_string(str(run_dir / "checkpoints.sqlite")) as saver:
+        graph = build_question_graph().compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "question-1"}}
+        snapshot = await graph.aget_state(config)
+        start = None if snapshot.next else {"question": question}
+        out = await graph.ainvoke(start, config, context=settings)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    asyncio.run(main(Path(args[0]), args[1], args[2], "--no-pipeline" not in args))
