@@ -32,6 +32,8 @@ class AnswerRow:
     llm_novelty: float | None
     valid: bool
     elapsed_s: float | None = None
+    used_answer_tag: bool | None = None
+    tokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
@@ -46,6 +48,9 @@ class QuestionResult:
     stop_reason: str | None
     repeat: int = 1
     error: str | None = None
+    embedding_model: str | None = None
+    thresholds: Thresholds | None = None
+    speculative_tokens: int = 0
 
     @property
     def score(self) -> int:
@@ -56,6 +61,11 @@ class QuestionResult:
     def novelty_sum(self) -> float:
         """Sum of embedding novelty over valid answers (the alternative reward)."""
         return sum(a.novelty or 0.0 for a in self.answers if a.valid)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of every call, discarded look-aheads included."""
+        return sum(a.tokens for a in self.answers) + self.speculative_tokens
 
     @property
     def finished(self) -> bool:
@@ -77,8 +87,10 @@ def chain_validity(
         if reason is not None:
             flags.append(False)
             continue
-        if coherence is None or novelty is None or (
-            thresholds.llm_novelty is not None and llm is None
+        if (
+            coherence is None
+            or novelty is None
+            or (thresholds.llm_novelty is not None and llm is None)
         ):
             reason = "unscored"
             flags.append(False)
@@ -92,9 +104,7 @@ def _number(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def read_aidanbench_file(
-    path: Path, thresholds: Thresholds | None = None
-) -> list[QuestionResult]:
+def read_aidanbench_file(path: Path, thresholds: Thresholds | None = None) -> list[QuestionResult]:
     """Questions of an original-schema results file, in file order.
 
     Raises ``ValueError`` naming the problem when the file is not in that schema.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-COMMANDS = ("calibrate",)
+COMMANDS = ("run", "calibrate")
 """Command modules of this package, in the order ``--help`` lists them."""
 
 

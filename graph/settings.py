@@ -9,6 +9,7 @@ built from these settings outside the graph state.
 from __future__ import annotations
 
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -138,8 +139,15 @@ class Settings(BaseModel):
     @field_validator("base_url", "judge_base_url", "embedding_base_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError(f"base URL must start with http:// or https://, got {value!r}")
+        if value is None:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"base URL must look like https://host/v1, got {value!r}")
+        if parts.username or parts.password:
+            raise ValueError(
+                "base URL must not carry credentials; put the key in the API-key variable"
+            )
         return value
 
     @property
@@ -171,6 +179,4 @@ def default_novelty_threshold(embedding_model: str) -> float:
     return CALIBRATED_NOVELTY_THRESHOLDS.get(embedding_model, BENCHMARK_NOVELTY_THRESHOLD)
 
 
-StopReason = Literal[
-    "coherence", "novelty", "llm_novelty", "max_answers", "judge_error", "error"
-]
+StopReason = Literal["coherence", "novelty", "llm_novelty", "max_answers", "judge_error", "error"]

@@ -85,10 +85,8 @@ def add_calls(total: CallStats, more: CallStats) -> CallStats:
 
 def message_stats(message: AIMessage, latency_s: float) -> CallStats:
     """Cost of one chat call, from the usage and model id the provider reported."""
-    usage = message.usage_metadata or {}
-    served = message.response_metadata.get("model_name") or message.response_metadata.get(
-        "model"
-    )
+    usage: dict[str, Any] = dict(message.usage_metadata or {})
+    served = message.response_metadata.get("model_name") or message.response_metadata.get("model")
     return CallStats(
         served_model=str(served) if served else None,
         latency_s=latency_s,

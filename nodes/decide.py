@@ -49,7 +49,9 @@ def _value(outcome: ScoreOutcome | None, index: int, key: str) -> ScoreOutcome:
     return outcome
 
 
-def _record(state: QuestionState, candidate: Candidate, keys: list[str], ctx: NodeContext) -> AnswerRecord:
+def _record(
+    state: QuestionState, candidate: Candidate, keys: list[str], ctx: NodeContext
+) -> AnswerRecord:
     index = candidate["index"]
     outcomes = {key: _value(state.get(key), index, key) for key in keys}  # type: ignore[arg-type]
     coherence = outcomes["coherence_result"]["value"]
@@ -109,9 +111,16 @@ async def decide(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
     if stop is not None:
         update |= {"stop_reason": stop, "candidate": None, "lookahead": None}
         if lookahead is not None and "call" in lookahead:
-            update["speculative"] = add_calls(state.get("speculative") or no_calls(), lookahead["call"])
+            update["speculative"] = add_calls(
+                state.get("speculative") or no_calls(), lookahead["call"]
+            )
     elif lookahead is not None and "error" in lookahead:
-        update |= {"stop_reason": lookahead["error"]["kind"], "error": lookahead["error"], "candidate": None, "lookahead": None}
+        update |= {
+            "stop_reason": lookahead["error"]["kind"],
+            "error": lookahead["error"],
+            "candidate": None,
+            "lookahead": None,
+        }
     else:
         update |= {"candidate": lookahead, "lookahead": None}
     ctx.emit(
@@ -124,6 +133,8 @@ async def decide(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
             "llm_novelty": record["llm_novelty"],
             "score": metrics["score"],
             "stop_reason": update.get("stop_reason"),
+            "calls": sum(c["calls"] for c in record["calls"].values()),
+            "tokens": sum(c["input_tokens"] + c["output_tokens"] for c in record["calls"].values()),
         }
     )
     return update

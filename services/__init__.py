@@ -47,6 +47,18 @@ class Services:
             self._built[role] = self.build[role]()
         return self._built[role]
 
+    def warm(self) -> None:
+        """Build every client now, outside any node, so no node pays for it.
+
+        A role that cannot be built (its key is missing, its extra not installed) is left
+        to fail inside its node, where the error is recorded for the question.
+        """
+        for role in ROLES:
+            try:
+                self._get(role)
+            except (ConfigError, ImportError):
+                continue
+
     @property
     def model(self) -> BaseChatModel:
         """The model under test."""

@@ -109,7 +109,9 @@ class ScoreCache:
         with self._lock:
             self._scores[key] = score
             if self._db is not None:
-                self._db.execute("INSERT OR REPLACE INTO similarities VALUES (?, ?, ?)", (*key, score))
+                self._db.execute(
+                    "INSERT OR REPLACE INTO similarities VALUES (?, ?, ?)", (*key, score)
+                )
 
     def close(self) -> None:
         """Close the database; the in-memory copy stays usable."""

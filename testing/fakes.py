@@ -18,6 +18,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
 
 from aidanbench.graph.settings import Settings
 from aidanbench.services import ROLES, Services, ServicesFactory, shared_cache
@@ -32,7 +33,7 @@ class FunctionChatModel(BaseChatModel):
     respond: Callable[[str], str]
     delay: Callable[[str], float] | None = None
     name_served: str = "fake-model"
-    calls: list[str] = []
+    calls: list[str] = Field(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
@@ -113,7 +114,11 @@ def fake_services(
 
     def factory(settings: Settings) -> Services:
         return Services(
-            build={"model": lambda: model, "judge": lambda: judge, "embeddings": lambda: embeddings},
+            build={
+                "model": lambda: model,
+                "judge": lambda: judge,
+                "embeddings": lambda: embeddings,
+            },
             cache=shared_cache(settings.cache_path) if settings.cache_path else own_cache,
             hosts={role: "fake" for role in ROLES},
             limiters={role: EndpointLimiter(settings.max_concurrency) for role in ROLES},
@@ -138,7 +143,9 @@ def brain_services(
     wait = dict(delays or {})
 
     class _TimedChat(FunctionChatModel):
-        async def _agenerate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        async def _agenerate(
+            self, messages: list[BaseMessage], *args: Any, **kwargs: Any
+        ) -> ChatResult:
             start = time.monotonic()
             result = await super()._agenerate(messages, *args, **kwargs)
             if events is not None:

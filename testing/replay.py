@@ -30,7 +30,6 @@ from aidanbench.testing.brain import (
     parse_similarity_prompt,
 )
 
-
 BEYOND_RECORDING = "(the recording ends here)"
 """Answer given past a chain's end: only a pipelined look-ahead asks, and it is discarded."""
 

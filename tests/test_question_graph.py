@@ -116,9 +116,7 @@ async def test_pipelined_and_sequential_record_the_same() -> None:
 async def node_order(settings: Settings) -> list[list[str]]:
     graph = build_question_graph(brain_services(ScriptedBrain({Q: 1}))).compile()
     steps: list[list[str]] = []
-    async for chunk in graph.astream(
-        {"question": Q}, context=settings, stream_mode="debug"
-    ):
+    async for chunk in graph.astream({"question": Q}, context=settings, stream_mode="debug"):
         if chunk["type"] == "task":
             step = chunk["step"]
             while len(steps) < step:
@@ -179,7 +177,9 @@ async def test_unreadable_judge_stops_with_judge_error_then_resumes() -> None:
     config = {"configurable": {"thread_id": "t"}}
     tasks = [
         (chunk["step"], chunk["payload"]["name"])
-        async for chunk in graph.astream({"question": Q}, config, context=settings, stream_mode="debug")
+        async for chunk in graph.astream(
+            {"question": Q}, config, context=settings, stream_mode="debug"
+        )
         if chunk["type"] == "task"
     ]
     first_step = min(step for step, _ in tasks)

@@ -13,7 +13,13 @@ RULE = Thresholds(coherence=15.0, novelty=0.15, llm_novelty=0.15)
 
 @pytest.mark.parametrize(
     ("coherence", "expected"),
-    [(15.0, "coherence"), (15.0 - EPS, "coherence"), (15.0 + EPS, None), (16.0, None), (0, "coherence")],
+    [
+        (15.0, "coherence"),
+        (15.0 - EPS, "coherence"),
+        (15.0 + EPS, None),
+        (16.0, None),
+        (0, "coherence"),
+    ],
 )
 def test_coherence_boundary(coherence: float, expected: str | None) -> None:
     assert RULE.failure(coherence, 0.5, 0.5) == expected

@@ -1,0 +1,142 @@
+"""Driving many question threads through the per-question graph, resumably.
+
+Every (model, temperature, question, repeat) is one checkpointed thread with a
+deterministic id, so running the same command again finds each thread where it was:
+finished ones are skipped, interrupted ones continue from their last completed step
+(``None`` input), and ones that stopped on an error are invoked again, which retries only
+the failed part. The loop itself is the graph's; this module only schedules threads,
+reports progress and writes the run directory's files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from aidanbench.analysis import rundir
+from aidanbench.cli.progress import Progress
+from aidanbench.graph.question import build_question_graph
+from aidanbench.graph.settings import Settings
+from aidanbench.nodes.prepare import ERROR_KINDS
+from aidanbench.services import ServicesFactory, default_services
+
+
+@dataclass(frozen=True)
+class Task:
+    """One question thread of a run."""
+
+    settings: Settings
+    question: str
+    repeat: int
+
+    @property
+    def label(self) -> str:
+        """``model (temperature)``, the progress row of the task."""
+        return f"{self.settings.model} (T={self.settings.temperature:g})"
+
+    @property
+    def thread_id(self) -> str:
+        """Stable across runs: model, temperature, repeat and a hash of the question."""
+        digest = hashlib.sha256(self.question.encode("utf-8")).hexdigest()[:16]
+        s = self.settings
+        return f"{s.model}|t={s.temperature!r}|r={self.repeat}|q={digest}"
+
+    def line(self, output: dict[str, Any]) -> dict[str, Any]:
+        """The task's ``questions.jsonl`` line (with its answers) from a graph output."""
+        s = self.settings
+        keep = (
+            "answers",
+            "stop_reason",
+            "error",
+            "score",
+            "novelty_sum",
+            "mean_coherence",
+            "mean_novelty",
+            "mean_llm_novelty",
+            "format_adherence",
+            "speculative",
+        )
+        return {
+            "model": s.model,
+            "temperature": s.temperature,
+            "question": self.question,
+            "repeat": self.repeat,
+            "thread_id": self.thread_id,
+            "embedding_model": s.embedding_model,
+            "thresholds": {
+                "coherence": s.thresholds.coherence,
+                "novelty": s.thresholds.novelty,
+                "llm_novelty": s.thresholds.llm_novelty,
+            },
+            **{k: output.get(k) for k in keep},
+            "answers": output.get("answers") or [],
+        }
+
+
+FINAL_REASONS = frozenset({"coherence", "novelty", "llm_novelty", "max_answers"})
+
+
+async def drive(
+    tasks: Sequence[Task],
+    run_dir: Path,
+    *,
+    concurrency: int,
+    progress: Progress,
+    services: ServicesFactory = default_services,
+) -> list[dict[str, Any]]:
+    """Run every task to a stop (or resume it), writing outputs as questions finish.
+
+    Returns the question lines. Cancellation (Ctrl-C) writes what is known and re-raises:
+    the checkpoints already hold every completed step.
+    """
+    lines: dict[str, dict[str, Any]] = {}
+    async with AsyncSqliteSaver.from_conn_string(str(run_dir / rundir.CHECKPOINTS)) as saver:
+        graph = build_question_graph(services).compile(checkpointer=saver)
+        pending: list[tuple[Task, Any]] = []
+        for task in tasks:
+            config = {"configurable": {"thread_id": task.thread_id}}
+            snapshot = await graph.aget_state(config)
+            values = dict(snapshot.values)
+            lines[task.thread_id] = task.line(values)
+            progress.queued(task.label)
+            if not snapshot.next and values.get("stop_reason") in FINAL_REASONS:
+                progress.skipped(task.label, values)
+            else:
+                pending.append((task, None if snapshot.next else {"question": task.question}))
+        for settings in {t.settings.model_dump_json(): t.settings for t, _ in pending}.values():
+            services(settings).warm()
+
+        gate = asyncio.Semaphore(concurrency)
+        write_lock = asyncio.Lock()
+
+        async def run_one(task: Task, start: Any) -> None:
+            async with gate:
+                config = {"configurable": {"thread_id": task.thread_id}}
+                progress.started_question(task.label)
+                async for event in graph.astream(
+                    start, config, context=task.settings, stream_mode="custom"
+                ):
+                    if isinstance(event, dict) and event.get("event") == "answer":
+                        progress.answer(task.label, event)
+                values = dict((await graph.aget_state(config)).values)
+                lines[task.thread_id] = task.line(values)
+                progress.finished_question(task.label, task.question, values)
+                async with write_lock:
+                    rundir.write_outputs(run_dir, list(lines.values()))
+
+        try:
+            await asyncio.gather(*(run_one(task, start) for task, start in pending))
+        finally:
+            rundir.write_outputs(run_dir, list(lines.values()))
+    return list(lines.values())
+
+
+def errored(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Question lines that stopped on an error (a rerun retries them)."""
+    return [line for line in lines if line.get("stop_reason") in ERROR_KINDS]

@@ -1,0 +1,126 @@
+"""Live progress of a run: a rich table on a terminal, plain log lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+
+@dataclass
+class ModelProgress:
+    """Counters of one (model, temperature)."""
+
+    queued: int = 0
+    running: int = 0
+    done: int = 0
+    errored: int = 0
+    answers: int = 0
+    score: int = 0
+    calls: int = 0
+    tokens: int = 0
+
+
+@dataclass
+class Progress:
+    """Counts answer events and question transitions; renders them live or as lines."""
+
+    out: TextIO = field(default_factory=lambda: sys.stderr)
+    live: bool | None = None
+    rows: dict[str, ModelProgress] = field(default_factory=lambda: defaultdict(ModelProgress))
+    started: float = field(default_factory=time.monotonic)
+    _live: Live | None = None
+
+    def __post_init__(self) -> None:
+        if self.live is None:
+            self.live = self.out.isatty()
+
+    def __enter__(self) -> Progress:
+        if self.live:
+            self._live = Live(self._table(), console=Console(file=self.out), refresh_per_second=4)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.update(self._table())
+            self._live.__exit__(None, None, None)
+            self._live = None
+
+    def queued(self, label: str, count: int = 1) -> None:
+        self.rows[label].queued += count
+        self._refresh()
+
+    def started_question(self, label: str) -> None:
+        row = self.rows[label]
+        row.queued -= 1
+        row.running += 1
+        self._refresh()
+
+    def finished_question(self, label: str, question: str, output: dict[str, Any]) -> None:
+        row = self.rows[label]
+        row.running -= 1
+        stop = output.get("stop_reason")
+        if stop in ("error", "judge_error"):
+            row.errored += 1
+        else:
+            row.done += 1
+        self._line(f"{label}: {stop} after {output.get('score', 0)} valid — {question[:60]}")
+        self._refresh()
+
+    def skipped(self, label: str, output: dict[str, Any]) -> None:
+        """A question finished in an earlier run: counted, not run again."""
+        row = self.rows[label]
+        row.queued -= 1
+        row.done += 1
+        row.score += int(output.get("score") or 0)
+        row.answers += len(output.get("answers") or [])
+        self._refresh()
+
+    def answer(self, label: str, event: dict[str, Any]) -> None:
+        row = self.rows[label]
+        row.answers += 1
+        row.score += 1 if event.get("valid") else 0
+        row.calls += int(event.get("calls", 0))
+        row.tokens += int(event.get("tokens", 0))
+        self._refresh()
+
+    def _line(self, text: str) -> None:
+        if not self.live:
+            elapsed = time.monotonic() - self.started
+            print(f"[{elapsed:7.1f}s] {text}", file=self.out, flush=True)
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.update(self._table())
+
+    def _table(self) -> Table:
+        elapsed = time.monotonic() - self.started
+        table = Table(title=f"AidanBench run — {elapsed:.0f}s elapsed")
+        for name in (
+            "model (temperature)",
+            "done",
+            "running",
+            "queued",
+            "errors",
+            "answers",
+            "score",
+            "API calls",
+            "tokens",
+        ):
+            table.add_column(name, justify="left" if name.startswith("model") else "right")
+        for label, r in self.rows.items():
+            table.add_row(
+                label,
+                *map(
+                    str,
+                    (r.done, r.running, r.queued, r.errored, r.answers, r.score, r.calls, r.tokens),
+                ),
+            )
+        return table

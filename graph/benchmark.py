@@ -1,0 +1,133 @@
+"""The whole benchmark for one model as a LangGraph graph: fan out over questions.
+
+    START → plan ──Send(question)──→ run_question (× N, in parallel) → summarize → END
+
+Each question runs the per-question graph as a subgraph, under the caller's checkpointer
+(each in its own namespace), so an interrupted benchmark resumes without repeating
+finished answers. ``summarize`` totals the question results. This is what LangGraph
+Studio shows as the whole benchmark; the command line drives question threads directly
+for resumability across many models, with the same per-question graph.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import Counter
+from typing import Annotated, Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from aidanbench.graph.question import build_question_graph
+from aidanbench.graph.questions import bundled_questions
+from aidanbench.graph.settings import Settings
+from aidanbench.graph.state import QuestionOutput
+from aidanbench.nodes.context import settings_of
+from aidanbench.services import ServicesFactory, default_services
+
+
+class BenchmarkInput(TypedDict, total=False):
+    """What starts a benchmark run (settings go in the context)."""
+
+    questions: list[str]
+    """Questions to ask; empty or absent: the bundled 63, in the benchmark's order."""
+    question_limit: int | None
+    """Ask only the first N questions."""
+
+
+class QuestionTask(TypedDict):
+    """The payload sent to ``run_question``."""
+
+    question: str
+    """One question of the set."""
+
+
+class BenchmarkOutput(TypedDict):
+    """The benchmark's results for one model."""
+
+    results: list[QuestionOutput]
+    """Each question's output (answers, stop reason, metrics), in completion order."""
+    summary: dict[str, Any]
+    """Totals: score, novelty sum, questions, stop reasons, errored questions."""
+
+
+class BenchmarkState(TypedDict):
+    """State of the benchmark graph."""
+
+    questions: list[str]
+    """The question set in force."""
+    question_limit: int | None
+    """Ask only the first N questions."""
+    results: Annotated[list[QuestionOutput], operator.add]
+    """Question outputs; parallel branches each append one."""
+    summary: dict[str, Any]
+    """Totals written by ``summarize``."""
+
+
+async def plan(state: BenchmarkState) -> dict[str, Any]:
+    """Resolve the question set: the input's, or the bundled one."""
+    questions = state.get("questions") or bundled_questions()
+    limit = state.get("question_limit")
+    if limit is not None:
+        if limit < 1:
+            raise ValueError(f"question_limit must be at least 1, got {limit}")
+        questions = questions[:limit]
+    if len(set(questions)) != len(questions):
+        raise ValueError("questions must be distinct")
+    return {"questions": questions}
+
+
+def fan_out(state: BenchmarkState) -> list[Send]:
+    """One ``run_question`` branch per question."""
+    return [Send("run_question", QuestionTask(question=q)) for q in state["questions"]]
+
+
+def summarize_results(results: list[QuestionOutput]) -> dict[str, Any]:
+    """Totals over question outputs."""
+    reasons = Counter(str(r.get("stop_reason")) for r in results)
+    return {
+        "score": sum(int(r.get("score") or 0) for r in results),
+        "novelty_sum": sum(float(r.get("novelty_sum") or 0.0) for r in results),
+        "questions": len(results),
+        "stop_reasons": dict(reasons),
+        "errored": [
+            {"question": r["question"], "error": r.get("error")}
+            for r in results
+            if r.get("stop_reason") in ("error", "judge_error")
+        ],
+    }
+
+
+async def summarize(state: BenchmarkState) -> dict[str, Any]:
+    """Total the question results."""
+    return {"summary": summarize_results(state.get("results", []))}
+
+
+def build_benchmark_graph(
+    services: ServicesFactory = default_services,
+) -> StateGraph[BenchmarkState, Settings, BenchmarkInput, BenchmarkOutput]:
+    """The uncompiled benchmark graph; the question subgraph shares its checkpointer."""
+    question_graph = build_question_graph(services).compile()
+
+    async def run_question(task: QuestionTask, runtime: Runtime[Settings]) -> dict[str, Any]:
+        """Run the per-question graph for one question, as a subgraph."""
+        output = await question_graph.ainvoke(
+            {"question": task["question"]}, context=settings_of(runtime)
+        )
+        return {"results": [output]}
+
+    graph = StateGraph(
+        BenchmarkState,
+        context_schema=Settings,
+        input_schema=BenchmarkInput,
+        output_schema=BenchmarkOutput,
+    )
+    graph.add_node("plan", plan)
+    graph.add_node("run_question", run_question)  # type: ignore[arg-type]
+    graph.add_node("summarize", summarize, defer=True)
+    graph.add_edge(START, "plan")
+    graph.add_conditional_edges("plan", fan_out, ["run_question"])
+    graph.add_edge("run_question", "summarize")
+    graph.add_edge("summarize", END)
+    return graph

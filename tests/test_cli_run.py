@@ -1,0 +1,292 @@
+"""``aidanbench run`` end to end against the local server: resume, interrupts, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aidanbench.cli.main import main
+from aidanbench.graph.questions import bundled_questions
+from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain
+
+from .conftest import REPO
+
+QUESTIONS = bundled_questions(4)
+
+
+@pytest.fixture
+def bench_stub() -> Iterator[OpenAIStub]:
+    brain = ScriptedBrain({q: 3 + i for i, q in enumerate(QUESTIONS)})
+    with OpenAIStub(brain) as stub:
+        yield stub
+
+
+def run_args(stub: OpenAIStub, run_dir: Path, *extra: str) -> list[str]:
+    url = stub.base_url
+    return [
+        "run",
+        "--model",
+        "m1",
+        "--model",
+        "m2",
+        "--questions",
+        str(len(QUESTIONS)),
+        "--base-url",
+        url,
+        "--judge-base-url",
+        url,
+        "--embedding-base-url",
+        url,
+        "--api-key-env",
+        "AIDANBENCH_TEST_KEY",
+        "--judge-api-key-env",
+        "AIDANBENCH_TEST_KEY",
+        "--embedding-api-key-env",
+        "AIDANBENCH_TEST_KEY",
+        "--run-dir",
+        str(run_dir),
+        *extra,
+    ]
+
+
+def without_times(results: dict[str, Any]) -> dict[str, Any]:
+    """results.json without processing_time (wall clock)."""
+    for temps in results["models"].values():
+        for questions in temps.values():
+            for records in questions.values():
+                for record in records:
+                    record.pop("processing_time")
+    return results
+
+
+def read_results(run_dir: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((run_dir / "results.json").read_text())
+    return without_times(data)
+
+
+def test_run_writes_the_run_directory(
+    bench_stub: OpenAIStub, api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    assert main(run_args(bench_stub, run_dir)) == 0
+    results = json.loads((run_dir / "results.json").read_text())
+    assert list(results["models"]) == ["m1", "m2"]
+    by_question = results["models"]["m1"]["0.7"]
+    assert list(by_question) == QUESTIONS, "first N bundled questions, in order"
+    assert [len(by_question[q]) - 1 for q in QUESTIONS] == [3, 4, 5, 6]
+    record = by_question[QUESTIONS[0]][0]
+    assert set(record) == {
+        "answer_num",
+        "answer",
+        "coherence_score",
+        "embedding_dissimilarity_score",
+        "processing_time",
+    }
+    lines = [json.loads(x) for x in (run_dir / "answers.jsonl").read_text().splitlines()]
+    assert len(lines) == 2 * (4 + 5 + 6 + 7)
+    assert {"model", "temperature", "question", "repeat", "index", "raw_reply", "calls"} <= set(
+        lines[0]
+    )
+    assert lines[0]["calls"]["generate"]["served_model"] == "m1"
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    assert meta["totals"]["score"] == 2 * (3 + 4 + 5 + 6)
+    assert meta["endpoints"]["model"] == f"127.0.0.1:{bench_stub.port}"
+    assert meta["settings"]["thresholds"] == {"coherence": 15.0, "novelty": 0.15, "llm_novelty": None}
+    assert len(meta["prompts_sha256"]) == 64 and meta["questions"] == 4
+
+    calls = bench_stub.count()
+    assert main(run_args(bench_stub, run_dir)) == 0, "rerun of a finished run"
+    assert bench_stub.count() == calls, "finished questions are skipped"
+
+
+def cli(stub: OpenAIStub, run_dir: Path, api_key: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "AIDANBENCH_TEST_KEY": api_key}
+    return subprocess.Popen(
+        [sys.executable, "-m", "aidanbench.cli.main", *run_args(stub, run_dir, "--concurrency", "3")],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def interrupt_after(proc: subprocess.Popen[str], stub: OpenAIStub, calls: int, sig: int) -> str:
+    deadline = time.monotonic() + 60
+    while stub.count("generate") < calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    return err
+
+
+@pytest.mark.slow
+def test_interrupted_runs_resume_to_the_same_results(tmp_path: Path, api_key: str) -> None:
+    brain = ScriptedBrain({q: 3 + i for i, q in enumerate(QUESTIONS)})
+    with OpenAIStub(brain, latency=Latency(generate=0.03, coherence=0.04, embed=0.01)) as stub:
+        clean_dir = tmp_path / "clean"
+        proc = cli(stub, clean_dir, api_key)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+
+        run_dir = tmp_path / "interrupted"
+        stub.clear()
+        err = interrupt_after(cli(stub, run_dir, api_key), stub, 8, signal.SIGINT)
+        assert "run the same command again to resume" in err
+        stub.clear()
+        proc = cli(stub, run_dir, api_key)
+        interrupt_after(proc, stub, 10, signal.SIGKILL)
+        assert proc.returncode == -signal.SIGKILL
+        proc = cli(stub, run_dir, api_key)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    assert read_results(run_dir) == read_results(clean_dir)
+    answers = [json.loads(x) for x in (run_dir / "answers.jsonl").read_text().splitlines()]
+    keys = [(a["model"], a["question"], a["index"]) for a in answers]
+    assert len(keys) == len(set(keys)) == 2 * (4 + 5 + 6 + 7)
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str], status: int) -> str:
+    err = capsys.readouterr().err.strip()
+    assert status == 2
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_missing_key_variable(
+    bench_stub: OpenAIStub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("AIDANBENCH_TEST_KEY", raising=False)
+    err = one_line_error(capsys, main(run_args(bench_stub, tmp_path / "r")))
+    assert "AIDANBENCH_TEST_KEY" in err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "suffix", "message"),
+    [
+        (None, ".json", "not found"),
+        (b"", ".txt", "empty"),
+        (b"\xff\xfe\x00bad", ".txt", "not UTF-8"),
+        (b'{"a": 1}', ".json", "JSON list of strings"),
+        (b'["q1", 2]', ".json", "JSON list of strings"),
+        (b'["q1", "q1"]', ".json", "repeats question 1"),
+        (b'["q1", "  "]', ".json", "blank"),
+        (b"[]", ".json", "no questions"),
+        (json.dumps(["x" * 5000]).encode(), ".json", "characters"),
+        (b"name\nq1\n", ".csv", "'question' column"),
+        (b'{"q": "x"}\n', ".jsonl", "string field 'question'"),
+    ],
+)
+def test_bad_questions_file(
+    bench_stub: OpenAIStub,
+    api_key: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    content: bytes | None,
+    suffix: str,
+    message: str,
+) -> None:
+    path = tmp_path / f"questions{suffix}"
+    if content is not None:
+        path.write_bytes(content)
+    args = run_args(bench_stub, tmp_path / "r")
+    args[args.index("--questions") : args.index("--questions") + 2] = ["--questions-file", str(path)]
+    err = one_line_error(capsys, main(args))
+    assert message in err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "suffix"),
+    [
+        (b'["q1", "q2"]', ".json"),
+        (b'{"question": "q1"}\n{"question": "q2"}\n', ".jsonl"),
+        (b"id,question\n1,q1\n2,q2\n", ".csv"),
+        (b"q1\n\nq2\n", ".txt"),
+    ],
+)
+def test_questions_file_formats(content: bytes, suffix: str, tmp_path: Path) -> None:
+    from aidanbench.cli.questions import load_questions
+
+    path = tmp_path / f"q{suffix}"
+    path.write_bytes(content)
+    assert load_questions(None, path) == ["q1", "q2"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--coherence-threshold", "150", "--coherence-threshold"),
+        ("--novelty-threshold", "-1", "--novelty-threshold"),
+        ("--max-answers", "0", "--max-answers"),
+        ("--base-url", "not-a-url", "--base-url"),
+        ("--repeats", "0", "--repeats"),
+    ],
+)
+def test_invalid_settings(
+    bench_stub: OpenAIStub,
+    api_key: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    flag: str,
+    value: str,
+    message: str,
+) -> None:
+    args = run_args(bench_stub, tmp_path / "r")
+    if flag in args:
+        args[args.index(flag) + 1] = value
+    else:
+        args += [flag, value]
+    err = one_line_error(capsys, main(args))
+    assert message in err
+
+
+def test_unparseable_flag_values(bench_stub: OpenAIStub, tmp_path: Path) -> None:
+    for flag, value in (("--coherence-threshold", "high"), ("--reward-mode", "best"), ("--model-kwargs", "{x")):
+        with pytest.raises(SystemExit) as caught:
+            main([*run_args(bench_stub, tmp_path / "r"), flag, value])
+        assert caught.value.code == 2
+
+
+def test_run_dir_of_another_run_is_refused(
+    bench_stub: OpenAIStub, api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "r"
+    assert main(run_args(bench_stub, run_dir, "--max-answers", "2")) == 0
+    before = (run_dir / "results.json").read_bytes()
+    capsys.readouterr()
+    err = one_line_error(capsys, main(run_args(bench_stub, run_dir, "--max-answers", "3")))
+    assert "different run" in err and "max_answers" in err
+    assert (run_dir / "results.json").read_bytes() == before
+    assert main(run_args(bench_stub, run_dir, "--max-answers", "3", "--use-stored-settings")) == 0
+
+
+def test_locked_run_dir_is_refused(
+    bench_stub: OpenAIStub, api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import fcntl
+
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    with open(run_dir / "lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        code = subprocess.run(
+            [sys.executable, "-m", "aidanbench.cli.main", *run_args(bench_stub, run_dir)],
+            env={**os.environ, "AIDANBENCH_TEST_KEY": api_key},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert code.returncode == 2
+    assert "in use by another aidanbench run" in code.stderr
+    assert bench_stub.count() == 0
