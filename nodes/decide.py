@@ -20,6 +20,9 @@ from aidanbench.graph.state import (
     QuestionState,
     ScoreOutcome,
 )
+from langgraph.types import interrupt
+
+from aidanbench.graph.settings import Settings
 from aidanbench.nodes.context import NodeContext, add_calls, no_calls
 from aidanbench.nodes.metrics import chain_metrics
 
@@ -81,6 +84,18 @@ def _record(
     )
 
 
+def should_pause(record: AnswerRecord, settings: Settings) -> bool:
+    """Whether to pause for a person after this answer (Studio human-in-the-loop).
+
+    The pause comes before anything is written, and ``decide`` is a pure function of the
+    state, so resuming re-runs it to the same result without repeating any API call.
+    """
+    if settings.interrupt_on_reject and not record["valid"]:
+        return True
+    every = settings.interrupt_every
+    return every is not None and record["index"] % every == 0
+
+
 def scoring_keys(llm_novelty_on: bool) -> list[str]:
     """The outcome keys a turn fills."""
     keys = ["coherence_result", "novelty_result"]
@@ -123,6 +138,8 @@ async def decide(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
         }
     else:
         update |= {"candidate": lookahead, "lookahead": None}
+    if should_pause(record, ctx.settings):
+        interrupt({"reason": "review", "answer": record, "score": metrics["score"]})
     ctx.emit(
         {
             "event": "answer",

@@ -260,3 +260,26 @@ async def test_custom_events_stream() -> None:
         ("answer", 3, False),
     ]
     assert events[-1]["stop_reason"] == "novelty"
+
+
+async def test_interrupt_on_reject_then_resume() -> None:
+    from langgraph.types import Command
+
+    events: list[tuple[str, float, float]] = []
+    saver = InMemorySaver()
+    graph = build_question_graph(brain_services(ScriptedBrain({Q: 2}), events=events)).compile(
+        checkpointer=saver
+    )
+    config = {"configurable": {"thread_id": "hitl"}}
+    settings = Settings(interrupt_on_reject=True, interrupt_every=2)
+    paused = await graph.ainvoke({"question": Q}, config, context=settings)
+    assert paused["__interrupt__"][0].value["answer"]["index"] == 2
+    calls = len(events)
+    paused = await graph.ainvoke(Command(resume="ok"), config, context=settings)
+    assert paused["__interrupt__"][0].value["answer"]["valid"] is False
+    assert len(events) > calls
+    calls = len(events)
+    out = await graph.ainvoke(Command(resume="ok"), config, context=settings)
+    assert len(events) == calls, "resuming repeats no API call"
+    assert out["score"] == 2 and out["stop_reason"] == "novelty"
+    assert [a["index"] for a in out["answers"]] == [1, 2, 3]
