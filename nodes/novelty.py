@@ -26,8 +26,11 @@ def cosine_novelty(vector: ArrayLike, previous: Sequence[ArrayLike]) -> float:
     if len(previous) == 0:
         return 1.0
     new = unit(vector)
-    earlier = np.stack([unit(p) for p in previous])
-    return float(1.0 - float(np.max(earlier @ new)))
+    earlier = np.asarray(np.stack(previous), dtype=np.float64)
+    norms = np.linalg.norm(earlier, axis=1)
+    if not np.all(np.isfinite(norms)) or np.any(norms == 0.0):
+        raise ValueError("embedding has zero or non-finite length")
+    return float(1.0 - float(np.max((earlier @ new) / norms)))
 
 
 def llm_novelty(similarities: Sequence[int]) -> float:

@@ -6,12 +6,19 @@ Every client has a request timeout (langchain-openai sends none by default) and 
 one retry layer: the OpenAI client's own, with exponential backoff and jitter, honouring
 ``Retry-After``, for 408/409/429/5xx, time-outs and connection errors; 400/401/403/404
 are never retried.
+
+Each client gets an HTTP connection pool of its own, made on the running event loop.
+Left to itself langchain-openai shares one pool per base URL across the process, and a
+pool made on one event loop fails ("Event loop is closed") when a second
+``asyncio.run`` reaches the same endpoint: a notebook, a test suite, a server worker.
 """
 
 from __future__ import annotations
 
 import os
 
+import httpx2
+import openai
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_openai import ChatOpenAI, OpenAIEmbeddings
@@ -29,6 +36,15 @@ def api_key(variable: str, role: str) -> SecretStr:
     return SecretStr(value)
 
 
+def http_pool(settings: Settings) -> httpx2.AsyncClient:
+    """A connection pool for one client, sized to the endpoint's concurrency limit."""
+    size = settings.max_concurrency
+    return openai.DefaultAsyncHttpxClient(
+        timeout=settings.request_timeout,
+        limits=httpx2.Limits(max_connections=size, max_keepalive_connections=size),
+    )
+
+
 def model_under_test(settings: Settings) -> BaseChatModel:
     """Chat client of the model under test, with its temperature and extra request fields."""
     return ChatOpenAI(
@@ -39,6 +55,7 @@ def model_under_test(settings: Settings) -> BaseChatModel:
         timeout=settings.request_timeout,
         max_retries=settings.max_retries,
         extra_body=dict(settings.model_kwargs) or None,
+        http_async_client=http_pool(settings),
     )
 
 
@@ -51,6 +68,7 @@ def judge(settings: Settings) -> BaseChatModel:
         temperature=settings.judge_temperature,
         timeout=settings.request_timeout,
         max_retries=settings.max_retries,
+        http_async_client=http_pool(settings),
     )
 
 
@@ -72,4 +90,5 @@ def embeddings(settings: Settings) -> Embeddings:
         check_embedding_ctx_length=False,
         timeout=settings.request_timeout,
         max_retries=settings.max_retries,
+        http_async_client=http_pool(settings),
     )

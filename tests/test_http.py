@@ -91,3 +91,14 @@ async def test_bad_model_name_is_not_retried(stub: OpenAIStub, api_key: str) -> 
     assert out["error"]["status"] == 404
     assert "HTTP 404" in out["error"]["message"] and "does not exist" in out["error"]["message"]
     assert stub.count("generate") == 1
+
+
+def test_two_event_loops_reach_the_same_endpoint(stub: OpenAIStub, api_key: str) -> None:
+    """A pool made on one loop must not be reused by the next (notebooks, servers)."""
+    import asyncio
+
+    stub.brain = ScriptedBrain({Q: 2})
+    settings = stub_settings(stub)
+    first = asyncio.run(run_question(default_services, Q, settings))
+    second = asyncio.run(run_question(default_services, Q, settings))
+    assert first["score"] == second["score"] == 2

@@ -1,0 +1,1 @@
+"""Benchmarks of aidanbench itself (speed, checkpoint size, memory); not shipped."""

@@ -1,0 +1,310 @@
+"""How fast is a faithful AidanBench run? One command, one table.
+
+    python -m bench.speed [--lg 0.3 --lj 0.25 --le 0.05 --answers 10 --questions 63]
+
+Starts the local OpenAI-compatible server with the given latencies and a scripted chain
+of ``--answers`` valid answers per question (then a repeat, which fails on novelty), and
+measures, in this one process:
+
+* per question: the pipelined graph, the graph with pipelining off, and a plain
+  sequential loop written here (generate, judge, embed one after another, raw HTTP via
+  the openai client, no framework), against the three bounds
+  sequential (n+1)(Lg+Lj+Le), parallel (n+1)(Lg+max(Lj,Le)), pipelined Lg+(n+1)max(Lg,Lj,Le);
+* the whole bundled question set at concurrency = number of questions, against the
+  longest question's pipelined bound;
+* framework overhead per turn at zero latency (in-process fakes, SQLite checkpointer);
+* checkpoint bytes after 10, 50 and 100 answers of about 1.5 kB;
+* peak memory (max RSS) of the process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import resource
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatResult
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from openai import AsyncOpenAI
+
+from aidanbench.graph.question import build_question_graph
+from aidanbench.graph.questions import bundled_questions
+from aidanbench.graph.settings import Settings
+from aidanbench.nodes.novelty import cosine_novelty
+from aidanbench.nodes.parsing import extract_answer, parse_score
+from aidanbench.nodes.prompts import render_coherence, render_generate
+from aidanbench.services import default_services
+from aidanbench.testing import ScriptedBrain, unit_vector
+from aidanbench.testing.fakes import brain_services, fake_services
+
+KEY_VARIABLE = "AIDANBENCH_BENCH_KEY"
+
+
+@dataclass(frozen=True)
+class Latencies:
+    """Per-call latencies in seconds."""
+
+    lg: float
+    lj: float
+    le: float
+
+    def bounds(self, answers: int) -> dict[str, float]:
+        """Wall-time bounds of one question with ``answers`` valid answers."""
+        turns = answers + 1
+        return {
+            "sequential": turns * (self.lg + self.lj + self.le),
+            "parallel": turns * (self.lg + max(self.lj, self.le)),
+            "pipelined": self.lg + turns * max(self.lg, self.lj, self.le),
+        }
+
+
+def stub_settings(url: str, **overrides: Any) -> Settings:
+    """Every role pointed at the local server."""
+    return Settings(
+        model="bench-model",
+        base_url=url,
+        api_key_env=KEY_VARIABLE,
+        judge_model="bench-judge",
+        judge_base_url=url,
+        judge_api_key_env=KEY_VARIABLE,
+        embedding_model="bench-embedding",
+        embedding_base_url=url,
+        embedding_api_key_env=KEY_VARIABLE,
+        request_timeout=60,
+        max_concurrency=256,
+        **overrides,
+    )
+
+
+async def graph_question(url: str, question: str, pipeline: bool) -> float:
+    """Wall seconds for one question through the graph (no checkpointer)."""
+    graph = build_question_graph().compile()
+    start = time.perf_counter()
+    await graph.ainvoke({"question": question}, context=stub_settings(url, pipeline=pipeline))
+    return time.perf_counter() - start
+
+
+async def plain_loop(url: str, question: str) -> float:
+    """The original's shape: generate, judge, embed, one after another, no framework."""
+    client = AsyncOpenAI(base_url=url, api_key="bench", timeout=60)
+    answers: list[str] = []
+    vectors: list[list[float]] = []
+    start = time.perf_counter()
+    while True:
+        reply = await client.chat.completions.create(
+            model="bench-model",
+            messages=[{"role": "user", "content": render_generate(question, answers)}],
+            temperature=0.7,
+        )
+        answer, _ = extract_answer(reply.choices[0].message.content or "")
+        judged = await client.chat.completions.create(
+            model="bench-judge",
+            messages=[{"role": "user", "content": render_coherence(question, answer)}],
+        )
+        coherence = parse_score(judged.choices[0].message.content or "", "coherence_score")
+        embedded = await client.embeddings.create(model="bench-embedding", input=[answer])
+        vector = embedded.data[0].embedding
+        novelty = cosine_novelty(vector, vectors)
+        if not (coherence > 15 and novelty > 0.15):
+            break
+        answers.append(answer)
+        vectors.append(vector)
+    await client.close()
+    return time.perf_counter() - start
+
+
+async def whole_run(url: str, questions: list[str]) -> float:
+    """Wall seconds for every question at once (pipelined graph, no checkpointer)."""
+    graph = build_question_graph().compile()
+    settings = stub_settings(url)
+    start = time.perf_counter()
+    await asyncio.gather(
+        *(graph.ainvoke({"question": q}, context=settings) for q in questions)
+    )
+    return time.perf_counter() - start
+
+
+class _InstantChat(BaseChatModel):
+    """A chat client that answers at once with almost no work of its own (``ainvoke`` is
+    overridden, skipping LangChain's callback machinery), so what is measured is
+    LangGraph, the nodes and the checkpointer, not a model client."""
+
+    answers: int
+    filler: str = "x" * 1500
+
+    @property
+    def _llm_type(self) -> str:
+        return "instant"
+
+    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        raise NotImplementedError("async only")
+
+    async def ainvoke(self, messages: Any, *args: Any, **kwargs: Any) -> AIMessage:  # type: ignore[override]
+        prompt = str(messages[-1].content)
+        if "<coherence_score></coherence_score>" in prompt:
+            return AIMessage("<coherence_score>80</coherence_score>")
+        k = prompt.count("<previous_answer id=") + 1
+        idea = k if k <= self.answers else 1
+        return AIMessage(f"<answer>Idea {idea} {self.filler}</answer>")
+
+
+class _InstantEmbeddings(Embeddings):
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [unit_vector(t, 64) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return unit_vector(text, 64)
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [unit_vector(t, 64) for t in texts]
+
+
+async def framework_overhead(turns: int) -> dict[str, float]:
+    """Turns per second and CPU seconds per turn with zero-latency, near-free clients."""
+    question = "Overhead?"
+    services = fake_services(
+        _InstantChat(answers=turns - 1),
+        _InstantChat(answers=turns - 1),
+        _InstantEmbeddings(),
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        async with AsyncSqliteSaver.from_conn_string(str(Path(tmp) / "c.sqlite")) as saver:
+            graph = build_question_graph(services).compile(checkpointer=saver)
+            config = {"configurable": {"thread_id": "overhead"}}
+            cpu, wall = time.process_time(), time.perf_counter()
+            await graph.ainvoke({"question": question}, config, context=Settings())
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return {"turns_per_s": turns / wall, "cpu_ms_per_turn": 1000 * cpu / turns}
+
+
+async def checkpoint_bytes(sizes: list[int]) -> dict[int, int]:
+    """Bytes of checkpoint data (checkpoints + writes tables) after each answer count."""
+    out: dict[int, int] = {}
+    for answers in sizes:
+        question = f"Checkpoint size at {answers}?"
+        services = brain_services(ScriptedBrain({question: answers}, answer_size=1500))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "c.sqlite"
+            async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+                graph = build_question_graph(services).compile(checkpointer=saver)
+                config = {"configurable": {"thread_id": "size"}}
+                await graph.ainvoke(
+                    {"question": question}, config, context=Settings(max_answers=answers)
+                )
+            out[answers] = stored_bytes(path)
+    return out
+
+
+def stored_bytes(path: Path) -> int:
+    """Payload bytes the saver stored (blobs and metadata), not SQLite page slack."""
+    with sqlite3.connect(path) as db:
+        checkpoints = db.execute(
+            "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints"
+        ).fetchone()[0]
+        writes = db.execute("SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes").fetchone()[0]
+    return int(checkpoints) + int(writes)
+
+
+@contextmanager
+def remote_stub(lat: Latencies, answers: int, size: int) -> Iterator[str]:
+    """The local server in a child process; yields its base URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.serve", str(lat.lg), str(lat.lj), str(lat.le),
+         str(answers), str(size)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+
+def table(rows: list[tuple[str, str]]) -> str:
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+async def main(args: argparse.Namespace) -> None:
+    os.environ.setdefault(KEY_VARIABLE, "bench-key")
+    lat = Latencies(args.lg, args.lj, args.le)
+    questions = bundled_questions(args.questions)
+    rows: list[tuple[str, str]] = []
+    with remote_stub(lat, args.answers, args.answer_size) as url:
+        question = questions[0]
+        await graph_question(url, question, True)  # warm clients and imports
+        piped = await graph_question(url, question, True)
+        unpiped = await graph_question(url, question, False)
+        plain = await plain_loop(url, question)
+        bounds = lat.bounds(args.answers)
+        rows += [
+            ("latencies Lg / Lj / Le", f"{lat.lg:.3f} / {lat.lj:.3f} / {lat.le:.3f} s"),
+            ("answers per question", f"{args.answers} valid + 1 failing"),
+            ("bound sequential", f"{bounds['sequential']:.3f} s"),
+            ("bound parallel scoring", f"{bounds['parallel']:.3f} s"),
+            ("bound pipelined", f"{bounds['pipelined']:.3f} s"),
+            ("plain sequential loop", f"{plain:.3f} s ({plain / bounds['pipelined']:.2f}x bound)"),
+            ("graph, pipelining off", f"{unpiped:.3f} s ({unpiped / bounds['pipelined']:.2f}x bound)"),
+            ("graph, pipelined", f"{piped:.3f} s ({piped / bounds['pipelined']:.2f}x bound)"),
+            ("speed-up vs plain loop", f"{plain / piped:.2f}x"),
+        ]
+        cpu = time.process_time()
+        run_wall = await whole_run(url, questions)
+        cpu = time.process_time() - cpu
+        turns = len(questions) * (args.answers + 1)
+        rows += [
+            (f"whole run, {len(questions)} questions", f"{run_wall:.3f} s "
+             f"({run_wall / bounds['pipelined']:.2f}x longest question's bound)"),
+            ("client CPU per turn, whole run", f"{1000 * cpu / turns:.2f} ms (HTTP path)"),
+        ]
+    overhead = await framework_overhead(args.overhead_turns)
+    rows += [
+        ("zero-latency turns per second", f"{overhead['turns_per_s']:.1f}"),
+        ("framework CPU per turn", f"{overhead['cpu_ms_per_turn']:.2f} ms"),
+    ]
+    sizes = await checkpoint_bytes([10, 50, 100])
+    for answers, size in sizes.items():
+        rows.append(
+            (f"checkpoint bytes, {answers} answers", f"{size:,} ({size / answers:,.0f} per answer)")
+        )
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rows.append(("peak memory (max RSS)", f"{peak:.0f} MB"))
+    rows.append(("machine", f"{platform.machine()}, {os.cpu_count()} cores, Python "
+                 f"{platform.python_version()}"))
+    print(table(rows))
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--lg", type=float, default=0.3, help="generation latency (s)")
+    p.add_argument("--lj", type=float, default=0.25, help="judge latency (s)")
+    p.add_argument("--le", type=float, default=0.05, help="embedding latency (s)")
+    p.add_argument("--answers", type=int, default=10, help="valid answers per question")
+    p.add_argument("--questions", type=int, default=63, help="questions in the whole run")
+    p.add_argument("--answer-size", type=int, default=400, help="characters per answer")
+    p.add_argument("--overhead-turns", type=int, default=100)
+    return p.parse_args()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse_args()))
