@@ -93,7 +93,9 @@ def write_outputs(run_dir: Path, questions: Sequence[Mapping[str, Any]]) -> None
     repeats = sorted({int(q["repeat"]) for q in questions}) or [1]
     for repeat in repeats:
         chosen = [q for q in questions if int(q["repeat"]) == repeat]
-        atomic_write(run_dir / results_name(repeat), json.dumps(aidanbench_schema(chosen), indent=2))
+        atomic_write(
+            run_dir / results_name(repeat), json.dumps(aidanbench_schema(chosen), indent=2)
+        )
     answer_lines = []
     question_lines = []
     for q in questions:
@@ -109,7 +111,9 @@ def write_outputs(run_dir: Path, questions: Sequence[Mapping[str, Any]]) -> None
 def _tokens(calls: Mapping[str, Mapping[str, Any]] | None) -> int:
     if not calls:
         return 0
-    return sum(int(c.get("input_tokens", 0)) + int(c.get("output_tokens", 0)) for c in calls.values())
+    return sum(
+        int(c.get("input_tokens", 0)) + int(c.get("output_tokens", 0)) for c in calls.values()
+    )
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -48,7 +48,6 @@ from aidanbench.graph.settings import Settings
 from aidanbench.nodes.novelty import cosine_novelty
 from aidanbench.nodes.parsing import extract_answer, parse_score
 from aidanbench.nodes.prompts import render_coherence, render_generate
-from aidanbench.services import default_services
 from aidanbench.testing import ScriptedBrain, unit_vector
 from aidanbench.testing.fakes import brain_services, fake_services
 
@@ -133,9 +132,7 @@ async def whole_run(url: str, questions: list[str]) -> float:
     graph = build_question_graph().compile()
     settings = stub_settings(url)
     start = time.perf_counter()
-    await asyncio.gather(
-        *(graph.ainvoke({"question": q}, context=settings) for q in questions)
-    )
+    await asyncio.gather(*(graph.ainvoke({"question": q}, context=settings) for q in questions))
     return time.perf_counter() - start
 
 
@@ -224,8 +221,16 @@ def stored_bytes(path: Path) -> int:
 def remote_stub(lat: Latencies, answers: int, size: int) -> Iterator[str]:
     """The local server in a child process; yields its base URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.serve", str(lat.lg), str(lat.lj), str(lat.le),
-         str(answers), str(size)],
+        [
+            sys.executable,
+            "-m",
+            "bench.serve",
+            str(lat.lg),
+            str(lat.lj),
+            str(lat.le),
+            str(answers),
+            str(size),
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -264,7 +269,10 @@ async def main(args: argparse.Namespace) -> None:
             ("bound parallel scoring", f"{bounds['parallel']:.3f} s"),
             ("bound pipelined", f"{bounds['pipelined']:.3f} s"),
             ("plain sequential loop", f"{plain:.3f} s ({plain / bounds['pipelined']:.2f}x bound)"),
-            ("graph, pipelining off", f"{unpiped:.3f} s ({unpiped / bounds['pipelined']:.2f}x bound)"),
+            (
+                "graph, pipelining off",
+                f"{unpiped:.3f} s ({unpiped / bounds['pipelined']:.2f}x bound)",
+            ),
             ("graph, pipelined", f"{piped:.3f} s ({piped / bounds['pipelined']:.2f}x bound)"),
             ("speed-up vs plain loop", f"{plain / piped:.2f}x"),
         ]
@@ -273,8 +281,11 @@ async def main(args: argparse.Namespace) -> None:
         cpu = time.process_time() - cpu
         turns = len(questions) * (args.answers + 1)
         rows += [
-            (f"whole run, {len(questions)} questions", f"{run_wall:.3f} s "
-             f"({run_wall / bounds['pipelined']:.2f}x longest question's bound)"),
+            (
+                f"whole run, {len(questions)} questions",
+                f"{run_wall:.3f} s "
+                f"({run_wall / bounds['pipelined']:.2f}x longest question's bound)",
+            ),
             ("client CPU per turn, whole run", f"{1000 * cpu / turns:.2f} ms (HTTP path)"),
         ]
     overhead = await framework_overhead(args.overhead_turns)
@@ -289,13 +300,19 @@ async def main(args: argparse.Namespace) -> None:
         )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rows.append(("peak memory (max RSS)", f"{peak:.0f} MB"))
-    rows.append(("machine", f"{platform.machine()}, {os.cpu_count()} cores, Python "
-                 f"{platform.python_version()}"))
+    rows.append(
+        (
+            "machine",
+            f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        )
+    )
     print(table(rows))
 
 
 def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--lg", type=float, default=0.3, help="generation latency (s)")
     p.add_argument("--lj", type=float, default=0.25, help="judge latency (s)")
     p.add_argument("--le", type=float, default=0.05, help="embedding latency (s)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-COMMANDS = ("run", "calibrate")
+COMMANDS = ("run", "report", "rescore", "plot", "calibrate")
 """Command modules of this package, in the order ``--help`` lists them."""
 
 

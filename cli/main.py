@@ -11,19 +11,29 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from aidanbench.cli.errors import UsageError
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (no usage block) with exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The full command-line parser (used by tests and by ``main``)."""
     from aidanbench.cli import commands
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="aidanbench",
         description="AidanBench creativity benchmark as a LangGraph workflow.",
     )
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subparsers = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=OneLineParser
+    )
     for module in commands():
         module.register(subparsers)
     return parser

@@ -12,6 +12,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from langgraph.types import interrupt
+
+from aidanbench.graph.settings import Settings
 from aidanbench.graph.state import (
     AnswerRecord,
     CallStats,
@@ -20,9 +23,6 @@ from aidanbench.graph.state import (
     QuestionState,
     ScoreOutcome,
 )
-from langgraph.types import interrupt
-
-from aidanbench.graph.settings import Settings
 from aidanbench.nodes.context import NodeContext, add_calls, no_calls
 from aidanbench.nodes.metrics import chain_metrics
 

@@ -3,8 +3,9 @@
 On a new thread it notes the start time and fills every output key (an empty chain's
 metrics), so callers always get the whole output schema. On a thread that stopped with
 an error it clears the error and every failed outcome, keeping whatever succeeded, so
-routing re-runs only the failed parts: a finished judge or embedding result is not recomputed. On a thread
-that finished by the benchmark's rule it changes nothing, and routing ends at once.
+routing re-runs only the failed parts: a finished judge or embedding result is not
+recomputed. On a thread that finished by the benchmark's rule it changes nothing, and
+routing ends at once.
 """
 
 from __future__ import annotations

@@ -112,6 +112,9 @@ def role_host(settings: Settings, role: str) -> str:
 _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Services]] = (
     weakref.WeakKeyDictionary()
 )
+_memory_caches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ScoreCache] = (
+    weakref.WeakKeyDictionary()
+)
 _limiters: weakref.WeakKeyDictionary[
     asyncio.AbstractEventLoop, dict[tuple[str, int, float | None], EndpointLimiter]
 ] = weakref.WeakKeyDictionary()
@@ -130,7 +133,8 @@ def default_services(settings: Settings) -> Services:
 
     Clients hold connection pools bound to the running loop, so a new loop (a new
     ``asyncio.run``) gets new clients; limiters are shared by every settings object that
-    reaches the same endpoint on that loop.
+    reaches the same endpoint on that loop. Without a ``cache_path`` the score cache lives
+    in memory for the loop's lifetime, shared by its questions.
     """
     loop = asyncio.get_running_loop()
     per_loop = _by_loop.setdefault(loop, {})
@@ -143,7 +147,11 @@ def default_services(settings: Settings) -> Services:
                 "judge": lambda: clients.judge(settings),
                 "embeddings": lambda: clients.embeddings(settings),
             },
-            cache=shared_cache(settings.cache_path),
+            cache=(
+                shared_cache(settings.cache_path)
+                if settings.cache_path
+                else _memory_caches.setdefault(loop, ScoreCache())
+            ),
             hosts=hosts,
             limiters={role: _limiter(loop, hosts[role], settings) for role in ROLES},
         )

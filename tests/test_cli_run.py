@@ -100,7 +100,11 @@ def test_run_writes_the_run_directory(
     meta = json.loads((run_dir / "metadata.json").read_text())
     assert meta["totals"]["score"] == 2 * (3 + 4 + 5 + 6)
     assert meta["endpoints"]["model"] == f"127.0.0.1:{bench_stub.port}"
-    assert meta["settings"]["thresholds"] == {"coherence": 15.0, "novelty": 0.15, "llm_novelty": None}
+    assert meta["settings"]["thresholds"] == {
+        "coherence": 15.0,
+        "novelty": 0.15,
+        "llm_novelty": None,
+    }
     assert len(meta["prompts_sha256"]) == 64 and meta["questions"] == 4
 
     calls = bench_stub.count()
@@ -111,7 +115,12 @@ def test_run_writes_the_run_directory(
 def cli(stub: OpenAIStub, run_dir: Path, api_key: str) -> subprocess.Popen[str]:
     env = {**os.environ, "AIDANBENCH_TEST_KEY": api_key}
     return subprocess.Popen(
-        [sys.executable, "-m", "aidanbench.cli.main", *run_args(stub, run_dir, "--concurrency", "3")],
+        [
+            sys.executable,
+            "-m",
+            "aidanbench.cli.main",
+            *run_args(stub, run_dir, "--concurrency", "3"),
+        ],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
@@ -163,7 +172,10 @@ def one_line_error(capsys: pytest.CaptureFixture[str], status: int) -> str:
 
 
 def test_missing_key_variable(
-    bench_stub: OpenAIStub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    bench_stub: OpenAIStub,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.delenv("AIDANBENCH_TEST_KEY", raising=False)
     err = one_line_error(capsys, main(run_args(bench_stub, tmp_path / "r")))
@@ -200,7 +212,10 @@ def test_bad_questions_file(
     if content is not None:
         path.write_bytes(content)
     args = run_args(bench_stub, tmp_path / "r")
-    args[args.index("--questions") : args.index("--questions") + 2] = ["--questions-file", str(path)]
+    args[args.index("--questions") : args.index("--questions") + 2] = [
+        "--questions-file",
+        str(path),
+    ]
     err = one_line_error(capsys, main(args))
     assert message in err
     assert not (tmp_path / "r").exists()
@@ -251,11 +266,29 @@ def test_invalid_settings(
     assert message in err
 
 
-def test_unparseable_flag_values(bench_stub: OpenAIStub, tmp_path: Path) -> None:
-    for flag, value in (("--coherence-threshold", "high"), ("--reward-mode", "best"), ("--model-kwargs", "{x")):
-        with pytest.raises(SystemExit) as caught:
-            main([*run_args(bench_stub, tmp_path / "r"), flag, value])
-        assert caught.value.code == 2
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--coherence-threshold", "high"),
+        ("--reward-mode", "best"),
+        ("--model-kwargs", "{x"),
+        ("--model-kwargs", "[1]"),
+        ("--concurrency", "many"),
+    ],
+)
+def test_unparseable_flag_values(
+    bench_stub: OpenAIStub,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    flag: str,
+    value: str,
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main([*run_args(bench_stub, tmp_path / "r"), flag, value])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and flag in err, err
+    assert not (tmp_path / "r").exists()
 
 
 def test_run_dir_of_another_run_is_refused(

@@ -1,0 +1,474 @@
+"""Calibrating the novelty threshold for another embedding model.
+
+Why: AidanBench's novelty threshold 0.15 is a cut on text-embedding-3-large cosines. Other
+embedding models spread cosines differently (all-MiniLM-L6-v2 rates unrelated texts far
+less similar), so 0.15 on their scale would accept or reject different answers and give
+different scores. Calibration replays a reference run: it embeds every recorded answer
+with the other model, recomputes each answer's novelty against the earlier answers of its
+chain exactly as the benchmark would, and picks the cut on that scale whose pass/fail
+decisions agree best with the reference's ``novelty > 0.15`` decisions.
+
+Only the novelty criterion is calibrated; coherence is kept as recorded. The reference
+chains stop at their first invalid answer, so a rule looser than the reference can only
+be judged up to where the recorded chain ends: when it passes every recorded answer, the
+question's score under it is a lower bound (reported as ``censored``).
+
+The embedding model is injected as a plain function ``list[str] -> array`` so tests (and
+any client library) can supply it; this module does no I/O besides the optional plot.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aidanbench.analysis.results import QuestionResult, chain_validity
+from aidanbench.graph.thresholds import Thresholds
+from aidanbench.nodes.novelty import cosine_novelty
+
+EmbedFn = Callable[[list[str]], np.ndarray]
+"""Embeds a batch of texts: one row per text, in order (any length, need not be unit)."""
+
+REFERENCE_NOVELTY_THRESHOLD = Thresholds().novelty
+"""The benchmark's novelty threshold, defined on text-embedding-3-large (0.15)."""
+
+CENSORING_NOTE = (
+    "Reference chains stop at their first invalid answer, so a rule looser than the "
+    "reference is only judged up to where the recorded chain ends; a question it passes "
+    "entirely (censored) has a score that is a lower bound."
+)
+
+
+@dataclass(frozen=True)
+class ScoredAnswer:
+    """One recorded answer with its novelty on both scales."""
+
+    question: int
+    """Position of its chain in ``Calibration.questions``."""
+    index: int
+    """Position in the chain, from 1."""
+    coherence: float | None
+    reference_novelty: float | None
+    """As recorded (text-embedding-3-large)."""
+    novelty: float
+    """Recomputed with the calibrated model, against the earlier answers of the chain."""
+
+
+@dataclass(frozen=True)
+class QuestionKey:
+    """One chain of the reference and its score under the reference rule."""
+
+    model: str
+    temperature: float
+    question: str
+    reference_score: int
+
+
+@dataclass(frozen=True)
+class RuleFigures:
+    """How well ``novelty > threshold`` on the calibrated model's scale matches the reference."""
+
+    threshold: float
+    decisions: tuple[bool, ...]
+    """Novelty decision per compared answer (aligned with ``Calibration.compared``)."""
+    agreeing: int
+    decision_agreement: float
+    false_pass: int
+    """Answers the reference rejects for novelty but this rule accepts."""
+    false_fail: int
+    """Answers the reference accepts for novelty but this rule rejects."""
+    scores: tuple[int, ...]
+    """Score per question under this rule (aligned with ``Calibration.questions``)."""
+    equal_scores: int
+    score_agreement: float
+    mean_abs_score_diff: float
+    censored: int
+    """Questions whose every recorded answer passes: their score is a lower bound."""
+    model_totals: dict[str, int]
+    kendall_tau: float | None
+    """Tau-b between reference and rule model totals; None when undefined (all tied)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures (not the per-answer decisions) as JSON-ready values."""
+        return {
+            "threshold": self.threshold,
+            "decision_agreement": self.decision_agreement,
+            "agreeing_decisions": self.agreeing,
+            "false_pass": self.false_pass,
+            "false_fail": self.false_fail,
+            "score_agreement": self.score_agreement,
+            "equal_scores": self.equal_scores,
+            "mean_abs_score_diff": self.mean_abs_score_diff,
+            "censored_questions": self.censored,
+            "model_totals": dict(self.model_totals),
+            "kendall_tau": self.kendall_tau,
+        }
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Result of calibrating one embedding model against one reference run."""
+
+    embedding_model: str
+    reference_threshold: float
+    coherence_threshold: float
+    questions: tuple[QuestionKey, ...]
+    answers: tuple[ScoredAnswer, ...]
+    """Every recorded answer, chain after chain."""
+    compared: tuple[ScoredAnswer, ...]
+    """Answers whose novelty decision is compared: not first in their chain (a first
+    answer has novelty 1 on every scale) and with a recorded reference novelty."""
+    reference_decisions: tuple[bool, ...]
+    """``reference_novelty > reference_threshold`` per compared answer."""
+    reference_totals: dict[str, int]
+    calibrated: RuleFigures
+    uncalibrated: RuleFigures
+    """The reference threshold applied unchanged on the calibrated model's scale."""
+    setting_value: float
+    """The calibrated threshold rounded (3 decimals or more) without changing a decision."""
+    unique_texts: int
+    embed_seconds: float
+
+    @property
+    def reference_pass_rate(self) -> float:
+        """Share of compared answers the reference accepts for novelty: the agreement a
+        rule accepting everything would reach, the baseline agreement must beat."""
+        return sum(self.reference_decisions) / len(self.reference_decisions)
+
+    @property
+    def threshold(self) -> float:
+        """The calibrated threshold (a midpoint between two observed novelties)."""
+        return self.calibrated.threshold
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every reported figure as JSON-ready values."""
+        return {
+            "embedding_model": self.embedding_model,
+            "reference_threshold": self.reference_threshold,
+            "coherence_threshold": self.coherence_threshold,
+            "threshold": self.threshold,
+            "setting_value": self.setting_value,
+            "questions": len(self.questions),
+            "answers": len(self.answers),
+            "compared_answers": len(self.compared),
+            "reference_novelty_failures": sum(not d for d in self.reference_decisions),
+            "reference_pass_rate": self.reference_pass_rate,
+            "unique_texts": self.unique_texts,
+            "embed_seconds": self.embed_seconds,
+            "reference_totals": dict(self.reference_totals),
+            "calibrated": self.calibrated.to_dict(),
+            "uncalibrated": self.uncalibrated.to_dict(),
+            "question_scores": [
+                {
+                    "model": q.model,
+                    "temperature": q.temperature,
+                    "question": q.question,
+                    "reference": q.reference_score,
+                    "calibrated": self.calibrated.scores[i],
+                    "uncalibrated": self.uncalibrated.scores[i],
+                }
+                for i, q in enumerate(self.questions)
+            ],
+            "note": CENSORING_NOTE,
+        }
+
+
+def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Kendall's tau-b rank correlation of two equally long sequences (ties corrected).
+
+    None when it is undefined: fewer than two items, or one side entirely tied. Pairwise
+    O(n²), meant for a handful of models.
+    """
+    a = np.asarray(x, dtype=np.float64)
+    b = np.asarray(y, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError("kendall_tau_b needs two 1-d sequences of the same length")
+    i, j = np.triu_indices(len(a), k=1)
+    sa = np.sign(a[i] - a[j])
+    sb = np.sign(b[i] - b[j])
+    pairs = len(i)
+    untied_a = pairs - int(np.sum(sa == 0))
+    untied_b = pairs - int(np.sum(sb == 0))
+    if untied_a == 0 or untied_b == 0:
+        return None
+    return float(np.sum(sa * sb) / math.sqrt(untied_a * untied_b))
+
+
+def _model_label(question: QuestionResult, several_temperatures: bool) -> str:
+    if several_temperatures:
+        return f"{question.model} T={question.temperature:g}"
+    return question.model
+
+
+def _embed_unique(
+    questions: Sequence[QuestionResult], embed: EmbedFn
+) -> tuple[dict[str, np.ndarray], float]:
+    """One vector per distinct answer text, from a single call (the whole file at once)."""
+    texts = list(dict.fromkeys(a.answer for q in questions for a in q.answers))
+    started = time.perf_counter()
+    matrix = np.asarray(embed(texts), dtype=np.float64)
+    seconds = time.perf_counter() - started
+    if matrix.ndim != 2 or matrix.shape[0] != len(texts):
+        raise ValueError(f"embedding function returned shape {matrix.shape} for {len(texts)} texts")
+    if not np.all(np.isfinite(matrix)):
+        raise ValueError("embedding function returned non-finite values")
+    return dict(zip(texts, matrix, strict=True)), seconds
+
+
+def _chain_novelties(vectors: Sequence[np.ndarray]) -> list[float]:
+    """Each answer's novelty against the answers before it, as the benchmark computes it."""
+    return [cosine_novelty(v, vectors[:k]) for k, v in enumerate(vectors)]
+
+
+@dataclass(frozen=True)
+class _Input:
+    """Everything the threshold search re-evaluates, computed once."""
+
+    questions: tuple[QuestionKey, ...]
+    chains: tuple[tuple[ScoredAnswer, ...], ...]
+    compared_novelty: np.ndarray
+    reference_decisions: tuple[bool, ...]
+    coherence_threshold: float
+    model_labels: tuple[str, ...]
+    question_labels: tuple[str, ...]
+    reference_totals: dict[str, int]
+
+
+def _rule_figures(threshold: float, data: _Input) -> RuleFigures:
+    """Decision and score agreement of ``novelty > threshold`` on the model's scale."""
+    decisions = tuple(bool(v > threshold) for v in data.compared_novelty)
+    reference = data.reference_decisions
+    agreeing = sum(d == r for d, r in zip(decisions, reference, strict=True))
+    false_pass = sum(d and not r for d, r in zip(decisions, reference, strict=True))
+    false_fail = sum(r and not d for d, r in zip(decisions, reference, strict=True))
+    rule = Thresholds(coherence=data.coherence_threshold, novelty=threshold)
+    scores: list[int] = []
+    censored = 0
+    for chain in data.chains:
+        flags, _ = chain_validity(((a.coherence, a.novelty, None) for a in chain), rule)
+        scores.append(sum(flags))
+        censored += all(flags)
+    diffs = [abs(s - q.reference_score) for s, q in zip(scores, data.questions, strict=True)]
+    equal = sum(d == 0 for d in diffs)
+    totals: dict[str, int] = dict.fromkeys(data.model_labels, 0)
+    for label, score in zip(data.question_labels, scores, strict=True):
+        totals[label] += score
+    return RuleFigures(
+        threshold=float(threshold),
+        decisions=decisions,
+        agreeing=agreeing,
+        decision_agreement=agreeing / len(decisions),
+        false_pass=false_pass,
+        false_fail=false_fail,
+        scores=tuple(scores),
+        equal_scores=equal,
+        score_agreement=equal / len(scores),
+        mean_abs_score_diff=sum(diffs) / len(diffs),
+        censored=censored,
+        model_totals=totals,
+        kendall_tau=kendall_tau_b(
+            [data.reference_totals[m] for m in data.model_labels],
+            [totals[m] for m in data.model_labels],
+        ),
+    )
+
+
+def _best_threshold(data: _Input) -> float:
+    """The midpoint cut with the most agreeing decisions.
+
+    Ties go to the cut whose per-question scores match the reference best (more equal
+    scores, then smaller mean absolute difference), then to the smaller threshold.
+    """
+    values = data.compared_novelty
+    reference = np.asarray(data.reference_decisions, dtype=bool)
+    distinct, inverse = np.unique(values, return_inverse=True)
+    if len(distinct) < 2:
+        raise ValueError("need at least two distinct novelties on the model's scale")
+    passes_at = np.bincount(inverse, weights=reference, minlength=len(distinct))
+    fails_at = np.bincount(inverse, weights=~reference, minlength=len(distinct))
+    # Cut between distinct[k] and distinct[k+1]: values <= distinct[k] fail, the rest pass.
+    agree = np.cumsum(fails_at)[:-1] + (passes_at.sum() - np.cumsum(passes_at)[:-1])
+    midpoints = (distinct[:-1] + distinct[1:]) / 2.0
+    best = np.flatnonzero(agree == agree.max())
+    if len(best) == 1:
+        return float(midpoints[best[0]])
+    ranked = []
+    for k in best:
+        figures = _rule_figures(float(midpoints[k]), data)
+        ranked.append((-figures.equal_scores, figures.mean_abs_score_diff, float(midpoints[k])))
+    return min(ranked)[2]
+
+
+def round_threshold(
+    threshold: float, values: Sequence[float] | np.ndarray, digits: int = 3
+) -> float:
+    """``threshold`` rounded to ``digits`` decimals, or more when needed so that
+    ``value > rounded`` decides every observed value as ``value > threshold`` does."""
+    observed = np.asarray(values, dtype=np.float64)
+    exact = observed > threshold
+    for places in range(digits, 16):
+        rounded = round(threshold, places)
+        if np.array_equal(observed > rounded, exact):
+            return rounded
+    return threshold
+
+
+def calibrate(
+    questions: Sequence[QuestionResult],
+    embed: EmbedFn,
+    *,
+    embedding_model: str = "model",
+    reference_threshold: float = REFERENCE_NOVELTY_THRESHOLD,
+    coherence_threshold: float = Thresholds().coherence,
+) -> Calibration:
+    """Calibrate the novelty threshold of ``embed`` against a recorded reference run.
+
+    ``questions`` are the reference chains (``read_aidanbench_file``), each with its
+    recorded coherence and text-embedding-3-large novelty. All distinct answer texts are
+    embedded in one call. Raises ``ValueError`` when there is nothing to compare or the
+    embedding function misbehaves.
+    """
+    if not questions:
+        raise ValueError("the reference has no questions")
+    vectors, embed_seconds = _embed_unique(questions, embed)
+    reference_rule = Thresholds(coherence=coherence_threshold, novelty=reference_threshold)
+    several_temperatures = len({q.temperature for q in questions}) > 1
+
+    keys: list[QuestionKey] = []
+    chains: list[tuple[ScoredAnswer, ...]] = []
+    labels: list[str] = []
+    for position, question in enumerate(questions):
+        novelties = _chain_novelties([vectors[a.answer] for a in question.answers])
+        chain = tuple(
+            ScoredAnswer(
+                question=position,
+                index=a.index,
+                coherence=a.coherence,
+                reference_novelty=a.novelty,
+                novelty=n,
+            )
+            for a, n in zip(question.answers, novelties, strict=True)
+        )
+        flags, _ = chain_validity(
+            ((a.coherence, a.novelty, None) for a in question.answers), reference_rule
+        )
+        keys.append(
+            QuestionKey(question.model, question.temperature, question.question, sum(flags))
+        )
+        chains.append(chain)
+        labels.append(_model_label(question, several_temperatures))
+
+    compared = tuple(a for chain in chains for a in chain[1:] if a.reference_novelty is not None)
+    if not compared:
+        raise ValueError("the reference has no answer with an earlier answer and a novelty")
+    reference_decisions = tuple(
+        bool(a.reference_novelty is not None and a.reference_novelty > reference_threshold)
+        for a in compared
+    )
+    model_labels = tuple(dict.fromkeys(labels))
+    reference_totals = dict.fromkeys(model_labels, 0)
+    for label, key in zip(labels, keys, strict=True):
+        reference_totals[label] += key.reference_score
+
+    data = _Input(
+        questions=tuple(keys),
+        chains=tuple(chains),
+        compared_novelty=np.asarray([a.novelty for a in compared], dtype=np.float64),
+        reference_decisions=reference_decisions,
+        coherence_threshold=coherence_threshold,
+        model_labels=model_labels,
+        question_labels=tuple(labels),
+        reference_totals=reference_totals,
+    )
+    threshold = _best_threshold(data)
+    return Calibration(
+        embedding_model=embedding_model,
+        reference_threshold=reference_threshold,
+        coherence_threshold=coherence_threshold,
+        questions=tuple(keys),
+        answers=tuple(a for chain in chains for a in chain),
+        compared=compared,
+        reference_decisions=reference_decisions,
+        reference_totals=reference_totals,
+        calibrated=_rule_figures(threshold, data),
+        uncalibrated=_rule_figures(reference_threshold, data),
+        setting_value=round_threshold(threshold, data.compared_novelty),
+        unique_texts=len(vectors),
+        embed_seconds=embed_seconds,
+    )
+
+
+def plot_calibration(calibration: Calibration, path: Path) -> Path:
+    """Scatter of reference vs. model novelty for the compared answers, with the cuts.
+
+    Uses matplotlib's object API on an Agg canvas (no pyplot state, no display needed).
+    Points are coloured by how the calibrated rule's decision compares with the reference.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    x = np.asarray([a.reference_novelty for a in calibration.compared], dtype=np.float64)
+    y = np.asarray([a.novelty for a in calibration.compared], dtype=np.float64)
+    ref = np.asarray(calibration.reference_decisions, dtype=bool)
+    got = np.asarray(calibration.calibrated.decisions, dtype=bool)
+    groups = [
+        (ref & got, "both pass", "#9aa5b1", 10),
+        (~ref & ~got, "both fail", "#1f5fbf", 22),
+        (~ref & got, "passes here, fails in reference", "#d62728", 28),
+        (ref & ~got, "fails here, passes in reference", "#ff9f1c", 28),
+    ]
+    t = calibration.threshold
+    r = calibration.reference_threshold
+    fig = Figure(figsize=(7.5, 6.2), dpi=120, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for mask, label, colour, size in groups:
+        if mask.any():
+            ax.scatter(
+                x[mask],
+                y[mask],
+                s=size,
+                c=colour,
+                alpha=0.75,
+                linewidths=0,
+                label=f"{label} ({int(mask.sum())})",
+            )
+    ax.axvline(r, color="black", linewidth=1, label=f"reference cut {r:g} (x)")
+    ax.axhline(
+        r,
+        color="black",
+        linestyle=":",
+        linewidth=1.2,
+        label=f"uncalibrated {r:g} on this model (y)",
+    )
+    ax.axhline(
+        t,
+        color="#2ca02c",
+        linestyle="--",
+        linewidth=1.6,
+        label=f"calibrated {calibration.setting_value:g} on this model (y)",
+    )
+    ax.set_xlim(-0.02, max(1.0, float(x.max()) + 0.02))
+    ax.set_ylim(-0.02, max(1.0, float(y.max()) + 0.02))
+    ax.set_xlabel("novelty, reference (text-embedding-3-large)")
+    ax.set_ylabel(f"novelty, {calibration.embedding_model}")
+    cal, unc = calibration.calibrated, calibration.uncalibrated
+    ax.set_title(
+        f"Novelty calibration: {calibration.embedding_model}, "
+        f"{len(calibration.compared)} non-first answers\n"
+        f"decision agreement {cal.decision_agreement:.1%} calibrated vs "
+        f"{unc.decision_agreement:.1%} at {r:g}; "
+        f"equal question scores {cal.score_agreement:.0%} vs {unc.score_agreement:.0%}",
+        fontsize=10,
+    )
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+    path = Path(path)
+    fig.savefig(path)
+    return path

@@ -1,0 +1,456 @@
+"""Charts of results as PNG files: totals, per-question scores, one question's trajectory,
+stop reasons.
+
+matplotlib's object API on an Agg canvas is used (no pyplot state, no display), so charts
+can be drawn from threads, servers and CI. Figure sizes grow with the number of models and
+questions so that 63 questions stay legible, and the layout engine keeps the size fixed:
+a chart's pixel size is ``figure size x DPI``. Each model keeps one colour in every chart.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from aidanbench.analysis.results import AnswerRow, QuestionResult
+from aidanbench.analysis.summary import (
+    UNFINISHED,
+    GroupKey,
+    SummaryRow,
+    errored,
+    group_label,
+    group_results,
+    question_order,
+    short_names,
+    summarise,
+)
+from aidanbench.graph.thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+DPI = 150
+"""Resolution of every chart."""
+
+QUESTION_LABEL = 52
+"""Characters of a question shown as a heat-map row label."""
+
+SCORES, QUESTIONS, TRAJECTORY, STOP_REASONS = (
+    "scores.png",
+    "questions.png",
+    "trajectory.png",
+    "stop_reasons.png",
+)
+"""File names ``plot_all`` writes."""
+
+STOP_COLOURS = {
+    "novelty": "#4c78a8",
+    "coherence": "#f58518",
+    "llm_novelty": "#b279a2",
+    "max_answers": "#54a24b",
+    "truncated": "#eeca3b",
+    "error": "#e45756",
+    "judge_error": "#9d2b2b",
+    "unscored": "#bab0ac",
+    UNFINISHED: "#79706e",
+}
+"""Stop reason colours; benchmark endings in cool colours, failures in red."""
+
+BENCHMARK_THRESHOLDS = Thresholds()
+
+LINE_STYLES = ("-", "--", ":", "-.")
+"""Line style of repeat 1, 2, 3, 4 (then again) in the trajectory."""
+
+SMALL_SEGMENT = 0.04
+"""Stop-reason segments narrower than this share of the axis get their count beside the bar."""
+
+
+def scores_figsize(groups: int) -> tuple[float, float]:
+    """Inches of ``scores.png`` for ``groups`` bars."""
+    return 10.0, 1.6 + 0.5 * groups
+
+
+def questions_figsize(groups: int, questions: int) -> tuple[float, float]:
+    """Inches of ``questions.png``: a fixed label margin, then one cell per score."""
+    return 5.2 + 1.0 * max(groups, 3), 2.2 + 0.3 * questions
+
+
+def trajectory_figsize(panels: int) -> tuple[float, float]:
+    """Inches of ``trajectory.png`` with ``panels`` stacked panels."""
+    return 12.0, 1.6 + 2.7 * panels
+
+
+def stop_reasons_figsize(groups: int) -> tuple[float, float]:
+    """Inches of ``stop_reasons.png`` for ``groups`` bars."""
+    return 10.0, 2.0 + 0.5 * groups
+
+
+def _figure(size: tuple[float, float]) -> Figure:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=size, dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _save(figure: Figure, path: Path) -> Path:
+    path = Path(path)
+    figure.savefig(path, dpi=DPI)
+    return path
+
+
+def model_colours(keys: Sequence[GroupKey]) -> dict[GroupKey, str]:
+    """One colour per (model, temperature), in order of first appearance."""
+    from matplotlib import color_sequences
+    from matplotlib.colors import to_hex
+
+    palette = color_sequences["tab10" if len(keys) <= 10 else "tab20"]
+    return {key: to_hex(palette[i % len(palette)]) for i, key in enumerate(keys)}
+
+
+def _labels(keys: Sequence[GroupKey], short: bool = False) -> list[str]:
+    names = short_names([m for m, _ in keys]) if short else {m: m for m, _ in keys}
+    temperatures = len({t for _, t in keys})
+    return [group_label(names[m], t, temperatures) for m, t in keys]
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _style(ax: Axes) -> None:
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+
+
+def plot_scores(rows: Sequence[SummaryRow], path: Path) -> Path:
+    """Total score per model as horizontal bars, best on top, each labelled.
+
+    With repeats the bar is the mean per-repeat score with its bootstrap 95 % interval.
+    """
+    keys = [(r.model, r.temperature) for r in rows]
+    colours = model_colours(keys)
+    repeated = any(r.repeats > 1 for r in rows)
+    values = [r.mean_repeat_score if repeated and r.mean_repeat_score else r.score for r in rows]
+    order = sorted(range(len(rows)), key=lambda i: values[i])
+    labels = _labels(keys)
+    figure = _figure(scores_figsize(len(rows)))
+    ax = figure.add_subplot()
+    positions = np.arange(len(order))
+    ax.barh(
+        positions,
+        [values[i] for i in order],
+        color=[colours[keys[i]] for i in order],
+        height=0.65,
+    )
+    for y, i in zip(positions, order, strict=True):
+        row = rows[i]
+        interval = row.score_interval if repeated else None
+        if interval:
+            ax.errorbar(
+                values[i],
+                y,
+                xerr=[[values[i] - interval[0]], [interval[1] - values[i]]],
+                color="#333333",
+                capsize=4,
+                linewidth=1.2,
+            )
+        value = f"{values[i]:.1f}" if repeated else f"{values[i]:d}"
+        note = _plural(row.question_count, "question")
+        note += f", {_plural(row.repeats, 'repeat')}" if repeated else ""
+        right = interval[1] if interval else values[i]
+        ax.text(right, float(y), f"  {value}  ({note})", va="center", fontsize=9)
+    ax.set_yticks(positions, [labels[i] for i in order], fontsize=10)
+    top = max([r.score_interval[1] for r in rows if repeated and r.score_interval] + values)
+    ax.set_xlim(0, max(1.0, top) * 1.28)
+    ax.set_xlabel(
+        "valid answers, summed over questions" + (" (mean per repeat)" if repeated else "")
+    )
+    ax.set_title("AidanBench score per model", fontsize=13, loc="left")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    _style(ax)
+    return _save(figure, path)
+
+
+def _score_matrix(
+    results: Sequence[QuestionResult], keys: Sequence[GroupKey], questions: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean score over repeats (questions x groups, NaN where a model did not run the
+    question) and whether any of the cell's lines errored."""
+    sums = np.zeros((len(questions), len(keys)))
+    counts = np.zeros((len(questions), len(keys)))
+    failed = np.zeros((len(questions), len(keys)), dtype=bool)
+    row_of = {q: i for i, q in enumerate(questions)}
+    column_of = {k: j for j, k in enumerate(keys)}
+    for r in results:
+        i, j = row_of[r.question], column_of[(r.model, r.temperature)]
+        sums[i, j] += r.score
+        counts[i, j] += 1
+        failed[i, j] |= errored(r)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan), failed
+
+
+def plot_questions(results: Sequence[QuestionResult], path: Path) -> Path:
+    """Heat map of valid answers, one row per question and one column per model.
+
+    Cells are annotated with the score (mean over repeats), so no colour bar is needed;
+    grey cells were not run and ``!`` marks a cell with an errored line.
+    """
+    from matplotlib import colormaps
+
+    keys = list(group_results(results))
+    questions = question_order(results)
+    matrix, failed = _score_matrix(results, keys, questions)
+    figure = _figure(questions_figsize(len(keys), len(questions)))
+    ax = figure.add_subplot()
+    cmap = colormaps["YlGnBu"].with_extremes(bad="#e6e6e6")
+    peak = float(np.nanmax(matrix)) if np.isfinite(matrix).any() else 1.0
+    ax.imshow(np.ma.masked_invalid(matrix), cmap=cmap, vmin=0, vmax=max(peak, 1.0), aspect="auto")
+    for (i, j), value in np.ndenumerate(matrix):
+        if np.isnan(value):
+            ax.text(j, i, "–", ha="center", va="center", fontsize=8, color="#777777")
+            continue
+        text = f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
+        text += "!" if failed[i, j] else ""
+        dark = value > 0.55 * max(peak, 1.0)
+        ax.text(
+            j,
+            i,
+            text,
+            ha="center",
+            va="center",
+            fontsize=8,
+            color="white" if dark else "#1a1a1a",
+        )
+    labels = [
+        f"Q{n}  " + textwrap.shorten(q, QUESTION_LABEL, placeholder="…")
+        for n, q in enumerate(questions, 1)
+    ]
+    ax.set_yticks(range(len(questions)), labels, fontsize=8)
+    ax.set_xticks(range(len(keys)), _labels(keys, short=True), fontsize=9)
+    ax.tick_params(axis="x", top=True, bottom=False, labeltop=True, labelbottom=False)
+    for label in ax.get_xticklabels():
+        label.set_rotation(30)
+        label.set_horizontalalignment("left")
+    ax.set_xticks(np.arange(-0.5, len(keys)), minor=True)
+    ax.set_yticks(np.arange(-0.5, len(questions)), minor=True)
+    ax.grid(which="minor", color="white", linewidth=1.5)
+    ax.tick_params(which="minor", length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    repeats = len({r.repeat for r in results})
+    notes = ["– not run", "! errored (lower bound)"]
+    if repeats > 1:
+        notes.insert(0, f"mean over {repeats} repeats")
+    ax.set_title("Valid answers per question", fontsize=13, loc="left")
+    ax.set_xlabel("; ".join(notes), fontsize=9, color="#555555")
+    return _save(figure, path)
+
+
+def longest_chain_question(results: Sequence[QuestionResult]) -> str:
+    """The question with the most recorded answers in any line (first such, on ties)."""
+    if not results:
+        raise ValueError("no results to choose a question from")
+    return max(results, key=lambda r: len(r.answers)).question
+
+
+def select_question(results: Sequence[QuestionResult], choice: str | None) -> str:
+    """The question ``choice`` names: ``5`` or ``Q5`` (as numbered in reports), the exact
+    text, or a case-insensitive fragment matching one question; the longest chain's when
+    None. Raises ``ValueError`` naming the problem otherwise."""
+    questions = question_order(results)
+    if choice is None:
+        return longest_chain_question(results)
+    number = choice[1:] if choice[:1] in "Qq" and choice[1:].isdigit() else choice
+    if number.isdigit():
+        if not 1 <= int(number) <= len(questions):
+            raise ValueError(f"question number {choice} is out of range 1-{len(questions)}")
+        return questions[int(number) - 1]
+    if choice in questions:
+        return choice
+    matches = [q for q in questions if choice.casefold() in q.casefold()]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise ValueError(f"no question matches {choice!r}")
+    shown = "; ".join(textwrap.shorten(q, 40, placeholder="…") for q in matches[:4])
+    raise ValueError(f"{len(matches)} questions match {choice!r} ({shown}); be more specific")
+
+
+def _threshold_of(lines: Sequence[QuestionResult]) -> Thresholds:
+    recorded = {r.thresholds for r in lines if r.thresholds is not None}
+    return recorded.pop() if len(recorded) == 1 else BENCHMARK_THRESHOLDS
+
+
+def _failure(result: QuestionResult, thresholds: Thresholds) -> tuple[AnswerRow, str] | None:
+    """The chain's failing answer and the score it failed on, if it ended by the rule."""
+    last = result.answers[-1] if result.answers else None
+    if last is None or last.valid or last.coherence is None or last.novelty is None:
+        return None
+    try:
+        reason = thresholds.failure(last.coherence, last.novelty, last.llm_novelty)
+    except ValueError:
+        return None
+    return (last, reason) if reason else None
+
+
+def plot_trajectory(results: Sequence[QuestionResult], question: str, path: Path) -> Path:
+    """Coherence and novelty along the answer index for one question, one line per model.
+
+    Dashed lines are the pass thresholds; a cross marks each chain's failing answer.
+    """
+    lines = [r for r in results if r.question == question]
+    keys = list(group_results(results))
+    colours = model_colours(keys)
+    with_llm = any(a.llm_novelty is not None for r in lines for a in r.answers)
+    thresholds = _threshold_of(lines)
+    panels = [("coherence", "coherence (0-100)", thresholds.coherence)]
+    panels.append(("novelty", "embedding novelty", thresholds.novelty))
+    if with_llm:
+        panels.append(("llm_novelty", "LLM novelty", thresholds.llm_novelty or 0.0))
+    figure = _figure(trajectory_figsize(len(panels)))
+    axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    repeats = len({r.repeat for r in lines}) > 1
+    labels = dict(zip(keys, _labels(keys), strict=True))
+    for ax, (field, ylabel, threshold) in zip(axes, panels, strict=True):
+        for r in lines:
+            key = (r.model, r.temperature)
+            points = [(a.index, getattr(a, field)) for a in r.answers]
+            points = [(x, y) for x, y in points if y is not None]
+            if not points:
+                continue
+            xs, ys = zip(*points, strict=True)
+            label = labels[key] + (f" (repeat {r.repeat})" if repeats else "")
+            ax.plot(
+                xs,
+                ys,
+                color=colours[key],
+                linestyle=LINE_STYLES[(r.repeat - 1) % len(LINE_STYLES)],
+                linewidth=1.4,
+                marker="o",
+                markersize=2.5,
+                alpha=0.9,
+                label=f"{label}: {r.score}" + (f" ({r.stop_reason})" if errored(r) else ""),
+            )
+            end = _failure(r, thresholds)
+            if end is not None and end[1] == field:
+                ax.plot(
+                    end[0].index,
+                    getattr(end[0], field),
+                    marker="X",
+                    markersize=10,
+                    color=colours[key],
+                    markeredgecolor="white",
+                    zorder=5,
+                )
+        ax.axhline(threshold, color="#444444", linestyle="--", linewidth=1)
+        ax.text(
+            1.0,
+            threshold,
+            f" pass: > {threshold:g}",
+            transform=ax.get_yaxis_transform(),
+            va="bottom",
+            ha="right",
+            fontsize=8,
+            color="#444444",
+        )
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        _style(ax)
+    axes[0].set_ylim(bottom=0, top=105)
+    axes[-1].set_xlabel("answer index")
+    axes[0].legend(
+        title="model: valid answers\n(✕ = failing answer, on the score that failed)",
+        fontsize=8,
+        title_fontsize=8,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        frameon=False,
+    )
+    number = question_order(results).index(question) + 1
+    title = textwrap.fill(f"Q{number}: {question}", 110)
+    figure.suptitle(title, fontsize=12, x=0.01, ha="left")
+    return _save(figure, path)
+
+
+def plot_stop_reasons(rows: Sequence[SummaryRow], path: Path) -> Path:
+    """Why questions ended, per model, as stacked horizontal bars with counts."""
+    keys = [(r.model, r.temperature) for r in rows]
+    reasons = list(dict.fromkeys(reason for r in rows for reason in r.stop_reasons))
+    reasons.sort(
+        key=lambda reason: list(STOP_COLOURS).index(reason) if reason in STOP_COLOURS else 99
+    )
+    figure = _figure(stop_reasons_figsize(len(rows)))
+    ax = figure.add_subplot()
+    positions = np.arange(len(rows))[::-1]
+    left = np.zeros(len(rows))
+    widest = max([sum(r.stop_reasons.values()) for r in rows] + [1])
+    for reason in reasons:
+        counts = np.array([r.stop_reasons.get(reason, 0) for r in rows], dtype=float)
+        bars = ax.barh(
+            positions,
+            counts,
+            left=left,
+            height=0.65,
+            color=STOP_COLOURS.get(reason, "#cccccc"),
+            label=reason.replace("_", " "),
+            edgecolor="white",
+        )
+        ax.bar_label(
+            bars,
+            labels=[f"{int(c)}" if c >= SMALL_SEGMENT * widest else "" for c in counts],
+            label_type="center",
+            fontsize=9,
+            color="white" if reason not in {"truncated", "unscored"} else "#1a1a1a",
+        )
+        left += counts
+    for y, row, total in zip(positions, rows, left, strict=True):
+        small = [
+            f"{reason.replace('_', ' ')} {n}"
+            for reason, n in row.stop_reasons.items()
+            if 0 < n < SMALL_SEGMENT * widest
+        ]
+        note = f"  {int(total)}" + (f" ({', '.join(small)})" if small else "")
+        ax.text(total, y, note, va="center", fontsize=9)
+    ax.set_yticks(positions, _labels(keys), fontsize=10)
+    ax.set_xlabel("question lines")
+    ax.set_xlim(0, widest * 1.25)
+    ax.set_title("Why questions ended", fontsize=13, loc="left")
+    ax.legend(
+        title="stop reason",
+        fontsize=9,
+        title_fontsize=9,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        frameon=False,
+    )
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    _style(ax)
+    return _save(figure, path)
+
+
+def plot_all(
+    results: Sequence[QuestionResult], out_dir: Path, question: str | None = None
+) -> list[Path]:
+    """Write the four charts into ``out_dir`` (which must exist); return their paths.
+
+    ``question`` picks the trajectory's question as ``select_question`` reads it.
+    """
+    rows = summarise(results)
+    chosen = select_question(results, question)
+    out_dir = Path(out_dir)
+    return [
+        plot_scores(rows, out_dir / SCORES),
+        plot_questions(results, out_dir / QUESTIONS),
+        plot_trajectory(results, chosen, out_dir / TRAJECTORY),
+        plot_stop_reasons(rows, out_dir / STOP_REASONS),
+    ]

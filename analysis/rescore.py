@@ -1,0 +1,95 @@
+"""Scores under other thresholds, from the recorded chains alone (no API calls).
+
+Each recorded chain is walked again with ``chain_validity``. Under stricter thresholds this
+is exact: the chain now stops earlier, at an answer that was recorded. Under looser ones it
+is not always: the run stopped at an answer that failed *its* thresholds, and when that
+terminal answer passes the new ones the benchmark would have gone on generating answers
+that were never produced. Such a line is *truncated*: its rescored value counts the chain
+up to where the run stopped, a lower bound of what a run with the new thresholds would
+score.
+
+Answers before the terminal one were valid in the run, so their recorded novelty (against
+earlier valid answers) is still the novelty a run with the new thresholds would compute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from aidanbench.analysis.results import QuestionResult, chain_validity
+from aidanbench.graph.thresholds import Thresholds
+
+BENCHMARK_THRESHOLDS = Thresholds()
+"""Thresholds assumed for lines that do not record theirs (original-schema files)."""
+
+RULE_STOPS = frozenset({"coherence", "novelty", "llm_novelty"})
+"""Stop reasons meaning the recorded terminal answer failed the run's thresholds."""
+
+TRUNCATED = "truncated"
+"""Stop reason of a rescored line whose recorded terminal answer now passes."""
+
+
+@dataclass(frozen=True)
+class RescoredQuestion:
+    """One question line scored again under new thresholds."""
+
+    result: QuestionResult
+    """The line with validity, stop reason and thresholds of the new rule."""
+    original: QuestionResult
+    """The line as recorded."""
+    original_thresholds: Thresholds
+    """Thresholds the run used (the benchmark's when the line does not say)."""
+    truncated: bool
+    """The recorded terminal answer passes now: ``result.score`` is a lower bound."""
+
+    @property
+    def original_score(self) -> int:
+        """Score as recorded."""
+        return self.original.score
+
+
+def rescore_question(result: QuestionResult, thresholds: Thresholds) -> RescoredQuestion:
+    """``result`` under ``thresholds``.
+
+    When the new rule fails an answer, the line ends there by that rule, whatever ended the
+    run (an error or the answer cap came later, so it no longer matters). When every
+    recorded answer passes, the line keeps its recorded ending, except one ended by the old
+    rule: that is now ``truncated``.
+    """
+    scores = [(a.coherence, a.novelty, a.llm_novelty) for a in result.answers]
+    flags, reason = chain_validity(scores, thresholds)
+    answers = tuple(replace(a, valid=ok) for a, ok in zip(result.answers, flags, strict=True))
+    truncated = reason is None and result.stop_reason in RULE_STOPS
+    stop_reason: str | None
+    if reason is not None:
+        stop_reason, error = reason, None
+    elif truncated:
+        stop_reason, error = TRUNCATED, None
+    else:
+        stop_reason, error = result.stop_reason, result.error
+    rescored = replace(
+        result, answers=answers, stop_reason=stop_reason, error=error, thresholds=thresholds
+    )
+    return RescoredQuestion(
+        result=rescored,
+        original=result,
+        original_thresholds=result.thresholds or BENCHMARK_THRESHOLDS,
+        truncated=truncated,
+    )
+
+
+def rescore(results: Sequence[QuestionResult], thresholds: Thresholds) -> list[RescoredQuestion]:
+    """Every line under ``thresholds``, in order.
+
+    Raises ``ValueError`` when an LLM novelty threshold is asked for but no answer has an
+    LLM novelty score: every chain would end, unscored, at its first answer.
+    """
+    if thresholds.llm_novelty is not None and not any(
+        a.llm_novelty is not None for r in results for a in r.answers
+    ):
+        raise ValueError(
+            "an LLM novelty threshold needs LLM novelty scores, and these results have none "
+            "(the run had the similarity judge off)"
+        )
+    return [rescore_question(result, thresholds) for result in results]

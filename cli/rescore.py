@@ -1,0 +1,212 @@
+"""``aidanbench rescore``: scores under other thresholds, from the recorded chains.
+
+Prints the shape ``report`` prints, plus each line's recorded score and whether it is
+truncated (see ``aidanbench.analysis.rescore``): under looser thresholds a recorded chain
+can end at an answer that now passes, and its score is then only a lower bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from aidanbench.analysis.rescore import RescoredQuestion, rescore
+from aidanbench.analysis.summary import (
+    describe_thresholds,
+    group_results,
+    render_summary,
+    summarise,
+    warnings,
+)
+from aidanbench.cli.errors import UsageError
+from aidanbench.cli.report import (
+    add_common_arguments,
+    line_key,
+    load_results,
+    make_console,
+    one_line,
+    print_errors,
+    print_warnings,
+    question_table,
+    report_payload,
+)
+from aidanbench.graph.thresholds import Thresholds
+
+TRUNCATED_MARK = "+"
+"""Suffix of a truncated line's score in the per-question table."""
+
+
+def threshold_value(text: str, option: str, upper: float) -> float:
+    """``text`` as a finite number in ``[0, upper]``; a ``UsageError`` otherwise.
+
+    Novelty allows up to 2 because cosine similarity can be negative.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{option} must be a number, got {text!r}") from None
+    if not math.isfinite(value) or not 0 <= value <= upper:
+        raise UsageError(f"{option} must be between 0 and {upper:g}, got {text!r}")
+    return value
+
+
+def thresholds_from(args: argparse.Namespace) -> Thresholds:
+    """The thresholds the arguments ask for, validated."""
+    coherence = threshold_value(args.coherence_threshold, "--coherence-threshold", 100)
+    novelty = threshold_value(args.novelty_threshold, "--novelty-threshold", 2)
+    llm = (
+        None
+        if args.llm_novelty_threshold is None
+        else threshold_value(args.llm_novelty_threshold, "--llm-novelty-threshold", 2)
+    )
+    return Thresholds(coherence=coherence, novelty=novelty, llm_novelty=llm)
+
+
+def truncation_note(rescored: Sequence[RescoredQuestion]) -> str:
+    """How many lines are lower bounds because the run stopped too early to tell."""
+    count = sum(1 for r in rescored if r.truncated)
+    if not count:
+        return (
+            "No question is truncated: every chain the run ended by its rule still ends "
+            "at or before its recorded terminal answer, so these scores are exact."
+        )
+    return (
+        f"{count} of {len(rescored)} question lines are truncated ({TRUNCATED_MARK}): "
+        "their recorded terminal answer passes these looser thresholds, so they are scored "
+        "up to where the run stopped and their scores, and the totals that include them, "
+        "are lower bounds."
+    )
+
+
+def change_table(rescored: Sequence[RescoredQuestion]) -> Table:
+    """Recorded and rescored totals side by side, per model and temperature."""
+    table = Table(title="Recorded vs rescored totals")
+    for name in ("model", "temp", "recorded", "rescored", "change", "truncated"):
+        table.add_column(name, justify="left" if name == "model" else "right")
+    groups: dict[tuple[str, float], list[RescoredQuestion]] = {}
+    for r in rescored:
+        groups.setdefault((r.original.model, r.original.temperature), []).append(r)
+    for (model, temperature), lines in groups.items():
+        before = sum(r.original_score for r in lines)
+        after = sum(r.result.score for r in lines)
+        truncated = sum(1 for r in lines if r.truncated)
+        lower = "≥ " if truncated else ""
+        table.add_row(
+            model,
+            f"{temperature:g}",
+            str(before),
+            f"{lower}{after}",
+            f"{lower}{after - before:+d}",
+            str(truncated),
+        )
+    return table
+
+
+def _original_thresholds(lines: Sequence[RescoredQuestion]) -> list[dict[str, Any]]:
+    distinct = dict.fromkeys(r.original_thresholds for r in lines)
+    return [vars(t).copy() for t in distinct]
+
+
+def rescore_payload(rescored: Sequence[RescoredQuestion], thresholds: Thresholds) -> dict[str, Any]:
+    """The ``report --json`` document with recorded scores and truncation added."""
+    results = [r.result for r in rescored]
+    by_key = {line_key(r.result): r for r in rescored}
+    question_fields = {
+        key: {"original_score": r.original_score, "truncated": r.truncated}
+        for key, r in by_key.items()
+    }
+    run_fields = {}
+    for key, lines in group_results(results).items():
+        chosen = [by_key[line_key(line)] for line in lines]
+        run_fields[key] = {
+            "original_score": sum(r.original_score for r in chosen),
+            "truncated": sum(1 for r in chosen if r.truncated),
+            "original_thresholds": _original_thresholds(chosen),
+        }
+    payload = report_payload(
+        results, summarise(results), question_fields=question_fields, run_fields=run_fields
+    )
+    return {
+        "thresholds": vars(thresholds).copy(),
+        "truncated": sum(1 for r in rescored if r.truncated),
+        "note": truncation_note(rescored),
+        **payload,
+    }
+
+
+def print_rescore(
+    rescored: Sequence[RescoredQuestion], thresholds: Thresholds, console: Console
+) -> None:
+    """The text report of a rescore."""
+    results = [r.result for r in rescored]
+    originals = "; ".join(
+        describe_thresholds(t) for t in dict.fromkeys(r.original_thresholds for r in rescored)
+    )
+    console.print(
+        f"Rescored with {describe_thresholds(thresholds)} (the run used {originals}), "
+        "from the recorded chains, without API calls.",
+        markup=False,
+    )
+    render_summary(summarise(results), console, title="AidanBench summary, rescored")
+    console.print(change_table(rescored))
+    marks = {line_key(r.result): TRUNCATED_MARK for r in rescored if r.truncated}
+    legend = f"; {TRUNCATED_MARK} truncated (lower bound)"
+    console.print(question_table(results, marks, legend, console.width))
+    print_errors(results, console)
+    truncated = any(r.truncated for r in rescored)
+    console.print(truncation_note(rescored), style="bold yellow" if truncated else None)
+    print_warnings(warnings(results), console)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler of ``aidanbench rescore``."""
+    thresholds = thresholds_from(args)
+    results = load_results(args.path)
+    try:
+        rescored = rescore(results, thresholds)
+    except ValueError as exc:
+        raise UsageError(one_line(exc)) from exc
+    if args.json:
+        print(json.dumps(rescore_payload(rescored, thresholds), indent=2))
+    else:
+        print_rescore(rescored, thresholds, make_console())
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``rescore`` command."""
+    parser = subparsers.add_parser(
+        "rescore",
+        help="recompute scores under other thresholds, without API calls",
+        description=(
+            "Walk every recorded chain again under other thresholds. Stricter thresholds "
+            "give exact scores; under looser ones a chain whose recorded terminal answer "
+            "now passes is marked truncated and counts as a lower bound. Thresholds of an "
+            "original-schema file are assumed to be the benchmark's (15, 0.15)."
+        ),
+    )
+    add_common_arguments(parser)
+    parser.add_argument(
+        "--coherence-threshold",
+        required=True,
+        metavar="X",
+        help="valid when coherence > X (0-100; the benchmark's is 15)",
+    )
+    parser.add_argument(
+        "--novelty-threshold",
+        required=True,
+        metavar="Y",
+        help="valid when embedding novelty > Y (0-2; the benchmark's is 0.15)",
+    )
+    parser.add_argument(
+        "--llm-novelty-threshold",
+        metavar="Z",
+        help="also require LLM novelty > Z (0-2; needs a run with the similarity judge)",
+    )
+    parser.set_defaults(handler=run)

@@ -1,0 +1,241 @@
+"""The socket side of ``OpenAIStub``: a threading HTTP/1.1 server and its handler.
+
+One thread per connection (keep-alive, so a client's pool reuses it), each request
+validated, counted, offered to the fault hook, delayed and answered from the stub's brain.
+The server remembers its handler threads and sockets because ``ThreadingHTTPServer``
+forgets daemon threads: without that, ``stop()`` would leave keep-alive connections
+still being served by a server that is supposedly gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from . import protocol
+from .brain import Kind, classify
+from .faults import RequestInfo, content_key, error_body
+
+if TYPE_CHECKING:
+    from .server import OpenAIStub
+
+_log = logging.getLogger("aidanbench.testing.server")
+
+_ABORT = struct.pack("ii", 1, 0)
+"""SO_LINGER on, timeout 0: ``close()`` sends a RST instead of a FIN."""
+
+
+@dataclass
+class Draft:
+    """The parts of a record learnt while the request is handled."""
+
+    kind: Kind = "other"
+    model: str | None = None
+    body: Any = None
+    attempt: int = 0
+    prompt: str = ""
+    texts: tuple[str, ...] = ()
+    extra_headers: dict[str, str] = field(default_factory=dict)
+
+
+class Reset(Exception):
+    """Abandon the request: close the socket without a response."""
+
+
+class StubServer(ThreadingHTTPServer):
+    """Tracks handler threads and their sockets so ``stop()`` can end keep-alive ones."""
+
+    daemon_threads = True
+    request_queue_size = 256  # the default 5 drops bursts of connects (1 s SYN retry)
+
+    def __init__(self, address: tuple[str, int], handler: type[Handler], stub: OpenAIStub):
+        self.stub = stub
+        self._handlers: dict[threading.Thread, socket.socket] = {}  # open connections
+        self._all_threads: list[threading.Thread] = []  # every handler thread not yet joined
+        self._handlers_lock = threading.Lock()
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(
+            target=self._serve_connection,
+            args=(request, client_address),
+            name=f"openai-stub-{self.server_address[1]}-connection",
+            daemon=True,
+        )
+        with self._handlers_lock:
+            self._handlers[thread] = request
+            self._all_threads = [t for t in self._all_threads if t.is_alive()] + [thread]
+        thread.start()
+
+    def _serve_connection(self, request: Any, client_address: Any) -> None:
+        try:
+            self.process_request_thread(request, client_address)
+        finally:
+            with self._handlers_lock:
+                self._handlers.pop(threading.current_thread(), None)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        _log.debug("stub connection from %s failed", client_address, exc_info=True)
+
+    def close_connections(self) -> None:
+        with self._handlers_lock:
+            sockets = list(self._handlers.values())
+        for sock in sockets:
+            # Abortive close (no TIME_WAIT left holding the port); OSError: already closed.
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _ABORT)
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def join_handlers(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with self._handlers_lock:
+            threads = list(self._all_threads)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+class Handler(BaseHTTPRequestHandler):
+    """One connection's requests. HTTP/1.1 keep-alive, because the openai client pools
+    connections and a server that closes after each answer would hide pool bugs."""
+
+    protocol_version = "HTTP/1.1"
+    server: StubServer
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in two writes; without this, Nagle plus delayed ACKs
+        # can add ~40 ms to every response.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        _log.debug("stub %s " + format, self.address_string(), *args)
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def _handle(self, method: str) -> None:
+        started = time.monotonic()
+        stub = self.server.stub
+        draft = Draft()
+        path = urlsplit(self.path).path
+        status: int | None
+        try:
+            raw = self._read_body()
+            status, payload = self._route(stub, method, path, raw, draft)
+        except protocol.HTTPError as exc:
+            status, payload = exc.status, error_body(exc.status, exc.message)
+        except Reset:
+            status, payload = None, None
+        except Exception as exc:  # a brain or hook bug: show it to the client as a 500
+            _log.exception("stub failed answering %s %s", method, path)
+            status, payload = 500, error_body(500, f"{type(exc).__name__}: {exc}")
+        # Recorded before answering: once a client holds its response, the record exists.
+        stub._record(
+            draft,
+            method=method,
+            path=path,
+            headers=self._headers(),
+            started=started,
+            status=status,
+            response=payload,
+        )
+        if status is None:
+            self._reset()
+        else:
+            self._send(status, payload, draft.extra_headers)
+
+    def _route(
+        self, stub: OpenAIStub, method: str, path: str, raw: bytes, draft: Draft
+    ) -> tuple[int, Any]:
+        """Check, count, consult the fault hook, wait, then ask the brain."""
+        expected = None if stub.api_key is None else f"Bearer {stub.api_key}"
+        if expected is not None and self.headers.get("Authorization") != expected:
+            raise protocol.HTTPError(401, "Incorrect API key provided")
+        if method == "GET" and path == "/v1/models":
+            return 200, protocol.models_list(stub._served_models())
+        if method != "POST" or path not in ("/v1/chat/completions", "/v1/embeddings"):
+            raise protocol.HTTPError(404, f"Invalid URL ({method} {path})")
+        draft.body = body = protocol.parse_json(raw)
+        draft.model = model = protocol.model_of(body)
+        if path == "/v1/embeddings":
+            draft.kind, draft.texts = "embed", protocol.embedding_inputs(body)
+        else:
+            draft.prompt = protocol.chat_prompt(body)
+            draft.kind = classify(draft.prompt)
+        key = content_key(model, draft.prompt, draft.texts)
+        draft.attempt = stub._next_attempt(draft.kind, key)
+        info = RequestInfo(draft.kind, model, draft.prompt, draft.texts, draft.attempt, key, body)
+        fault = stub.faults(info) if stub.faults is not None else None
+        if fault is not None:
+            stub._wait(fault.delay)
+            if fault.reset:
+                raise Reset
+            if fault.status is not None:
+                draft.extra_headers.update(fault.headers)
+                return fault.status, fault.body or error_body(fault.status)
+        stub._wait(stub.latency.for_kind(draft.kind))
+        if draft.kind == "embed":
+            vectors = stub.brain.embed(model, draft.texts)
+            return 200, protocol.embeddings_response(
+                vectors,
+                model,
+                draft.texts,
+                encoding_format=body.get("encoding_format"),
+                dimensions=body.get("dimensions"),
+            )
+        reply = stub.brain.chat(draft.kind, model, draft.prompt, body)
+        options = body.get("stream_options")
+        return 200, protocol.chat_completion(
+            reply,
+            model,
+            draft.prompt,
+            f"chatcmpl-stub-{key[:12]}-{draft.attempt}",
+            stream=bool(body.get("stream")),
+            usage_chunk=isinstance(options, dict) and bool(options.get("include_usage")),
+        )
+
+    def _headers(self) -> dict[str, str]:
+        return {name.lower(): value for name, value in self.headers.items()}
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            self.close_connection = True
+            raise protocol.HTTPError(411, "send a Content-Length; chunked bodies unsupported")
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
+        if isinstance(payload, protocol.EventStream):
+            data, content_type = payload.data, "text/event-stream"
+        else:
+            data, content_type = json.dumps(payload).encode("utf-8"), "application/json"
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:  # the client gave up (timeout) or stop() cut the socket
+            self.close_connection = True
+
+    def _reset(self) -> None:
+        """Close with SO_LINGER 0, so the client gets a RST instead of any response."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _ABORT)
+        self.rfile.close()  # drop the makefile reference, or close() would be deferred
+        self.connection.close()

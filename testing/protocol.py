@@ -1,0 +1,183 @@
+"""The OpenAI wire format the stub speaks: request validation and response shapes.
+
+Kept apart from the socket code so the shapes can be read (and checked against the real
+API) on their own. Only what the benchmark's clients send is accepted; anything else is a
+400 with an OpenAI-shaped error, the way the real API would refuse it, so a client bug
+shows up in tests instead of being silently absorbed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .brain import Reply, default_tokens
+
+
+class HTTPError(Exception):
+    """Refuse the request with ``status`` and an OpenAI-shaped error body."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class EventStream:
+    """A complete server-sent-events body (a streamed chat answer, sent in one piece)."""
+
+    data: bytes
+
+
+def parse_json(raw: bytes) -> dict[str, Any]:
+    """The request body as a JSON object."""
+    try:
+        body = json.loads(raw or b"null")
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HTTPError(400, f"request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise HTTPError(400, "request body must be a JSON object")
+    return body
+
+
+def model_of(body: dict[str, Any]) -> str:
+    """The requested model name (required, as by the real API)."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise HTTPError(400, "you must provide a model parameter")
+    return model
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
+
+
+def chat_prompt(body: dict[str, Any]) -> str:
+    """The text of the last user message: the benchmark sends one prompt per call.
+
+    Falls back to all message texts joined when there is no user message.
+    """
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise HTTPError(400, "'messages' must be a non-empty array")
+    if not all(isinstance(m, dict) and "role" in m for m in messages):
+        raise HTTPError(400, "each message needs a 'role'")
+    users = [m for m in messages if m["role"] == "user"]
+    if users:
+        return _text_of(users[-1].get("content"))
+    return "\n\n".join(_text_of(m.get("content")) for m in messages)
+
+
+def embedding_inputs(body: dict[str, Any]) -> tuple[str, ...]:
+    """The texts to embed; token-id arrays and empty strings are refused as by OpenAI.
+
+    The benchmark always sends strings (``check_embedding_ctx_length=False``): token ids
+    here mean a client was built without it, which would also fail offline.
+    """
+    value = body.get("input")
+    texts: Any = [value] if isinstance(value, str) else value
+    if not isinstance(texts, list) or not texts:
+        raise HTTPError(400, "'input' must be a string or a non-empty array of strings")
+    if not all(isinstance(text, str) for text in texts):
+        raise HTTPError(
+            400,
+            "'input' holds token ids; this stub takes strings only "
+            "(use OpenAIEmbeddings(check_embedding_ctx_length=False))",
+        )
+    if any(text == "" for text in texts):
+        raise HTTPError(400, "'input' cannot contain an empty string")
+    return tuple(texts)
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def chat_completion(
+    reply: Reply, model: str, prompt: str, response_id: str, *, stream: bool, usage_chunk: bool
+) -> dict[str, Any] | EventStream:
+    """A ``chat.completion`` object, or its SSE equivalent when the client streams."""
+    served = reply.served_model or model
+    usage = _usage(
+        default_tokens(prompt) if reply.prompt_tokens is None else reply.prompt_tokens,
+        default_tokens(reply.text) if reply.completion_tokens is None else reply.completion_tokens,
+    )
+    head = {"id": response_id, "created": int(time.time()), "model": served}
+    if not stream:
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": reply.text, "refusal": None},
+            "logprobs": None,
+            "finish_reason": "stop",
+        }
+        return {**head, "object": "chat.completion", "choices": [choice], "usage": usage}
+    chunk = {**head, "object": "chat.completion.chunk"}
+    delta = {"role": "assistant", "content": reply.text}
+    events = [
+        {**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    if usage_chunk:
+        events.append({**chunk, "choices": [], "usage": usage})
+    lines = [f"data: {json.dumps(event)}\n\n" for event in events] + ["data: [DONE]\n\n"]
+    return EventStream("".join(lines).encode("utf-8"))
+
+
+def embeddings_response(
+    vectors: Sequence[Sequence[float]],
+    model: str,
+    texts: Sequence[str],
+    *,
+    encoding_format: Any = None,
+    dimensions: Any = None,
+) -> dict[str, Any]:
+    """A ``list`` of ``embedding`` objects, as floats or base64 float32 as asked.
+
+    The openai client asks for base64 unless told otherwise and decodes it itself.
+    ``dimensions`` shortens each vector and renormalises it, like the v3 models.
+    """
+    if encoding_format not in (None, "float", "base64"):
+        raise HTTPError(400, f"unknown encoding_format {encoding_format!r}")
+    if len(vectors) != len(texts):
+        raise ValueError(f"brain returned {len(vectors)} vectors for {len(texts)} texts")
+    data = []
+    for index, vector in enumerate(vectors):
+        array = np.asarray(vector, dtype=np.float64)
+        if dimensions is not None:
+            if not isinstance(dimensions, int) or not 0 < dimensions <= array.size:
+                raise HTTPError(400, f"'dimensions' must be between 1 and {array.size}")
+            array = array[:dimensions] / np.linalg.norm(array[:dimensions])
+        embedding: Any
+        if encoding_format == "base64":
+            embedding = base64.b64encode(array.astype("<f4").tobytes()).decode("ascii")
+        else:
+            embedding = array.tolist()
+        data.append({"object": "embedding", "index": index, "embedding": embedding})
+    tokens = sum(default_tokens(text) for text in texts)
+    usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+    return {"object": "list", "data": data, "model": model, "usage": usage}
+
+
+def models_list(ids: Sequence[str]) -> dict[str, Any]:
+    """The ``GET /v1/models`` answer."""
+    data = [{"id": i, "object": "model", "created": 0, "owned_by": "aidanbench-stub"} for i in ids]
+    return {"object": "list", "data": data}
