@@ -204,3 +204,24 @@ async def test_async_embedding_does_not_block_the_loop(embeddings: LocalEmbeddin
     assert elapsed > 0.1, "the batch was too small to observe the loop"
     assert len(during) >= 5
     assert gaps.max() < max(0.5, elapsed / 4)
+
+
+@pytest.mark.local_embeddings
+async def test_question_graph_with_local_embeddings(extra: None, api_key: str) -> None:
+    """A whole question with the model and judge on the local server, embeddings local."""
+    from aidanbench.graph.settings import CALIBRATED_NOVELTY_THRESHOLDS, Settings
+    from aidanbench.services import default_services
+    from aidanbench.testing import OpenAIStub, ScriptedBrain
+
+    from .graphs import run_question
+    from .test_http import stub_settings
+
+    question = "Name a use for a paperclip."
+    with OpenAIStub(ScriptedBrain({question: 3})) as stub:
+        settings = stub_settings(stub, embedding_model="local")
+        assert isinstance(settings, Settings)
+        assert settings.thresholds.novelty == CALIBRATED_NOVELTY_THRESHOLDS["local"]
+        out = await run_question(default_services, question, settings)
+        assert stub.count("embed") == 0, "embeddings never leave the machine"
+    assert out["stop_reason"] == "novelty" and out["score"] == 3
+    assert out["answers"][-1]["novelty"] == pytest.approx(0.0, abs=1e-5)
