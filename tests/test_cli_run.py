@@ -323,3 +323,30 @@ def test_locked_run_dir_is_refused(
     assert code.returncode == 2
     assert "in use by another aidanbench run" in code.stderr
     assert bench_stub.count() == 0
+
+
+def test_errored_question_is_listed_and_retried_by_a_rerun(
+    bench_stub: OpenAIStub, api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aidanbench.testing import http_error, when
+
+    run_dir = tmp_path / "r"
+    bench_stub.faults = when("coherence", http_error(401, "bad key"), match=QUESTIONS[2])
+    assert main(run_args(bench_stub, run_dir)) == 1
+    err = capsys.readouterr().err
+    assert "2 question(s) stopped on an error" in err
+    assert "judge at 127.0.0.1" in err and "HTTP 401" in err
+    lines = [json.loads(x) for x in (run_dir / "questions.jsonl").read_text().splitlines()]
+    stops = {(x["model"], x["question"]): x["stop_reason"] for x in lines}
+    assert [stops[("m1", q)] for q in QUESTIONS] == ["novelty", "novelty", "error", "novelty"]
+
+    bench_stub.faults = None
+    calls = bench_stub.count()
+    assert main(run_args(bench_stub, run_dir)) == 0
+    lines = [json.loads(x) for x in (run_dir / "questions.jsonl").read_text().splitlines()]
+    assert all(x["stop_reason"] == "novelty" for x in lines)
+    assert [x["score"] for x in lines if x["model"] == "m1"] == [3, 4, 5, 6]
+    retried = bench_stub.requests[calls:]
+    assert {r.prompt.split("</question>")[0] for r in retried if r.kind == "generate"} == {
+        f"Answer the following question:.\n<question>{QUESTIONS[2]}"
+    }, "only the errored questions run again"
