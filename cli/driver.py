@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from aidanbench.analysis import rundir
@@ -82,6 +83,58 @@ class Task:
 FINAL_REASONS = frozenset({"coherence", "novelty", "llm_novelty", "max_answers"})
 
 
+def is_finished(values: Mapping[str, Any], pending: bool) -> bool:
+    """Stopped by the benchmark's rule with nothing left to run: skipped on a rerun."""
+    return not pending and values.get("stop_reason") in FINAL_REASONS
+
+
+def start_input(task: Task, pending: bool) -> dict[str, Any] | None:
+    """What to invoke a thread with that is not finished.
+
+    ``None`` continues a thread stopped mid-step from its last checkpoint; the question
+    starts a new thread or re-invokes one that stopped on an error, where ``prepare``
+    clears the error so only the failed part runs again.
+    """
+    return None if pending else {"question": task.question}
+
+
+def report(progress: Progress, task: Task, event: Any) -> None:
+    """Feed one custom-stream event of a question to the progress display."""
+    if isinstance(event, dict) and event.get("event") == "answer":
+        progress.answer(task.label, event)
+
+
+class RunLines:
+    """The question lines of a run, rewritten to the run directory as questions finish.
+
+    Lines keep the order tasks were first recorded in, so the files list questions in
+    the run's order whatever order they finish in.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.lines: dict[str, dict[str, Any]] = {}
+        self._lock = asyncio.Lock()
+
+    def record(self, task: Task, values: Mapping[str, Any]) -> None:
+        """Note the task's current state (its line) without writing."""
+        self.lines[task.thread_id] = task.line(dict(values))
+
+    async def finished(self, task: Task, values: Mapping[str, Any]) -> None:
+        """Note a finished question and rewrite the run directory's files."""
+        self.record(task, values)
+        async with self._lock:
+            self.write()
+
+    def write(self) -> None:
+        """Rewrite results, answers and questions files from every line known."""
+        rundir.write_outputs(self.run_dir, list(self.lines.values()))
+
+    def all(self) -> list[dict[str, Any]]:
+        """Every line, in task order."""
+        return list(self.lines.values())
+
+
 async def drive(
     tasks: Sequence[Task],
     run_dir: Path,
@@ -95,46 +148,42 @@ async def drive(
     Returns the question lines. Cancellation (Ctrl-C) writes what is known and re-raises:
     the checkpoints already hold every completed step.
     """
-    lines: dict[str, dict[str, Any]] = {}
+    lines = RunLines(run_dir)
     async with AsyncSqliteSaver.from_conn_string(str(run_dir / rundir.CHECKPOINTS)) as saver:
         graph = build_question_graph(services).compile(checkpointer=saver)
         pending: list[tuple[Task, Any]] = []
         for task in tasks:
-            config = {"configurable": {"thread_id": task.thread_id}}
+            config: RunnableConfig = {"configurable": {"thread_id": task.thread_id}}
             snapshot = await graph.aget_state(config)
             values = dict(snapshot.values)
-            lines[task.thread_id] = task.line(values)
+            lines.record(task, values)
             progress.queued(task.label)
-            if not snapshot.next and values.get("stop_reason") in FINAL_REASONS:
+            if is_finished(values, bool(snapshot.next)):
                 progress.skipped(task.label, values)
             else:
-                pending.append((task, None if snapshot.next else {"question": task.question}))
+                pending.append((task, start_input(task, bool(snapshot.next))))
         for settings in {t.settings.model_dump_json(): t.settings for t, _ in pending}.values():
             services(settings).warm()
 
         gate = asyncio.Semaphore(concurrency)
-        write_lock = asyncio.Lock()
 
         async def run_one(task: Task, start: Any) -> None:
             async with gate:
-                config = {"configurable": {"thread_id": task.thread_id}}
+                config: RunnableConfig = {"configurable": {"thread_id": task.thread_id}}
                 progress.started_question(task.label)
                 async for event in graph.astream(
                     start, config, context=task.settings, stream_mode="custom"
                 ):
-                    if isinstance(event, dict) and event.get("event") == "answer":
-                        progress.answer(task.label, event)
+                    report(progress, task, event)
                 values = dict((await graph.aget_state(config)).values)
-                lines[task.thread_id] = task.line(values)
                 progress.finished_question(task.label, task.question, values)
-                async with write_lock:
-                    rundir.write_outputs(run_dir, list(lines.values()))
+                await lines.finished(task, values)
 
         try:
             await asyncio.gather(*(run_one(task, start) for task, start in pending))
         finally:
-            rundir.write_outputs(run_dir, list(lines.values()))
-    return list(lines.values())
+            lines.write()
+    return lines.all()
 
 
 def errored(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from aidanbench.cli.driver import Task, drive, errored
 from aidanbench.cli.errors import UsageError
 from aidanbench.cli.progress import Progress
 from aidanbench.cli.questions import load_questions
+from aidanbench.cli.remote import drive_remote
 from aidanbench.graph.questions import question_set_hash
 from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL, Settings
 from aidanbench.nodes.prompts import prompt_texts
@@ -80,6 +81,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--request-timeout", type=float, default=300.0, metavar="SECONDS")
     p.add_argument("--max-retries", type=int, default=4)
     p.add_argument("--run-dir", type=Path, default=Path(DEFAULT_RUN_DIR))
+    p.add_argument(
+        "--server",
+        metavar="URL",
+        help="run the questions on this LangGraph server (it holds the API keys and the "
+        "checkpoints); results are written to --run-dir as usual",
+    )
     p.add_argument(
         "--use-stored-settings",
         action="store_true",
@@ -136,7 +143,7 @@ def run_spec(args: argparse.Namespace) -> dict[str, Any]:
 
 def build_tasks(spec: dict[str, Any], questions: list[str], run_dir: Path) -> list[Task]:
     """Every (model, temperature, question, repeat) of the run, in a stable order."""
-    tasks = []
+    tasks: list[Task] = []
     for model in spec["models"]:
         for temperature in spec["temperatures"]:
             try:
@@ -258,21 +265,35 @@ def handle(args: argparse.Namespace, services: ServicesFactory = default_service
     if stored is not None and stored.get("questions_sha256") != question_set_hash(questions):
         raise UsageError(f"run directory {run_dir} was started with a different question set")
     tasks = build_tasks(spec, questions, run_dir)
-    check_keys(tasks[0].settings)
+    if args.server is None:
+        check_keys(tasks[0].settings)  # a server reads the keys from its own environment
 
     with run_lock(run_dir):
         meta = stored or metadata(spec, questions, tasks)
+        if args.server is not None:
+            meta["server"] = args.server
         meta["started_at"] = meta.get("started_at") or _now()
         rundir.atomic_write(run_dir / rundir.METADATA, json.dumps(meta, indent=2))
         progress = Progress()
         try:
             with progress:
-                lines = asyncio.run(
-                    drive(tasks, run_dir, concurrency=args.concurrency, progress=progress, services=services)
-                )
+                if args.server is not None:
+                    work = drive_remote(
+                        tasks, run_dir, args.server, concurrency=args.concurrency, progress=progress
+                    )
+                else:
+                    work = drive(
+                        tasks,
+                        run_dir,
+                        concurrency=args.concurrency,
+                        progress=progress,
+                        services=services,
+                    )
+                lines = asyncio.run(work)
         except KeyboardInterrupt:
+            where = run_dir if args.server is None else f"the server's threads ({args.server})"
             print(
-                f"\nInterrupted. Every completed step is saved in {run_dir}; run the same "
+                f"\nInterrupted. Every completed step is saved in {where}; run the same "
                 "command again to resume.",
                 file=sys.stderr,
             )
@@ -289,7 +310,10 @@ def handle(args: argparse.Namespace, services: ServicesFactory = default_service
             file=sys.stderr,
         )
         for line in failed:
-            print(f"  {line['model']}: {line['question'][:60]} — {line['error']['message']}", file=sys.stderr)
+            print(
+                f"  {line['model']}: {line['question'][:60]} — {line['error']['message']}",
+                file=sys.stderr,
+            )
         return 1
     return 0
 

@@ -13,20 +13,22 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
+from typing_extensions import TypedDict
 
 from aidanbench.graph.question import build_question_graph
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import QuestionOutput
+from aidanbench.graph.state import QuestionOutput, documented
 from aidanbench.nodes.context import settings_of
 from aidanbench.services import ServicesFactory, default_services
 
 
+@documented
 class BenchmarkInput(TypedDict, total=False):
     """What starts a benchmark run (settings go in the context)."""
 
@@ -36,6 +38,7 @@ class BenchmarkInput(TypedDict, total=False):
     """Ask only the first N questions."""
 
 
+@documented
 class QuestionTask(TypedDict):
     """The payload sent to ``run_question``."""
 
@@ -43,6 +46,7 @@ class QuestionTask(TypedDict):
     """One question of the set."""
 
 
+@documented
 class BenchmarkOutput(TypedDict):
     """The benchmark's results for one model."""
 
@@ -52,6 +56,7 @@ class BenchmarkOutput(TypedDict):
     """Totals: score, novelty sum, questions, stop reasons, errored questions."""
 
 
+@documented
 class BenchmarkState(TypedDict):
     """State of the benchmark graph."""
 

@@ -14,12 +14,63 @@ invocation of the thread re-runs only the missing or failed parts.
 
 from __future__ import annotations
 
+import ast
+import inspect
+import itertools
+import textwrap
 from collections.abc import Sequence
-from typing import Annotated, Any, NotRequired, TypedDict
+from typing import Annotated, Any, NotRequired
 
 from langgraph.channels.delta import DeltaChannel
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict
 
 
+def field_docstrings(cls: type) -> dict[str, str]:
+    """The docstrings written under the fields of ``cls``'s own class body.
+
+    Empty when the source is not available (pydantic's own extraction does the same), so
+    a schema loses descriptions rather than failing.
+    """
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
+    docs = {}
+    for field, doc in itertools.pairwise(body):
+        if (
+            isinstance(field, ast.AnnAssign)
+            and isinstance(field.target, ast.Name)
+            and isinstance(doc, ast.Expr)
+            and isinstance(doc.value, ast.Constant)
+            and isinstance(doc.value.value, str)
+        ):
+            docs[field.target.id] = inspect.cleandoc(doc.value.value)
+    return docs
+
+
+def _inherited_descriptions(schema: dict[str, Any], cls: type) -> None:
+    properties = schema.get("properties", {})
+    for base in getattr(cls, "__orig_bases__", ()):
+        if isinstance(base, type) and base is not dict:
+            for name, doc in field_docstrings(base).items():
+                if name in properties:
+                    properties[name].setdefault("description", doc)
+            _inherited_descriptions(schema, base)
+
+
+documented = with_config(
+    ConfigDict(use_attribute_docstrings=True, json_schema_extra=_inherited_descriptions)
+)
+"""Class decorator: field docstrings become JSON-schema descriptions (Studio's forms).
+
+Pydantic reads only a TypedDict's own field docstrings, and LangGraph reports input and
+output schemas through pydantic; inherited fields get theirs from the base's source.
+"""
+
+
+@documented
 class CallStats(TypedDict):
     """What one role's API calls for one answer cost."""
 
@@ -35,6 +86,7 @@ class CallStats(TypedDict):
     """Requests made (judge re-asks and per-pair similarity calls count; cache hits do not)."""
 
 
+@documented
 class ErrorInfo(TypedDict):
     """Why a question stopped without a score for its current answer."""
 
@@ -50,6 +102,7 @@ class ErrorInfo(TypedDict):
     """True when the same call may succeed later (rate limits, outages, timeouts)."""
 
 
+@documented
 class Candidate(TypedDict):
     """A generated answer not yet scored (or the generation's error)."""
 
@@ -67,6 +120,7 @@ class Candidate(TypedDict):
     """Set instead of the fields above when generation failed."""
 
 
+@documented
 class ScoreOutcome(TypedDict):
     """One scoring branch's result for the candidate with ``index``."""
 
@@ -82,6 +136,7 @@ class ScoreOutcome(TypedDict):
     """Set instead of ``value`` when scoring failed."""
 
 
+@documented
 class AnswerRecord(TypedDict):
     """One scored answer, valid or the question's terminal one."""
 
@@ -122,6 +177,7 @@ def append_answers(current: list[AnswerRecord], writes: Sequence[Any]) -> list[A
     return merged
 
 
+@documented
 class QuestionInput(TypedDict):
     """What a caller passes to run one question (settings go in the context)."""
 
@@ -129,6 +185,7 @@ class QuestionInput(TypedDict):
     """The open-ended question to answer again and again."""
 
 
+@documented
 class _QuestionProgress(TypedDict):
     """Keys shared by the output schema and the full state (all but ``answers``)."""
 
@@ -155,6 +212,7 @@ class _QuestionProgress(TypedDict):
     """Cost of look-ahead generations that were discarded (pipelined runs only)."""
 
 
+@documented
 class QuestionOutput(_QuestionProgress):
     """What one question's run returns."""
 
@@ -162,6 +220,7 @@ class QuestionOutput(_QuestionProgress):
     """Every scored answer in order: the valid ones, then the failing one if any."""
 
 
+@documented
 class QuestionState(_QuestionProgress):
     """Everything the per-question graph checkpoints between steps."""
 

@@ -1,0 +1,233 @@
+"""``aidanbench run --server URL``: a run's question threads on a LangGraph server.
+
+Scaling out without changing the benchmark: the server hosts the same
+``aidanbench_question`` graph (``langgraph.json`` is its deployment spec), keeps every
+question's thread and checkpoints, and spreads runs over its workers. This client only
+schedules threads, shows progress and writes the same run directory files as a local run
+(``cli.driver`` does the local equivalent).
+
+Each task's thread has a deterministic UUID, so the same command run again finds it:
+finished threads are skipped, a run still going on the server (the client died, not the
+server) is joined, a thread stopped mid-step continues from its checkpoint, one stopped on
+an error is run again. Runs are started so that they go on when the client disconnects:
+killing the client loses no work.
+
+Settings travel as each run's ``context``; API keys never do. The server reads them from
+its own environment, from the variables the settings name. The client authenticates to a
+deployed server with ``LANGSMITH_API_KEY`` (read by ``langgraph_sdk``), never a model key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import ConflictError
+from langgraph_sdk.schema import ThreadState
+
+from aidanbench.cli.driver import RunLines, Task, is_finished, report, start_input
+from aidanbench.cli.errors import UsageError
+from aidanbench.cli.progress import Progress
+
+ASSISTANT = "aidanbench_question"
+"""The graph id of the per-question graph in ``langgraph.json``."""
+
+THREAD_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/aidanmclaughlin/AidanBench")
+"""Namespace of the UUID5 thread ids (server thread ids must be UUIDs)."""
+
+INSPECT_CONCURRENCY = 16
+"""Threads looked up at once before the run starts."""
+
+
+class RemoteRunError(RuntimeError):
+    """A run failed inside the server (a bug or a server error, not an API error)."""
+
+
+def remote_context(task: Task) -> dict[str, Any]:
+    """The settings sent as the run's context: JSON, without the local cache path.
+
+    ``cache_path`` names a file on this machine; on the server it would be a path in the
+    server's file system, so the server keeps its own cache instead.
+    """
+    return task.settings.model_copy(update={"cache_path": None}).model_dump(mode="json")
+
+
+def server_thread_id(task: Task) -> str:
+    """A UUID5 of the task's thread id and its settings.
+
+    Locally each run directory has its own checkpoint file; a server is shared, so the
+    settings (thresholds, judge, prompts variant…) are part of the identity: two runs
+    that differ in any of them never share a thread, and two that agree in all of them
+    share the work.
+    """
+    settings = json.dumps(remote_context(task), sort_keys=True)
+    digest = hashlib.sha256(settings.encode("utf-8")).hexdigest()[:16]
+    return str(uuid.uuid5(THREAD_NAMESPACE, f"{task.thread_id}|s={digest}"))
+
+
+def thread_metadata(task: Task) -> dict[str, Any]:
+    """What the thread is, for searching threads on the server (and in Studio)."""
+    s = task.settings
+    return {
+        "aidanbench_thread": task.thread_id,
+        "model": s.model,
+        "temperature": s.temperature,
+        "question": task.question,
+        "repeat": task.repeat,
+    }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do with one task's thread, decided from its state on the server."""
+
+    action: Literal["skip", "join", "run"]
+    values: dict[str, Any] = field(default_factory=dict)
+    run_id: str | None = None
+    start: dict[str, Any] | None = None
+
+
+def state_values(state: ThreadState) -> dict[str, Any]:
+    """A thread's state values (empty for a new thread)."""
+    values = state["values"]
+    return dict(values) if isinstance(values, dict) else {}
+
+
+async def active_run(client: LangGraphClient, thread_id: str) -> str | None:
+    """The run in progress on a thread, if any (a previous client's)."""
+    for status in ("running", "pending"):
+        runs = await client.runs.list(thread_id, status=status, limit=1)
+        if runs:
+            return str(runs[0]["run_id"])
+    return None
+
+
+async def check_server(client: LangGraphClient, server_url: str) -> None:
+    """Fail with one line when the server is unreachable or lacks the question graph."""
+    try:
+        found = await client.assistants.search(graph_id=ASSISTANT, limit=1)
+    except httpx.TransportError as exc:
+        raise UsageError(f"cannot reach the LangGraph server at {server_url}: {exc}") from None
+    if not found:
+        raise UsageError(
+            f"the LangGraph server at {server_url} does not serve the {ASSISTANT!r} graph "
+            "(deploy it with this package's langgraph.json)"
+        )
+
+
+async def plan(client: LangGraphClient, task: Task) -> Plan:
+    """Create the task's thread if new, and decide how to bring it to a stop."""
+    thread_id = server_thread_id(task)
+    thread = await client.threads.create(
+        thread_id=thread_id,
+        if_exists="do_nothing",
+        metadata=thread_metadata(task),
+        graph_id=ASSISTANT,
+    )
+    state = await client.threads.get_state(thread_id)
+    values = state_values(state)
+    pending = bool(state["next"])
+    if thread["status"] == "busy":
+        run_id = await active_run(client, thread_id)
+        if run_id is not None:
+            return Plan("join", values, run_id=run_id)
+    if is_finished(values, pending):
+        return Plan("skip", values)
+    return Plan("run", values, start=start_input(task, pending))
+
+
+def _events(client: LangGraphClient, task: Task, step: Plan) -> AsyncIterator[Any]:
+    thread_id = server_thread_id(task)
+    if step.action == "join":
+        assert step.run_id is not None
+        return client.runs.join_stream(thread_id, step.run_id, stream_mode="custom")
+    return client.runs.stream(
+        thread_id,
+        ASSISTANT,
+        input=step.start,
+        context=remote_context(task),
+        stream_mode="custom",
+        on_disconnect="continue",
+        multitask_strategy="reject",
+    )
+
+
+async def follow(client: LangGraphClient, task: Task, step: Plan, progress: Progress) -> None:
+    """Start (or join) the thread's run and pass its answer events to ``progress``.
+
+    A run started meanwhile by someone else (another client on the same settings) is
+    joined instead of refused.
+    """
+    try:
+        parts = _events(client, task, step)
+        async for part in parts:
+            if part.event == "custom":
+                report(progress, task, part.data)
+            elif part.event == "error":
+                raise RemoteRunError(f"{task.label}: {task.question[:60]}: {part.data}")
+    except ConflictError:
+        run_id = await active_run(client, server_thread_id(task))
+        if run_id is None:
+            raise
+        await follow(client, task, Plan("join", run_id=run_id), progress)
+
+
+async def drive_remote(
+    tasks: Sequence[Task],
+    run_dir: Path,
+    server_url: str,
+    *,
+    concurrency: int,
+    progress: Progress,
+) -> list[dict[str, Any]]:
+    """Bring every task's thread on the server to a stop, writing outputs as they finish.
+
+    ``concurrency`` bounds the runs this client keeps in flight; the server's own worker
+    settings bound how many execute at once. Returns the question lines.
+    """
+    client = get_client(url=server_url)
+    lines = RunLines(run_dir)
+    try:
+        await check_server(client, server_url)
+        lookups = asyncio.Semaphore(INSPECT_CONCURRENCY)
+
+        async def inspect(task: Task) -> Plan:
+            async with lookups:
+                return await plan(client, task)
+
+        plans = await asyncio.gather(*(inspect(task) for task in tasks))
+        todo: list[tuple[Task, Plan]] = []
+        for task, step in zip(tasks, plans, strict=True):
+            lines.record(task, step.values)
+            progress.queued(task.label)
+            if step.action == "skip":
+                progress.skipped(task.label, step.values)
+            else:
+                todo.append((task, step))
+
+        gate = asyncio.Semaphore(concurrency)
+
+        async def run_one(task: Task, step: Plan) -> None:
+            async with gate:
+                progress.started_question(task.label)
+                await follow(client, task, step, progress)
+                values = state_values(await client.threads.get_state(server_thread_id(task)))
+                progress.finished_question(task.label, task.question, values)
+                await lines.finished(task, values)
+
+        try:
+            await asyncio.gather(*(run_one(task, step) for task, step in todo))
+        finally:
+            lines.write()
+    finally:
+        await client.aclose()
+    return lines.all()
