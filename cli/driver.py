@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,7 +150,7 @@ async def drive(
     the checkpoints already hold every completed step.
     """
     lines = RunLines(run_dir)
-    async with AsyncSqliteSaver.from_conn_string(str(run_dir / rundir.CHECKPOINTS)) as saver:
+    async with open_checkpointer(run_dir / rundir.CHECKPOINTS) as saver:
         graph = build_question_graph(services).compile(checkpointer=saver)
         pending: list[tuple[Task, Any]] = []
         for task in tasks:
@@ -172,7 +173,11 @@ async def drive(
                 config: RunnableConfig = {"configurable": {"thread_id": task.thread_id}}
                 progress.started_question(task.label)
                 async for event in graph.astream(
-                    start, config, context=task.settings, stream_mode="custom"
+                    start,
+                    config,
+                    context=task.settings,
+                    stream_mode="custom",
+                    durability="sync",
                 ):
                     report(progress, task, event)
                 values = dict((await graph.aget_state(config)).values)
@@ -184,6 +189,23 @@ async def drive(
         finally:
             lines.write()
     return lines.all()
+
+
+@asynccontextmanager
+async def open_checkpointer(path: Path) -> AsyncIterator[AsyncSqliteSaver]:
+    """The run's SQLite checkpointer, set up for many writers of small steps.
+
+    Steps are written with ``durability="sync"``: each step's checkpoint is committed
+    before the next step starts, so a killed run redoes at most the step in flight (with
+    the default ``async`` a loaded machine was seen to redo several finished turns,
+    which with a real model means new answers and new costs). SQLite's WAL with
+    ``synchronous=NORMAL`` keeps each commit safe from a killed process while skipping
+    an fsync per commit; only a power loss can take back the last commits.
+    """
+    async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+        await saver.setup()
+        await saver.conn.execute("PRAGMA synchronous=NORMAL")
+        yield saver
 
 
 def errored(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from aidanbench.analysis import rundir
 from aidanbench.cli.driver import Task, drive, errored
 from aidanbench.cli.errors import UsageError
+from aidanbench.cli.preflight import check_reachable
 from aidanbench.cli.progress import Progress
 from aidanbench.cli.questions import load_questions
 from aidanbench.cli.remote import drive_remote
@@ -267,6 +268,7 @@ def handle(args: argparse.Namespace, services: ServicesFactory = default_service
     tasks = build_tasks(spec, questions, run_dir)
     if args.server is None:
         check_keys(tasks[0].settings)  # a server reads the keys from its own environment
+        check_reachable(tasks[0].settings)
 
     with run_lock(run_dir):
         meta = stored or metadata(spec, questions, tasks)
@@ -301,7 +303,7 @@ def handle(args: argparse.Namespace, services: ServicesFactory = default_service
         meta["finished_at"] = _now()
         meta["totals"] = _totals(lines)
         rundir.atomic_write(run_dir / rundir.METADATA, json.dumps(meta, indent=2))
-    _print_summary(run_dir)
+    _print_summary(run_dir, spec["reward_mode"])
     failed = errored(lines)
     if failed:
         print(
@@ -342,7 +344,14 @@ def _totals(lines: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _print_summary(run_dir: Path) -> None:
+def _print_summary(run_dir: Path, reward_mode: str) -> None:
+    """The summary table, then the headline score of each row under the reward mode."""
     from aidanbench.analysis.summary import render_summary, summarise
+    from aidanbench.cli.report import make_console
 
-    render_summary(summarise(rundir.read_run_dir(run_dir)))
+    rows = summarise(rundir.read_run_dir(run_dir))
+    console = make_console()
+    render_summary(rows, console)
+    for row in rows:
+        value = row.score if reward_mode == "count" else f"{row.novelty_sum:.2f}"
+        console.print(f"headline ({reward_mode}): {row.model} @ {row.temperature:g}: {value}")

@@ -22,8 +22,9 @@ from typing_extensions import TypedDict
 
 from aidanbench.graph.question import build_question_graph
 from aidanbench.graph.questions import bundled_questions
+from aidanbench.graph.schema_docs import documented
 from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import QuestionOutput, documented
+from aidanbench.graph.state import QuestionOutput
 from aidanbench.nodes.context import settings_of
 from aidanbench.services import ServicesFactory, default_services
 

@@ -33,8 +33,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
 from aidanbench.graph.question import build_question_graph
+from aidanbench.graph.schema_docs import documented
 from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import AnswerRecord, documented
+from aidanbench.graph.state import AnswerRecord
 from aidanbench.nodes.prepare import ERROR_KINDS
 from aidanbench.services import ServicesFactory, default_services
 

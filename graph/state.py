@@ -14,60 +14,13 @@ invocation of the thread re-runs only the missing or failed parts.
 
 from __future__ import annotations
 
-import ast
-import inspect
-import itertools
-import textwrap
 from collections.abc import Sequence
 from typing import Annotated, Any, NotRequired
 
 from langgraph.channels.delta import DeltaChannel
-from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
-
-def field_docstrings(cls: type) -> dict[str, str]:
-    """The docstrings written under the fields of ``cls``'s own class body.
-
-    Empty when the source is not available (pydantic's own extraction does the same), so
-    a schema loses descriptions rather than failing.
-    """
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    except (OSError, TypeError, SyntaxError):
-        return {}
-    body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
-    docs = {}
-    for field, doc in itertools.pairwise(body):
-        if (
-            isinstance(field, ast.AnnAssign)
-            and isinstance(field.target, ast.Name)
-            and isinstance(doc, ast.Expr)
-            and isinstance(doc.value, ast.Constant)
-            and isinstance(doc.value.value, str)
-        ):
-            docs[field.target.id] = inspect.cleandoc(doc.value.value)
-    return docs
-
-
-def _inherited_descriptions(schema: dict[str, Any], cls: type) -> None:
-    properties = schema.get("properties", {})
-    for base in getattr(cls, "__orig_bases__", ()):
-        if isinstance(base, type) and base is not dict:
-            for name, doc in field_docstrings(base).items():
-                if name in properties:
-                    properties[name].setdefault("description", doc)
-            _inherited_descriptions(schema, base)
-
-
-documented = with_config(
-    ConfigDict(use_attribute_docstrings=True, json_schema_extra=_inherited_descriptions)
-)
-"""Class decorator: field docstrings become JSON-schema descriptions (Studio's forms).
-
-Pydantic reads only a TypedDict's own field docstrings, and LangGraph reports input and
-output schemas through pydantic; inherited fields get theirs from the base's source.
-"""
+from aidanbench.graph.schema_docs import documented
 
 
 @documented
@@ -166,6 +119,13 @@ class AnswerRecord(TypedDict):
     """Notes such as ``judge_markup_neutralised`` (answer tried to speak to the judge)."""
 
 
+ANSWER_SNAPSHOT_EVERY = 10_000
+"""Answers between full snapshots of the ``answers`` channel. LangGraph's default (100)
+writes the whole list again every 100 answers, a quadratic term that the storage
+benchmark shows; a question never comes near 10,000 answers, so every checkpoint stores
+only the answers its step added and resuming replays them from the writes table."""
+
+
 def append_answers(current: list[AnswerRecord], writes: Sequence[Any]) -> list[AnswerRecord]:
     """Reducer of ``answers``: append each write (a record or a list of records).
 
@@ -224,7 +184,9 @@ class QuestionOutput(_QuestionProgress):
 class QuestionState(_QuestionProgress):
     """Everything the per-question graph checkpoints between steps."""
 
-    answers: Annotated[list[AnswerRecord], DeltaChannel(append_answers)]
+    answers: Annotated[
+        list[AnswerRecord], DeltaChannel(append_answers, snapshot_frequency=ANSWER_SNAPSHOT_EVERY)
+    ]
     """Every scored answer in order; stored as deltas so checkpoints grow linearly."""
     started_at: float | None
     """Wall-clock time (epoch seconds) the question started."""

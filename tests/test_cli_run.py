@@ -350,3 +350,34 @@ def test_errored_question_is_listed_and_retried_by_a_rerun(
     assert {r.prompt.split("</question>")[0] for r in retried if r.kind == "generate"} == {
         f"Answer the following question:.\n<question>{QUESTIONS[2]}"
     }, "only the errored questions run again"
+
+
+def test_unreachable_endpoint_is_one_line(
+    bench_stub: OpenAIStub, api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    args = run_args(bench_stub, tmp_path / "r")
+    args[args.index("--judge-base-url") + 1] = closed
+    err = one_line_error(capsys, main(args))
+    assert "cannot reach the judge endpoint 127.0.0.1:" in err
+    assert not (tmp_path / "r").exists()
+    assert bench_stub.count() == 0
+
+
+def test_reward_mode_headline(
+    bench_stub: OpenAIStub, api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(run_args(bench_stub, tmp_path / "r", "--reward-mode", "novelty_sum")) == 0
+    out = capsys.readouterr().out
+    lines = [x for x in out.splitlines() if x.startswith("headline (novelty_sum): m1 @ 0.7: ")]
+    assert len(lines) == 1
+    novelty_sum = sum(
+        json.loads(x)["novelty_sum"]
+        for x in (tmp_path / "r" / "questions.jsonl").read_text().splitlines()
+        if json.loads(x)["model"] == "m1"
+    )
+    assert lines[0].endswith(f"{novelty_sum:.2f}")
