@@ -12,7 +12,8 @@ measures, in this one process:
   sequential (n+1)(Lg+Lj+Le), parallel (n+1)(Lg+max(Lj,Le)), pipelined Lg+(n+1)max(Lg,Lj,Le);
 * the whole bundled question set at concurrency = number of questions, against the
   longest question's pipelined bound;
-* framework overhead per turn at zero latency (in-process fakes, SQLite checkpointer);
+* framework overhead per turn at zero latency (near-free in-process clients, the run's
+  SQLite checkpointer with synchronous durability, as ``aidanbench run`` uses it);
 * checkpoint bytes after 10, 50 and 100 answers of about 1.5 kB;
 * peak memory (max RSS) of the process.
 """
@@ -39,9 +40,9 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatResult
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from openai import AsyncOpenAI
 
+from aidanbench.cli.driver import open_checkpointer
 from aidanbench.graph.question import build_question_graph
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.graph.settings import Settings
@@ -180,11 +181,13 @@ async def framework_overhead(turns: int) -> dict[str, float]:
         _InstantEmbeddings(),
     )
     with tempfile.TemporaryDirectory() as tmp:
-        async with AsyncSqliteSaver.from_conn_string(str(Path(tmp) / "c.sqlite")) as saver:
+        async with open_checkpointer(Path(tmp) / "c.sqlite") as saver:
             graph = build_question_graph(services).compile(checkpointer=saver)
             config = {"configurable": {"thread_id": "overhead"}}
             cpu, wall = time.process_time(), time.perf_counter()
-            await graph.ainvoke({"question": question}, config, context=Settings())
+            await graph.ainvoke(
+                {"question": question}, config, context=Settings(), durability="sync"
+            )
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     return {"turns_per_s": turns / wall, "cpu_ms_per_turn": 1000 * cpu / turns}
 
@@ -197,11 +200,14 @@ async def checkpoint_bytes(sizes: list[int]) -> dict[int, int]:
         services = brain_services(ScriptedBrain({question: answers}, answer_size=1500))
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "c.sqlite"
-            async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+            async with open_checkpointer(path) as saver:
                 graph = build_question_graph(services).compile(checkpointer=saver)
                 config = {"configurable": {"thread_id": "size"}}
                 await graph.ainvoke(
-                    {"question": question}, config, context=Settings(max_answers=answers)
+                    {"question": question},
+                    config,
+                    context=Settings(max_answers=answers),
+                    durability="sync",
                 )
             out[answers] = stored_bytes(path)
     return out
