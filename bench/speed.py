@@ -51,8 +51,7 @@ from aidanbench.nodes.parsing import extract_answer, parse_score
 from aidanbench.nodes.prompts import render_coherence, render_generate
 from aidanbench.testing import ScriptedBrain, unit_vector
 from aidanbench.testing.fakes import brain_services, fake_services
-
-KEY_VARIABLE = "AIDANBENCH_BENCH_KEY"
+from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_settings
 
 
 @dataclass(frozen=True)
@@ -73,29 +72,16 @@ class Latencies:
         }
 
 
-def stub_settings(url: str, **overrides: Any) -> Settings:
-    """Every role pointed at the local server."""
-    return Settings(
-        model="bench-model",
-        base_url=url,
-        api_key_env=KEY_VARIABLE,
-        judge_model="bench-judge",
-        judge_base_url=url,
-        judge_api_key_env=KEY_VARIABLE,
-        embedding_model="bench-embedding",
-        embedding_base_url=url,
-        embedding_api_key_env=KEY_VARIABLE,
-        request_timeout=60,
-        max_concurrency=256,
-        **overrides,
-    )
+def bench_settings(url: str, **overrides: Any) -> Settings:
+    """Every role at the local server, with room for every question's requests at once."""
+    return stub_settings(url, request_timeout=60, max_concurrency=256, **overrides)
 
 
 async def graph_question(url: str, question: str, pipeline: bool) -> float:
     """Wall seconds for one question through the graph (no checkpointer)."""
     graph = build_question_graph().compile()
     start = time.perf_counter()
-    await graph.ainvoke({"question": question}, context=stub_settings(url, pipeline=pipeline))
+    await graph.ainvoke({"question": question}, context=bench_settings(url, pipeline=pipeline))
     return time.perf_counter() - start
 
 
@@ -131,7 +117,7 @@ async def plain_loop(url: str, question: str) -> float:
 async def whole_run(url: str, questions: list[str]) -> float:
     """Wall seconds for every question at once (pipelined graph, no checkpointer)."""
     graph = build_question_graph().compile()
-    settings = stub_settings(url)
+    settings = bench_settings(url)
     start = time.perf_counter()
     await asyncio.gather(*(graph.ainvoke({"question": q}, context=settings) for q in questions))
     return time.perf_counter() - start
@@ -257,7 +243,7 @@ def table(rows: list[tuple[str, str]]) -> str:
 
 
 async def main(args: argparse.Namespace) -> None:
-    os.environ.setdefault(KEY_VARIABLE, "bench-key")
+    os.environ.setdefault(TEST_KEY_VARIABLE, "bench-key")
     lat = Latencies(args.lg, args.lj, args.le)
     questions = bundled_questions(args.questions)
     rows: list[tuple[str, str]] = []

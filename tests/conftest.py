@@ -52,6 +52,12 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
 
 
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fixed width, so rich lays tables out the same everywhere."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+
 @pytest.fixture
 def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
     """A recognisable fake key in every variable the settings may name."""

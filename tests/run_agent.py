@@ -25,25 +25,14 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from aidanbench.graph.examples import BrainstormContext, build_direct_agent, build_wrapped_agent
 from aidanbench.graph.settings import Settings
+from aidanbench.testing.settings import stub_settings
 
 MIN_IDEAS = 5
 
 
 def settings(run_dir: Path, base_url: str) -> Settings:
     """Every role at the stub, the cache in the run directory."""
-    return Settings(
-        model="m",
-        base_url=base_url,
-        api_key_env="AIDANBENCH_TEST_KEY",
-        judge_model="j",
-        judge_base_url=base_url,
-        judge_api_key_env="AIDANBENCH_TEST_KEY",
-        embedding_model="e",
-        embedding_base_url=base_url,
-        embedding_api_key_env="AIDANBENCH_TEST_KEY",
-        request_timeout=10,
-        cache_path=str(run_dir / "cache.sqlite"),
-    )
+    return stub_settings(base_url, cache_path=str(run_dir / "cache.sqlite"))
 
 
 async def run(run_dir: Path, base_url: str, topic: str, wiring: str) -> dict[str, Any]:

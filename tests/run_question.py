@@ -17,24 +17,11 @@ from pathlib import Path
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from aidanbench.graph.question import build_question_graph
-from aidanbench.graph.settings import Settings
+from aidanbench.testing.settings import stub_settings
 
 
 async def main(run_dir: Path, base_url: str, question: str, pipeline: bool) -> None:
-    settings = Settings(
-        model="m",
-        base_url=base_url,
-        api_key_env="AIDANBENCH_TEST_KEY",
-        judge_model="j",
-        judge_base_url=base_url,
-        judge_api_key_env="AIDANBENCH_TEST_KEY",
-        embedding_model="e",
-        embedding_base_url=base_url,
-        embedding_api_key_env="AIDANBENCH_TEST_KEY",
-        request_timeout=10,
-        pipeline=pipeline,
-        cache_path=str(run_dir / "cache.sqlite"),
-    )
+    settings = stub_settings(base_url, pipeline=pipeline, cache_path=str(run_dir / "cache.sqlite"))
     async with AsyncSqliteSaver.from_conn_string(str(run_dir / "checkpoints.sqlite")) as saver:
         graph = build_question_graph().compile(checkpointer=saver)
         config = {"configurable": {"thread_id": "question-1"}}

@@ -7,6 +7,7 @@ import pytest
 from aidanbench.graph.settings import Settings
 from aidanbench.services import default_services
 from aidanbench.testing import OpenAIStub, ScriptedBrain, hang, http_error, when
+from aidanbench.testing.settings import stub_settings as settings_for
 
 from .graphs import run_question
 
@@ -15,20 +16,7 @@ Q = "What is a good name for a cat?"
 
 def stub_settings(stub: OpenAIStub, **overrides: object) -> Settings:
     """Every role pointed at the stub, with the test key variable."""
-    fields: dict[str, object] = {
-        "model": "model-under-test",
-        "base_url": stub.base_url,
-        "api_key_env": "AIDANBENCH_TEST_KEY",
-        "judge_model": "judge-model",
-        "judge_base_url": stub.base_url,
-        "judge_api_key_env": "AIDANBENCH_TEST_KEY",
-        "embedding_model": "embedding-model",
-        "embedding_base_url": stub.base_url,
-        "embedding_api_key_env": "AIDANBENCH_TEST_KEY",
-        "request_timeout": 10.0,
-    }
-    fields.update(overrides)
-    return Settings.model_validate(fields)
+    return settings_for(stub.base_url, **overrides)
 
 
 async def test_question_over_http(stub: OpenAIStub, api_key: str) -> None:

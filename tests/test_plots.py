@@ -12,7 +12,7 @@ import pytest
 from aidanbench.analysis import plots
 from aidanbench.analysis.rundir import read_results
 from aidanbench.cli.main import main
-from tests.test_summary import chain, question_line, write_run_dir
+from tests.builders import chain, question_line, write_run_dir
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 NAMES = ["scores.png", "questions.png", "trajectory.png", "stop_reasons.png"]

@@ -11,7 +11,7 @@ import pytest
 
 from aidanbench.analysis.summary import COUNTING
 from aidanbench.cli.main import main
-from tests.test_summary import (
+from tests.builders import (
     QUESTIONS,
     REFERENCE_SCORES,
     REFERENCE_TOTALS,
@@ -20,12 +20,6 @@ from tests.test_summary import (
     two_model_lines,
     write_run_dir,
 )
-
-
-@pytest.fixture(autouse=True)
-def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A fixed width, so rich lays tables out the same everywhere."""
-    monkeypatch.setenv("COLUMNS", "200")
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from aidanbench.analysis.rescore import TRUNCATED, rescore
 from aidanbench.analysis.rundir import read_results
 from aidanbench.cli.main import main
 from aidanbench.graph.thresholds import Thresholds
-from tests.test_summary import (
+from tests.builders import (
     QUESTIONS,
     REFERENCE_SCORES,
     REFERENCE_TOTALS,
@@ -26,11 +26,6 @@ from tests.test_summary import (
     two_model_lines,
     write_run_dir,
 )
-
-
-@pytest.fixture(autouse=True)
-def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("COLUMNS", "200")
 
 
 def rescore_json(

@@ -1,0 +1,32 @@
+"""Settings that point every role at one local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aidanbench.graph.settings import Settings
+
+TEST_KEY_VARIABLE = "AIDANBENCH_TEST_KEY"
+"""The variable the test and benchmark settings read their (fake) key from."""
+
+
+def stub_settings(base_url: str, **overrides: Any) -> Settings:
+    """Model, judge and embeddings all at ``base_url``, keyed by ``TEST_KEY_VARIABLE``.
+
+    The model names are distinct (``model-under-test``, ``judge-model``,
+    ``embedding-model``) so request bodies show which role sent them.
+    """
+    fields: dict[str, Any] = {
+        "model": "model-under-test",
+        "base_url": base_url,
+        "api_key_env": TEST_KEY_VARIABLE,
+        "judge_model": "judge-model",
+        "judge_base_url": base_url,
+        "judge_api_key_env": TEST_KEY_VARIABLE,
+        "embedding_model": "embedding-model",
+        "embedding_base_url": base_url,
+        "embedding_api_key_env": TEST_KEY_VARIABLE,
+        "request_timeout": 10.0,
+    }
+    fields.update(overrides)
+    return Settings.model_validate(fields)
