@@ -102,6 +102,43 @@ def scoring_keys(llm_novelty_on: bool) -> list[str]:
     return [*keys, "similarity_result"] if llm_novelty_on else keys
 
 
+def _after(state: QuestionState, stop: str | None) -> dict[str, Any]:
+    """What follows a recorded answer: the stop, or the look-ahead as the next candidate.
+
+    A stop discards the look-ahead unseen (its cost is kept as ``speculative``); a failed
+    look-ahead stops the question with its error, to be regenerated on the next
+    invocation.
+    """
+    lookahead = state.get("lookahead")
+    if stop is not None:
+        update: dict[str, Any] = {"stop_reason": stop, "candidate": None, "lookahead": None}
+        if lookahead is not None and "call" in lookahead:
+            spent = state.get("speculative") or no_calls()
+            update["speculative"] = add_calls(spent, lookahead["call"])
+        return update
+    if lookahead is not None and "error" in lookahead:
+        error = lookahead["error"]
+        return {"stop_reason": error["kind"], "error": error, "candidate": None, "lookahead": None}
+    return {"candidate": lookahead, "lookahead": None}
+
+
+def answer_event(record: AnswerRecord, score: int, stop: str | None) -> dict[str, Any]:
+    """The custom stream event of a scored answer (Studio, progress displays)."""
+    calls = record["calls"].values()
+    return {
+        "event": "answer",
+        "index": record["index"],
+        "valid": record["valid"],
+        "coherence": record["coherence"],
+        "novelty": record["novelty"],
+        "llm_novelty": record["llm_novelty"],
+        "score": score,
+        "stop_reason": stop,
+        "calls": sum(c["calls"] for c in calls),
+        "tokens": sum(c["input_tokens"] + c["output_tokens"] for c in calls),
+    }
+
+
 async def decide(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
     """Record the scored candidate; stop on the first failure, an error, or the cap."""
     keys = scoring_keys(ctx.settings.llm_novelty)
@@ -114,44 +151,14 @@ async def decide(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
         return {"stop_reason": error["kind"], "error": error}
 
     record = _record(state, candidate, keys, ctx)
-    answers = [*state.get("answers", []), record]
-    metrics = chain_metrics(answers)
-    cleared: dict[str, Any] = {key: None for key in keys}
-    lookahead = state.get("lookahead")
-    max_answers = ctx.settings.max_answers
+    metrics = chain_metrics([*state.get("answers", []), record])
     stop = record["stop_reason"]
-    if stop is None and max_answers is not None and metrics["score"] >= max_answers:
+    cap = ctx.settings.max_answers
+    if stop is None and cap is not None and metrics["score"] >= cap:
         stop = "max_answers"
-    update: dict[str, Any] = {"answers": [record], **metrics, **cleared}
-    if stop is not None:
-        update |= {"stop_reason": stop, "candidate": None, "lookahead": None}
-        if lookahead is not None and "call" in lookahead:
-            update["speculative"] = add_calls(
-                state.get("speculative") or no_calls(), lookahead["call"]
-            )
-    elif lookahead is not None and "error" in lookahead:
-        update |= {
-            "stop_reason": lookahead["error"]["kind"],
-            "error": lookahead["error"],
-            "candidate": None,
-            "lookahead": None,
-        }
-    else:
-        update |= {"candidate": lookahead, "lookahead": None}
+    update = {"answers": [record], **metrics, **{key: None for key in keys}}
+    update |= _after(state, stop)
     if should_pause(record, ctx.settings):
         interrupt({"reason": "review", "answer": record, "score": metrics["score"]})
-    ctx.emit(
-        {
-            "event": "answer",
-            "index": record["index"],
-            "valid": record["valid"],
-            "coherence": record["coherence"],
-            "novelty": record["novelty"],
-            "llm_novelty": record["llm_novelty"],
-            "score": metrics["score"],
-            "stop_reason": update.get("stop_reason"),
-            "calls": sum(c["calls"] for c in record["calls"].values()),
-            "tokens": sum(c["input_tokens"] + c["output_tokens"] for c in record["calls"].values()),
-        }
-    )
+    ctx.emit(answer_event(record, metrics["score"], update.get("stop_reason")))
     return update

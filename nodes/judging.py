@@ -18,8 +18,14 @@ import re
 from langchain_core.messages import AIMessage, HumanMessage
 
 from aidanbench.graph.state import CallStats
-from aidanbench.nodes.context import NodeContext, add_calls, message_stats, no_calls, stopwatch
-from aidanbench.nodes.context import reply_text as _reply_text
+from aidanbench.nodes.context import (
+    NodeContext,
+    add_calls,
+    message_stats,
+    no_calls,
+    reply_text,
+    stopwatch,
+)
 from aidanbench.nodes.parsing import ScoreParseError, parse_score
 
 JUDGE_MARKUP = re.compile(
@@ -51,7 +57,7 @@ async def ask_judge(ctx: NodeContext, prompt: str, tag: str) -> tuple[int, CallS
         assert isinstance(reply, AIMessage)
         total = add_calls(total, message_stats(reply, elapsed()))
         try:
-            return parse_score(_reply_text(reply), tag), total
+            return parse_score(reply_text(reply), tag), total
         except ScoreParseError as exc:
             failure = exc
     assert failure is not None
