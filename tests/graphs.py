@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -43,4 +45,12 @@ async def run_question(
         config,
         context=settings or Settings(),
     )
+    return result
+
+
+def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    """The JSON output (last stdout line) of a child run that must exit 0."""
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return result

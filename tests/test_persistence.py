@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -19,7 +17,7 @@ from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain
 from aidanbench.testing.fakes import brain_services
 
 from .conftest import REPO
-from .graphs import comparable, run_question
+from .graphs import comparable, finish, run_question
 
 Q = "Name a use for a paperclip."
 
@@ -34,13 +32,6 @@ def child(run_dir: Path, stub: OpenAIStub, api_key: str, *extra: str) -> subproc
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
-    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    return result
 
 
 @pytest.mark.slow

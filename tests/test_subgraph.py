@@ -9,7 +9,6 @@ without asking the model again for work that had finished.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import signal
 import subprocess
@@ -44,7 +43,7 @@ from aidanbench.testing import (
 from aidanbench.testing.fakes import brain_services
 
 from .conftest import REPO
-from .graphs import comparable, run_question
+from .graphs import comparable, finish, run_question
 from .run_agent import run
 
 TOPIC = "a city park"
@@ -153,13 +152,6 @@ def run_agent(run_dir: Path, stub: OpenAIStub, wiring: str) -> subprocess.Popen[
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
-    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    return result
 
 
 def asked(request: RecordedRequest) -> tuple[str, str, tuple[str, ...]]:
