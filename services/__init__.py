@@ -38,7 +38,6 @@ class Services:
 
     build: dict[str, Callable[[], object]]
     cache: ScoreCache
-    hosts: dict[str, str]
     limiters: dict[str, EndpointLimiter]
     _built: dict[str, object] = field(default_factory=dict)
 
@@ -84,13 +83,13 @@ class Services:
 ServicesFactory = Callable[[Settings], Services]
 """What a graph builder takes to reach models: settings in, services out."""
 
-_caches: dict[Path | None, ScoreCache] = {}
+_caches: dict[Path, ScoreCache] = {}
 _caches_lock = threading.Lock()
 
 
-def shared_cache(path: str | Path | None) -> ScoreCache:
-    """One ``ScoreCache`` per path and process (None: a process-wide in-memory cache)."""
-    key = None if path is None else Path(path).resolve()
+def shared_cache(path: str | Path) -> ScoreCache:
+    """One ``ScoreCache`` per file and process, shared by every question using it."""
+    key = Path(path).resolve()
     with _caches_lock:
         if key not in _caches:
             _caches[key] = ScoreCache(key)
@@ -152,7 +151,6 @@ def default_services(settings: Settings) -> Services:
                 if settings.cache_path
                 else _memory_caches.setdefault(loop, ScoreCache())
             ),
-            hosts=hosts,
             limiters={role: _limiter(loop, hosts[role], settings) for role in ROLES},
         )
     return per_loop[key]

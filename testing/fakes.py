@@ -120,7 +120,6 @@ def fake_services(
                 "embeddings": lambda: embeddings,
             },
             cache=shared_cache(settings.cache_path) if settings.cache_path else own_cache,
-            hosts={role: "fake" for role in ROLES},
             limiters={role: EndpointLimiter(settings.max_concurrency) for role in ROLES},
         )
 
