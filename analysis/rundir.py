@@ -108,7 +108,8 @@ def write_outputs(run_dir: Path, questions: Sequence[Mapping[str, Any]]) -> None
     atomic_write(run_dir / QUESTIONS, "".join(line + "\n" for line in question_lines))
 
 
-def _tokens(calls: Mapping[str, Mapping[str, Any]] | None) -> int:
+def call_tokens(calls: Mapping[str, Mapping[str, Any]] | None) -> int:
+    """Input plus output tokens over a ``{role: CallStats}`` mapping."""
     if not calls:
         return 0
     return sum(
@@ -153,7 +154,7 @@ def read_run_dir(run_dir: Path) -> list[QuestionResult]:
                 valid=a["valid"],
                 elapsed_s=a.get("elapsed_s"),
                 used_answer_tag=a.get("used_answer_tag"),
-                tokens=_tokens(a.get("calls")),
+                tokens=call_tokens(a.get("calls")),
                 extra={k: a[k] for k in ("raw_reply", "calls", "flags", "stop_reason") if k in a},
             )
             for a in sorted(answers.get(key, []), key=lambda a: a["index"])
@@ -170,7 +171,7 @@ def read_run_dir(run_dir: Path) -> list[QuestionResult]:
                 error=error["message"] if isinstance(error, dict) else error,
                 embedding_model=q.get("embedding_model") or settings.get("embedding_model"),
                 thresholds=Thresholds(**thresholds) if thresholds else None,
-                speculative_tokens=_tokens({"s": q["speculative"]}) if q.get("speculative") else 0,
+                speculative_tokens=call_tokens({"speculative": q.get("speculative") or {}}),
             )
         )
     return results

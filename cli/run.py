@@ -327,13 +327,12 @@ def _now() -> str:
 def _totals(lines: list[dict[str, Any]]) -> dict[str, Any]:
     calls = tokens = 0
     for line in lines:
-        for answer in line["answers"]:
-            for stats in answer["calls"].values():
-                calls += stats["calls"]
-                tokens += stats["input_tokens"] + stats["output_tokens"]
+        spent = [answer["calls"] for answer in line["answers"]]
         if line.get("speculative"):
-            calls += line["speculative"]["calls"]
-            tokens += line["speculative"]["input_tokens"] + line["speculative"]["output_tokens"]
+            spent.append({"speculative": line["speculative"]})
+        for roles in spent:
+            calls += sum(stats["calls"] for stats in roles.values())
+            tokens += rundir.call_tokens(roles)
     return {
         "questions": len(lines),
         "answers": sum(len(line["answers"]) for line in lines),
