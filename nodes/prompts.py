@@ -44,6 +44,19 @@ class _PreviousAnswersLayout:
     separator: str
     closing: str
 
+    def items(self, previous: Sequence[str]) -> str:
+        """The listed answers, numbered from 1.
+
+        Equal to filling ``item`` for each answer, split once at its two placeholders:
+        the prompt is rebuilt every turn from every earlier answer, so a regex pass per
+        answer made long chains pay for their length on every turn.
+        """
+        head, rest = self.item.split("{i}")
+        middle, tail = rest.split("{answer}")
+        return self.separator.join(
+            f"{head}{i}{middle}{answer}{tail}" for i, answer in enumerate(previous, start=1)
+        )
+
 
 @cache
 def _previous_layout() -> _PreviousAnswersLayout:
@@ -60,6 +73,12 @@ def _previous_layout() -> _PreviousAnswersLayout:
     second = rest[second_open:second_close].replace("id='2'", "id='{i}'")
     if second.replace("{prev2}", "{answer}") != item:
         raise ValueError("the two previous-answer items in prompts.json differ in shape")
+    if (
+        item.count("{i}") != 1
+        or item.count("{answer}") != 1
+        or item.index("{i}") > item.index("{answer}")
+    ):
+        raise ValueError("a previous-answer item must hold {i}, then {answer}, once each")
     return _PreviousAnswersLayout(
         preamble=rest[:first_open],
         item=item,
@@ -75,11 +94,7 @@ def render_generate(question: str, previous: Sequence[str], *, cot: bool = False
     if not previous:
         return head
     layout = _previous_layout()
-    items = layout.separator.join(
-        fill(layout.item, {"i": str(i), "answer": answer})
-        for i, answer in enumerate(previous, start=1)
-    )
-    return head + layout.preamble + items + layout.closing
+    return head + layout.preamble + layout.items(previous) + layout.closing
 
 
 def render_coherence(question: str, answer: str) -> str:

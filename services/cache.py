@@ -8,7 +8,10 @@ is judged at most once.
 
 Backed by an in-memory dict, written through to SQLite when a path is given (WAL mode;
 a few small writes per answer). One instance per path and process, shared by every
-question of a run.
+question of a run. The in-memory layer is keyed by the text itself, not its digest: each
+turn looks up every earlier answer, and hashing them all again made each turn's cost
+grow with the chain; a dict hit on a string already in state is a pointer comparison.
+Only the disk layer needs digests.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ class ScoreCache:
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = None if path is None else Path(path)
-        self._vectors: dict[tuple[str, bytes], np.ndarray] = {}
+        self._vectors: dict[tuple[str, str], np.ndarray] = {}
         self._scores: dict[tuple[str, bytes], int] = {}
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
@@ -56,36 +59,35 @@ class ScoreCache:
 
     def vectors(self, model: str, texts: Sequence[str]) -> list[np.ndarray | None]:
         """Cached vectors of ``texts`` under ``model`` (None where missing)."""
-        keys = [(model, digest(t)) for t in texts]
         with self._lock:
-            found = [self._vectors.get(k) for k in keys]
-            missing = [k for k, v in zip(keys, found, strict=True) if v is None]
-            if missing and self._db is not None:
-                self._load_vectors(missing)
-                found = [self._vectors.get(k) for k in keys]
+            memo = self._vectors
+            found = [memo.get((model, t)) for t in texts]
+            if self._db is not None and any(v is None for v in found):
+                absent = [t for t, v in zip(texts, found, strict=True) if v is None]
+                self._load_vectors(model, absent)
+                found = [memo.get((model, t)) for t in texts]
         return found
 
-    def _load_vectors(self, keys: list[tuple[str, bytes]]) -> None:
+    def _load_vectors(self, model: str, texts: list[str]) -> None:
         assert self._db is not None
-        for model, key in keys:
+        for text in texts:
             row = self._db.execute(
-                "SELECT vector FROM embeddings WHERE model = ? AND digest = ?", (model, key)
+                "SELECT vector FROM embeddings WHERE model = ? AND digest = ?",
+                (model, digest(text)),
             ).fetchone()
             if row is not None:
-                self._vectors[(model, key)] = np.frombuffer(row[0], dtype=np.float32)
+                self._vectors[(model, text)] = np.frombuffer(row[0], dtype=np.float32)
 
     def put_vectors(self, model: str, items: Iterable[tuple[str, Sequence[float]]]) -> None:
         """Store vectors (as float32) for texts under ``model``."""
-        rows = [
-            (model, digest(text), np.asarray(vector, dtype=np.float32)) for text, vector in items
-        ]
+        rows = [(text, np.asarray(vector, dtype=np.float32)) for text, vector in items]
         with self._lock:
-            for m, key, vec in rows:
-                self._vectors[(m, key)] = vec
+            for text, vec in rows:
+                self._vectors[(model, text)] = vec
             if self._db is not None and rows:
                 self._db.executemany(
                     "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)",
-                    [(m, key, vec.tobytes()) for m, key, vec in rows],
+                    [(model, digest(text), vec.tobytes()) for text, vec in rows],
                 )
 
     def similarity(self, judge: str, prompt: str) -> int | None:
