@@ -1,7 +1,8 @@
 """``embed_novelty``: 1 − max cosine similarity of the candidate to earlier valid answers.
 
 Every vector comes from the score cache; only texts it has never seen under this
-embedding model are sent, in one batch. After a restart the earlier answers' vectors are
+embedding model are sent, batched with other questions' texts waiting at the same time
+(``services.batching``). After a restart the earlier answers' vectors are
 read back from disk instead of being embedded again.
 """
 
@@ -25,11 +26,8 @@ async def embed_texts(ctx: NodeContext, texts: list[str]) -> tuple[list[np.ndarr
     missing = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
     call = no_calls()
     if missing:
-        async with services.limiters["embeddings"].slot():
-            with stopwatch() as elapsed:
-                vectors = await services.embeddings.aembed_documents(missing)
-        if len(vectors) != len(missing):
-            raise ValueError(f"embeddings returned {len(vectors)} vectors for {len(missing)} texts")
+        with stopwatch() as elapsed:
+            vectors = await services.embedder.embed(missing)
         services.cache.put_vectors(model, zip(missing, vectors, strict=True))
         call = CallStats(
             served_model=model, latency_s=elapsed(), input_tokens=0, output_tokens=0, calls=1

@@ -16,11 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx2
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
 from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL, Settings
 from aidanbench.services import clients
+from aidanbench.services.batching import EmbeddingBatcher
 from aidanbench.services.cache import ScoreCache
 from aidanbench.services.errors import ConfigError, host_of
 from aidanbench.services.limits import EndpointLimiter
@@ -34,12 +36,25 @@ class Services:
 
     ``build`` holds one constructor per role; each client is built on first use, so a
     missing key for one role is reported by the node that needs it (naming the role).
+    Embedding requests go through ``embed``, which coalesces the questions' concurrent
+    requests (``services.batching``).
     """
 
     build: dict[str, Callable[[], object]]
     cache: ScoreCache
     limiters: dict[str, EndpointLimiter]
+    pools: list[httpx2.AsyncClient] = field(default_factory=list)
+    """HTTP pools the built clients use, closed by ``aclose``."""
     _built: dict[str, object] = field(default_factory=dict)
+    _batcher: EmbeddingBatcher | None = None
+
+    async def aclose(self) -> None:
+        """Close the clients' HTTP pools (clients built afterwards get new ones)."""
+        pools, self.pools = self.pools, []
+        self._built.clear()
+        self._batcher = None
+        for pool in pools:
+            await pool.aclose()
 
     def _get(self, role: str) -> object:
         if role not in self._built:
@@ -79,6 +94,15 @@ class Services:
         assert isinstance(client, Embeddings)
         return client
 
+    @property
+    def embedder(self) -> EmbeddingBatcher:
+        """Embedding requests, batched across every question using these services."""
+        if self._batcher is None:
+            self._batcher = EmbeddingBatcher(
+                client=lambda: self.embeddings, limiter=self.limiters["embeddings"]
+            )
+        return self._batcher
+
 
 ServicesFactory = Callable[[Settings], Services]
 """What a graph builder takes to reach models: settings in, services out."""
@@ -108,9 +132,6 @@ def role_host(settings: Settings, role: str) -> str:
     return host_of(url)
 
 
-_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Services]] = (
-    weakref.WeakKeyDictionary()
-)
 _memory_caches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ScoreCache] = (
     weakref.WeakKeyDictionary()
 )
@@ -127,25 +148,37 @@ def _limiter(loop: asyncio.AbstractEventLoop, host: str, settings: Settings) -> 
     return per_loop[key]
 
 
-def default_services(settings: Settings) -> Services:
-    """OpenAI-compatible services for ``settings``, built once per settings and event loop.
+class OpenAIServices:
+    """A ``ServicesFactory`` of OpenAI-compatible clients, built once per settings and loop.
 
     Clients hold connection pools bound to the running loop, so a new loop (a new
     ``asyncio.run``) gets new clients; limiters are shared by every settings object that
     reaches the same endpoint on that loop. Without a ``cache_path`` the score cache lives
     in memory for the loop's lifetime, shared by its questions.
+
+    ``transport`` picks the HTTP pools (``services.clients``): ``httpx`` pools need no
+    closing; ``aiohttp`` pools are cheaper per request and must be closed with
+    ``aclose`` on the loop that used them.
     """
-    loop = asyncio.get_running_loop()
-    per_loop = _by_loop.setdefault(loop, {})
-    key = settings.model_dump_json()
-    if key not in per_loop:
+
+    def __init__(self, transport: clients.Transport = "httpx") -> None:
+        self.transport = transport
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Services]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __call__(self, settings: Settings) -> Services:
+        loop = asyncio.get_running_loop()
+        per_loop = self._by_loop.setdefault(loop, {})
+        key = settings.model_dump_json()
+        if key not in per_loop:
+            per_loop[key] = self._build(loop, settings)
+        return per_loop[key]
+
+    def _build(self, loop: asyncio.AbstractEventLoop, settings: Settings) -> Services:
         hosts = {role: role_host(settings, role) for role in ROLES}
-        per_loop[key] = Services(
-            build={
-                "model": lambda: clients.model_under_test(settings),
-                "judge": lambda: clients.judge(settings),
-                "embeddings": lambda: clients.embeddings(settings),
-            },
+        services = Services(
+            build={},
             cache=(
                 shared_cache(settings.cache_path)
                 if settings.cache_path
@@ -153,11 +186,33 @@ def default_services(settings: Settings) -> Services:
             ),
             limiters={role: _limiter(loop, hosts[role], settings) for role in ROLES},
         )
-    return per_loop[key]
+
+        def pool() -> httpx2.AsyncClient:
+            made = clients.http_pool(settings, self.transport)
+            services.pools.append(made)
+            return made
+
+        local = settings.embedding_model == LOCAL_EMBEDDING_MODEL
+        services.build.update(
+            model=lambda: clients.model_under_test(settings, pool()),
+            judge=lambda: clients.judge(settings, pool()),
+            embeddings=lambda: clients.embeddings(settings, None if local else pool()),
+        )
+        return services
+
+    async def aclose(self) -> None:
+        """Close every pool made for the running loop's services."""
+        for services in self._by_loop.pop(asyncio.get_running_loop(), {}).values():
+            await services.aclose()
+
+
+default_services = OpenAIServices()
+"""The factory graphs use unless given another: httpx pools, nothing to close."""
 
 
 __all__ = [
     "ConfigError",
+    "OpenAIServices",
     "Services",
     "ServicesFactory",
     "default_services",

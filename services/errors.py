@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+import aiohttp
 import httpx
 import openai
 
@@ -57,7 +58,9 @@ def describe(role: str, host: str, exc: BaseException) -> ErrorInfo:
             status=status,
             retryable=status in (408, 409, 429) or status >= 500,
         )
-    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | TimeoutError):
+    if _dropped_connection(exc):
+        what = "connection failed"
+    elif isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | TimeoutError):
         what = "request timed out"
     elif isinstance(exc, openai.APIConnectionError | httpx.TransportError | OSError):
         what = "connection failed"
@@ -66,6 +69,21 @@ def describe(role: str, host: str, exc: BaseException) -> ErrorInfo:
     return ErrorInfo(
         kind="error", role=role, message=f"{role} at {host}: {what}", status=None, retryable=True
     )
+
+
+def _dropped_connection(exc: BaseException) -> bool:
+    """Whether the root of ``exc`` is aiohttp losing the connection (reset, refused,
+    closed early). The aiohttp transport reports those as connect *time-outs*, which
+    would send whoever reads the error looking for a slow endpoint instead of a dead one.
+    """
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(
+            cause, aiohttp.ServerTimeoutError | TimeoutError
+        ):
+            return True
+        cause = cause.__cause__
+    return False
 
 
 def _api_message(exc: openai.APIStatusError) -> str:

@@ -8,10 +8,11 @@ stops the question with a recorded reason; it is never a score.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 
-from aidanbench.services import default_services
+from aidanbench.services import OpenAIServices, ServicesFactory, default_services
 from aidanbench.testing import (
     OpenAIStub,
     ScriptedBrain,
@@ -26,6 +27,17 @@ from .graphs import run_question
 from .test_http import stub_settings
 
 Q = "What could a spoon be used for?"
+
+
+@pytest.fixture(params=["httpx", "aiohttp"])
+async def services(request: pytest.FixtureRequest) -> AsyncIterator[ServicesFactory]:
+    """Both transports: the graph's default (httpx) and the command line's (aiohttp)."""
+    if request.param == "httpx":
+        yield default_services
+        return
+    factory = OpenAIServices("aiohttp")
+    yield factory
+    await factory.aclose()
 
 
 @pytest.fixture
@@ -49,10 +61,12 @@ def faulty(stub: OpenAIStub, api_key: str) -> OpenAIStub:
     ],
     ids=["429-retry-after", "429-plain", "500", "502", "503", "reset-model", "reset-embed", "hang"],
 )
-async def test_transient_faults_are_retried(faulty: OpenAIStub, kind: str, fault: object) -> None:
+async def test_transient_faults_are_retried(
+    services: ServicesFactory, faulty: OpenAIStub, kind: str, fault: object
+) -> None:
     faulty.faults = when(kind, fault, times=1)  # type: ignore[arg-type]
     settings = stub_settings(faulty, max_retries=2, request_timeout=0.5)
-    out = await run_question(default_services, Q, settings)
+    out = await run_question(services, Q, settings)
     assert out["stop_reason"] == "coherence" and out["score"] == 2
     assert out["error"] is None
     await asyncio.sleep(1.6)  # a hung request is recorded when its handler gives up
@@ -61,18 +75,20 @@ async def test_transient_faults_are_retried(faulty: OpenAIStub, kind: str, fault
     assert len(requests) == 2 * len(distinct), "each failed request retried once, one layer"
 
 
-async def test_retry_after_is_honoured(faulty: OpenAIStub) -> None:
+async def test_retry_after_is_honoured(services: ServicesFactory, faulty: OpenAIStub) -> None:
     faulty.faults = when("generate", rate_limited(1.0), times=1)
-    out = await run_question(default_services, Q, stub_settings(faulty, max_retries=2))
+    out = await run_question(services, Q, stub_settings(faulty, max_retries=2))
     assert out["score"] == 2
     first, second = faulty.of_kind("generate")[:2]
     assert first.prompt == second.prompt
     assert second.started - first.started >= 0.95
 
 
-async def test_persistent_429_is_an_error_after_the_retries(faulty: OpenAIStub) -> None:
+async def test_persistent_429_is_an_error_after_the_retries(
+    services: ServicesFactory, faulty: OpenAIStub
+) -> None:
     faulty.faults = when("coherence", rate_limited(0.01))
-    out = await run_question(default_services, Q, stub_settings(faulty, max_retries=2))
+    out = await run_question(services, Q, stub_settings(faulty, max_retries=2))
     assert out["stop_reason"] == "error"
     assert out["error"]["status"] == 429 and out["error"]["retryable"] is True
     assert out["error"]["role"] == "judge"
@@ -80,11 +96,30 @@ async def test_persistent_429_is_an_error_after_the_retries(faulty: OpenAIStub) 
     assert out["answers"] == [], "an error is never scored"
 
 
+@pytest.mark.parametrize(
+    ("fault", "what"),
+    [(connection_reset(), "connection failed"), (hang(1.0), "request timed out")],
+    ids=["reset", "hang"],
+)
+async def test_persistent_network_faults_are_named_for_what_they_are(
+    services: ServicesFactory, faulty: OpenAIStub, fault: object, what: str
+) -> None:
+    faulty.faults = when("generate", fault)  # type: ignore[arg-type]
+    settings = stub_settings(faulty, max_retries=1, request_timeout=0.3)
+    out = await run_question(services, Q, settings)
+    assert out["stop_reason"] == "error" and out["answers"] == []
+    assert out["error"]["message"].endswith(f": {what}")
+    assert out["error"]["retryable"] is True
+    await asyncio.sleep(1.1)  # let the hung handlers give up before the stub stops
+
+
 @pytest.mark.parametrize("status", [400, 401, 403, 404])
 @pytest.mark.parametrize("kind", ["generate", "coherence", "embed"])
-async def test_client_errors_are_not_retried(faulty: OpenAIStub, status: int, kind: str) -> None:
+async def test_client_errors_are_not_retried(
+    services: ServicesFactory, faulty: OpenAIStub, status: int, kind: str
+) -> None:
     faulty.faults = when(kind, http_error(status, f"stub refuses with {status}"))  # type: ignore[arg-type]
-    out = await run_question(default_services, Q, stub_settings(faulty, max_retries=3))
+    out = await run_question(services, Q, stub_settings(faulty, max_retries=3))
     role = {"generate": "model", "coherence": "judge", "embed": "embeddings"}[kind]
     assert out["stop_reason"] == "error"
     error = out["error"]

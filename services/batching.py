@@ -1,0 +1,129 @@
+"""Embedding requests coalesced across the questions of a run.
+
+Every turn of every question embeds one new answer. Sent one by one, a run of 63
+questions makes as many embedding requests as answers, each paying the full client cost
+(about 2.5 ms of CPU through langchain-openai and the OpenAI client) and one slot of the
+endpoint's requests-per-minute budget. One embeddings request takes many texts, so the
+batcher sends what is waiting together:
+
+* A call goes out at once (at the end of the current event-loop step, so calls made in
+  the same step share it) while fewer than ``MAX_BATCHES_IN_FLIGHT`` batches are in
+  flight; otherwise it waits for the next free batch, with every other waiting call.
+  A waiting call is delayed by at most one embedding round trip, which the judge (the
+  slower scorer at every published latency) covers.
+* Each batch holds one slot of the endpoint limiter, like any other request.
+* A batch that fails with an error the client will not retry (a 400 for one bad text,
+  say) is split: each caller's texts are sent again on their own, so one question's bad
+  answer never fails another question. Errors that are the endpoint's (time-outs, 5xx
+  after the client's retries) reach every caller, as they would have unbatched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import openai
+from langchain_core.embeddings import Embeddings
+
+from aidanbench.services.limits import EndpointLimiter
+
+MAX_BATCHES_IN_FLIGHT = 2
+"""Batches one client may have in flight before calls start to wait and coalesce."""
+
+MAX_TEXTS_PER_BATCH = 128
+"""Texts per request: well under OpenAI's 2048 inputs and its tokens per request for
+answers of a few kB."""
+
+
+@dataclass
+class _Call:
+    texts: list[str]
+    future: asyncio.Future[list[list[float]]]
+
+
+@dataclass
+class EmbeddingBatcher:
+    """Coalesces concurrent ``embed`` calls to one embeddings client.
+
+    ``client`` is called on first use (building a client is left to the first node that
+    needs it, so a missing key is reported by that node).
+    """
+
+    client: Callable[[], Embeddings]
+    limiter: EndpointLimiter
+    max_in_flight: int = MAX_BATCHES_IN_FLIGHT
+    max_texts: int = MAX_TEXTS_PER_BATCH
+    requests: int = 0
+    """Embedding requests sent so far (for tests and the benchmark)."""
+    _waiting: list[_Call] = field(default_factory=list)
+    _in_flight: int = 0
+    _scheduled: bool = False
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of ``texts``, in order, sent alone or with other callers' texts."""
+        if not texts:
+            return []
+        loop = asyncio.get_running_loop()
+        call = _Call(list(texts), loop.create_future())
+        self._waiting.append(call)
+        self._schedule(loop)
+        return await call.future
+
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self._scheduled and self._waiting and self._in_flight < self.max_in_flight:
+            self._scheduled = True
+            loop.call_soon(self._start_batch)
+
+    def _start_batch(self) -> None:
+        self._scheduled = False
+        if not self._waiting or self._in_flight >= self.max_in_flight:
+            return
+        batch: list[_Call] = []
+        size = 0
+        while self._waiting and (not batch or size + len(self._waiting[0].texts) <= self.max_texts):
+            call = self._waiting.pop(0)
+            if not call.future.done():  # its question was cancelled meanwhile
+                batch.append(call)
+                size += len(call.texts)
+        if not batch:
+            return
+        self._in_flight += 1
+        task = asyncio.get_running_loop().create_task(self._send(batch))
+        task.add_done_callback(lambda _: self._finished())
+
+    def _finished(self) -> None:
+        self._in_flight -= 1
+        self._schedule(asyncio.get_running_loop())
+
+    async def _send(self, batch: list[_Call]) -> None:
+        try:
+            await self._deliver(batch)
+        except Exception as exc:
+            if len(batch) > 1 and _caller_specific(exc):
+                await asyncio.gather(*(self._send([call]) for call in batch))
+                return
+            for call in batch:
+                if not call.future.done():
+                    call.future.set_exception(exc)
+
+    async def _deliver(self, batch: list[_Call]) -> None:
+        unique = list(dict.fromkeys(t for call in batch for t in call.texts))
+        async with self.limiter.slot():
+            self.requests += 1
+            vectors = await self.client().aembed_documents(unique)
+        if len(vectors) != len(unique):
+            raise ValueError(f"embeddings returned {len(vectors)} vectors for {len(unique)} texts")
+        by_text = dict(zip(unique, vectors, strict=True))
+        for call in batch:
+            if not call.future.done():
+                call.future.set_result([by_text[t] for t in call.texts])
+
+
+def _caller_specific(exc: Exception) -> bool:
+    """Whether ``exc`` may be caused by one caller's texts rather than by the endpoint:
+    a 4xx the client does not retry (400 bad input, 413 too large, 422 ...)."""
+    if isinstance(exc, openai.APIStatusError):
+        return 400 <= exc.status_code < 500 and exc.status_code not in (401, 403, 408, 409, 429)
+    return False
