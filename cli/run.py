@@ -7,7 +7,6 @@ unfinished ones continue from their last completed step, errored ones are retrie
 from __future__ import annotations
 
 import argparse
-import asyncio
 import fcntl
 import hashlib
 import json
@@ -16,15 +15,16 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from aidanbench.analysis import rundir
+from aidanbench.cli import loop
 from aidanbench.cli.driver import Task, drive, errored
 from aidanbench.cli.errors import UsageError
 from aidanbench.cli.preflight import check_reachable
@@ -34,7 +34,9 @@ from aidanbench.cli.remote import drive_remote
 from aidanbench.graph.questions import question_set_hash
 from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL, Settings
 from aidanbench.nodes.prompts import prompt_texts
-from aidanbench.services import ServicesFactory, default_services, role_host
+from aidanbench.services import OpenAIServices, ServicesFactory, role_host
+
+T = TypeVar("T")
 
 DEFAULT_RUN_DIR = "runs/aidanbench"
 
@@ -242,8 +244,12 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         handle.close()
 
 
-def handle(args: argparse.Namespace, services: ServicesFactory = default_services) -> int:
-    """Run (or resume) the benchmark and print the summary."""
+def handle(args: argparse.Namespace, services: ServicesFactory | None = None) -> int:
+    """Run (or resume) the benchmark and print the summary.
+
+    ``services`` defaults to OpenAI-compatible clients on aiohttp pools, closed when the
+    run ends (``services.clients`` says why this transport here).
+    """
     run_dir: Path = args.run_dir
     spec = run_spec(args)
     stored = rundir.read_metadata(run_dir) if run_dir.exists() else None
@@ -284,14 +290,18 @@ def handle(args: argparse.Namespace, services: ServicesFactory = default_service
                         tasks, run_dir, args.server, concurrency=args.concurrency, progress=progress
                     )
                 else:
-                    work = drive(
-                        tasks,
-                        run_dir,
-                        concurrency=args.concurrency,
-                        progress=progress,
-                        services=services,
+                    factory = services or OpenAIServices("aiohttp")
+                    work = closing(
+                        factory,
+                        drive(
+                            tasks,
+                            run_dir,
+                            concurrency=args.concurrency,
+                            progress=progress,
+                            services=factory,
+                        ),
                     )
-                lines = asyncio.run(work)
+                lines = loop.run(work)
         except KeyboardInterrupt:
             where = run_dir if args.server is None else f"the server's threads ({args.server})"
             print(
@@ -318,6 +328,15 @@ def handle(args: argparse.Namespace, services: ServicesFactory = default_service
             )
         return 1
     return 0
+
+
+async def closing(factory: ServicesFactory, work: Awaitable[T]) -> T:
+    """``await work``, then close the factory's HTTP pools if it has any."""
+    try:
+        return await work
+    finally:
+        if isinstance(factory, OpenAIServices):
+            await factory.aclose()
 
 
 def _now() -> str:

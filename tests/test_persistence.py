@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -20,6 +21,19 @@ from .conftest import REPO
 from .graphs import comparable, finish, run_question
 
 Q = "Name a use for a paperclip."
+
+
+def without_embed_calls(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``comparable`` records without the embedding call counts.
+
+    A vector embedded just before the kill is already in the score cache (written as it
+    arrives), so the resumed turn reads it instead of asking again and its record shows
+    no embedding call where the clean run shows one; every other field must match.
+    """
+    out = comparable(answers)
+    for record in out:
+        record["calls"].pop("embed", None)
+    return out
 
 
 def child(run_dir: Path, stub: OpenAIStub, api_key: str, *extra: str) -> subprocess.Popen[str]:
@@ -61,7 +75,9 @@ def test_sigkill_mid_question_then_resume(tmp_path: Path, api_key: str, pipeline
         resumed = finish(child(run_dir, stub, api_key, *extra))
     answers = resumed["answers"]
     assert [a["index"] for a in answers] == list(range(1, 14)), "no answer lost or duplicated"
-    assert comparable(answers) == comparable(clean["answers"])
+    assert without_embed_calls(answers) == without_embed_calls(clean["answers"])
+    for got, want in zip(answers, clean["answers"], strict=True):
+        assert got["calls"]["embed"]["calls"] <= want["calls"]["embed"]["calls"]
     assert resumed["score"] == clean["score"] == 12
     assert resumed["stop_reason"] == "novelty"
 

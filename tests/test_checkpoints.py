@@ -1,0 +1,101 @@
+"""The run's checkpointer: LangGraph's SQLite saver with writes committed in groups."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from aidanbench.cli.checkpoints import GroupCommitSaver, open_checkpointer
+from aidanbench.graph.question import build_question_graph
+from aidanbench.graph.settings import Settings
+from aidanbench.testing import ScriptedBrain
+from aidanbench.testing.fakes import brain_services
+
+from .graphs import TIMING_KEYS
+
+QUESTIONS = [f"Name a use for object number {i}." for i in range(8)]
+
+
+def table_shape(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Per table, the rows without ids and values (values hold wall-clock latencies)."""
+    with sqlite3.connect(path) as db:
+        writes = db.execute(
+            "SELECT thread_id, task_path, idx, channel, type FROM writes "
+            "ORDER BY thread_id, checkpoint_id, task_path, idx"
+        ).fetchall()
+        checkpoints = db.execute(
+            "SELECT thread_id, type, parent_checkpoint_id IS NULL FROM checkpoints "
+            "ORDER BY thread_id, checkpoint_id"
+        ).fetchall()
+    return {"writes": writes, "checkpoints": checkpoints}
+
+
+def untimed(value: Any) -> Any:
+    """``value`` without wall-clock fields, which differ between any two runs."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if k not in {*TIMING_KEYS, "latency_s"}}
+    if isinstance(value, list):
+        return [untimed(v) for v in value]
+    return value
+
+
+async def run_all(saver: AsyncSqliteSaver) -> list[dict[str, Any]]:
+    services = brain_services(ScriptedBrain({q: 3 for q in QUESTIONS}))
+    graph = build_question_graph(services).compile(checkpointer=saver)
+
+    async def one(i: int, question: str) -> dict[str, Any]:
+        config: RunnableConfig = {"configurable": {"thread_id": f"q{i}"}}
+        out: dict[str, Any] = await graph.ainvoke(
+            {"question": question}, config, context=Settings(), durability="sync"
+        )
+        return out
+
+    return await asyncio.gather(*(one(i, q) for i, q in enumerate(QUESTIONS)))
+
+
+async def test_group_commits_store_what_the_stock_saver_stores(tmp_path: Path) -> None:
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "stock.sqlite")) as stock:
+        expected = await run_all(stock)
+    async with open_checkpointer(tmp_path / "grouped.sqlite") as grouped:
+        got = await run_all(grouped)
+        saved = 6 * 4 * len(QUESTIONS)  # about six inserts per turn, four turns each
+        assert grouped.commits < saved / 2, "concurrent questions share commits"
+    assert [untimed(o) for o in got] == [untimed(o) for o in expected]
+    assert table_shape(tmp_path / "grouped.sqlite") == table_shape(tmp_path / "stock.sqlite")
+
+
+async def test_the_stock_saver_reads_and_resumes_grouped_checkpoints(tmp_path: Path) -> None:
+    path = tmp_path / "grouped.sqlite"
+    async with open_checkpointer(path) as grouped:
+        outputs = await run_all(grouped)
+    services = brain_services(ScriptedBrain({q: 3 for q in QUESTIONS}))
+    async with AsyncSqliteSaver.from_conn_string(str(path)) as stock:
+        graph = build_question_graph(services).compile(checkpointer=stock)
+        for i, out in enumerate(outputs):
+            config: RunnableConfig = {"configurable": {"thread_id": f"q{i}"}}
+            snapshot = await graph.aget_state(config)
+            assert snapshot.next == ()
+            assert snapshot.values["answers"] == out["answers"]
+            history = [s async for s in graph.aget_state_history(config)]
+            assert len(history) > 8, "every step is kept for Studio's history"
+
+
+async def test_a_failed_commit_reaches_its_callers_and_the_saver_goes_on(tmp_path: Path) -> None:
+    async with open_checkpointer(tmp_path / "c.sqlite") as saver:
+        assert isinstance(saver, GroupCommitSaver)
+        config: RunnableConfig = {
+            "configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "1"}
+        }
+        await saver.conn.execute("ALTER TABLE writes RENAME TO writes_elsewhere")
+        with pytest.raises(sqlite3.OperationalError):
+            await saver.aput_writes(config, [("judge", 1)], "task-1")
+        await saver.conn.execute("ALTER TABLE writes_elsewhere RENAME TO writes")
+        await saver.aput_writes(config, [("judge", 2)], "task-2")
+        rows = await (await saver.conn.execute("SELECT task_id FROM writes")).fetchall()
+        assert [r[0] for r in rows] == ["task-2"], "the failed group was rolled back"

@@ -1,0 +1,39 @@
+"""The driver rewrites the output files as questions finish, but not on every finish."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from aidanbench.cli import driver
+from aidanbench.cli.driver import RunLines, Task
+from aidanbench.graph.settings import Settings
+
+
+def output(score: int) -> dict[str, object]:
+    return {"answers": [], "stop_reason": "coherence", "error": None, "score": score}
+
+
+async def test_files_are_rewritten_at_most_every_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [100.0]
+    writes: list[int] = []
+    monkeypatch.setattr(
+        driver.rundir, "write_outputs", lambda _dir, lines: writes.append(len(lines))
+    )
+    lines = RunLines(tmp_path, every=5.0, clock=lambda: clock[0])
+    tasks = [Task(Settings(), f"Question {i}?", 1) for i in range(4)]
+
+    await lines.finished(tasks[0], output(1))
+    assert writes == [1], "the first finished question is written at once"
+    clock[0] += 1.0
+    await lines.finished(tasks[1], output(2))
+    assert writes == [1], "a second finish within the interval waits"
+    clock[0] += 4.0
+    await lines.finished(tasks[2], output(3))
+    assert writes == [1, 3], "after the interval, the next finish writes every line"
+    lines.record(tasks[3], output(4))
+    lines.write()
+    assert writes == [1, 3, 4], "the driver's final write carries the rest"
