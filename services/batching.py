@@ -2,7 +2,7 @@
 
 Every turn of every question embeds one new answer. Sent one by one, a run of 63
 questions makes as many embedding requests as answers, each paying the full client cost
-(about 2.5 ms of CPU through langchain-openai and the OpenAI client) and one slot of the
+(milliseconds of CPU through langchain-openai and the OpenAI client) and one slot of the
 endpoint's requests-per-minute budget. One embeddings request takes many texts, so the
 batcher sends what is waiting together:
 
