@@ -8,9 +8,9 @@ benchmark's own process is measured without the server's CPU.
 It speaks the same wire format and answers from the same ``ScriptedBrain`` as the
 tests' ``OpenAIStub`` (``aidanbench.testing.protocol``), but on one asyncio event loop
 instead of a thread per request: with a few hundred requests in flight, the threaded
-stub's GIL hand-offs added 15-50 ms to each configured latency (measured with 63-190
-concurrent generate requests at Lg 300 ms), which a remote API would not add and the
-benchmark would have charged to the graph. It has no fault injection or request log;
+stub's GIL hand-offs added a median 15-40 ms to each configured latency (measured with
+63-190 concurrent generate requests at Lg 300 ms), which a remote API would not add and
+the benchmark would have charged to the graph. It has no fault injection or request log;
 the tests' stub keeps those.
 """
 

@@ -36,7 +36,7 @@ class Services:
 
     ``build`` holds one constructor per role; each client is built on first use, so a
     missing key for one role is reported by the node that needs it (naming the role).
-    Embedding requests go through ``embed``, which coalesces the questions' concurrent
+    Embedding requests go through ``embedder``, which coalesces the questions' concurrent
     requests (``services.batching``).
     """
 
