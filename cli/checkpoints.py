@@ -19,6 +19,7 @@ next one starts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -135,30 +136,31 @@ class GroupCommitSaver(AsyncSqliteSaver):
         try:
             while self._pending:
                 group, self._pending = self._pending, []
-                try:
-                    async with self.lock:
-                        for sql, rows in _runs(group):
-                            await self.conn.executemany(sql, rows)
-                        await self.conn.commit()
-                        self.commits += 1
-                except Exception as exc:
-                    await self._rollback()
-                    for item in group:
-                        if not item.done.done():
-                            item.done.set_exception(exc)
-                else:
-                    for item in group:
-                        if not item.done.done():
-                            item.done.set_result(None)
+                failure = await self._commit_group(group)
+                for item in group:
+                    if item.done.done():
+                        continue
+                    if failure is None:
+                        item.done.set_result(None)
+                    else:
+                        item.done.set_exception(failure)
         finally:
             self._committing = None
 
-    async def _rollback(self) -> None:
-        try:
-            async with self.lock:
-                await self.conn.rollback()
-        except Exception:  # the connection is gone; the callers have the first error
-            return
+    async def _commit_group(self, group: Sequence[_Pending]) -> Exception | None:
+        """Insert and commit one group; on failure roll it back (before anyone else uses
+        the connection) and return the error for its callers."""
+        async with self.lock:
+            try:
+                for sql, rows in _runs(group):
+                    await self.conn.executemany(sql, rows)
+                await self.conn.commit()
+            except Exception as exc:
+                with contextlib.suppress(Exception):  # a dead connection: exc says why
+                    await self.conn.rollback()
+                return exc
+            self.commits += 1
+            return None
 
 
 def _runs(group: Sequence[_Pending]) -> list[tuple[str, list[tuple[Any, ...]]]]:

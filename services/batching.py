@@ -58,7 +58,7 @@ class EmbeddingBatcher:
     requests: int = 0
     """Embedding requests sent so far (for tests and the benchmark)."""
     _waiting: list[_Call] = field(default_factory=list)
-    _in_flight: int = 0
+    _sending: set[asyncio.Task[None]] = field(default_factory=set)
     _scheduled: bool = False
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
@@ -72,13 +72,13 @@ class EmbeddingBatcher:
         return await call.future
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
-        if not self._scheduled and self._waiting and self._in_flight < self.max_in_flight:
+        if not self._scheduled and self._waiting and len(self._sending) < self.max_in_flight:
             self._scheduled = True
             loop.call_soon(self._start_batch)
 
     def _start_batch(self) -> None:
         self._scheduled = False
-        if not self._waiting or self._in_flight >= self.max_in_flight:
+        if not self._waiting or len(self._sending) >= self.max_in_flight:
             return
         batch: list[_Call] = []
         size = 0
@@ -89,12 +89,12 @@ class EmbeddingBatcher:
                 size += len(call.texts)
         if not batch:
             return
-        self._in_flight += 1
         task = asyncio.get_running_loop().create_task(self._send(batch))
-        task.add_done_callback(lambda _: self._finished())
+        self._sending.add(task)  # the loop keeps only weak references to tasks
+        task.add_done_callback(self._finished)
 
-    def _finished(self) -> None:
-        self._in_flight -= 1
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._sending.discard(task)
         self._schedule(asyncio.get_running_loop())
 
     async def _send(self, batch: list[_Call]) -> None:
