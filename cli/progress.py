@@ -1,4 +1,9 @@
-"""Live progress of a run: a rich table on a terminal, plain log lines otherwise."""
+"""Live progress of a run: a rich table on a terminal, plain log lines otherwise.
+
+The live table is built when rich draws it (four times a second), not when an answer
+arrives: its elapsed time keeps moving while every question waits on a slow model, and
+a run with thousands of answers does not build a table per answer.
+"""
 
 from __future__ import annotations
 
@@ -43,25 +48,26 @@ class Progress:
 
     def __enter__(self) -> Progress:
         if self.live:
-            self._live = Live(self._table(), console=Console(file=self.out), refresh_per_second=4)
+            self._live = Live(self, console=Console(file=self.out), refresh_per_second=4)
             self._live.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._live is not None:
-            self._live.update(self._table())
-            self._live.__exit__(None, None, None)
+            self._live.__exit__(None, None, None)  # draws the final state once more
             self._live = None
+
+    def __rich__(self) -> Table:
+        """The table as of now (rich calls this from its refresh thread)."""
+        return self._table()
 
     def queued(self, label: str, count: int = 1) -> None:
         self.rows[label].queued += count
-        self._refresh()
 
     def started_question(self, label: str) -> None:
         row = self.rows[label]
         row.queued -= 1
         row.running += 1
-        self._refresh()
 
     def finished_question(self, label: str, question: str, output: dict[str, Any]) -> None:
         row = self.rows[label]
@@ -72,7 +78,6 @@ class Progress:
         else:
             row.done += 1
         self._line(f"{label}: {stop} after {output.get('score', 0)} valid — {question[:60]}")
-        self._refresh()
 
     def skipped(self, label: str, output: dict[str, Any]) -> None:
         """A question finished in an earlier run: counted, not run again."""
@@ -81,7 +86,6 @@ class Progress:
         row.done += 1
         row.score += int(output.get("score") or 0)
         row.answers += len(output.get("answers") or [])
-        self._refresh()
 
     def answer(self, label: str, event: dict[str, Any]) -> None:
         row = self.rows[label]
@@ -89,16 +93,11 @@ class Progress:
         row.score += 1 if event.get("valid") else 0
         row.calls += int(event.get("calls", 0))
         row.tokens += int(event.get("tokens", 0))
-        self._refresh()
 
     def _line(self, text: str) -> None:
         if not self.live:
             elapsed = time.monotonic() - self.started
             print(f"[{elapsed:7.1f}s] {text}", file=self.out, flush=True)
-
-    def _refresh(self) -> None:
-        if self._live is not None:
-            self._live.update(self._table())
 
     def _table(self) -> Table:
         elapsed = time.monotonic() - self.started
@@ -115,7 +114,7 @@ class Progress:
             "tokens",
         ):
             table.add_column(name, justify="left" if name.startswith("model") else "right")
-        for label, r in self.rows.items():
+        for label, r in list(self.rows.items()):  # one atomic copy: events may add rows
             table.add_row(
                 label,
                 *map(
