@@ -6,6 +6,7 @@ import json
 import subprocess
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from aidanbench.graph.question import build_question_graph
@@ -39,7 +40,9 @@ async def run_question(
 ) -> dict[str, Any]:
     """Compile a fresh graph and run (or, with ``resume``, continue) one question."""
     graph = build_question_graph(services).compile(checkpointer=checkpointer)
-    config = {"configurable": {"thread_id": thread_id}} if checkpointer is not None else None
+    config: RunnableConfig | None = (
+        {"configurable": {"thread_id": thread_id}} if checkpointer is not None else None
+    )
     result: dict[str, Any] = await graph.ainvoke(
         None if resume else {"question": question},
         config,
