@@ -144,7 +144,10 @@ async def whole_run(url: str, questions: list[str], checkpointed: bool) -> RunTi
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp)
         settings = bench_settings(
-            url, cache_path=str(run_dir / rundir.CACHE) if checkpointed else None
+            url,
+            # a model name of its own: the per-question runs' vectors stay out of its cache
+            embedding_model="whole-run-embedding",
+            cache_path=str(run_dir / rundir.CACHE) if checkpointed else None,
         )
         services(settings).warm()
         cpu, start = time.process_time(), time.perf_counter()
