@@ -12,16 +12,23 @@ connection), and writes them through a second, plain ``sqlite3`` connection on t
 event loop's thread. In WAL mode with ``synchronous=NORMAL`` such a commit does not
 wait for the disk: 0.05 ms of CPU and 0.19 ms of wall time on average for 24 kB, with a
 stall of about 14 ms when SQLite folds the log back into the database every few MB
-(measured on the benchmark machine). Every call returns after its commit, so
-``durability="sync"`` keeps its promise: a step is on disk before the next one starts.
+(measured on the benchmark machine). Writes made in the same turn of the event loop
+(several questions' steps finishing together) share one transaction, committed right
+after that turn. Every call returns after its commit, so ``durability="sync"`` keeps its
+promise: a step is on disk before the next one starts.
+
+Against the aiosqlite saver committing in groups on its own thread, the 63-question run
+through the driver took 5.9 s instead of 7.5 s (median of 4 interleaved runs each).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +55,13 @@ _REPLACE_WRITES = "INSERT OR REPLACE " + _WRITE_COLUMNS
 _KEEP_WRITES = "INSERT OR IGNORE " + _WRITE_COLUMNS
 
 
+@dataclass
+class _Pending:
+    sql: str
+    rows: list[tuple[Any, ...]]
+    done: asyncio.Future[None]
+
+
 class InlineCommitSaver(AsyncSqliteSaver):
     """``AsyncSqliteSaver`` whose checkpoint and write inserts are committed inline."""
 
@@ -55,6 +69,7 @@ class InlineCommitSaver(AsyncSqliteSaver):
         super().__init__(conn)
         self._writer = sqlite3.connect(path, timeout=30.0)
         self._writer.execute("PRAGMA synchronous=NORMAL")
+        self._pending: list[_Pending] = []
         self.commits = 0
         """Transactions committed so far (for tests and the benchmark)."""
 
@@ -81,7 +96,7 @@ class InlineCommitSaver(AsyncSqliteSaver):
             serialized,
             serialized_metadata,
         )
-        self._commit(_PUT_CHECKPOINT, [row])
+        await self._commit(_PUT_CHECKPOINT, [row])
         return {
             "configurable": {
                 "thread_id": configurable["thread_id"],
@@ -114,17 +129,36 @@ class InlineCommitSaver(AsyncSqliteSaver):
             )
             for idx, (channel, value) in enumerate(writes)
         ]
-        self._commit(_REPLACE_WRITES if replace else _KEEP_WRITES, rows)
+        await self._commit(_REPLACE_WRITES if replace else _KEEP_WRITES, rows)
 
-    def _commit(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
-        """Insert ``rows`` in one transaction: all of them or, on an error, none."""
+    async def _commit(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """Queue ``rows`` for this loop turn's transaction; return once it is committed."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        if not self._pending:
+            loop.call_soon(self._commit_pending)
+        self._pending.append(_Pending(sql, rows, done))
+        await done
+
+    def _commit_pending(self) -> None:
+        """Insert everything queued in one transaction: all of it or, on an error, none."""
+        group, self._pending = self._pending, []
+        failure: Exception | None = None
         try:
-            self._writer.executemany(sql, rows)
+            for item in group:
+                self._writer.executemany(item.sql, item.rows)
             self._writer.commit()
-        except Exception:
+            self.commits += 1
+        except Exception as exc:
             self._writer.rollback()
-            raise
-        self.commits += 1
+            failure = exc
+        for item in group:
+            if item.done.done():  # its caller was cancelled; the rows are written anyway
+                continue
+            if failure is None:
+                item.done.set_result(None)
+            else:
+                item.done.set_exception(failure)
 
     def close_writer(self) -> None:
         """Close the inline connection (reads keep the aiosqlite one)."""

@@ -110,3 +110,16 @@ async def test_a_failed_commit_reaches_its_callers_and_the_saver_goes_on(tmp_pat
         await saver.aput_writes(config, [("judge", 2)], "task-2")
         rows = await (await saver.conn.execute("SELECT task_id FROM writes")).fetchall()
         assert [r[0] for r in rows] == ["task-2"], "the failed write was rolled back"
+
+
+async def test_writes_of_one_loop_turn_share_a_transaction(tmp_path: Path) -> None:
+    async with open_checkpointer(tmp_path / "c.sqlite") as saver:
+        configs: list[RunnableConfig] = [
+            {"configurable": {"thread_id": f"t{i}", "checkpoint_ns": "", "checkpoint_id": "1"}}
+            for i in range(5)
+        ]
+        before = saver.commits
+        await asyncio.gather(*(saver.aput_writes(c, [("judge", 1)], "task") for c in configs))
+        assert saver.commits == before + 1
+        await saver.aput_writes(configs[0], [("judge", 2)], "later")
+        assert saver.commits == before + 2, "a write after the turn gets its own"
