@@ -373,8 +373,17 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--answer-size", type=int, default=400, help="characters per answer")
     p.add_argument("--overhead-turns", type=int, default=100)
     p.add_argument("--overhead-runs", type=int, default=5, help="framework runs (median)")
+    p.add_argument(
+        "--standard-loop",
+        action="store_true",
+        help="run on asyncio's own loop instead of the command line's (uvloop)",
+    )
     return p.parse_args()
 
 
 if __name__ == "__main__":
-    loop.run(main(parse_args()))
+    arguments = parse_args()
+    if arguments.standard_loop:
+        asyncio.run(main(arguments))
+    else:
+        loop.run(main(arguments))

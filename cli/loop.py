@@ -1,10 +1,13 @@
 """The event loop the command line runs on.
 
 A run is one process driving many questions, and at short latencies it is CPU-bound in
-the event loop and in thread hand-offs (every checkpoint write hops to the SQLite
-thread and back). uvloop halves the CPU of such a hop (0.12 → 0.06 ms for a bare
-aiosqlite round trip on the benchmark machine), so the command line uses it where it
-exists; on Windows, where it does not, the standard loop runs the same code.
+the event loop: every turn schedules a dozen tasks and waits on several sockets. uvloop
+does that work for less: the benchmark's zero-latency framework measurement on its own
+(median of 7 runs of 100 turns, three pairs of processes) gave 3.2-4.0 ms of CPU per
+turn against 4.2-4.5 ms on the standard loop; inside the full benchmark
+(``python -m bench.speed`` with and without ``--standard-loop``) the difference was
+within that machine's noise. The command line uses uvloop where it exists; on Windows,
+where it does not, the standard loop runs the same code.
 """
 
 from __future__ import annotations
