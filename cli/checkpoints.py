@@ -18,7 +18,8 @@ after that turn. Every call returns after its commit, so ``durability="sync"`` k
 promise: a step is on disk before the next one starts.
 
 Against the aiosqlite saver committing in groups on its own thread, the 63-question run
-through the driver took 5.9 s instead of 7.5 s (median of 4 interleaved runs each).
+through the driver took 5.9 s instead of 7.5 s (medians of 4 interleaved runs each in one
+process, on the benchmark machine).
 """
 
 from __future__ import annotations
