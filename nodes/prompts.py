@@ -40,19 +40,23 @@ class _PreviousAnswersLayout:
     """How the reference prompt lists earlier answers, read off ``generate_with_previous``."""
 
     preamble: str
-    item: str
+    item_head: str
+    """An item up to its number: ``<previous_answer id='``."""
+    item_middle: str
+    """Between the number and the answer."""
+    item_tail: str
+    """After the answer: ``</previous_answer>``."""
     separator: str
     closing: str
 
     def items(self, previous: Sequence[str]) -> str:
         """The listed answers, numbered from 1.
 
-        Equal to filling ``item`` for each answer, split once at its two placeholders:
-        the prompt is rebuilt every turn from every earlier answer, so a regex pass per
-        answer made long chains pay for their length on every turn.
+        The item is kept pre-split at its two placeholders: the prompt is rebuilt every
+        turn from every earlier answer, so a regex pass per answer made long chains pay
+        for their length on every turn.
         """
-        head, rest = self.item.split("{i}")
-        middle, tail = rest.split("{answer}")
+        head, middle, tail = self.item_head, self.item_middle, self.item_tail
         return self.separator.join(
             f"{head}{i}{middle}{answer}{tail}" for i, answer in enumerate(previous, start=1)
         )
@@ -79,9 +83,13 @@ def _previous_layout() -> _PreviousAnswersLayout:
         or item.index("{i}") > item.index("{answer}")
     ):
         raise ValueError("a previous-answer item must hold {i}, then {answer}, once each")
+    item_head, after_number = item.split("{i}")
+    item_middle, item_tail = after_number.split("{answer}")
     return _PreviousAnswersLayout(
         preamble=rest[:first_open],
-        item=item,
+        item_head=item_head,
+        item_middle=item_middle,
+        item_tail=item_tail,
         separator=rest[first_close:second_open],
         closing=rest[second_close:],
     )
