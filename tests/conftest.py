@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from aidanbench.services import OpenAIServices, ServicesFactory, default_services
 from aidanbench.testing import OpenAIStub, ScriptedBrain
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,3 +80,14 @@ def stub() -> Iterator[OpenAIStub]:
     """A local OpenAI-compatible server with the default scripted brain."""
     with OpenAIStub(ScriptedBrain()) as server:
         yield server
+
+
+@pytest.fixture(params=["httpx", "aiohttp"])
+async def services(request: pytest.FixtureRequest) -> AsyncIterator[ServicesFactory]:
+    """Both transports: the graph's default (httpx) and the command line's (aiohttp)."""
+    if request.param == "httpx":
+        yield default_services
+        return
+    factory = OpenAIServices("aiohttp")
+    yield factory
+    await factory.aclose()

@@ -7,11 +7,10 @@ from collections.abc import Callable
 
 import httpx2
 import openai
-import pytest
 from langchain_core.embeddings import Embeddings
 
 from aidanbench.graph.questions import bundled_questions
-from aidanbench.services import OpenAIServices, default_services
+from aidanbench.services import ServicesFactory
 from aidanbench.services.batching import EmbeddingBatcher
 from aidanbench.services.limits import EndpointLimiter
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain, unit_vector
@@ -138,22 +137,18 @@ async def test_a_cancelled_caller_leaves_the_others_their_vectors() -> None:
     assert client.requests == [["first"], ["kept"]]
 
 
-@pytest.mark.parametrize("transport", ["httpx", "aiohttp"])
-async def test_questions_share_embedding_requests_over_http(api_key: str, transport: str) -> None:
+async def test_questions_share_embedding_requests_over_http(
+    api_key: str, services: ServicesFactory
+) -> None:
     """Eight questions start together; embeddings are slow enough (200 ms) that the first
     two requests are still out when the others' texts arrive, so those must wait and
     go together. How much batching a whole run gets is measured by ``bench.speed``."""
     questions = bundled_questions(8)
     brain = ScriptedBrain({q: 3 for q in questions})
     latency = Latency(generate=0.01, coherence=0.01, embed=0.2)
-    services = default_services if transport == "httpx" else OpenAIServices("aiohttp")
     with OpenAIStub(brain, latency=latency) as stub:
         settings = stub_settings(stub)
-        try:
-            outs = await asyncio.gather(*(run_question(services, q, settings) for q in questions))
-        finally:
-            if isinstance(services, OpenAIServices) and services is not default_services:
-                await services.aclose()
+        outs = await asyncio.gather(*(run_question(services, q, settings) for q in questions))
         assert [out["score"] for out in outs] == [3] * len(questions)
         requests = stub.of_kind("embed")
         texts = [t for r in requests for t in r.texts]

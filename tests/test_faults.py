@@ -8,11 +8,10 @@ stops the question with a recorded reason; it is never a score.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
-from aidanbench.services import OpenAIServices, ServicesFactory, default_services
+from aidanbench.services import ServicesFactory, default_services
 from aidanbench.testing import (
     OpenAIStub,
     ScriptedBrain,
@@ -27,17 +26,6 @@ from .graphs import run_question
 from .test_http import stub_settings
 
 Q = "What could a spoon be used for?"
-
-
-@pytest.fixture(params=["httpx", "aiohttp"])
-async def services(request: pytest.FixtureRequest) -> AsyncIterator[ServicesFactory]:
-    """Both transports: the graph's default (httpx) and the command line's (aiohttp)."""
-    if request.param == "httpx":
-        yield default_services
-        return
-    factory = OpenAIServices("aiohttp")
-    yield factory
-    await factory.aclose()
 
 
 @pytest.fixture
