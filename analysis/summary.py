@@ -263,10 +263,7 @@ def paired_comparison(
     lines_b = {_line_key(r): r for r in results if r.model == model_b}
     matched = [key for key in lines_a if key in lines_b]
     pairs = [key for key in matched if lines_a[key].finished and lines_b[key].finished]
-    differences: dict[str, int] = {}
-    for key in pairs:
-        delta = lines_a[key].score - lines_b[key].score
-        differences[key[0]] = differences.get(key[0], 0) + delta
+    differences = question_differences(results, model_a, model_b)
     score_a = sum(lines_a[key].score for key in pairs)
     score_b = sum(lines_b[key].score for key in pairs)
     return PairedComparison(
@@ -282,6 +279,22 @@ def paired_comparison(
         only_a=len(lines_a) - len(matched),
         only_b=len(lines_b) - len(matched),
     )
+
+
+def question_differences(
+    results: Sequence[QuestionResult], model_a: str, model_b: str
+) -> dict[str, int]:
+    """Score of A minus B per question, over the lines both finished (``paired_comparison``'s
+    resampling units), in order of first appearance; questions without such a line are absent.
+    """
+    lines_a = {_line_key(r): r for r in results if r.model == model_a}
+    lines_b = {_line_key(r): r for r in results if r.model == model_b}
+    differences: dict[str, int] = {}
+    for key, a in lines_a.items():
+        b = lines_b.get(key)
+        if b is not None and a.finished and b.finished:
+            differences[key[0]] = differences.get(key[0], 0) + a.score - b.score
+    return differences
 
 
 def _label(key: GroupKey) -> str:

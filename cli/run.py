@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from aidanbench.analysis import rundir
+from aidanbench.analysis.view import write_view
 from aidanbench.cli import loop
 from aidanbench.cli.driver import Task, drive, errored
 from aidanbench.cli.errors import UsageError
@@ -39,6 +40,8 @@ from aidanbench.services import OpenAIServices, ServicesFactory, role_host
 T = TypeVar("T")
 
 DEFAULT_RUN_DIR = "runs/aidanbench"
+REPORT = "report.html"
+"""The run's offline HTML report (``aidanbench view``), rewritten at the end of every run."""
 
 
 def register(subparsers: Any) -> None:
@@ -314,6 +317,7 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
         meta["totals"] = _totals(lines)
         rundir.atomic_write(run_dir / rundir.METADATA, json.dumps(meta, indent=2))
     _print_summary(run_dir, spec["reward_mode"])
+    print(f"report: {write_view([run_dir], run_dir / REPORT)}")
     failed = errored(lines)
     if failed:
         print(

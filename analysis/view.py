@@ -1,0 +1,335 @@
+"""One self-contained HTML file to look at results: leaderboard, heat map, chains, comparison.
+
+The page works from ``file://`` with no network: its script, styles and data are inline and
+its charts are inline SVG drawn by its own script. It is built from run directories and
+original-schema results files through the same readers and statistics as ``aidanbench
+report`` (``summarise``, ``warnings``, ``paired_comparison``), so its numbers are the
+report's numbers.
+
+Answer texts are the bulk of a run, so they never enter the initial DOM: each (model,
+temperature) keeps its chains in its own JSON script element, parsed and rendered only when
+one of its chains is opened. The first render parses the small summary only, which keeps
+lab-scale runs quick to open.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from importlib import resources
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+from aidanbench.analysis.results import AnswerRow, QuestionResult
+from aidanbench.analysis.rundir import atomic_write, read_metadata, read_results
+from aidanbench.analysis.summary import (
+    COUNTING,
+    describe_thresholds,
+    group_label,
+    group_results,
+    paired_comparison,
+    question_differences,
+    question_order,
+    short_names,
+    summarise,
+    warnings,
+)
+from aidanbench.graph.thresholds import Thresholds
+
+TEMPLATE = "view_template.html"
+"""The page's markup, styles and script; ``build_html`` fills its two slots."""
+
+DATA_SLOT = "/*DATA*/null"
+"""Where the summary JSON goes (inside a ``<script type="application/json">``)."""
+
+CHAINS_SLOT = "<!--CHAINS-->"
+"""Where the per-group chain scripts go."""
+
+COST_KEY = "cost_usd"
+"""Key of a call's cost in an answer's ``calls`` record, when a provider reports one."""
+
+STOP_CRITERIA = frozenset({"coherence", "novelty", "llm_novelty"})
+"""Stop reasons that name the criterion the last answer failed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """Results read from one path, with what its run directory recorded about them."""
+
+    path: Path
+    results: list[QuestionResult]
+    metadata: Mapping[str, Any] | None
+    read_thresholds: Thresholds
+    """Thresholds validity was recomputed with where the file does not record them."""
+
+
+def load_source(path: Path, thresholds: Thresholds | None = None) -> Source:
+    """Results and metadata at ``path`` (a run directory or an original-schema file).
+
+    Raises ``ValueError`` naming the problem when the path cannot be read or holds nothing.
+    """
+    read = thresholds or Thresholds()
+    try:
+        results = read_results(path, read)
+        metadata = read_metadata(path) if path.is_dir() else None
+    except (OSError, KeyError, TypeError, json.JSONDecodeError) as exc:
+        detail = f"missing key {exc}" if isinstance(exc, KeyError) else " ".join(str(exc).split())
+        raise ValueError(f"cannot read results at {path}: {detail}") from exc
+    if not results:
+        raise ValueError(f"no question results at {path}")
+    return Source(path, results, metadata, read)
+
+
+def _distinct(sources: Sequence[Source]) -> list[list[QuestionResult]]:
+    """Each source's results; a model that two sources share becomes ``MODEL [NAME]``.
+
+    Two paths with the same model and temperature would otherwise merge into one row.
+    """
+    counts: dict[tuple[str, float], int] = {}
+    for source in sources:
+        for key in group_results(source.results):
+            counts[key] = counts.get(key, 0) + 1
+    return [
+        [
+            dataclasses.replace(r, model=f"{r.model} [{source.path.name}]")
+            if counts[(r.model, r.temperature)] > 1
+            else r
+            for r in source.results
+        ]
+        for source in sources
+    ]
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is None or math.isfinite(value) else None
+
+
+def _cost(lines: Sequence[QuestionResult]) -> float | None:
+    """Summed ``cost_usd`` of every call, or None when no call recorded one."""
+    total, known = 0.0, False
+    for line in lines:
+        for answer in line.answers:
+            for stats in (answer.extra.get("calls") or {}).values():
+                if isinstance(stats, Mapping) and stats.get(COST_KEY) is not None:
+                    total += float(stats[COST_KEY])
+                    known = True
+    return total if known else None
+
+
+def _thresholds_dict(thresholds: Thresholds) -> dict[str, float | None]:
+    return {"c": thresholds.coherence, "n": thresholds.novelty, "l": thresholds.llm_novelty}
+
+
+def failure(
+    answers: Sequence[AnswerRow], stop_reason: str | None, thresholds: Thresholds
+) -> dict[str, Any] | None:
+    """The failing answer of a chain: its index, criterion, value and threshold, or None.
+
+    The failing answer is the first invalid one when the chain stopped by the rule; a chain
+    that hit the answer cap, errored or was interrupted has none.
+    """
+    failed = next((a for a in answers if not a.valid), None)
+    if failed is None or stop_reason not in STOP_CRITERIA | {"unscored"}:
+        return None
+    if stop_reason == "unscored":
+        return {"index": failed.index, "criterion": "unscored", "value": None, "threshold": None}
+    value = {
+        "coherence": failed.coherence,
+        "novelty": failed.novelty,
+        "llm_novelty": failed.llm_novelty,
+    }[stop_reason]
+    limit = {
+        "coherence": thresholds.coherence,
+        "novelty": thresholds.novelty,
+        "llm_novelty": thresholds.llm_novelty,
+    }[stop_reason]
+    return {
+        "index": failed.index,
+        "criterion": stop_reason,
+        "value": _finite(value),
+        "threshold": limit,
+    }
+
+
+RAW_SAME = 0
+"""Raw-reply code: the reply was exactly the answer."""
+
+RAW_TAGGED = 1
+"""Raw-reply code: the reply was exactly ``<answer>ANSWER</answer>``."""
+
+
+def raw_code(raw: Any, answer: str) -> str | int | None:
+    """The raw reply as the page stores it: None when not recorded, a code when it is the
+    answer itself or the answer in tags (the page rebuilds it byte for byte), else the text.
+
+    Replies are nearly always the answer in tags, so this halves the size of a run's page.
+    """
+    if not isinstance(raw, str):
+        return None
+    if raw == answer:
+        return RAW_SAME
+    if raw == f"<answer>{answer}</answer>":
+        return RAW_TAGGED
+    return raw
+
+
+def _chain(line: QuestionResult) -> list[list[Any]]:
+    """Answers as ``[index, text, coherence, novelty, llm novelty, valid, raw reply]``."""
+    return [
+        [
+            a.index,
+            a.answer,
+            _finite(a.coherence),
+            _finite(a.novelty),
+            _finite(a.llm_novelty),
+            a.valid,
+            raw_code(a.extra.get("raw_reply"), a.answer),
+        ]
+        for a in line.answers
+    ]
+
+
+def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list[list[Any]]]]]:
+    """The page's summary document and, per group, the chains of its lines.
+
+    Groups (rows of the leaderboard) are (model, temperature) pairs in the order
+    ``summarise`` gives them; ``lines`` lists every question line with its group, question
+    and failing answer; the chains are in the same order as each group's ``lines``.
+    """
+    per_source = _distinct(sources)
+    results = [r for rs in per_source for r in rs]
+    origin: dict[tuple[str, float], Source] = {}
+    for source, rs in zip(sources, per_source, strict=True):
+        for r in rs:
+            origin.setdefault((r.model, r.temperature), source)
+    questions = question_order(results)
+    number = {q: i for i, q in enumerate(questions)}
+    groups = group_results(results)
+    rows = summarise(results)
+    temperatures = len({t for _, t in groups})
+    names = short_names(list(dict.fromkeys(m for m, _ in groups)))
+    group_docs: list[dict[str, Any]] = []
+    lines: list[dict[str, Any]] = []
+    chains: list[list[list[list[Any]]]] = []
+    for g, row in enumerate(rows):
+        key = (row.model, row.temperature)
+        source = origin[key]
+        meta = source.metadata or {}
+        settings = meta.get("settings") or {}
+        recorded = row.thresholds is not None
+        shown = row.thresholds or source.read_thresholds
+        group_docs.append(
+            {
+                "label": group_label(names[row.model], row.temperature, temperatures),
+                "row": json.loads(json.dumps(row.to_dict(), default=str)),
+                "source": source.path.name,
+                "kind": "run directory" if source.path.is_dir() else "results file",
+                "judge_model": settings.get("judge_model"),
+                "embedding_model": row.embedding_model or settings.get("embedding_model"),
+                "thresholds": describe_thresholds(shown)
+                + ("" if recorded else " (not recorded; validity recomputed with these)"),
+                "prompts_sha256": meta.get("prompts_sha256"),
+                "cost_usd": _cost(groups[key]),
+            }
+        )
+        group_chains: list[list[list[Any]]] = []
+        for line in groups[key]:
+            thresholds = line.thresholds or source.read_thresholds
+            lines.append(
+                {
+                    "g": g,
+                    "q": number[line.question],
+                    "r": line.repeat,
+                    "k": len(group_chains),
+                    "score": line.score,
+                    "n": len(line.answers),
+                    "stop": line.stop_reason,
+                    "error": line.error,
+                    "finished": line.finished,
+                    "t": _thresholds_dict(thresholds),
+                    "fail": failure(line.answers, line.stop_reason, thresholds),
+                }
+            )
+            group_chains.append(_chain(line))
+        chains.append(group_chains)
+    comparisons = {}
+    models = list(dict.fromkeys(r.model for r in results))
+    for a, b in combinations(models, 2):
+        comparison = paired_comparison(results, a, b)
+        differences = question_differences(results, a, b)
+        comparisons[f"{models.index(a)}|{models.index(b)}"] = {
+            **comparison.to_dict(),
+            "per_question": [[number[q], d] for q, d in differences.items()],
+        }
+    data = {
+        "title": ", ".join(s.path.name for s in sources),
+        "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "counting": COUNTING,
+        "questions": questions,
+        "groups": group_docs,
+        "lines": lines,
+        "models": models,
+        "comparisons": comparisons,
+        "warnings": [
+            w.replace("--compare A B gives", "the paired comparison below gives")
+            for w in warnings(results)
+        ]
+        + provenance_warnings(group_docs),
+    }
+    return data, chains
+
+
+def provenance_warnings(groups: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Warnings for rows that differ in judge model or prompts (``warnings`` covers the
+    embedding model, thresholds and question sets)."""
+    found = []
+    for key, what in (("judge_model", "judge models"), ("prompts_sha256", "prompts")):
+        by_value: dict[Any, list[str]] = {}
+        for group in groups:
+            by_value.setdefault(group[key], []).append(group["label"])
+        if len(by_value) > 1:
+            detail = "; ".join(
+                f"{(value or 'not recorded')[:16]}: {', '.join(labels)}"
+                for value, labels in by_value.items()
+            )
+            found.append(
+                f"rows used different {what}, so their scores are not comparable ({detail})"
+            )
+    return found
+
+
+def _script_json(value: Any) -> str:
+    """JSON safe inside a ``<script>`` element: no ``<`` can close it or open a comment."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c")
+
+
+def build_html(sources: Sequence[Source]) -> str:
+    """The whole page for ``sources``."""
+    data, chains = view_data(sources)
+    template = resources.files("aidanbench.analysis").joinpath(TEMPLATE).read_text("utf-8")
+    blocks = "\n".join(
+        f'<script type="application/json" id="chains-{g}">{_script_json(c)}</script>'
+        for g, c in enumerate(chains)
+    )
+    return template.replace(DATA_SLOT, _script_json(data), 1).replace(CHAINS_SLOT, blocks, 1)
+
+
+def write_view(
+    paths: Sequence[Path | str], out: Path | str, thresholds: Thresholds | None = None
+) -> Path:
+    """Write the report of ``paths`` (run directories or results files) to ``out``.
+
+    Every path is read before anything is written. Raises ``ValueError`` naming the path
+    that cannot be read. ``thresholds`` recompute validity of original-schema files
+    (the benchmark's by default); run directories keep their own.
+    """
+    sources = [load_source(Path(p), thresholds) for p in paths]
+    html = build_html(sources)
+    target = Path(out)
+    atomic_write(target, html)
+    return target

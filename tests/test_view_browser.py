@@ -1,0 +1,302 @@
+"""The HTML report in a real browser: headless Chromium over the DevTools protocol.
+
+Every page is opened from ``file://`` with every other request failed and recorded, and
+each test ends by asserting the page attempted none. Screenshots land in a temporary
+directory (``--basetemp`` keeps them for a look).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aidanbench.analysis.results import QuestionResult
+from aidanbench.analysis.rundir import read_results
+from aidanbench.analysis.summary import paired_comparison
+from aidanbench.analysis.view import write_view
+
+from .browser import Browser, Page, chromium, chromium_path
+from .viewdata import PUBLISHED_RUN, make_run_dir
+
+CHROMIUM = chromium_path()
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="chromium is not installed (scripts/test.sh installs Debian's chromium; "
+        "apt-get install -y chromium)",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    assert CHROMIUM is not None
+    with chromium(CHROMIUM) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_run_dir(tmp_path_factory.mktemp("view") / "run")
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    opened = browser.new_page()
+    opened.viewport(1280, 800)
+    yield opened
+    assert opened.blocked == [], f"the page tried the network: {opened.blocked}"
+    browser.send("Target.closeTarget", {"targetId": opened.target})
+
+
+def open_report(page: Page, inputs: list[Path], out: Path) -> Path:
+    write_view(inputs, out)
+    page.open(out.as_uri())
+    return out
+
+
+def report_json(path: Path) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "aidanbench.cli.main", "report", "--json", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    payload: dict[str, Any] = json.loads(done.stdout)
+    return payload
+
+
+def fixed(value: float | None, digits: int) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def expected_cells(run: dict[str, Any]) -> dict[str, str]:
+    """The leaderboard cells of one ``report --json`` run, as the page should print them."""
+    stops = sorted(run["stop_reasons"].items(), key=lambda item: -item[1])
+    cells = {
+        "model": run["model"],
+        "score": str(run["score"]),
+        "question_count": str(run["question_count"]),
+        "finished": str(run["finished"]),
+        "errored": str(run["errored"]),
+        "novelty_sum": f"{run['novelty_sum']:.2f}",
+        "mean_coherence": fixed(run["mean_coherence"], 1),
+        "mean_novelty": fixed(run["mean_novelty"], 3),
+        "stop_reasons": ", ".join(f"{reason} {n}" for reason, n in stops),
+    }
+    if run["repeats"] > 1:
+        low, high = run["score_interval"]
+        cells["per_repeat"] = f"{run['mean_repeat_score']:.1f} [{low:.1f}, {high:.1f}]"
+    if run["mean_llm_novelty"] is not None:
+        cells["mean_llm_novelty"] = fixed(run["mean_llm_novelty"], 3)
+    if run["tokens"]:
+        cells["tokens"] = f"{run['tokens']:,}"
+    return cells
+
+
+LEADERBOARD = """[...document.querySelectorAll('#board tbody tr')].map((tr) => Object.fromEntries(
+  [...tr.querySelectorAll('[data-col]')].map((c) => [c.dataset.col, c.textContent])))"""
+
+
+@pytest.mark.parametrize("which", ["published", "run directory"])
+def test_leaderboard_equals_report_json(
+    page: Page, which: str, small_run: Path, tmp_path: Path
+) -> None:
+    source = PUBLISHED_RUN if which == "published" else small_run
+    open_report(page, [source], tmp_path / "report.html")
+    shown = page.evaluate(LEADERBOARD)
+    runs = report_json(source)["runs"]
+    assert len(shown) == len(runs)
+    by_model = {row["model"]: row for row in shown}
+    for run in runs:
+        row = by_model[run["model"]]
+        expected = expected_cells(run)
+        assert {k: row[k] for k in expected} == expected
+    total = page.evaluate("document.querySelector('#board tfoot [data-col=score]').textContent")
+    assert total == str(sum(run["score"] for run in runs))
+    ranked = [int(row["score"]) for row in shown]
+    assert ranked == sorted(ranked, reverse=True), "highest score first"
+    assert "cost" not in page.evaluate("document.querySelector('#board thead').textContent")
+
+
+def chain_items(page: Page) -> list[dict[str, Any]]:
+    return page.evaluate(
+        """[...document.querySelectorAll('#chain ol.answers li')].map((li) => ({
+          index: +li.dataset.index, valid: li.dataset.valid === 'true', cls: li.className,
+          coherence: li.querySelector('[data-metric=coherence] .num').textContent,
+          novelty: li.querySelector('[data-metric=novelty] .num').textContent,
+          llm: li.querySelector('[data-metric=llm_novelty] .num').textContent,
+          text: li.querySelector('.answer-text').textContent,
+          why: li.querySelector('.why') ? li.querySelector('.why').textContent : null,
+          raw: li.querySelector('pre.raw') ? li.querySelector('pre.raw').textContent : null}))"""
+    )
+
+
+def line_of(results: list[QuestionResult], model: str, question: int, repeat: int):
+    questions = list(dict.fromkeys(r.question for r in results))
+    return next(
+        r
+        for r in results
+        if r.model == model and r.question == questions[question] and r.repeat == repeat
+    )
+
+
+def assert_chain_shown(page: Page, line: QuestionResult) -> None:
+    items = chain_items(page)
+    assert [i["index"] for i in items] == [a.index for a in line.answers]
+    for item, answer in zip(items, line.answers, strict=True):
+        assert item["coherence"] == f"{answer.coherence:g}"
+        assert item["novelty"] == f"{answer.novelty:.3f}"
+        assert item["llm"] == f"{answer.llm_novelty:.3f}"
+        assert item["valid"] == answer.valid
+        assert item["text"] == answer.answer
+        assert item["raw"] == answer.extra["raw_reply"]
+    assert page.evaluate("document.getElementById('chain-score').textContent") == str(line.score)
+
+
+def test_a_clicked_cell_opens_its_chain(page: Page, small_run: Path, tmp_path: Path) -> None:
+    open_report(page, [small_run], tmp_path / "report.html")
+    results = read_results(small_run)
+    assert page.evaluate("document.querySelectorAll('ol.answers li').length") == 0
+    assert "alpha idea 1" not in page.evaluate("document.body.innerText"), (
+        "answer texts stay out of the DOM until a chain is opened"
+    )
+    page.click('#grid button.cell[data-g="0"][data-q="0"]')
+    page.wait_for("document.getElementById('chain').open")
+    line = line_of(results, "acme/alpha", 0, 1)
+    assert_chain_shown(page, line)
+    failed = chain_items(page)[-1]
+    assert "failed" in failed["cls"]
+    assert failed["why"] == "Answer 7 failed on novelty: 0.125 ≤ 0.15 (0.025 below the threshold)."
+    thresholds = "document.querySelectorAll('#chain svg.chart line[stroke-dasharray]').length"
+    assert page.evaluate(thresholds) == 2
+    chart_text = page.evaluate("document.querySelector('#chain svg.chart').textContent")
+    assert "threshold 15" in chart_text and "threshold 0.15" in chart_text
+
+    page.click("#chain .repeats button:nth-child(2)")
+    page.wait_for("document.getElementById('chain-title').textContent.includes('repeat 2')")
+    assert_chain_shown(page, line_of(results, "acme/alpha", 0, 2))
+
+    page.press("Escape", 27)
+    page.wait_for("!document.getElementById('chain').open")
+    focused = "document.activeElement.dataset.g + ':' + document.activeElement.dataset.q"
+    assert page.evaluate(focused) == "0:0", "closing returns focus to the cell"
+    page.press("ArrowDown", 40)
+    page.press("ArrowRight", 39)
+    assert page.evaluate(focused) == "1:1"
+    page.press("Enter", 13, "\r")
+    page.wait_for("document.getElementById('chain').open")
+    beta = line_of(results, "acme/beta", 1, 1)
+    assert_chain_shown(page, beta)
+    error = page.evaluate("document.querySelector('#chain .error').textContent")
+    assert "model host answered HTTP 500" in error
+
+
+def test_keyboard_reaches_the_heat_map(page: Page, small_run: Path, tmp_path: Path) -> None:
+    open_report(page, [small_run], tmp_path / "report.html")
+    page.evaluate("document.getElementById('stopfilter').focus()")
+    page.press("Tab", 9)
+    assert page.evaluate("document.activeElement.className") == "cell"
+    label = page.evaluate("document.activeElement.getAttribute('aria-label')")
+    assert label.startswith("alpha, Q1: score 6.5 (mean of 2 repeats)")
+
+
+def visible_questions(page: Page) -> list[int]:
+    return page.evaluate(
+        "[...document.querySelectorAll('#grid tbody tr')].filter((tr) => !tr.hidden)"
+        ".map((tr) => +tr.dataset.q)"
+    )
+
+
+def test_filters_by_question_text_and_stop_reason(
+    page: Page, small_run: Path, tmp_path: Path
+) -> None:
+    open_report(page, [small_run], tmp_path / "report.html")
+    page.evaluate("document.getElementById('qfilter').focus()")
+    page.send("Input.insertText", text="LIBRARY")
+    assert visible_questions(page) == [1]
+    assert page.evaluate("document.getElementById('shown').textContent") == (
+        "showing 1 of 3 questions"
+    )
+    page.evaluate(
+        "(() => { const q = document.getElementById('qfilter'); q.value = '';"
+        " q.dispatchEvent(new Event('input')); const s = document.getElementById('stopfilter');"
+        " s.value = 'coherence'; s.dispatchEvent(new Event('change')); })()"
+    )
+    assert visible_questions(page) == [1, 2]
+    lit = page.evaluate(
+        "[...document.querySelectorAll('#grid tr:not([hidden]) button.cell:not(.dim)')]"
+        ".map((b) => b.dataset.g + ':' + b.dataset.q)"
+    )
+    assert lit == ["0:1", "1:2"]
+
+
+def test_paired_comparison_of_two_chosen_models(
+    page: Page, small_run: Path, tmp_path: Path
+) -> None:
+    open_report(page, [small_run], tmp_path / "report.html")
+    page.evaluate(
+        "(() => { const a = document.getElementById('cmp-a'), b = document.getElementById('cmp-b');"
+        " a.value = '1'; b.value = '0'; a.dispatchEvent(new Event('change')); })()"
+    )
+    expected = paired_comparison(read_results(small_run), "acme/beta", "acme/alpha")
+    assert expected.interval is not None
+    text = page.evaluate("document.getElementById('cmptext').textContent")
+    low, high = expected.interval
+    sign = lambda v: ("+" if v > 0 else "−" if v < 0 else "") + f"{abs(v):.1f}"  # noqa: E731
+    assert text.startswith(f"acme/beta − acme/alpha: −{abs(expected.difference)} over 4 ")
+    assert f"95% bootstrap CI [{sign(low)}, {sign(high)}]" in text
+    rows = page.evaluate(
+        "[...document.querySelectorAll('#cmptable tbody tr')]"
+        ".map((tr) => [+tr.dataset.q, tr.children[2].textContent])"
+    )
+    assert rows == [[0, "−8"], [2, "−6"]]
+
+
+def test_the_network_watch_catches_a_request(page: Page, tmp_path: Path) -> None:
+    """The guard every test relies on: a page that reaches out is caught."""
+    leaky = tmp_path / "leaky.html"
+    leaky.write_text(
+        '<img src="http://192.0.2.1/pixel.png"><script>document.documentElement.dataset.ready'
+        " = '1'</script>"
+    )
+    page.open(leaky.as_uri())
+    page.browser.pump(0.5)
+    assert page.blocked == ["http://192.0.2.1/pixel.png"]
+    page.blocked.clear()
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    width, height = struct.unpack(">II", path.read_bytes()[16:24])
+    return width, height
+
+
+def test_screenshots_of_the_published_run(page: Page, tmp_path: Path) -> None:
+    shots = tmp_path / "screenshots"
+    open_report(page, [PUBLISHED_RUN], tmp_path / "published.html")
+    board = page.screenshot(shots / "leaderboard-1280x800.png")
+    page.click("#grid button.cell")
+    page.wait_for("document.getElementById('chain').open")
+    chain = page.screenshot(shots / "chain-1280x800.png")
+    assert png_size(board) == png_size(chain) == (1280, 800)
+    page.press("Escape", 27)
+    page.viewport(390, 844, mobile=True)
+    page.open((tmp_path / "published.html").as_uri())
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390, (
+        "wide tables scroll inside their boxes; the page itself fits a phone"
+    )
+    page.screenshot(shots / "leaderboard-390.png")
+    page.click("#grid button.cell")
+    page.wait_for("document.getElementById('chain').open")
+    assert page.evaluate("document.getElementById('chain').scrollWidth") <= 390
+    phone = page.screenshot(shots / "chain-390.png")
+    assert png_size(phone) == (390, 844)
