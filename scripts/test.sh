@@ -12,6 +12,12 @@ python -m pip install -q --upgrade pip
 python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[dev,local,server]" --config-settings editable_mode=strict
 
+# The HTML report's tests drive a real browser, Debian's chromium (CI runs this as root).
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -q && apt-get install -y -q chromium; } >/dev/null \
+        || echo "chromium could not be installed: the browser tests will be skipped" >&2
+fi
+
 ruff check .
 ruff format --check .
 mypy graph nodes services analysis cli testing bench
