@@ -27,7 +27,7 @@ from typing import Any
 from aidanbench.analysis.results import AnswerRow, QuestionResult
 from aidanbench.analysis.rundir import atomic_write, read_metadata, read_results
 from aidanbench.analysis.summary import (
-    COUNTING,
+    caption,
     describe_thresholds,
     group_label,
     group_results,
@@ -268,14 +268,17 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
     data = {
         "title": ", ".join(s.path.name for s in sources),
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "counting": COUNTING,
+        "counting": caption(rows),
         "questions": questions,
         "groups": group_docs,
         "lines": lines,
         "models": models,
         "comparisons": comparisons,
         "warnings": [
-            w.replace("--compare A B gives", "the paired comparison below gives")
+            w.replace(
+                "--compare A B gives a paired difference",
+                "the paired comparison below compares two models on the questions both ran",
+            )
             for w in warnings(results)
         ]
         + provenance_warnings(group_docs),
