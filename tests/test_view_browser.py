@@ -128,6 +128,29 @@ def test_leaderboard_equals_report_json(
     assert "cost" not in page.evaluate("document.querySelector('#board thead').textContent")
 
 
+CONTRAST = """(() => {
+  const rgb = (css) => css.match(/\\d+/g).slice(0, 3).map(Number);
+  const lum = (c) => { const [r, g, b] = c.map((v) => { v /= 255;
+    return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  return [...document.querySelectorAll('#grid button.cell, #board td, #board th, .hint, .caption')]
+    .map((el) => { let node = el, bg = 'rgba(0, 0, 0, 0)';
+      while (node && /rgba\\(0, 0, 0, 0\\)|transparent/.test(bg)) {
+        bg = getComputedStyle(node).backgroundColor; node = node.parentElement; }
+      if (/rgba\\(0, 0, 0, 0\\)/.test(bg)) bg = 'rgb(255, 255, 255)';
+      const [hi, lo] = [lum(rgb(getComputedStyle(el).color)), lum(rgb(bg))].sort((a, b) => b - a);
+      return (hi + 0.05) / (lo + 0.05); });
+})()"""
+
+
+def test_text_contrast_meets_wcag_aa(page: Page, tmp_path: Path) -> None:
+    """Every heat-map cell (whatever its colour), leaderboard cell and hint: at least 4.5:1."""
+    open_report(page, [PUBLISHED_RUN], tmp_path / "report.html")
+    ratios = page.evaluate(CONTRAST)
+    assert len(ratios) > 50
+    assert min(ratios) >= 4.5
+
+
 def chain_items(page: Page) -> list[dict[str, Any]]:
     return page.evaluate(
         """[...document.querySelectorAll('#chain ol.answers li')].map((li) => ({
