@@ -68,6 +68,8 @@ class Page:
         """URLs the page tried to load that are not local (all were failed)."""
         self.requested: list[str] = []
         """Every URL the page requested, local or not."""
+        self.errors: list[str] = []
+        """Uncaught script exceptions."""
 
     def send(self, method: str, **params: Any) -> dict[str, Any]:
         return self.browser.send(method, params, self.session)
@@ -92,6 +94,9 @@ class Page:
             url = params["request"]["url"]
             if not url.startswith(LOCAL_SCHEMES):
                 self.block(url)
+        elif method == "Runtime.exceptionThrown":
+            details = params["exceptionDetails"]
+            self.errors.append(details.get("exception", {}).get("description") or details["text"])
         elif method == "Network.webSocketCreated":
             self.block(params["url"])
 

@@ -55,6 +55,7 @@ def page(browser: Browser) -> Iterator[Page]:
     opened.viewport(1280, 800)
     yield opened
     assert opened.blocked == [], f"the page tried the network: {opened.blocked}"
+    assert opened.errors == [], f"script errors: {opened.errors}"
     browser.send("Target.closeTarget", {"targetId": opened.target})
 
 
@@ -296,6 +297,18 @@ def test_the_network_watch_catches_a_request(page: Page, tmp_path: Path) -> None
     page.browser.pump(0.5)
     assert page.blocked == ["http://192.0.2.1/pixel.png"]
     page.blocked.clear()
+
+
+def test_one_model_without_repeats(page: Page, tmp_path: Path) -> None:
+    data = json.loads(PUBLISHED_RUN.read_text("utf-8"))
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps({"models": {"gpt-4-turbo": data["models"]["gpt-4-turbo"]}}))
+    open_report(page, [one], tmp_path / "one.html")
+    assert [row["score"] for row in page.evaluate(LEADERBOARD)] == ["224"]
+    assert page.evaluate("document.getElementById('cmptext').textContent") == (
+        "Only one model: nothing to compare."
+    )
+    assert page.evaluate("document.querySelectorAll('#grid td.none').length") == 0
 
 
 def png_size(path: Path) -> tuple[int, int]:
