@@ -19,6 +19,7 @@ whether the hub answers, and the error names the endpoint and why; with
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -165,12 +166,12 @@ def dataset_question_set(
     path = Path(name_or_path)
     revision: str | None = None
     if path.exists():
-        loaded, kind = _load_local(datasets, path), "local"
+        (dataset, chosen), kind = _load_local(datasets, path, split), "local"
     elif path.suffix.lower() in DATA_FILE_BUILDERS or name_or_path.startswith((".", "/", "~")):
         raise QuestionSourceError(f"dataset file or folder not found: {name_or_path}")
     else:
         (loaded, revision), kind = _load_hub(datasets, name_or_path), "hub"
-    dataset, chosen = _one_split(datasets, loaded, split, name_or_path)
+        dataset, chosen = _one_split(datasets, loaded, split, name_or_path)
     where = f"dataset {name_or_path}" + (f" (split {chosen})" if chosen else "")
     columns = list(dataset.column_names)
     if question_field not in columns:
@@ -204,23 +205,58 @@ def _import_datasets() -> Any:
     return datasets
 
 
-def _load_local(datasets: Any, path: Path) -> Any:
-    """A ``save_to_disk`` folder, a folder of data files, or one data file."""
+def _load_local(datasets: Any, path: Path, split: str | None) -> tuple[Any, str | None]:
+    """One split of a ``save_to_disk`` folder, a folder of data files, or one data file.
+
+    A saved ``DatasetDict`` is read one split at a time (each is a saved dataset), and
+    an empty saved dataset or data file is reported before ``datasets`` reads it: it
+    fails on empty data with errors that do not say so.
+    """
     try:
+        if (path / "dataset_dict.json").is_file():
+            names = json.loads((path / "dataset_dict.json").read_text("utf-8"))["splits"]
+            chosen = _choose_split(list(names), split, str(path))
+            return _load_saved(datasets, path / chosen, f"dataset {path} (split {chosen})"), chosen
+        if (path / "dataset_info.json").is_file():
+            if split is not None:
+                raise QuestionSourceError(
+                    f"dataset {path} has no splits (a single saved dataset); leave out "
+                    "--questions-split"
+                )
+            return _load_saved(datasets, path, f"dataset {path}"), None
         if path.is_dir():
-            if (path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists():
-                return datasets.load_from_disk(str(path))
-            return datasets.load_dataset(str(path))
+            return _one_split(datasets, datasets.load_dataset(str(path)), split, str(path))
         builder = DATA_FILE_BUILDERS.get(path.suffix.lower())
         if builder is None:
             raise QuestionSourceError(
                 f"dataset file {path} is not {', '.join(sorted(DATA_FILE_BUILDERS))}"
             )
-        return datasets.load_dataset(builder, data_files=str(path))
+        if _empty_file(path, builder):
+            raise QuestionSourceError(f"dataset {path} holds no questions")
+        loaded = datasets.load_dataset(builder, data_files=str(path))
+        return _one_split(datasets, loaded, split, str(path))
     except QuestionSourceError:
         raise
     except Exception as exc:  # datasets raises many kinds; each is a bad source here
         raise QuestionSourceError(f"cannot read dataset {path}: {_one_line(exc)}") from None
+
+
+def _load_saved(datasets: Any, folder: Path, where: str) -> Any:
+    state = json.loads((folder / "state.json").read_text("utf-8"))
+    if not state.get("_data_files"):
+        raise QuestionSourceError(f"{where} holds no questions")
+    return datasets.load_from_disk(str(folder))
+
+
+def _empty_file(path: Path, builder: str) -> bool:
+    if builder == "parquet":
+        import pyarrow.parquet as pq
+
+        return bool(pq.ParquetFile(path).metadata.num_rows == 0)
+    if builder in ("json", "csv"):
+        lines = [x for x in path.read_text("utf-8").splitlines() if x.strip()]
+        return not lines or (builder == "csv" and len(lines) == 1)
+    return False
 
 
 def _load_hub(datasets: Any, name: str) -> tuple[Any, str | None]:
@@ -280,27 +316,27 @@ def _probe_hub(name: str) -> str | None:
 
 
 def _one_split(datasets: Any, loaded: Any, split: str | None, name: str) -> tuple[Any, str | None]:
-    """The split asked for, or the only one; an error lists the splits when it must choose."""
+    """The split asked for, or the only one, of what ``load_dataset`` returned."""
     if not isinstance(loaded, datasets.DatasetDict):
-        if split is not None:
-            raise QuestionSourceError(
-                f"dataset {name} has no splits (a single saved dataset); leave out "
-                "--questions-split"
-            )
         return loaded, None
-    splits = list(loaded)
+    chosen = _choose_split(list(loaded), split, name)
+    return loaded[chosen], chosen
+
+
+def _choose_split(splits: list[str], split: str | None, name: str) -> str:
+    """``split`` if the dataset has it, else its only split; an error lists the splits."""
     if split is None:
         if len(splits) != 1:
             raise QuestionSourceError(
                 f"dataset {name} has splits {', '.join(splits) or 'none'}; choose one with "
                 "--questions-split"
             )
-        split = splits[0]
-    if split not in loaded:
+        return splits[0]
+    if split not in splits:
         raise QuestionSourceError(
             f"dataset {name} has no split {split!r} (splits: {', '.join(splits)})"
         )
-    return loaded[split], split
+    return split
 
 
 def _one_line(exc: BaseException) -> str:
