@@ -2,7 +2,8 @@
 
 Users know the benchmark as ``vf-eval aidanbench -m MODEL -n N -r R -T TEMP -a JSON``. A
 seed command ports by replacing ``vf-eval aidanbench`` with ``aidanbench run``: ``-m``,
-``-r`` and ``-T`` are short names of ``--model``, ``--repeats`` and ``--temperature``;
+``-r``, ``-T``, ``-b`` and ``-k`` are short names of ``--model``, ``--repeats``,
+``--temperature``, ``--base-url`` and ``--api-key-env`` (``run`` declares them);
 ``-n`` is the number of questions run; ``-a`` takes exactly the environment's keys and
 maps each onto the option that means the same. A key the environment does not have is an
 error, never ignored, and so is a key that contradicts a flag given on the command line:

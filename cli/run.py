@@ -64,8 +64,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "-r", "--repeats", type=int, default=1, metavar="K", help="runs of each question (1)"
     )
-    p.add_argument("--base-url", help="OpenAI-compatible URL of the model under test")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR")
+    p.add_argument("-b", "--base-url", help="OpenAI-compatible URL of the model under test")
+    p.add_argument("-k", "--api-key-env", default="OPENAI_API_KEY", metavar="VAR")
     p.add_argument("--judge-model", default="o1-mini")
     p.add_argument("--judge-base-url")
     p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", metavar="VAR")
