@@ -23,6 +23,7 @@ from aidanbench.graph.question_sources import (
     QuestionSet,
     QuestionSourceError,
     dataset_question_set,
+    quiet_datasets,
     validated,
 )
 
@@ -67,6 +68,7 @@ def resolve_questions(args: argparse.Namespace) -> QuestionSet:
         if inline is not None:
             found = QuestionSet(validated(inline, "-a questions", limit), {"kind": "list"})
         elif is_dataset:
+            quiet_datasets()
             found = dataset_question_set(
                 dataset if dataset is not None else str(path),
                 split=split,

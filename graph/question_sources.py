@@ -200,9 +200,21 @@ def _import_datasets() -> Any:
         raise QuestionSourceError(
             f"reading Hugging Face datasets needs the [hf] extra: {HF_EXTRA_HINT}"
         ) from None
+    return datasets
+
+
+def quiet_datasets() -> None:
+    """Turn off ``datasets``' progress bars and notices, for callers whose stderr is for errors.
+
+    The command line calls it (its errors are one line on stderr); the graph API leaves a
+    library user's process as it was.
+    """
+    try:
+        import datasets
+    except ImportError:
+        return
     datasets.disable_progress_bars()
     datasets.logging.set_verbosity_error()
-    return datasets
 
 
 def _load_local(datasets: Any, path: Path, split: str | None) -> tuple[Any, str | None]:

@@ -240,6 +240,27 @@ def test_missing_extra_is_one_line(
 
 
 @pytest.mark.slow
+def test_error_after_datasets_has_read_a_file_is_still_one_line(
+    hf_stub: OpenAIStub, api_key: str, tmp_path: Path
+) -> None:
+    """``datasets`` reports progress on stderr while it converts a file; the command mutes it."""
+    datasets.Dataset.from_list(rows(QUESTIONS, field="prompt")).to_parquet(
+        str(tmp_path / "q.parquet")
+    )
+    args = [
+        *endpoint_args(hf_stub, tmp_path / "r"),
+        "--questions-file",
+        str(tmp_path / "q.parquet"),
+    ]
+    done = run_command(args, hf_env(tmp_path, api_key))
+    assert done.returncode == 2, done.stderr
+    err = done.stderr.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "has no field 'question' (fields: id, prompt)" in err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
 def test_offline_name_not_cached_fails_at_once(
     hf_stub: OpenAIStub, api_key: str, tmp_path: Path
 ) -> None:
