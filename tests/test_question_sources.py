@@ -334,3 +334,54 @@ async def test_benchmark_graph_runs_a_dataset(
     )
     assert sorted(r["question"] for r in out["results"]) == sorted(QUESTIONS[:2])
     assert out["summary"]["score"] == 4
+
+
+def test_silent_hub_is_given_up_after_the_probe_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hub that accepts the connection and never answers (as a filtering network might)."""
+    import httpx
+
+    from aidanbench.graph import question_sources
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        host = f"127.0.0.1:{silent.getsockname()[1]}"
+        monkeypatch.setenv("HF_ENDPOINT", f"http://{host}")
+        monkeypatch.setattr(question_sources, "HUB_PROBE_TIMEOUT", httpx.Timeout(0.5))
+        with pytest.raises(question_sources.QuestionSourceError) as caught:
+            question_sources._probe_hub("someone/some-set")
+    message = str(caught.value)
+    assert f"the Hugging Face Hub ({host}) did not answer (time-out: 0.5 s to connect" in message
+    assert "HF_HUB_OFFLINE=1" in message and "\n" not in message
+
+
+def test_probe_names_the_revision_to_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hub's answer names the dataset's commit; that is the revision loaded and recorded."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from aidanbench.graph import question_sources
+
+    class Hub(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            known = self.path == "/api/datasets/someone/some-set"
+            body = json.dumps({"id": "someone/some-set", "sha": "0123abcd"} if known else {})
+            self.send_response(200 if known else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        assert question_sources._probe_hub("someone/some-set") == "0123abcd"
+        assert question_sources._probe_hub("someone/other") is None, "404: datasets says why"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
