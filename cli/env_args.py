@@ -115,8 +115,13 @@ def apply(args: argparse.Namespace) -> None:
     """Fold ``-a`` into the options it maps onto, in place; check ``-n`` and conflicts.
 
     After this, every option holds a plain value and ``args.questions_list`` holds the
-    ``questions`` key's list (or None). ``args.questions`` is the question limit.
+    ``questions`` key's list (or None). ``args.questions`` is the question limit. Applying
+    twice changes nothing (``run_spec`` applies it for callers that parse arguments
+    themselves).
     """
+    if getattr(args, "env_args_applied", False):
+        return
+    args.env_args_applied = True
     explicit = {d for d in EXPLICIT_CHECKED if not isinstance(getattr(args, d, None), NotGiven)}
     for dest in EXPLICIT_CHECKED:
         value = getattr(args, dest, None)

@@ -119,6 +119,7 @@ def _json_object(text: str) -> dict[str, Any]:
 
 def run_spec(args: argparse.Namespace) -> dict[str, Any]:
     """The run's settings as stored in metadata (no secrets: variable names only)."""
+    env_args.apply(args)
     if args.repeats < 1:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
     if args.concurrency < 1:
@@ -260,7 +261,6 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     ``services`` defaults to OpenAI-compatible clients on aiohttp pools, closed when the
     run ends (``services.clients`` says why this transport here).
     """
-    env_args.apply(args)
     run_dir: Path = args.run_dir
     spec = run_spec(args)
     stored = rundir.read_metadata(run_dir) if run_dir.exists() else None
