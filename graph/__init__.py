@@ -43,7 +43,12 @@ if TYPE_CHECKING:
         build_benchmark_graph,
     )
     from aidanbench.graph.question import build_question_graph
-    from aidanbench.graph.question_sources import QuestionSet, QuestionSourceError, load_questions
+    from aidanbench.graph.question_sources import (
+        QuestionSet,
+        QuestionSourceError,
+        load_question_set,
+        load_questions,
+    )
     from aidanbench.graph.settings import Settings, StopReason
     from aidanbench.graph.state import (
         AnswerRecord,
@@ -66,6 +71,7 @@ _EXPORTS = {
     "QuestionSet": "aidanbench.graph.question_sources",
     "QuestionSourceError": "aidanbench.graph.question_sources",
     "load_questions": "aidanbench.graph.question_sources",
+    "load_question_set": "aidanbench.graph.question_sources",
     "StopReason": "aidanbench.graph.settings",
     "Thresholds": "aidanbench.graph.thresholds",
     "QuestionInput": "aidanbench.graph.state",
@@ -99,6 +105,7 @@ __all__ = [
     "build_benchmark_graph",
     "build_question_graph",
     "default_services",
+    "load_question_set",
     "load_questions",
 ]
 
