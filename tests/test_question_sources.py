@@ -183,6 +183,10 @@ def test_questions_field_chooses_the_column(
     meta = json.loads((tmp_path / "r" / "metadata.json").read_text())
     assert meta["questions_source"]["field"] == "prompt"
     assert meta["questions_sha256"] == question_set_hash(QUESTIONS[:1])
+    calls = hf_stub.count()
+    assert main([*args, "--questions-field", "prompt", "-n", "1"]) == 0, "the same command resumes"
+    assert hf_stub.count() == calls, "finished questions are skipped"
+    assert main([*args, "--questions-field", "prompt"]) == 2, "another question set is refused"
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str], status: int) -> str:
