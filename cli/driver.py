@@ -23,6 +23,7 @@ from langchain_core.runnables import RunnableConfig
 from aidanbench.analysis import rundir
 from aidanbench.cli.checkpoints import open_checkpointer
 from aidanbench.cli.progress import Progress
+from aidanbench.graph.metric_names import environment_aliases
 from aidanbench.graph.question import build_question_graph
 from aidanbench.graph.settings import Settings
 from aidanbench.nodes.prepare import ERROR_KINDS
@@ -77,6 +78,7 @@ class Task:
                 "llm_novelty": s.thresholds.llm_novelty,
             },
             **{k: output.get(k) for k in keep},
+            **environment_aliases(output, s.reward_mode),
             "answers": output.get("answers") or [],
         }
 

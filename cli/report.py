@@ -19,6 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from aidanbench.analysis.environment_metrics import line_metrics, rollout_means
 from aidanbench.analysis.results import QuestionResult
 from aidanbench.analysis.rundir import read_results
 from aidanbench.analysis.summary import (
@@ -205,8 +206,14 @@ def report_payload(
     comparison: PairedComparison | None = None,
     question_fields: Mapping[LineKey, Mapping[str, Any]] | None = None,
     run_fields: Mapping[tuple[str, float], Mapping[str, Any]] | None = None,
+    reward_mode: str = "count",
 ) -> dict[str, Any]:
-    """The ``--json`` document; ``*_fields`` add keys to chosen runs or question lines."""
+    """The ``--json`` document; ``*_fields`` add keys to chosen runs or question lines.
+
+    Question lines carry their metrics under our names and the environment's; each run
+    carries ``rollout_means``, the environment metrics averaged over its lines as
+    ``vf-eval`` reports them (``aidanbench.analysis.environment_metrics``).
+    """
     numbers = {q: i for i, q in enumerate(question_order(results), 1)}
     groups = group_results(results)
     runs = []
@@ -215,11 +222,20 @@ def report_payload(
         questions = [
             {
                 **question_entry(r, numbers[r.question]),
+                **line_metrics(r, reward_mode),
                 **(question_fields or {}).get(line_key(r), {}),
             }
             for r in groups[key]
         ]
-        runs.append({**row.to_dict(), **(run_fields or {}).get(key, {}), "questions": questions})
+        runs.append(
+            {
+                **row.to_dict(),
+                "reward_mode": reward_mode,
+                "rollout_means": rollout_means(groups[key], reward_mode),
+                **(run_fields or {}).get(key, {}),
+                "questions": questions,
+            }
+        )
     payload: dict[str, Any] = {"counting": COUNTING, "runs": runs, "warnings": warnings(results)}
     if comparison is not None:
         payload["comparison"] = comparison.to_dict()
@@ -244,7 +260,10 @@ def run(args: argparse.Namespace) -> int:
     rows = summarise(results)
     comparison = compare(results, args.compare)
     if args.json:
-        print(json.dumps(report_payload(results, rows, comparison=comparison), indent=2))
+        payload = report_payload(
+            results, rows, comparison=comparison, reward_mode=recorded_reward_mode(args.path)
+        )
+        print(json.dumps(payload, indent=2))
         return 0
     console = make_console()
     render_summary(rows, console)
@@ -254,6 +273,16 @@ def run(args: argparse.Namespace) -> int:
         console.print("\n" + comparison_text(comparison), markup=False)
     print_warnings(warnings(results), console)
     return 0
+
+
+def recorded_reward_mode(path: str) -> str:
+    """The reward mode a run directory was started with; ``count`` for results files."""
+    from aidanbench.analysis.rundir import read_metadata
+
+    directory = Path(path)
+    metadata = read_metadata(directory) if directory.is_dir() else None
+    mode = ((metadata or {}).get("spec") or {}).get("reward_mode")
+    return mode if mode in ("count", "novelty_sum") else "count"
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:

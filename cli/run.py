@@ -25,12 +25,11 @@ from pydantic import ValidationError
 
 from aidanbench.analysis import rundir
 from aidanbench.analysis.view import write_view
-from aidanbench.cli import loop
+from aidanbench.cli import env_args, loop, question_source
 from aidanbench.cli.driver import Task, drive, errored
 from aidanbench.cli.errors import UsageError
 from aidanbench.cli.preflight import check_reachable
 from aidanbench.cli.progress import Progress
-from aidanbench.cli.questions import load_questions
 from aidanbench.cli.remote import drive_remote
 from aidanbench.graph.questions import question_set_hash
 from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL, Settings
@@ -51,16 +50,25 @@ def register(subparsers: Any) -> None:
         help="score models on AidanBench (resumable)",
         description="Score models on AidanBench. Run the same command again to resume.",
     )
-    p.add_argument("--model", action="append", required=True, help="model under test (repeatable)")
     p.add_argument(
-        "--temperature", action="append", type=float, help="sampling temperature (repeatable; 0.7)"
+        "-m", "--model", action="append", required=True, help="model under test (repeatable)"
+    )
+    p.add_argument(
+        "-T",
+        "--temperature",
+        action="append",
+        type=float,
+        help="sampling temperature (repeatable; 0.7)",
     )
     which = p.add_mutually_exclusive_group()
     which.add_argument("--questions", type=int, metavar="N", help="the first N bundled questions")
     which.add_argument("--questions-file", type=Path, metavar="PATH", help="your own questions")
-    p.add_argument("--repeats", type=int, default=1, metavar="K", help="runs of each question (1)")
-    p.add_argument("--base-url", help="OpenAI-compatible URL of the model under test")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR")
+    question_source.register(p, which)
+    p.add_argument(
+        "-r", "--repeats", type=int, default=1, metavar="K", help="runs of each question (1)"
+    )
+    p.add_argument("-b", "--base-url", help="OpenAI-compatible URL of the model under test")
+    p.add_argument("-k", "--api-key-env", default="OPENAI_API_KEY", metavar="VAR")
     p.add_argument("--judge-model", default="o1-mini")
     p.add_argument("--judge-base-url")
     p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", metavar="VAR")
@@ -98,6 +106,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="continue a run directory with the settings it was started with",
     )
+    env_args.register(p)
     p.set_defaults(handler=handle)
 
 
@@ -113,6 +122,7 @@ def _json_object(text: str) -> dict[str, Any]:
 
 def run_spec(args: argparse.Namespace) -> dict[str, Any]:
     """The run's settings as stored in metadata (no secrets: variable names only)."""
+    env_args.apply(args)
     if args.repeats < 1:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
     if args.concurrency < 1:
@@ -156,6 +166,7 @@ def build_tasks(spec: dict[str, Any], questions: list[str], run_dir: Path) -> li
                 settings = Settings(
                     model=model,
                     temperature=temperature,
+                    reward_mode=spec["reward_mode"],
                     cache_path=str(run_dir / rundir.CACHE),
                     **spec["settings"],
                 )
@@ -271,7 +282,8 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
                 "or --use-stored-settings to continue it as it was started"
             )
         spec = stored["spec"]
-    questions = load_questions(args.questions, args.questions_file)
+    question_set = question_source.resolve_questions(args)
+    questions = question_set.questions
     if stored is not None and stored.get("questions_sha256") != question_set_hash(questions):
         raise UsageError(f"run directory {run_dir} was started with a different question set")
     tasks = build_tasks(spec, questions, run_dir)
@@ -280,7 +292,10 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
         check_reachable(tasks[0].settings)
 
     with run_lock(run_dir):
-        meta = stored or metadata(spec, questions, tasks)
+        meta = stored or {
+            **metadata(spec, questions, tasks),
+            "questions_source": question_set.source,
+        }
         if args.server is not None:
             meta["server"] = args.server
         meta["started_at"] = meta.get("started_at") or _now()

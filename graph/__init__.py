@@ -43,6 +43,12 @@ if TYPE_CHECKING:
         build_benchmark_graph,
     )
     from aidanbench.graph.question import build_question_graph
+    from aidanbench.graph.question_sources import (
+        QuestionSet,
+        QuestionSourceError,
+        load_question_set,
+        load_questions,
+    )
     from aidanbench.graph.settings import Settings, StopReason
     from aidanbench.graph.state import (
         AnswerRecord,
@@ -62,6 +68,10 @@ _EXPORTS = {
     "BenchmarkOutput": "aidanbench.graph.benchmark",
     "BenchmarkState": "aidanbench.graph.benchmark",
     "Settings": "aidanbench.graph.settings",
+    "QuestionSet": "aidanbench.graph.question_sources",
+    "QuestionSourceError": "aidanbench.graph.question_sources",
+    "load_questions": "aidanbench.graph.question_sources",
+    "load_question_set": "aidanbench.graph.question_sources",
     "StopReason": "aidanbench.graph.settings",
     "Thresholds": "aidanbench.graph.thresholds",
     "QuestionInput": "aidanbench.graph.state",
@@ -84,6 +94,8 @@ __all__ = [
     "ErrorInfo",
     "QuestionInput",
     "QuestionOutput",
+    "QuestionSet",
+    "QuestionSourceError",
     "QuestionState",
     "Services",
     "ServicesFactory",
@@ -93,6 +105,8 @@ __all__ = [
     "build_benchmark_graph",
     "build_question_graph",
     "default_services",
+    "load_question_set",
+    "load_questions",
 ]
 
 

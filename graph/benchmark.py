@@ -21,6 +21,7 @@ from langgraph.types import Send
 from typing_extensions import TypedDict
 
 from aidanbench.graph.question import build_question_graph
+from aidanbench.graph.question_sources import validated
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.graph.schema_docs import documented
 from aidanbench.graph.settings import Settings
@@ -72,16 +73,16 @@ class BenchmarkState(TypedDict):
 
 
 async def plan(state: BenchmarkState) -> dict[str, Any]:
-    """Resolve the question set: the input's, or the bundled one."""
+    """Resolve the question set: the input's, or the bundled one.
+
+    The input is checked as every question source is (``question_sources.validated``):
+    strings, not blank, distinct, not huge.
+    """
     questions = state.get("questions") or bundled_questions()
     limit = state.get("question_limit")
-    if limit is not None:
-        if limit < 1:
-            raise ValueError(f"question_limit must be at least 1, got {limit}")
-        questions = questions[:limit]
-    if len(set(questions)) != len(questions):
-        raise ValueError("questions must be distinct")
-    return {"questions": questions}
+    if limit is not None and limit < 1:
+        raise ValueError(f"question_limit must be at least 1, got {limit}")
+    return {"questions": validated(questions, "benchmark input questions", limit)}
 
 
 def fan_out(state: BenchmarkState) -> list[Send]:

@@ -95,6 +95,11 @@ class Settings(BaseModel):
     llm_novelty_threshold: float = Field(
         default=0.15, ge=0.0, le=1.0, description="An answer passes when LLM novelty > this."
     )
+    reward_mode: Literal["count", "novelty_sum"] = Field(
+        default="count",
+        description="What the output's reward (the environment's name) is: the score "
+        "(count of valid answers) or the novelty sum, as the environment's reward_mode.",
+    )
     max_answers: int | None = Field(
         default=None,
         ge=1,

@@ -168,6 +168,18 @@ class _QuestionProgress(TypedDict):
     """Mean LLM novelty over valid answers, when that judge is on."""
     format_adherence: float | None
     """Share of scored replies that used the ``<answer>`` tag."""
+    reward: float | None
+    """The environment's name: ``score``, or ``novelty_sum`` when ``reward_mode`` says so."""
+    format_reward: float | None
+    """The environment's name for ``format_adherence`` (same value)."""
+    avg_coherence: float | None
+    """The environment's name for ``mean_coherence`` (same value)."""
+    avg_embedding_novelty: float | None
+    """The environment's name for ``mean_novelty`` (same value)."""
+    sum_embedding_novelty: float
+    """The environment's name for ``novelty_sum`` (same value)."""
+    avg_llm_novelty: float | None
+    """The environment's name for ``mean_llm_novelty`` (same value)."""
     speculative: CallStats | None
     """Cost of look-ahead generations that were discarded (pipelined runs only)."""
 

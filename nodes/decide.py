@@ -151,7 +151,7 @@ async def decide(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
         return {"stop_reason": error["kind"], "error": error}
 
     record = _record(state, candidate, keys, ctx)
-    metrics = chain_metrics([*state.get("answers", []), record])
+    metrics = chain_metrics([*state.get("answers", []), record], ctx.settings.reward_mode)
     stop = record["stop_reason"]
     cap = ctx.settings.max_answers
     if stop is None and cap is not None and metrics["score"] >= cap:

@@ -1,4 +1,7 @@
-"""The per-question metrics of the output schema, computed from the answer records."""
+"""The per-question metrics of the output schema, computed from the answer records.
+
+Each also goes by the verifiers environment's name (``aidanbench.graph.metric_names``).
+"""
 
 from __future__ import annotations
 
@@ -6,14 +9,18 @@ from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
+from aidanbench.graph.metric_names import environment_aliases
 from aidanbench.graph.state import AnswerRecord
 
 
-def chain_metrics(answers: Sequence[AnswerRecord]) -> dict[str, Any]:
-    """Score (valid answers), novelty sum and means over valid answers, format adherence."""
+def chain_metrics(answers: Sequence[AnswerRecord], reward_mode: str = "count") -> dict[str, Any]:
+    """Score (valid answers), novelty sum and means over valid answers, format adherence.
+
+    With the environment's names beside them; ``reward_mode`` chooses what ``reward`` is.
+    """
     valid = [a for a in answers if a["valid"]]
     llm = [a["llm_novelty"] for a in valid if a["llm_novelty"] is not None]
-    return {
+    metrics = {
         "score": len(valid),
         "novelty_sum": float(sum(a["novelty"] for a in valid)),
         "mean_coherence": fmean(a["coherence"] for a in valid) if valid else None,
@@ -23,3 +30,4 @@ def chain_metrics(answers: Sequence[AnswerRecord]) -> dict[str, Any]:
             sum(1 for a in answers if a["used_answer_tag"]) / len(answers) if answers else None
         ),
     }
+    return {**metrics, **environment_aliases(metrics, reward_mode)}

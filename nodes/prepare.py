@@ -31,7 +31,7 @@ async def prepare(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
     update: dict[str, Any] = {}
     if state.get("started_at") is None:
         update |= {"started_at": time.time(), "stop_reason": None, "error": None}
-        update |= {"speculative": None, **chain_metrics([])}
+        update |= {"speculative": None, **chain_metrics([], ctx.settings.reward_mode)}
     if state.get("stop_reason") in ERROR_KINDS:
         update |= {"stop_reason": None, "error": None}
         for key in OUTCOME_KEYS:

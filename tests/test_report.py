@@ -107,7 +107,8 @@ def test_run_dir_report_lists_errors(tmp_path: Path, capsys: pytest.CaptureFixtu
     data = run_json(capsys, "report", str(run_dir), "--json")
     runs = {run["model"]: run for run in data["runs"]}
     assert runs["model-b"]["errored"] == 1
-    failed = [q for q in runs["model-b"]["questions"] if q["error"]]
+    entry_keys = ("index", "question", "score", "answers", "stop_reason", "repeat", "error")
+    failed = [{k: q[k] for k in entry_keys} for q in runs["model-b"]["questions"] if q["error"]]
     assert failed == [
         {
             "index": 3,

@@ -1,0 +1,235 @@
+"""The verifiers ``aidanbench`` environment's arguments on ``aidanbench run``.
+
+Users know the benchmark as ``vf-eval aidanbench -m MODEL -n N -r R -T TEMP -a JSON``. A
+seed command ports by replacing ``vf-eval aidanbench`` with ``aidanbench run``: ``-m``,
+``-r``, ``-T``, ``-b`` and ``-k`` are short names of ``--model``, ``--repeats``,
+``--temperature``, ``--base-url`` and ``--api-key-env`` (``run`` declares them);
+``-n`` is the number of questions run; ``-a`` takes exactly the environment's keys and
+maps each onto the option that means the same. A key the environment does not have is an
+error, never ignored, and so is a key that contradicts a flag given on the command line:
+silently letting one win would run something other than what either asked for.
+
+As in ``vf-eval``, ``num_questions`` limits the question set loaded and ``-n`` the
+examples evaluated from it, so both may be given and the smaller wins (``-n 3`` of a
+10-question set is 3 questions). ``--questions N`` is our name for ``num_questions``:
+giving both, or ``-n`` and ``--questions``, with different values is a conflict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from aidanbench.cli.errors import UsageError
+
+THRESHOLD_KEYS = {
+    "coherence_score": "coherence_threshold",
+    "embedding_dissimilarity_score": "novelty_threshold",
+    "llm_dissimilarity_score": "llm_novelty_threshold",
+}
+"""``thresholds`` keys of the environment → our destinations."""
+
+OPTION_KEYS = {
+    "reward_mode": "reward_mode",
+    "judge_model": "judge_model",
+    "judge_api_base_url": "judge_base_url",
+    "judge_api_key_var": "judge_api_key_env",
+    "embedding_model": "embedding_model",
+    "embedding_api_base_url": "embedding_base_url",
+    "embedding_api_key_var": "embedding_api_key_env",
+    "use_llm_similarity": "llm_novelty",
+}
+"""Environment keys that map one to one onto a ``run`` option's destination."""
+
+QUESTION_KEYS = ("questions", "questions_path", "num_questions")
+"""Environment keys that choose the question set."""
+
+ENVIRONMENT_KEYS = frozenset({*OPTION_KEYS, *QUESTION_KEYS, "thresholds"})
+"""Every key ``-a`` accepts: exactly the environment's."""
+
+EXPLICIT_CHECKED = (*OPTION_KEYS.values(), *THRESHOLD_KEYS.values(), "questions")
+"""Destinations whose explicit use on the command line ``-a`` must not contradict."""
+
+FLAG_OF = {
+    "reward_mode": "--reward-mode",
+    "judge_model": "--judge-model",
+    "judge_base_url": "--judge-base-url",
+    "judge_api_key_env": "--judge-api-key-env",
+    "embedding_model": "--embedding-model",
+    "embedding_base_url": "--embedding-base-url",
+    "embedding_api_key_env": "--embedding-api-key-env",
+    "llm_novelty": "--llm-novelty",
+    "coherence_threshold": "--coherence-threshold",
+    "novelty_threshold": "--novelty-threshold",
+    "llm_novelty_threshold": "--llm-novelty-threshold",
+    "questions": "--questions",
+}
+
+
+@dataclass(frozen=True)
+class NotGiven:
+    """A parser default that marks the option as not given on the command line."""
+
+    value: Any
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add ``-n`` and ``-a`` to ``run``, and mark defaults so explicit flags can be told apart.
+
+    Call after every other option is added: defaults of the options ``-a`` can set are
+    wrapped in ``NotGiven`` and unwrapped by ``apply``.
+    """
+    parser.add_argument(
+        "-n",
+        "--num-examples",
+        type=int,
+        metavar="N",
+        help="number of questions to run (the first N of the set; vf-eval's -n)",
+    )
+    parser.add_argument(
+        "-a",
+        "--env-args",
+        type=_json_object,
+        metavar="JSON",
+        help="the verifiers aidanbench environment's arguments, e.g. "
+        '\'{"use_llm_similarity": false, "num_questions": 10}\'',
+    )
+    parser.set_defaults(
+        **{dest: NotGiven(parser.get_default(dest)) for dest in EXPLICIT_CHECKED},
+    )
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc.msg}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def apply(args: argparse.Namespace) -> None:
+    """Fold ``-a`` into the options it maps onto, in place; check ``-n`` and conflicts.
+
+    After this, every option holds a plain value and ``args.questions_list`` holds the
+    ``questions`` key's list (or None). ``args.questions`` is the question limit. Applying
+    twice changes nothing (``run_spec`` applies it for callers that parse arguments
+    themselves).
+    """
+    if getattr(args, "env_args_applied", False):
+        return
+    args.env_args_applied = True
+    explicit = {d for d in EXPLICIT_CHECKED if not isinstance(getattr(args, d, None), NotGiven)}
+    for dest in EXPLICIT_CHECKED:
+        value = getattr(args, dest, None)
+        if isinstance(value, NotGiven):
+            setattr(args, dest, value.value)
+    env: dict[str, Any] = getattr(args, "env_args", None) or {}
+    unknown = sorted(set(env) - ENVIRONMENT_KEYS)
+    if unknown:
+        raise UsageError(
+            f"-a: unknown key(s) {', '.join(unknown)}; the environment's keys are "
+            f"{', '.join(sorted(ENVIRONMENT_KEYS))}"
+        )
+    updates = {OPTION_KEYS[k]: (f"-a {k}", v) for k, v in env.items() if k in OPTION_KEYS}
+    thresholds = env.get("thresholds")
+    if thresholds is not None:
+        if not isinstance(thresholds, dict):
+            raise UsageError(f"-a thresholds must be a JSON object, got {thresholds!r}")
+        unknown = sorted(set(thresholds) - set(THRESHOLD_KEYS))
+        if unknown:
+            raise UsageError(
+                f"-a thresholds: unknown key(s) {', '.join(unknown)}; the keys are "
+                f"{', '.join(THRESHOLD_KEYS)}"
+            )
+        for key, value in thresholds.items():
+            updates[THRESHOLD_KEYS[key]] = (f"-a thresholds.{key}", value)
+    for dest, (where, value) in updates.items():
+        _check_type(dest, where, value)
+        if dest in explicit and getattr(args, dest) != value:
+            raise UsageError(
+                f"{where}={json.dumps(value)} conflicts with {FLAG_OF[dest]} "
+                f"{_shown(getattr(args, dest))}; give one of them"
+            )
+        setattr(args, dest, value)
+    _apply_questions(args, env, explicit)
+
+
+def _apply_questions(args: argparse.Namespace, env: dict[str, Any], explicit: set[str]) -> None:
+    inline = env.get("questions")
+    if inline is not None and (
+        not isinstance(inline, list) or not all(isinstance(q, str) for q in inline)
+    ):
+        raise UsageError("-a questions must be a JSON list of strings")
+    path = env.get("questions_path")
+    if path is not None and not isinstance(path, str):
+        raise UsageError(f"-a questions_path must be a string, got {path!r}")
+    sources = [
+        name
+        for name, given in (
+            ("-a questions", inline is not None),
+            ("-a questions_path", path is not None),
+            ("--questions-file", getattr(args, "questions_file", None) is not None),
+            ("--questions-dataset", getattr(args, "questions_dataset", None) is not None),
+        )
+        if given
+    ]
+    if len(sources) > 1:
+        raise UsageError(f"{' and '.join(sources)} both choose the questions; give one")
+    if path is not None:
+        from pathlib import Path
+
+        args.questions_file = Path(path)
+    args.questions_list = inline
+    limit = env.get("num_questions")
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise UsageError(f"-a num_questions must be an integer, got {limit!r}")
+        if "questions" in explicit and args.questions != limit:
+            raise UsageError(
+                f"-a num_questions={limit} conflicts with --questions {args.questions}; "
+                "give one of them"
+            )
+        args.questions = limit
+    examples = getattr(args, "num_examples", None)
+    if examples is not None:
+        if examples < 1:
+            raise UsageError(f"-n must be at least 1, got {examples}")
+        if "questions" in explicit and args.questions != examples:
+            raise UsageError(
+                f"-n {examples} conflicts with --questions {args.questions}; give one of them"
+            )
+        args.questions = examples if args.questions is None else min(args.questions, examples)
+
+
+BOOL_DESTS = frozenset({"llm_novelty"})
+NUMBER_DESTS = frozenset(THRESHOLD_KEYS.values())
+CHOICES = {"reward_mode": ("count", "novelty_sum")}
+
+
+def _check_type(dest: str, where: str, value: Any) -> None:
+    """The JSON value must have the type the option takes (argparse checks the flags)."""
+    if dest in BOOL_DESTS:
+        ok = isinstance(value, bool)
+        wanted = "true or false"
+    elif dest in NUMBER_DESTS:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        wanted = "a number"
+    elif dest in CHOICES:
+        ok = value in CHOICES[dest]
+        wanted = " or ".join(CHOICES[dest])
+    elif dest.endswith("_base_url"):
+        ok = value is None or isinstance(value, str)
+        wanted = "a URL string"
+    else:
+        ok = isinstance(value, str) and bool(value.strip())
+        wanted = "a non-empty string"
+    if not ok:
+        raise UsageError(f"{where} must be {wanted}, got {json.dumps(value)}")
+
+
+def _shown(value: Any) -> str:
+    return "(given)" if isinstance(value, bool) else str(value)
