@@ -14,7 +14,6 @@ import time
 from typing import Any
 
 from aidanbench.graph.state import QuestionState
-from aidanbench.nodes.context import NodeContext
 from aidanbench.nodes.metrics import chain_metrics
 
 ERROR_KINDS = frozenset({"error", "judge_error"})
@@ -23,7 +22,7 @@ ERROR_KINDS = frozenset({"error", "judge_error"})
 OUTCOME_KEYS = ("candidate", "lookahead", "coherence_result", "novelty_result", "similarity_result")
 
 
-async def prepare(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
+async def prepare(state: QuestionState) -> dict[str, Any]:
     """Start a new question or clear a recorded error so the thread can go on."""
     question = state.get("question")
     if not isinstance(question, str) or not question.strip():
