@@ -242,3 +242,13 @@ async def test_a_persistent_error_is_tried_once_plus_max_retries(
     assert out["error"]["status"] == status
     attempts = Counter(r.prompt + "\x00".join(r.texts) for r in stub.of_kind(kind))  # type: ignore[arg-type]
     assert list(attempts.values()) == [3], "1 attempt + 2 retries, for the one failing request"
+
+
+# --- base URLs with credentials are refused ---------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["base_url", "judge_base_url", "embedding_base_url"])
+@pytest.mark.parametrize("url", ["https://user:sk-secret@host/v1", "https://sk-secret@host/v1"])
+def test_base_urls_with_credentials_are_refused(field: str, url: str) -> None:
+    with pytest.raises(ValueError, match="must not carry credentials"):
+        Settings(**{field: url})  # type: ignore[arg-type]
