@@ -1,25 +1,20 @@
 """The run's SQLite checkpointer: LangGraph's own, committing on the event loop's thread.
 
 ``AsyncSqliteSaver`` commits every checkpoint and every task's writes through aiosqlite:
-each commit is several hand-offs to its SQLite thread and back (about 0.4 ms of CPU
-each on the benchmark machine), and a question commits about six times per answer. In
-the benchmark's 63-question run that cost more CPU than the graph itself.
+each commit is several hand-offs to its SQLite thread and back, and a question commits
+about six times per answer, so with many questions in flight the commits cost more CPU
+than the graph itself (README, Performance, has the measurements).
 
 ``InlineCommitSaver`` keeps the saver's tables, rows and serialisation (it prepares rows
 exactly as ``AsyncSqliteSaver.aput`` and ``aput_writes`` of langgraph-checkpoint-sqlite
 3.1 do, and everything is read back through the unchanged saver and its aiosqlite
 connection), and writes them through a second, plain ``sqlite3`` connection on the
 event loop's thread. In WAL mode with ``synchronous=NORMAL`` such a commit does not
-wait for the disk: 0.05 ms of CPU and 0.19 ms of wall time on average for 24 kB, with a
-stall of about 14 ms when SQLite folds the log back into the database every few MB
-(measured on the benchmark machine). Writes made in the same turn of the event loop
-(several questions' steps finishing together) share one transaction, committed right
-after that turn. Every call returns after its commit, so ``durability="sync"`` keeps its
-promise: a step is on disk before the next one starts.
-
-Against the aiosqlite saver committing in groups on its own thread, the 63-question run
-through the driver took 5.9 s instead of 7.5 s (medians of 4 interleaved runs each in one
-process, on the benchmark machine).
+wait for the disk, so it is cheap enough to make on the loop's thread (apart from a short
+stall when SQLite folds the log back into the database). Writes made in the same turn of
+the event loop (several questions' steps finishing together) share one transaction,
+committed right after that turn. Every call returns after its commit, so
+``durability="sync"`` keeps its promise: a step is on disk before the next one starts.
 """
 
 from __future__ import annotations
@@ -172,8 +167,9 @@ async def open_checkpointer(path: Path) -> AsyncIterator[InlineCommitSaver]:
 
     Steps are written with ``durability="sync"``: each step's checkpoint is committed
     before the next step starts, so a killed run redoes at most the step in flight (with
-    the default ``async`` a loaded machine was seen to redo several finished turns,
-    which with a real model means new answers and new costs). SQLite's WAL with
+    the default ``async`` the next steps run while earlier checkpoints are still being
+    written, so a kill can take back finished turns, which with a real model means new
+    answers and new costs). SQLite's WAL with
     ``synchronous=NORMAL`` keeps each commit safe from a killed process while skipping
     an fsync per commit; only a power loss can take back the last commits.
     """

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.types import Durability
 
 from aidanbench.analysis import rundir
 from aidanbench.cli.checkpoints import open_checkpointer
@@ -28,6 +29,11 @@ from aidanbench.graph.question import build_question_graph
 from aidanbench.graph.settings import Settings
 from aidanbench.nodes.prepare import ERROR_KINDS
 from aidanbench.services import ServicesFactory, default_services
+
+DURABILITY: Durability = "sync"
+"""Each step's checkpoint is committed before the next step starts, so a killed run
+redoes at most the step in flight (``async`` lets the next step start first; ``exit``
+writes nothing until the thread stops)."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +203,7 @@ async def drive(
                     config,
                     context=task.settings,
                     stream_mode="custom",
-                    durability="sync",
+                    durability=DURABILITY,
                 ):
                     report(progress, task, event)
                 values = dict((await graph.aget_state(config)).values)

@@ -2,12 +2,9 @@
 
 A run is one process driving many questions, and at short latencies it is CPU-bound in
 the event loop: every turn schedules a dozen tasks and waits on several sockets. uvloop
-does that work for less: the benchmark's zero-latency framework measurement on its own
-(median of 7 runs of 100 turns, three pairs of processes) gave 3.2-4.0 ms of CPU per
-turn against 4.2-4.5 ms on the standard loop; inside the full benchmark
-(``python -m bench.speed`` with and without ``--standard-loop``) the difference was
-within that machine's noise. The command line uses uvloop where it exists; on Windows,
-where it does not, the standard loop runs the same code.
+does that work for less CPU (README, Performance, has the measurements;
+``python -m bench.speed --standard-loop`` compares). The command line uses uvloop where it
+exists; on Windows, where it does not, the standard loop runs the same code.
 """
 
 from __future__ import annotations

@@ -4,36 +4,45 @@
                      │             ├→ embed_novelty ─┤
                      │             ├→ llm_novelty ───┼→ decide ─→ (loop: scorers, generate) | END
                      │             └→ generate_next ─┘
+                     ├→ (resume: the missing scorers, or decide)
                      └→ END (thread already finished)
 
-``prepare``, ``generate`` and ``decide`` route with one rule (``nodes.routing``): score
-the candidate in parallel (judge, embedding novelty and, when on, LLM novelty), generate
-the next answer meanwhile when pipelining, then decide. ``decide`` loops back to the
-scorers of the look-ahead answer (pipelined) or to ``generate`` (not pipelined), or ends
-at the first invalid answer, an error or the answer cap.
+``prepare``, ``generate`` and ``decide`` each have their own router (``nodes.routing``)
+over the one state-only rule: score the candidate in parallel (judge, embedding novelty
+and, when on, LLM novelty), generate the next answer meanwhile when pipelining, then
+decide. ``decide`` loops back to the scorers of the look-ahead answer (pipelined) or to
+``generate`` (not pipelined), or ends at the first invalid answer, an error or the answer
+cap. Each router's destinations are only those its source can lead to, so the drawn graph
+is the graph that runs.
+
+Nodes get LangGraph's ``Runtime`` themselves; the builder binds only the services factory
+to the nodes that make calls.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 from langgraph.graph import START, StateGraph
-from langgraph.runtime import Runtime
 
 from aidanbench.graph.settings import Settings
 from aidanbench.graph.state import QuestionInput, QuestionOutput, QuestionState
-from aidanbench.nodes.context import bind, settings_of
 from aidanbench.nodes.decide import decide
 from aidanbench.nodes.embed_novelty import embed_novelty
 from aidanbench.nodes.generate import generate, generate_next
 from aidanbench.nodes.judge import judge
 from aidanbench.nodes.llm_novelty import llm_novelty
 from aidanbench.nodes.prepare import prepare
-from aidanbench.nodes.routing import DESTINATIONS, next_steps
+from aidanbench.nodes.routing import (
+    AfterDecide,
+    AfterGenerate,
+    AfterPrepare,
+    after_decide,
+    after_generate,
+    after_prepare,
+    destinations,
+)
 from aidanbench.services import ServicesFactory, default_services
-
-
-def route(state: QuestionState, runtime: Runtime[Settings]) -> list[str]:
-    """Conditional edge: the next steps for this state (see ``nodes.routing``)."""
-    return next_steps(state, settings_of(runtime))
 
 
 def build_question_graph(
@@ -51,17 +60,18 @@ def build_question_graph(
         input_schema=QuestionInput,
         output_schema=QuestionOutput,
     )
-    graph.add_node("prepare", bind(prepare, services))
-    graph.add_node("generate", bind(generate, services))
-    graph.add_node("judge", bind(judge, services))
-    graph.add_node("embed_novelty", bind(embed_novelty, services))
-    graph.add_node("llm_novelty", bind(llm_novelty, services))
-    graph.add_node("generate_next", bind(generate_next, services))
-    graph.add_node("decide", bind(decide, services), defer=True)
+    graph.add_node("prepare", prepare)
+    graph.add_node("generate", partial(generate, services=services))
+    graph.add_node("judge", partial(judge, services=services))
+    graph.add_node("embed_novelty", partial(embed_novelty, services=services))
+    graph.add_node("llm_novelty", partial(llm_novelty, services=services))
+    graph.add_node("generate_next", partial(generate_next, services=services))
+    graph.add_node("decide", decide, defer=True)
 
     graph.add_edge(START, "prepare")
-    for source in ("prepare", "generate", "decide"):
-        graph.add_conditional_edges(source, route, DESTINATIONS)
+    graph.add_conditional_edges("prepare", after_prepare, destinations(AfterPrepare))
+    graph.add_conditional_edges("generate", after_generate, destinations(AfterGenerate))
+    graph.add_conditional_edges("decide", after_decide, destinations(AfterDecide))
     for branch in ("judge", "embed_novelty", "llm_novelty", "generate_next"):
         graph.add_edge(branch, "decide")
     return graph

@@ -1,10 +1,10 @@
 """State of the per-question graph, and its public input and output schemas.
 
 Embedding vectors are never kept here: they live in a content-addressed cache (see
-``aidanbench.services.cache``), because vectors in checkpointed state made one 100-answer
-question's checkpoints 436 MB. The growing ``answers`` list is a ``DeltaChannel``: each
-checkpoint stores only the answers added in that step, so checkpoint storage grows
-linearly with the number of answers instead of quadratically.
+``aidanbench.services.cache``), because every checkpoint would carry every vector. The
+growing ``answers`` list is a ``DeltaChannel``: each checkpoint stores only the answers
+added in that step, so checkpoint storage grows linearly with the number of answers
+instead of quadratically.
 
 Work in flight is kept as *outcomes* keyed by the candidate's index: each scoring branch
 writes its own key (so parallel branches never collide), holding either a value or an

@@ -1,17 +1,18 @@
-"""What every node gets besides the state: settings, services and the stream writer.
+"""What a node's helpers need besides the state: settings, services and the stream writer.
 
-Nodes are written as ``async def verb_noun(state, ctx) -> dict`` and adapted to
-LangGraph's ``(state, runtime)`` signature by ``bind``; the adapter resolves settings
-from ``runtime.context`` (LangGraph passes None when no context is given, so the schema's
-defaults apply) and services from the factory the graph builder was given. Keeping
-services out of ``runtime.context`` keeps the context a plain, serialisable settings form
-that Studio can render.
+Nodes are LangGraph nodes, ``async def verb_noun(state, runtime, *, services) -> dict``:
+they get the ``Runtime`` itself (context, store, stream writer, previous return value) and
+the services factory the graph builder was given, bound by the builder. ``NodeContext``
+bundles the two for the helpers a node calls. Settings come from ``runtime.context``
+(LangGraph passes None when no context is given, so the schema's defaults apply).
+Keeping services out of ``runtime.context`` keeps the context a plain, serialisable
+settings form that Studio can render.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -21,31 +22,9 @@ from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
 from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import CallStats, ErrorInfo, QuestionState
+from aidanbench.graph.state import CallStats, ErrorInfo
 from aidanbench.services import Services, ServicesFactory, role_host
 from aidanbench.services.errors import describe
-
-
-@dataclass
-class NodeContext:
-    """Settings, lazily resolved services and a custom-stream writer for one node call."""
-
-    settings: Settings
-    factory: ServicesFactory
-    emit: Callable[[Any], None]
-
-    @cached_property
-    def services(self) -> Services:
-        """Services for these settings (resolved on first use, inside the node's error
-        handling, so a configuration error is recorded like any other)."""
-        return self.factory(self.settings)
-
-    def failure(self, role: str, exc: BaseException) -> ErrorInfo:
-        """The recorded form of a failed call by ``role``."""
-        return describe(role, role_host(self.settings, role), exc)
-
-
-NodeFn = Callable[[QuestionState, NodeContext], Awaitable[dict[str, Any]]]
 
 
 def settings_of(runtime: Runtime[Settings] | None) -> Settings:
@@ -54,17 +33,31 @@ def settings_of(runtime: Runtime[Settings] | None) -> Settings:
     return context if isinstance(context, Settings) else Settings()
 
 
-def bind(fn: NodeFn, factory: ServicesFactory) -> Callable[..., Awaitable[dict[str, Any]]]:
-    """Adapt ``fn(state, ctx)`` to a LangGraph node ``(state, runtime)``."""
+@dataclass
+class NodeContext:
+    """One node call's runtime and services factory, as its helpers use them."""
 
-    async def node(state: QuestionState, runtime: Runtime[Settings]) -> dict[str, Any]:
-        ctx = NodeContext(settings_of(runtime), factory, runtime.stream_writer)
-        return await fn(state, ctx)
+    runtime: Runtime[Settings]
+    factory: ServicesFactory
 
-    node.__name__ = fn.__name__
-    node.__qualname__ = fn.__qualname__
-    node.__doc__ = fn.__doc__
-    return node
+    @cached_property
+    def settings(self) -> Settings:
+        """The run's settings (``settings_of`` the runtime)."""
+        return settings_of(self.runtime)
+
+    @cached_property
+    def services(self) -> Services:
+        """Services for these settings (resolved on first use, inside the node's error
+        handling, so a configuration error is recorded like any other)."""
+        return self.factory(self.settings)
+
+    def emit(self, event: Any) -> None:
+        """Send a custom stream event (Studio, progress displays)."""
+        self.runtime.stream_writer(event)
+
+    def failure(self, role: str, exc: BaseException) -> ErrorInfo:
+        """The recorded form of a failed call by ``role``."""
+        return describe(role, role_host(self.settings, role), exc)
 
 
 def no_calls() -> CallStats:

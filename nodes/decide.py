@@ -5,6 +5,9 @@ benchmark's, from ``Thresholds``: valid when every score is strictly above its t
 The first invalid answer is recorded with ``valid: false`` and its reason, and ends the
 question; it is never counted. A branch that failed stops the question with its error
 kind instead, recording nothing for the candidate: an error is never a score.
+
+``decided`` is the whole decision as a pure function of the state, the settings and the
+time (passed in); the node only reads the clock, pauses when asked and emits events.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from aidanbench.graph.settings import Settings
@@ -23,7 +27,7 @@ from aidanbench.graph.state import (
     QuestionState,
     ScoreOutcome,
 )
-from aidanbench.nodes.context import NodeContext, add_calls, no_calls
+from aidanbench.nodes.context import add_calls, no_calls, settings_of
 from aidanbench.nodes.metrics import chain_metrics
 
 RESULT_KEYS = {
@@ -53,7 +57,7 @@ def _value(outcome: ScoreOutcome | None, index: int, key: str) -> ScoreOutcome:
 
 
 def _record(
-    state: QuestionState, candidate: Candidate, keys: list[str], ctx: NodeContext
+    state: QuestionState, candidate: Candidate, keys: list[str], settings: Settings, now: float
 ) -> AnswerRecord:
     index = candidate["index"]
     outcomes = {key: _value(state.get(key), index, key) for key in keys}  # type: ignore[arg-type]
@@ -61,13 +65,13 @@ def _record(
     novelty = outcomes["novelty_result"]["value"]
     similarity = outcomes.get("similarity_result")
     llm = None if similarity is None else similarity["value"]
-    reason = ctx.settings.thresholds.failure(coherence, novelty, llm)
+    reason = settings.thresholds.failure(coherence, novelty, llm)
     calls: dict[str, CallStats] = {"generate": candidate.get("call", no_calls())}
     flags: list[str] = []
     for key, outcome in outcomes.items():
         calls[RESULT_KEYS[key]] = outcome.get("call", no_calls())
         flags.extend(f for f in outcome.get("flags", []) if f not in flags)
-    started = state.get("started_at") or time.time()
+    started = state.get("started_at") or now
     return AnswerRecord(
         index=index,
         answer=candidate["answer"],
@@ -78,7 +82,7 @@ def _record(
         llm_novelty=llm,
         valid=reason is None,
         stop_reason=reason,
-        elapsed_s=round(time.time() - started, 3),
+        elapsed_s=round(now - started, 3),
         calls=calls,
         flags=flags,
     )
@@ -87,8 +91,9 @@ def _record(
 def should_pause(record: AnswerRecord, settings: Settings) -> bool:
     """Whether to pause for a person after this answer (Studio human-in-the-loop).
 
-    The pause comes before anything is written, and ``decide`` is a pure function of the
-    state, so resuming re-runs it to the same result without repeating any API call.
+    The pause comes before anything is written, and ``decide`` makes no API call, so
+    resuming re-runs it without repeating one (only the answer's elapsed time is read
+    again from the clock).
     """
     if settings.interrupt_on_reject and not record["valid"]:
         return True
@@ -139,26 +144,39 @@ def answer_event(record: AnswerRecord, score: int, stop: str | None) -> dict[str
     }
 
 
-async def decide(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
-    """Record the scored candidate; stop on the first failure, an error, or the cap."""
-    keys = scoring_keys(ctx.settings.llm_novelty)
+def decided(
+    state: QuestionState, settings: Settings, now: float
+) -> tuple[dict[str, Any], AnswerRecord | None]:
+    """The update ``decide`` returns, and the answer it records (None on an error stop).
+
+    ``now`` is the wall-clock time of the decision, which gives the answer's elapsed time.
+    """
+    keys = scoring_keys(settings.llm_novelty)
     candidate = state.get("candidate")
     if candidate is None:
         raise RuntimeError("decide ran without a candidate")
     error = branch_error(state, keys)
     if error is not None:
-        ctx.emit({"event": "error", "index": candidate["index"], **error})
-        return {"stop_reason": error["kind"], "error": error}
-
-    record = _record(state, candidate, keys, ctx)
-    metrics = chain_metrics([*state.get("answers", []), record], ctx.settings.reward_mode)
+        return {"stop_reason": error["kind"], "error": error}, None
+    record = _record(state, candidate, keys, settings, now)
+    metrics = chain_metrics([*state.get("answers", []), record], settings.reward_mode)
     stop = record["stop_reason"]
-    cap = ctx.settings.max_answers
+    cap = settings.max_answers
     if stop is None and cap is not None and metrics["score"] >= cap:
         stop = "max_answers"
     update = {"answers": [record], **metrics, **{key: None for key in keys}}
-    update |= _after(state, stop)
-    if should_pause(record, ctx.settings):
-        interrupt({"reason": "review", "answer": record, "score": metrics["score"]})
-    ctx.emit(answer_event(record, metrics["score"], update.get("stop_reason")))
+    return update | _after(state, stop), record
+
+
+async def decide(state: QuestionState, runtime: Runtime[Settings]) -> dict[str, Any]:
+    """Record the scored candidate; stop on the first failure, an error, or the cap."""
+    settings = settings_of(runtime)
+    update, record = decided(state, settings, time.time())
+    if record is None:
+        index = state["candidate"]["index"]  # type: ignore[index]
+        runtime.stream_writer({"event": "error", "index": index, **update["error"]})
+        return update
+    if should_pause(record, settings):
+        interrupt({"reason": "review", "answer": record, "score": update["score"]})
+    runtime.stream_writer(answer_event(record, update["score"], update.get("stop_reason")))
     return update

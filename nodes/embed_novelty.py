@@ -11,11 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from langgraph.runtime import Runtime
 
+from aidanbench.graph.settings import Settings
 from aidanbench.graph.state import CallStats, QuestionState, ScoreOutcome
 from aidanbench.nodes.context import NodeContext, no_calls, stopwatch
 from aidanbench.nodes.generate import previous_answers
 from aidanbench.nodes.novelty import cosine_novelty
+from aidanbench.services import ServicesFactory
 from aidanbench.services.errors import RECOVERABLE
 
 
@@ -39,8 +42,11 @@ async def embed_texts(ctx: NodeContext, texts: list[str]) -> tuple[list[np.ndarr
     return ready, call
 
 
-async def embed_novelty(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
+async def embed_novelty(
+    state: QuestionState, runtime: Runtime[Settings], *, services: ServicesFactory
+) -> dict[str, Any]:
     """Embedding novelty of the candidate against every earlier valid answer."""
+    ctx = NodeContext(runtime, services)
     candidate = state["candidate"]
     assert candidate is not None and "answer" in candidate
     index = candidate["index"]

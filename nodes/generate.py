@@ -11,11 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.runtime import Runtime
 
+from aidanbench.graph.settings import Settings
 from aidanbench.graph.state import Candidate, QuestionState
 from aidanbench.nodes.context import NodeContext, message_stats, reply_text, stopwatch
 from aidanbench.nodes.parsing import extract_answer
 from aidanbench.nodes.prompts import render_generate
+from aidanbench.services import ServicesFactory
 from aidanbench.services.errors import RECOVERABLE
 
 
@@ -46,14 +49,20 @@ async def ask_model(ctx: NodeContext, question: str, previous: list[str], index:
     )
 
 
-async def generate(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
+async def generate(
+    state: QuestionState, runtime: Runtime[Settings], *, services: ServicesFactory
+) -> dict[str, Any]:
     """Ask for the next answer of the chain."""
+    ctx = NodeContext(runtime, services)
     previous = previous_answers(state)
     return {"candidate": await ask_model(ctx, state["question"], previous, len(previous) + 1)}
 
 
-async def generate_next(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
+async def generate_next(
+    state: QuestionState, runtime: Runtime[Settings], *, services: ServicesFactory
+) -> dict[str, Any]:
     """Ask for the answer after the candidate, assuming the candidate will be valid."""
+    ctx = NodeContext(runtime, services)
     candidate = state.get("candidate")
     if candidate is None or "answer" not in candidate:
         raise RuntimeError(f"generate_next needs a generated candidate, got {candidate!r}")

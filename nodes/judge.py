@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.runtime import Runtime
+
+from aidanbench.graph.settings import Settings
 from aidanbench.graph.state import QuestionState, ScoreOutcome
 from aidanbench.nodes.context import NodeContext
 from aidanbench.nodes.judging import ask_judge, neutralise
 from aidanbench.nodes.prompts import render_coherence
+from aidanbench.services import ServicesFactory
 from aidanbench.services.errors import RECOVERABLE
 
 
-async def judge(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
+async def judge(
+    state: QuestionState, runtime: Runtime[Settings], *, services: ServicesFactory
+) -> dict[str, Any]:
     """Score the candidate's coherence; an unreadable or failed judge is recorded, not 0."""
+    ctx = NodeContext(runtime, services)
     candidate = state["candidate"]
     assert candidate is not None and "answer" in candidate
     index = candidate["index"]

@@ -10,12 +10,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from langgraph.runtime import Runtime
+
+from aidanbench.graph.settings import Settings
 from aidanbench.graph.state import CallStats, QuestionState, ScoreOutcome
 from aidanbench.nodes.context import NodeContext, add_calls, no_calls
 from aidanbench.nodes.generate import previous_answers
 from aidanbench.nodes.judging import ask_judge, neutralise
 from aidanbench.nodes.novelty import llm_novelty as novelty_from_similarities
 from aidanbench.nodes.prompts import render_similarity
+from aidanbench.services import ServicesFactory
 from aidanbench.services.errors import RECOVERABLE
 
 
@@ -29,8 +33,11 @@ async def _similarity(ctx: NodeContext, prompt: str) -> tuple[int, CallStats]:
     return score, call
 
 
-async def llm_novelty(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
+async def llm_novelty(
+    state: QuestionState, runtime: Runtime[Settings], *, services: ServicesFactory
+) -> dict[str, Any]:
     """LLM novelty of the candidate against every earlier valid answer."""
+    ctx = NodeContext(runtime, services)
     candidate = state["candidate"]
     assert candidate is not None and "answer" in candidate
     index = candidate["index"]

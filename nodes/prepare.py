@@ -13,8 +13,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from langgraph.runtime import Runtime
+
+from aidanbench.graph.settings import Settings
 from aidanbench.graph.state import QuestionState
-from aidanbench.nodes.context import NodeContext
+from aidanbench.nodes.context import settings_of
 from aidanbench.nodes.metrics import chain_metrics
 
 ERROR_KINDS = frozenset({"error", "judge_error"})
@@ -23,7 +26,7 @@ ERROR_KINDS = frozenset({"error", "judge_error"})
 OUTCOME_KEYS = ("candidate", "lookahead", "coherence_result", "novelty_result", "similarity_result")
 
 
-async def prepare(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
+async def prepare(state: QuestionState, runtime: Runtime[Settings]) -> dict[str, Any]:
     """Start a new question or clear a recorded error so the thread can go on."""
     question = state.get("question")
     if not isinstance(question, str) or not question.strip():
@@ -31,7 +34,7 @@ async def prepare(state: QuestionState, ctx: NodeContext) -> dict[str, Any]:
     update: dict[str, Any] = {}
     if state.get("started_at") is None:
         update |= {"started_at": time.time(), "stop_reason": None, "error": None}
-        update |= {"speculative": None, **chain_metrics([], ctx.settings.reward_mode)}
+        update |= {"speculative": None, **chain_metrics([], settings_of(runtime).reward_mode)}
     if state.get("stop_reason") in ERROR_KINDS:
         update |= {"stop_reason": None, "error": None}
         for key in OUTCOME_KEYS:

@@ -53,8 +53,8 @@ class _PreviousAnswersLayout:
         """The listed answers, numbered from 1.
 
         The item is kept pre-split at its two placeholders: the prompt is rebuilt every
-        turn from every earlier answer, so a regex pass per answer made long chains pay
-        for their length on every turn.
+        turn from every earlier answer, so a regex pass per answer would make long chains
+        pay for their length on every turn.
         """
         head, middle, tail = self.item_head, self.item_middle, self.item_tail
         return self.separator.join(

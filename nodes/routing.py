@@ -1,18 +1,36 @@
-"""What runs next: one rule used after ``prepare``, ``generate`` and ``decide``.
+"""What runs next: one rule, and one router per source node with its own destinations.
 
 The next steps follow from state alone: with no candidate, generate one; with a
 candidate, run every scoring branch that has no outcome for it yet, plus the look-ahead
 generation when pipelining; with nothing left to do, decide. A stop reason ends the
 graph. Because the rule reads only state, resuming after an error re-runs exactly the
 missing work.
+
+Each source gets a router whose return type lists only the steps the rule can give after
+it, so the compiled graph (what Studio draws) has exactly the possible edges:
+
+- after ``prepare`` anything can follow, since it runs on whatever state a thread holds
+  (new, finished, stopped by an error with some outcomes kept, or paused before
+  ``decide``);
+- after ``generate`` there is a candidate and no stop reason: score it, look ahead, or
+  decide at once when the generation failed; never ``generate`` again or the end;
+- after ``decide`` either the question stopped, or the outcomes are cleared and the
+  look-ahead (if any) became the candidate: never ``decide`` again.
+
+A router that meets a step its source cannot lead to raises, naming it: that state is a
+bug, not something to route around.
 """
 
 from __future__ import annotations
 
-from langgraph.graph import END
+from collections.abc import Sequence
+from typing import Literal, get_args
+
+from langgraph.runtime import Runtime
 
 from aidanbench.graph.settings import Settings
 from aidanbench.graph.state import QuestionState
+from aidanbench.nodes.context import settings_of
 from aidanbench.nodes.decide import scoring_keys
 
 BRANCH_OF = {
@@ -22,13 +40,22 @@ BRANCH_OF = {
 }
 """The node that fills each outcome key."""
 
-DESTINATIONS = ["generate", "judge", "embed_novelty", "llm_novelty", "generate_next", "decide", END]
+END_STEP = "__end__"
+"""LangGraph's ``END``, spelled out so it can stand in a ``Literal``."""
+
+AfterPrepare = Literal[
+    "generate", "judge", "embed_novelty", "llm_novelty", "generate_next", "decide", "__end__"
+]
+AfterGenerate = Literal["judge", "embed_novelty", "llm_novelty", "generate_next", "decide"]
+AfterDecide = Literal[
+    "generate", "judge", "embed_novelty", "llm_novelty", "generate_next", "__end__"
+]
 
 
 def next_steps(state: QuestionState, settings: Settings) -> list[str]:
     """Nodes to run next (run in parallel), or ``[END]``."""
     if state.get("stop_reason") is not None:
-        return [END]
+        return [END_STEP]
     candidate = state.get("candidate")
     if candidate is None:
         return ["generate"]
@@ -45,3 +72,31 @@ def next_steps(state: QuestionState, settings: Settings) -> list[str]:
         if lookahead is None or lookahead.get("index") != index + 1:
             steps.append("generate_next")
     return steps or ["decide"]
+
+
+def destinations(steps: object) -> list[str]:
+    """The node names a router's ``Literal`` return type allows (its path map)."""
+    return list(get_args(steps))
+
+
+def _narrow(source: str, steps: list[str], allowed: object) -> list[str]:
+    possible = destinations(allowed)
+    impossible = [step for step in steps if step not in possible]
+    if impossible:
+        raise RuntimeError(f"routing after {source}: impossible next steps {impossible}")
+    return steps
+
+
+def after_prepare(state: QuestionState, runtime: Runtime[Settings]) -> Sequence[AfterPrepare]:
+    """Steps after ``prepare``: whatever the thread's state still needs."""
+    return _narrow("prepare", next_steps(state, settings_of(runtime)), AfterPrepare)  # type: ignore[return-value]
+
+
+def after_generate(state: QuestionState, runtime: Runtime[Settings]) -> Sequence[AfterGenerate]:
+    """Steps after ``generate``: score the candidate (and look ahead), or decide its error."""
+    return _narrow("generate", next_steps(state, settings_of(runtime)), AfterGenerate)  # type: ignore[return-value]
+
+
+def after_decide(state: QuestionState, runtime: Runtime[Settings]) -> Sequence[AfterDecide]:
+    """Steps after ``decide``: the end, the look-ahead's scorers, or a new generation."""
+    return _narrow("decide", next_steps(state, settings_of(runtime)), AfterDecide)  # type: ignore[return-value]

@@ -1,6 +1,6 @@
 """What nodes call: clients for the three roles, the score cache and endpoint limits.
 
-Nodes never build clients (building one blocks the event loop for 130-230 ms); they get a
+Nodes never build clients (building one blocks the event loop, see README); they get a
 ``Services`` from a factory the graph builder was given. The default factory builds
 OpenAI-compatible clients once per settings and event loop; callers embedding the graph
 can pass their own factory, for example to test with fake models or to use another chat

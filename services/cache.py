@@ -1,6 +1,6 @@
 """A content-addressed cache of embeddings and judge similarity scores.
 
-Vectors are kept out of checkpointed state (they made checkpoints grow quadratically) and
+Vectors are kept out of checkpointed state (every checkpoint would carry them all) and
 stored here instead, keyed by (embedding model, sha256 of the text), so each answer is
 embedded once per embedding model, even across restarts and by ``rescore``. Similarity
 judgements are keyed by (judge model, sha256 of the rendered prompt): each pair of answers
@@ -9,8 +9,8 @@ is judged at most once.
 Backed by an in-memory dict, written through to SQLite when a path is given (WAL mode;
 a few small writes per answer). One instance per path and process, shared by every
 question of a run. The in-memory layer is keyed by the text itself, not its digest: each
-turn looks up every earlier answer, and hashing them all again made each turn's cost
-grow with the chain; a dict hit on a string already in state is a pointer comparison.
+turn looks up every earlier answer, and hashing them all again would make each turn's
+cost grow with the chain; a dict hit on a string already in state is a pointer comparison.
 Only the disk layer needs digests.
 """
 

@@ -14,10 +14,9 @@ pool made on one event loop fails ("Event loop is closed") when a second
 
 Pools come in two transports. ``httpx`` (the OpenAI client's default) needs no closing,
 so it suits every embedding of the graph whose lifetime nobody manages (Studio, a
-notebook, a parent agent). ``aiohttp`` costs about a third less CPU per request (2.5
-instead of 3.7 ms through langchain-openai at 64 requests in flight on the benchmark
-machine: httpx's pool checks every idle connection on each request), which is what a
-long run at high concurrency spends its CPU on; its sessions must be closed, so the
+notebook, a parent agent). ``aiohttp`` costs less CPU per request (httpx's pool checks
+every idle connection on each request; README, Performance, has the figures), which is
+what a long run at high concurrency spends its CPU on; its sessions must be closed, so the
 command line, which owns its run from start to end, uses it and closes it.
 """
 
