@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from aidanbench.graph.metric_names import environment_aliases
 from aidanbench.graph.settings import Settings
 from aidanbench.graph.thresholds import Thresholds
 from aidanbench.nodes import decide as decide_module
@@ -191,7 +192,7 @@ def test_llm_novelty_of_each_score() -> None:
 
 
 def test_chain_metrics_of_an_empty_chain() -> None:
-    assert chain_metrics([]) == {
+    ours = {
         "score": 0,
         "novelty_sum": 0.0,
         "mean_coherence": None,
@@ -199,6 +200,7 @@ def test_chain_metrics_of_an_empty_chain() -> None:
         "mean_llm_novelty": None,
         "format_adherence": None,
     }
+    assert chain_metrics([]) == ours | environment_aliases(ours)
 
 
 def test_chain_metrics_average_valid_answers_only() -> None:
@@ -208,7 +210,7 @@ def test_chain_metrics_average_valid_answers_only() -> None:
         record(3, valid=False, coherence=10.0, novelty=0.05, llm_novelty=0.1),
     ]
     metrics = chain_metrics(answers)
-    assert metrics == {
+    ours = {
         "score": 2,
         "novelty_sum": 1.5,
         "mean_coherence": 75.0,
@@ -216,6 +218,7 @@ def test_chain_metrics_average_valid_answers_only() -> None:
         "mean_llm_novelty": 0.9,
         "format_adherence": pytest.approx(2 / 3),
     }
+    assert metrics == ours | environment_aliases(ours)
     assert isinstance(metrics["novelty_sum"], float)
 
 
