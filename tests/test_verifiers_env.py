@@ -24,7 +24,7 @@ pytest.importorskip(
 )
 
 from aidanbench.nodes.prompts import render_generate
-from aidanbench.testing import OpenAIStub, ScriptedBrain
+from aidanbench.testing import OpenAIStub, ScriptedBrain, combine, http_error, when
 
 PLAN = {
     "What is one use for a paperclip?": 3,
@@ -172,3 +172,36 @@ def test_vf_eval_rewards_are_the_planned_scores_and_prompts_arrive_byte_for_byte
         for _ in range(ROLLOUTS)
     )
     assert sent == wanted
+
+
+@pytest.mark.slow
+def test_failed_calls_end_the_episode_as_an_error_never_as_a_reward(
+    tmp_path: Path, api_key: str
+) -> None:
+    """A judge that refuses (HTTP 400, not retried) stops its question; so does a policy
+    call that fails. Both episodes are verifiers errors without any reward; the third
+    question is unaffected."""
+    judged_out, policy_out, fine = PLAN
+    faults = combine(
+        when("coherence", http_error(400), match=judged_out),
+        when("generate", http_error(400), match=policy_out),
+    )
+    with OpenAIStub(ScriptedBrain(PLAN), faults=faults) as stub:
+        done, run_dir = run_vf_eval(stub, tmp_path, api_key)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert not (tmp_path / "outside.log").exists()
+
+    by_question: dict[str, list[dict[str, Any]]] = {}
+    for episode in episodes(run_dir):
+        by_question.setdefault(episode["task"]["data"]["question"], []).append(episode)
+    for question, message in ((judged_out, "judge at 127.0.0.1"), (policy_out, "400")):
+        for episode in by_question[question]:
+            assert not episode["ok"]
+            assert any(message in error["message"] for error in episode["errors"])
+            for trace in episode["traces"]:
+                assert not trace["ok"]
+                assert not trace.get("rewards")
+    for episode in by_question[fine]:
+        assert episode["ok"], episode.get("errors")
+        (trace,) = episode["traces"]
+        assert trace["rewards"]["aidanbench_score"]["score"] == PLAN[fine]
