@@ -140,7 +140,7 @@ def test_vf_eval_rewards_are_the_planned_scores_and_prompts_arrive_byte_for_byte
 ) -> None:
     brain = ScriptedBrain(PLAN)
     with OpenAIStub(brain) as stub:
-        done, run_dir = run_vf_eval(stub, tmp_path, api_key)
+        done, run_dir = run_vf_eval(stub, tmp_path, api_key, "--sampling.temperature", "0.7")
         requests = stub.requests
     assert done.returncode == 0, done.stderr[-4000:]
     assert not (tmp_path / "outside.log").exists(), (tmp_path / "outside.log").read_text()
@@ -163,7 +163,8 @@ def test_vf_eval_rewards_are_the_planned_scores_and_prompts_arrive_byte_for_byte
 
     policy = [r for r in requests if r.kind == "generate"]
     assert all(r.model == "model-under-test" and r.status == 200 for r in policy)
-    assert all(r.body["stream"] is True for r in policy)
+    assert all(r.body["stream"] is True and r.body["temperature"] == 0.7 for r in policy)
+    assert all("temperature" not in r.body for r in requests if r.kind == "coherence")
     sent = sorted(json.dumps(r.body["messages"]) for r in policy)
     wanted = sorted(
         json.dumps([{"role": "user", "content": prompt}])
