@@ -23,8 +23,16 @@ pytest.importorskip(
     "(scripts/test.sh runs this test in .venv-vf)",
 )
 
+from aidanbench.nodes.novelty import cosine_novelty
 from aidanbench.nodes.prompts import render_generate
-from aidanbench.testing import OpenAIStub, ScriptedBrain, combine, http_error, when
+from aidanbench.testing import (
+    OpenAIStub,
+    ScriptedBrain,
+    combine,
+    http_error,
+    unit_vector,
+    when,
+)
 
 PLAN = {
     "What is one use for a paperclip?": 3,
@@ -78,7 +86,7 @@ socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
 
 
 def run_vf_eval(
-    stub: OpenAIStub, tmp_path: Path, api_key: str, *extra: str
+    stub: OpenAIStub, tmp_path: Path, api_key: str, *extra: str, rollouts: int = ROLLOUTS
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     """``vf-eval aidanbench`` on the plan's questions; returns the process and run dir."""
     questions = tmp_path / "questions.json"
@@ -102,7 +110,7 @@ def run_vf_eval(
     command = [
         str(Path(sys.executable).with_name("vf-eval")),
         "aidanbench",
-        *("-m", "model-under-test", "-n", str(len(PLAN)), "-r", str(ROLLOUTS)),
+        *("-m", "model-under-test", "-n", str(len(PLAN)), "-r", str(rollouts)),
         *("--client.base-url", url, "--client.api-key-var", "AIDANBENCH_TEST_KEY"),
         *("--env.taskset.questions-path", str(questions)),
         *("--env.taskset.judge-model", "judge-model"),
@@ -206,3 +214,38 @@ def test_failed_calls_end_the_episode_as_an_error_never_as_a_reward(
         assert episode["ok"], episode.get("errors")
         (trace,) = episode["traces"]
         assert trace["rewards"]["aidanbench_score"]["score"] == PLAN[fine]
+
+
+@pytest.mark.slow
+def test_llm_similarity_and_novelty_sum_reward(tmp_path: Path, api_key: str) -> None:
+    """With the similarity judge on, reworded repeats end each chain on ``llm_novelty``
+    (embedding novelty alone would let them pass), and ``novelty_sum`` rewards the summed
+    embedding novelty of the valid answers."""
+    first_fails = {q: "coherence" for q, planned in PLAN.items() if planned == 0}
+    brain = ScriptedBrain(PLAN, ending=first_fails, default_ending="llm_novelty")
+    with OpenAIStub(brain) as stub:
+        done, run_dir = run_vf_eval(
+            stub,
+            tmp_path,
+            api_key,
+            *("--env.taskset.use-llm-similarity", "true"),
+            *("--env.taskset.reward-mode", "novelty_sum"),
+            rollouts=1,
+        )
+    assert done.returncode == 0, done.stderr[-4000:]
+    for episode in episodes(run_dir):
+        assert episode["ok"], episode.get("errors")
+        (trace,) = episode["traces"]
+        question = episode["task"]["data"]["question"]
+        answers = [brain.answer_text(question, k) for k in range(1, PLAN[question] + 1)]
+        vectors = [unit_vector(answer) for answer in answers]
+        novelty_sum = sum(cosine_novelty(v, vectors[:i]) for i, v in enumerate(vectors))
+        (reward,) = trace["rewards"].items()
+        assert reward[0] == "sum_embedding_novelty"
+        assert reward[1]["score"] == pytest.approx(novelty_sum, rel=1e-6)
+        assert trace["metrics"]["aidanbench_score"] == PLAN[question]
+        result = trace["info"]["aidanbench"]
+        assert result["stop_reason"] == ("coherence" if PLAN[question] == 0 else "llm_novelty")
+        if answers:  # the first has no earlier answer (1.0), the others are rated 10
+            expected = (1.0 + 0.9 * (len(answers) - 1)) / len(answers)
+            assert trace["metrics"]["avg_llm_novelty"] == pytest.approx(expected)
