@@ -68,11 +68,7 @@ class AidanBenchEnv(vf.Env[AidanBenchEnvConfig]):
             policy = InteractionModel(interaction=interaction, opening_prompt=prompt)
             services = episode_services(settings, policy)
             graph = build_question_graph(services=lambda _: services).compile()
-            out = await graph.ainvoke(
-                {"question": task.data.question},
-                {"recursion_limit": 1_000_000},
-                context=settings,
-            )
+            out = await graph.ainvoke({"question": task.data.question}, context=settings)
             error = out.get("error")
             if error is not None:
                 raise AidanBenchError(f"{error['kind']}: {error['message']}")
