@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Set up a virtual environment with every extra and run all checks: lint, format,
 # types, and the whole offline test suite. Used as-is by CI (.ci/run).
+# The [verifiers] extra gets a second environment (.venv-vf): verifiers pins openai
+# below 3, the base install resolves to openai 3, and each must be tested as installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +13,7 @@ python -m pip install -q --upgrade pip
 # torch would pull several GB of CUDA packages.
 python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[dev,local,server,hf]" --config-settings editable_mode=strict
+python -m pip check
 
 # The HTML report's tests drive a real browser, Debian's chromium (CI runs this as root).
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -22,3 +25,14 @@ ruff check .
 ruff format --check .
 mypy graph nodes services analysis cli testing bench
 python -m pytest "$@"
+
+# The verifiers environment (vf-eval aidanbench) and the HTTP paths on the openai 2.x the
+# [verifiers] extra resolves to.
+deactivate
+python3 -m venv .venv-vf
+.venv-vf/bin/python -m pip install -q --upgrade pip
+.venv-vf/bin/python -m pip install -q -e ".[dev,verifiers]" --config-settings editable_mode=strict
+.venv-vf/bin/python -m pip check
+.venv-vf/bin/mypy package verifiers_env
+.venv-vf/bin/python -m pytest tests/test_verifiers_env.py tests/test_http.py tests/test_faults.py \
+    tests/test_golden.py tests/test_question_graph.py tests/test_packaging.py

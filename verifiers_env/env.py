@@ -1,0 +1,96 @@
+"""The AidanBench environment: one question per episode, run by the project's own graph.
+
+Each episode runs the per-question LangGraph workflow (``build_question_graph``) with the
+policy agent as the model under test: the graph renders each answer's prompt from the
+benchmark's template, the judge scores coherence, the embedding model novelty, and
+``decide`` applies the pass rule (``graph.thresholds``), ending at the first invalid
+answer. Nothing of the benchmark is re-implemented here; only the model under test is
+swapped for a verifiers turn.
+
+The whole question is one policy trace (one rollout, one turn per answer): the result is
+left on the trace, and the task's own ``@vf.reward`` reads the question's score from it
+when the rollout closes. A failed call (policy, judge or embeddings, after their retries)
+or an unreadable judge fails the rollout before it is scored, through verifiers' error
+mechanism: the episode is an error, never a reward of 0.
+"""
+
+from __future__ import annotations
+
+import verifiers.v1 as vf
+
+from aidanbench.graph import build_question_graph
+from aidanbench.graph.settings import Settings
+from aidanbench.services import Services, default_services
+from aidanbench.services.limits import EndpointLimiter
+from aidanbench.verifiers_env.harness import AidanBenchHarnessConfig
+from aidanbench.verifiers_env.policy import InteractionModel
+from aidanbench.verifiers_env.rewards import INFO_KEY, summary
+from aidanbench.verifiers_env.taskset import AidanBenchTask, AidanBenchTasksetConfig
+
+
+class AidanBenchError(RuntimeError):
+    """The question stopped on an error (judge, embeddings) instead of an answer."""
+
+
+class AidanBenchEnvConfig(vf.EnvConfig):
+    """One seat, ``agent``: the policy under evaluation (``--env.agent.*``)."""
+
+    agent: vf.AgentConfig = vf.AgentConfig(runtime=vf.SubprocessConfig())
+    """The policy. Its harness is this environment's (a chat request per answer, made
+    in-process), so it needs no sandbox: the runtime defaults to a local subprocess
+    box, which the harness never uses."""
+
+
+class AidanBenchEnv(vf.Env[AidanBenchEnvConfig]):
+    """Ask one question until an answer fails; reward the number of valid answers."""
+
+    def __init__(self, config: AidanBenchEnvConfig) -> None:
+        super().__init__(config)
+        if not isinstance(self.taskset.config, AidanBenchTasksetConfig):
+            raise TypeError("the AidanBench environment runs the aidanbench taskset only")
+        harness = config.agent_harnesses()["agent"]
+        if not isinstance(harness, AidanBenchHarnessConfig):
+            raise ValueError(
+                f"harness {harness.id!r} would resend a growing chat; AidanBench sends a "
+                "fresh prompt per answer, so the agent must keep the aidanbench harness"
+            )
+
+    async def run(self, task: vf.Task, agents: vf.Agents) -> None:
+        if not isinstance(task, AidanBenchTask):
+            raise TypeError(f"expected an AidanBench task, got {type(task).__name__}")
+        config = self.taskset.config
+        assert isinstance(config, AidanBenchTasksetConfig)
+        agent = agents.agent
+        settings = config.settings(model=str(agent.config.model))
+        prompt = task.data.prompt
+        assert isinstance(prompt, str)
+        async with agent.interaction(task) as interaction:
+            policy = InteractionModel(interaction=interaction, opening_prompt=prompt)
+            services = episode_services(settings, policy)
+            graph = build_question_graph(services=lambda _: services).compile()
+            out = await graph.ainvoke({"question": task.data.question}, context=settings)
+            error = out.get("error")
+            if error is not None:
+                raise AidanBenchError(f"{error['kind']}: {error['message']}")
+            interaction.trace.info[INFO_KEY] = summary(out, config.reward_mode)
+
+
+def episode_services(settings: Settings, policy: InteractionModel) -> Services:
+    """The run's judge and embedding clients, cache and batcher, with ``policy`` as the
+    model under test.
+
+    Judge and embedding clients are shared by every episode of the run (built once per
+    settings and event loop by ``default_services``); the policy is this episode's own
+    interaction, with a limiter of its own so it never waits for a judge's slot.
+    """
+    shared = default_services(settings)
+    return Services(
+        build={
+            "model": lambda: policy,
+            "judge": lambda: shared.judge,
+            "embeddings": lambda: shared.embeddings,
+        },
+        cache=shared.cache,
+        limiters={**shared.limiters, "model": EndpointLimiter(1, None)},
+        _batcher=shared.embedder,
+    )

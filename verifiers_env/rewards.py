@@ -1,0 +1,58 @@
+"""How a question's result becomes verifiers rewards and metrics.
+
+The question graph already computes the benchmark's numbers (``nodes.metrics``); this
+module only names them the way the community environment's users read them. A metric
+without a value (no valid answer to average, LLM novelty off) is left out, never
+recorded as a made-up 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from aidanbench.graph.state import QuestionOutput
+
+RewardMode = Literal["count", "novelty_sum"]
+
+INFO_KEY = "aidanbench"
+"""Key of the question's result (answers, scores, stop reason) in the trace's ``info``."""
+
+REWARD_NAMES: dict[RewardMode, str] = {
+    "count": "aidanbench_score",
+    "novelty_sum": "sum_embedding_novelty",
+}
+"""The reward each mode records: the number of valid answers, or their novelty sum."""
+
+METRICS = {
+    "aidanbench_score": "score",
+    "format_reward": "format_adherence",
+    "avg_coherence": "mean_coherence",
+    "avg_embedding_novelty": "mean_novelty",
+    "sum_embedding_novelty": "novelty_sum",
+    "avg_llm_novelty": "mean_llm_novelty",
+}
+"""Metric name → key of the question's output it reads."""
+
+
+def summary(out: QuestionOutput | dict[str, Any], reward_mode: RewardMode) -> dict[str, Any]:
+    """The question's result as kept on the trace (JSON-ready): every answer with its
+    scores, the stop reason, the metrics, and the reward mode it is scored under."""
+    keys = ("stop_reason", *METRICS.values())
+    return {
+        "reward_mode": reward_mode,
+        **{key: out.get(key) for key in keys},
+        "answers": [dict(record) for record in out.get("answers", [])],
+    }
+
+
+def rewards(result: dict[str, Any]) -> dict[str, float]:
+    """The reward of the result's mode, by name."""
+    name = REWARD_NAMES[result["reward_mode"]]
+    return {name: float(result[METRICS[name]])}
+
+
+def metrics(result: dict[str, Any]) -> dict[str, float]:
+    """Every metric the result has a value for."""
+    return {
+        name: float(value) for name, key in METRICS.items() if (value := result[key]) is not None
+    }
