@@ -14,5 +14,5 @@ python -m pip install -q -e ".[dev,local,server]" --config-settings editable_mod
 
 ruff check .
 ruff format --check .
-mypy graph nodes services analysis cli testing bench
+mypy graph nodes services analysis cli testing bench reference
 python -m pytest "$@"
