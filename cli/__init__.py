@@ -1,11 +1,11 @@
-"""The ``aidanbench`` command: run, report, rescore, plot, calibrate."""
+"""The ``aidanbench`` command: run, demo, report, rescore, plot, calibrate."""
 
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
 
-COMMANDS = ("run", "report", "rescore", "plot", "calibrate")
+COMMANDS = ("run", "demo", "report", "rescore", "plot", "calibrate")
 """Command modules of this package, in the order ``--help`` lists them."""
 
 
