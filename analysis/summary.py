@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.table import Table
 
 from aidanbench.analysis.results import QuestionResult
+from aidanbench.analysis.tables import Column, fitted_tables
 from aidanbench.graph.thresholds import Thresholds
 
 COUNTING = (
@@ -378,58 +379,69 @@ def caption(rows: Sequence[SummaryRow]) -> str:
     return f"{COUNTING}. Here {values}."
 
 
-def summary_table(rows: Sequence[SummaryRow], title: str = "AidanBench summary") -> Table:
-    """The rich table of ``rows``; columns that no row has a value for are left out."""
+def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
+    """The model column and the others; columns no row has a value for are left out."""
     repeated = any(row.repeats > 1 for row in rows)
     with_llm = any(row.mean_llm_novelty is not None for row in rows)
     with_format = any(row.format_adherence is not None for row in rows)
     with_tokens = any(row.tokens for row in rows)
-    table = Table(title=title, caption=caption(rows), caption_justify="left")
-    table.add_column("model", overflow="fold", min_width=12)
-    headers = ["temp", "score"]
+
+    def numbers(header: str, cells: list[str], style: str | None = None) -> Column:
+        return Column(header, cells, style=style)
+
+    columns = [
+        numbers("temp", [f"{row.temperature:g}" for row in rows]),
+        numbers("score", [str(row.score) for row in rows], style="bold"),
+    ]
     if repeated:
-        headers += ["re-\npeats", "per repeat\n[95% CI]"]
-    headers += ["ques-\ntions", "fin-\nished", "err-\nored", "novelty\nsum"]
-    headers += ["mean\ncoh.", "mean\nnov."]
-    if with_llm:
-        headers.append("mean LLM\nnov.")
-    if with_format:
-        headers.append("format")
-    if with_tokens:
-        headers.append("tokens")
-    for header in headers:
-        table.add_column(
-            header, justify="right", no_wrap=True, style="bold" if header == "score" else None
-        )
-    table.add_column("stop reasons", overflow="fold")
-    for row in rows:
-        cells = [row.model, f"{row.temperature:g}", str(row.score)]
-        if repeated:
-            cells.append(str(row.repeats))
+        per_repeat = []
+        for row in rows:
             interval = (
                 f" [{row.score_interval[0]:.1f}, {row.score_interval[1]:.1f}]"
                 if row.score_interval
                 else ""
             )
-            per_repeat = row.mean_repeat_score if row.repeats > 1 else float(row.score)
-            cells.append(_number(per_repeat, ".1f") + interval)
-        cells += [
-            str(row.question_count),
-            str(row.finished),
-            str(row.errored),
-            f"{row.novelty_sum:.2f}",
-            _number(row.mean_coherence, ".1f"),
-            _number(row.mean_novelty, ".3f"),
-        ]
-        if with_llm:
-            cells.append(_number(row.mean_llm_novelty, ".3f"))
-        if with_format:
-            cells.append(_number(row.format_adherence, ".0%"))
-        if with_tokens:
-            cells.append(f"{row.tokens:,}" if row.tokens else "–")
-        cells.append(_stops(row.stop_reasons))
-        table.add_row(*cells)
-    return table
+            mean = row.mean_repeat_score if row.repeats > 1 else float(row.score)
+            per_repeat.append(_number(mean, ".1f") + interval)
+        columns.append(numbers("re-\npeats", [str(row.repeats) for row in rows]))
+        columns.append(numbers("per repeat\n[95% CI]", per_repeat))
+    columns += [
+        numbers("ques-\ntions", [str(row.question_count) for row in rows]),
+        numbers("fin-\nished", [str(row.finished) for row in rows]),
+        numbers("err-\nored", [str(row.errored) for row in rows]),
+        numbers("novelty\nsum", [f"{row.novelty_sum:.2f}" for row in rows]),
+        numbers("mean\ncoh.", [_number(row.mean_coherence, ".1f") for row in rows]),
+        numbers("mean\nnov.", [_number(row.mean_novelty, ".3f") for row in rows]),
+    ]
+    if with_llm:
+        columns.append(
+            numbers("mean LLM\nnov.", [_number(row.mean_llm_novelty, ".3f") for row in rows])
+        )
+    if with_format:
+        columns.append(numbers("format", [_number(row.format_adherence, ".0%") for row in rows]))
+    if with_tokens:
+        columns.append(
+            numbers("tokens", [f"{row.tokens:,}" if row.tokens else "–" for row in rows])
+        )
+    columns.append(
+        Column("stop reasons", [_stops(row.stop_reasons) for row in rows], "left", wraps=True)
+    )
+    key = Column("model", [row.model for row in rows], "left")
+    return key, columns
+
+
+def summary_tables(
+    rows: Sequence[SummaryRow], title: str = "AidanBench summary", width: int | None = None
+) -> list[Table]:
+    """The summary as one table, or stacked tables (each naming the model) when ``width``
+    is too narrow for all its columns: names and numbers are never folded or cut."""
+    key, columns = summary_columns(rows)
+    return fitted_tables(key, columns, width, title=title, caption=caption(rows))
+
+
+def summary_table(rows: Sequence[SummaryRow], title: str = "AidanBench summary") -> Table:
+    """The summary as one rich table, however wide."""
+    return summary_tables(rows, title)[0]
 
 
 def render_summary(
@@ -442,4 +454,6 @@ def render_summary(
     Without a console, prints to standard output (without highlighting, which would
     colour numbers at random).
     """
-    (console or Console(highlight=False)).print(summary_table(rows, title))
+    console = console or Console(highlight=False)
+    for table in summary_tables(rows, title, console.width):
+        console.print(table)

@@ -13,9 +13,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
-from rich.table import Table
+
+from aidanbench.analysis.tables import Column, fitted_tables
 
 
 @dataclass
@@ -57,7 +58,7 @@ class Progress:
             self._live.__exit__(None, None, None)  # draws the final state once more
             self._live = None
 
-    def __rich__(self) -> Table:
+    def __rich__(self) -> Group:
         """The table as of now (rich calls this from its refresh thread)."""
         return self._table()
 
@@ -99,27 +100,23 @@ class Progress:
             elapsed = time.monotonic() - self.started
             print(f"[{elapsed:7.1f}s] {text}", file=self.out, flush=True)
 
-    def _table(self) -> Table:
+    def _table(self, width: int | None = None) -> Group:
+        """The counters as of now; split into stacked tables, each naming the model, when
+        ``width`` (the terminal's, by default) is too narrow for them side by side."""
         elapsed = time.monotonic() - self.started
-        table = Table(title=f"AidanBench run — {elapsed:.0f}s elapsed")
-        for name in (
-            "model (temperature)",
-            "done",
-            "running",
-            "queued",
-            "errors",
-            "answers",
-            "score",
-            "API calls",
-            "tokens",
-        ):
-            table.add_column(name, justify="left" if name.startswith("model") else "right")
-        for label, r in list(self.rows.items()):  # one atomic copy: events may add rows
-            table.add_row(
-                label,
-                *map(
-                    str,
-                    (r.done, r.running, r.queued, r.errored, r.answers, r.score, r.calls, r.tokens),
-                ),
+        rows = list(self.rows.items())  # one atomic copy: events may add rows
+        counters = [
+            (r.done, r.running, r.queued, r.errored, r.answers, r.score, r.calls, r.tokens)
+            for _, r in rows
+        ]
+        columns = [
+            Column(header, [str(values[i]) for values in counters])
+            for i, header in enumerate(
+                ("done", "running", "queued", "errors", "answers", "score", "API calls", "tokens")
             )
-        return table
+        ]
+        key = Column("model (temperature)", [label for label, _ in rows], "left")
+        if width is None and self._live is not None:
+            width = self._live.console.width
+        title = f"AidanBench run — {elapsed:.0f}s elapsed"
+        return Group(*fitted_tables(key, columns, width, title=title))

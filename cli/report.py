@@ -47,6 +47,8 @@ PIPE_WIDTH = 200
 
 QUESTION_WIDTH = 48
 """Characters of a question shown in tables; the full text is in ``--json``."""
+MIN_QUESTION_WIDTH = 20
+"""Questions are cut to at least this; below it, model names give way to letters."""
 
 
 def line_key(result: QuestionResult) -> LineKey:
@@ -96,6 +98,16 @@ def _cell(lines: Sequence[QuestionResult], marks: Mapping[LineKey, str]) -> str:
     return "/".join(parts)
 
 
+def _column_key(index: int) -> str:
+    """``A``, ``B``, … ``Z``, ``AA``, ``AB``, …: short headers for narrow terminals."""
+    letters = ""
+    index += 1
+    while index:
+        index, rest = divmod(index - 1, 26)
+        letters = chr(ord("A") + rest) + letters
+    return letters
+
+
 def question_table(
     results: Sequence[QuestionResult],
     marks: Mapping[LineKey, str] | None = None,
@@ -128,19 +140,27 @@ def question_table(
     names = short_names(list(dict.fromkeys(m for m, _ in groups)))
     labels = [group_label(names[m], t, temperatures) for m, t in groups]
     score_widths = [max(len(c) for c in cells) for cells in columns]
-    header_widths = [
-        max(w, min(len(label), 12)) for w, label in zip(score_widths, labels, strict=True)
-    ]
-    room = width - 1 - (number_width + 3) - sum(w + 3 for w in header_widths) - 3
-    question_width = max(20, min(QUESTION_WIDTH, room))
+
+    def room_for_questions(headers: Sequence[str]) -> int:
+        widths = [max(w, len(h)) for w, h in zip(score_widths, headers, strict=True)]
+        return width - 1 - (number_width + 3) - sum(w + 3 for w in widths) - 3
+
+    if room_for_questions(labels) < MIN_QUESTION_WIDTH:
+        # Too narrow for the names as headers: letters, and the full names in the legend.
+        full = [group_label(m, t, temperatures) for m, t in groups]
+        keys = [_column_key(i) for i in range(len(groups))]
+        named = "\n".join(f"{k} = {name}" for k, name in zip(keys, full, strict=True))
+        table.caption = f"{table.caption}\n{named}"
+        labels = keys
+    question_width = max(MIN_QUESTION_WIDTH, min(QUESTION_WIDTH, room_for_questions(labels)))
     table.add_column("#", justify="right", no_wrap=True, min_width=number_width)
     table.add_column("question", no_wrap=True)
     for label, score_width in zip(labels, score_widths, strict=True):
         table.add_column(
             label,
             justify="right",
-            overflow="fold",
-            min_width=score_width,
+            no_wrap=True,
+            min_width=max(score_width, len(label)),
         )
     for number, question in enumerate(questions, 1):
         row = [column[number - 1] for column in columns]

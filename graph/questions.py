@@ -1,4 +1,4 @@
-"""The benchmark's 63 questions, bundled in the benchmark's order."""
+"""The benchmark's 63 questions, bundled in the benchmark's order (``aidanbench.reference``)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import hashlib
 import json
 from collections.abc import Sequence
 from functools import cache
-from importlib import resources
+
+from aidanbench import reference
 
 
 @cache
 def _bundled() -> tuple[str, ...]:
-    raw = resources.files("aidanbench.graph").joinpath("questions.json").read_text("utf-8")
-    questions = json.loads(raw)
+    questions = json.loads(reference.read_text(reference.QUESTIONS))
     return tuple(questions)
 
 

@@ -1,10 +1,11 @@
 """The benchmark's prompt texts, filled by name.
 
-The texts live in ``prompts.json`` exactly as the published AidanBench captured them, and
-scores are only comparable with published ones when they are sent byte for byte. Nothing
-here rewrites them: the list of previous answers is cut out of the reference
-``generate_with_previous`` text itself (its first item, the separator between items and
-what follows the list), so the rendering cannot drift from the data file.
+The texts live in ``prompts.json`` (``aidanbench.reference``) exactly as the published
+AidanBench has them, and scores are only comparable with published ones when they are
+sent byte for byte. Nothing here rewrites them: the list of previous answers is cut out of
+the reference ``generate_with_previous`` text itself (its first item, the separator
+between items and what follows the list), so the rendering cannot drift from the data
+file.
 
 Placeholders are filled in a single pass, so an answer that happens to contain
 ``{question}`` or ``{prev1}`` is inserted literally and never re-expanded.
@@ -17,7 +18,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+
+from aidanbench import reference
 
 _PLACEHOLDER = re.compile(r"\{(question|answer|answer1|answer2|prev\d+|i)\}")
 
@@ -30,8 +32,7 @@ def fill(template: str, values: Mapping[str, str]) -> str:
 @cache
 def prompt_texts() -> dict[str, str]:
     """The reference templates, keyed as in ``prompts.json``."""
-    raw = resources.files("aidanbench.nodes").joinpath("prompts.json").read_text("utf-8")
-    texts: dict[str, str] = json.loads(raw)
+    texts: dict[str, str] = json.loads(reference.read_text(reference.PROMPTS))
     return texts
 
 

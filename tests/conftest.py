@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from aidanbench import reference
 from aidanbench.services import OpenAIServices, ServicesFactory, default_services
 from aidanbench.testing import OpenAIStub, ScriptedBrain
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "aidanbench"
-REFERENCE_RUN = SHARED / "reference-runs" / "aidanbench-2024-not-cot.json"
+REFERENCE_RUN = reference.published_run()
 
 KEY_VARIABLES = ("OPENAI_API_KEY", "AIDANBENCH_TEST_KEY")
 TEST_KEY = "sk-test-0000-not-a-real-key"
@@ -69,9 +69,7 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.fixture
 def reference_run() -> Path:
-    """The published reference run (shared data, not shipped with the package)."""
-    if not REFERENCE_RUN.exists():
-        pytest.skip(f"reference run not found at {REFERENCE_RUN}")
+    """The published reference run, bundled with the package (``aidanbench.reference``)."""
     return REFERENCE_RUN
 
 

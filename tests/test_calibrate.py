@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from aidanbench import reference as bundled
 from aidanbench.analysis import calibrate as calibration_module
 from aidanbench.analysis.calibrate import (
     Calibration,
@@ -28,25 +29,8 @@ from aidanbench.analysis.results import AnswerRow, QuestionResult, read_aidanben
 from aidanbench.cli import calibrate as cli_calibrate
 from aidanbench.cli.main import main
 
-REFERENCE = (
-    Path(__file__).resolve().parents[2]
-    / "shared"
-    / "aidanbench"
-    / "reference-runs"
-    / "aidanbench-2024-not-cot.json"
-)
-# Published per-model totals of the reference run (README of the reference data).
-PUBLISHED_TOTALS = {
-    "anthropic/claude-3.5-sonnet": 421,
-    "google/gemini-flash-1.5-8b": 45,
-    "gpt-4-turbo": 224,
-    "meta-llama/llama-3.1-70b-instruct": 147,
-    "openai/gpt-4o-mini-2024-07-18": 275,
-}
-
-needs_reference = pytest.mark.skipif(
-    not REFERENCE.is_file(), reason=f"reference run not found at {REFERENCE}"
-)
+REFERENCE = bundled.published_run()
+PUBLISHED_TOTALS = bundled.PUBLISHED_TOTALS
 
 NoveltyOf = Callable[[int, AnswerRow], float]
 
@@ -102,8 +86,6 @@ def squared(_: int, answer: AnswerRow) -> float:
 
 @pytest.fixture(scope="module")
 def reference_questions() -> list[QuestionResult]:
-    if not REFERENCE.is_file():
-        pytest.skip(f"reference run not found at {REFERENCE}")
     return read_aidanbench_file(REFERENCE)
 
 
@@ -135,14 +117,12 @@ def separates(result: Calibration) -> bool:
 # --- the fake itself --------------------------------------------------------------------
 
 
-@needs_reference
 def test_fake_reproduces_recorded_novelty(exact: Calibration) -> None:
     for answer in exact.answers:
         assert answer.reference_novelty is not None
         assert answer.novelty == pytest.approx(answer.reference_novelty, abs=1e-9)
 
 
-@needs_reference
 def test_reference_scores_match_published_totals(exact: Calibration) -> None:
     assert exact.reference_totals == PUBLISHED_TOTALS
 
@@ -150,7 +130,6 @@ def test_reference_scores_match_published_totals(exact: Calibration) -> None:
 # --- calibration on the reference run ---------------------------------------------------
 
 
-@needs_reference
 def test_exact_fake_reproduces_every_decision(exact: Calibration) -> None:
     cal = exact.calibrated
     assert cal.decision_agreement == 1.0
@@ -165,7 +144,6 @@ def test_exact_fake_reproduces_every_decision(exact: Calibration) -> None:
     assert cal.decision_agreement == agreement_from_decisions(exact, cal.decisions)
 
 
-@needs_reference
 def test_distortion_calibrates_and_beats_uncalibrated(distorted: Calibration) -> None:
     cal, unc = distorted.calibrated, distorted.uncalibrated
     assert cal.decision_agreement == 1.0
@@ -183,7 +161,6 @@ def test_distortion_calibrates_and_beats_uncalibrated(distorted: Calibration) ->
     assert unc.decision_agreement == agreement_from_decisions(distorted, unc.decisions)
 
 
-@needs_reference
 def test_setting_value_keeps_every_decision(distorted: Calibration) -> None:
     novelties = np.asarray([a.novelty for a in distorted.compared])
     value = distorted.setting_value
@@ -313,7 +290,6 @@ def fake_models(
     return built
 
 
-@needs_reference
 def test_cli_json_figures_are_computed(
     fake_models: list[str],
     distorted: Calibration,
@@ -341,7 +317,6 @@ def test_cli_json_figures_are_computed(
     assert plot.read_bytes().startswith(b"\x89PNG")
 
 
-@needs_reference
 def test_cli_table(
     fake_models: list[str],
     distorted: Calibration,
@@ -386,7 +361,6 @@ def test_cli_invalid_reference(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert err.count("\n") == 1 and "not an AidanBench results file" in err
 
 
-@needs_reference
 def test_cli_missing_api_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -407,7 +381,6 @@ def test_cli_missing_api_key(
     assert err.count("\n") == 1 and "AIDANBENCH_TEST_UNSET_KEY" in err
 
 
-@needs_reference
 def test_cli_local_without_extra(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -434,7 +407,6 @@ def test_plot_name_is_a_safe_file_name() -> None:
 
 
 @pytest.mark.local_embeddings
-@needs_reference
 def test_local_model_calibration_is_self_consistent(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,

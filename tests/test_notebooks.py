@@ -16,8 +16,8 @@ from aidanbench.testing import OpenAIStub
 
 from .conftest import REPO
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
+nbformat = pytest.importorskip("nbformat", reason="needs the [dev] or [notebooks] extra")
+nbclient = pytest.importorskip("nbclient", reason="needs the [dev] or [notebooks] extra")
 
 NOTEBOOKS = REPO / "notebooks"
 NAMES = ["quickstart", "analysis", "subgraph"]

@@ -23,10 +23,14 @@ def test_every_mapped_folder_is_a_regular_package() -> None:
 def test_package_data_is_installed() -> None:
     from importlib import resources
 
-    questions = resources.files("aidanbench.graph").joinpath("questions.json").read_text()
-    prompts = resources.files("aidanbench.nodes").joinpath("prompts.json").read_text()
+    reference = resources.files("aidanbench.reference")
+    questions = reference.joinpath("questions.json").read_text()
+    prompts = reference.joinpath("prompts.json").read_text()
+    run = reference.joinpath("reference-runs").joinpath("aidanbench-2024-not-cot.json")
     assert len(json.loads(questions)) == 63
     assert set(json.loads(prompts)) >= {"generate_first", "judge_coherence"}
+    assert len(json.loads(run.read_text())["models"]) == 5
+    assert "no licence file" in " ".join(reference.joinpath("README.md").read_text().split())
 
 
 def test_langgraph_json_points_at_installed_graphs() -> None:

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from aidanbench import reference as bundled
 from aidanbench.nodes.prompts import (
     fill,
     prompt_texts,
@@ -14,15 +15,10 @@ from aidanbench.nodes.prompts import (
     render_similarity,
 )
 
-from .conftest import SHARED
-
 
 @pytest.fixture(scope="module")
 def reference() -> dict[str, str]:
-    path = SHARED / "prompts.json"
-    if not path.exists():
-        pytest.skip("shared prompts.json not found")
-    texts: dict[str, str] = json.loads(path.read_text("utf-8"))
+    texts: dict[str, str] = json.loads(bundled.read_text(bundled.PROMPTS))
     return texts
 
 
@@ -33,7 +29,7 @@ def test_bundled_prompts_equal_reference(reference: dict[str, str]) -> None:
 def test_bundled_questions_equal_reference() -> None:
     from aidanbench.graph.questions import bundled_questions
 
-    reference = json.loads((SHARED / "questions.json").read_text("utf-8"))
+    reference = json.loads(bundled.read_text(bundled.QUESTIONS))
     assert bundled_questions() == reference
     assert len(reference) == 63
 

@@ -16,7 +16,6 @@ import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from typing import Any
 
 import openai
@@ -24,6 +23,7 @@ import pytest
 from langchain_openai import ChatOpenAI, OpenAIEmbeddings
 from pydantic import SecretStr
 
+from aidanbench import reference
 from aidanbench.testing import (
     GENERATE_MARKER,
     Kind,
@@ -44,9 +44,7 @@ from aidanbench.testing import (
     when,
 )
 
-PROMPTS: dict[str, str] = json.loads(
-    resources.files("aidanbench.nodes").joinpath("prompts.json").read_text("utf-8")
-)
+PROMPTS: dict[str, str] = json.loads(reference.read_text(reference.PROMPTS))
 KEY = SecretStr("test-key")
 QUESTION = "What could a lighthouse keeper do on a quiet night?"
 
