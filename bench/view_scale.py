@@ -2,11 +2,11 @@
 
     python -m bench.view_scale [--repeats 5] [--keep DIR]
 
-Builds the report of the published run (tests/data) and of a generated run of 20 models x
-63 questions x 40 answers (original schema, answers of the published run's mean length,
-233 characters), then opens each in headless Chromium (the system ``chromium``, through
-the tests' DevTools client) at 1280x800 from ``file://`` and measures, median of
-``--repeats`` fresh loads:
+Builds the report of the published run (bundled in ``aidanbench.reference``) and of a
+generated run of 20 models x 63 questions x 40 answers (original schema, answers of the
+published run's mean length, 233 characters), then opens each in headless Chromium (the
+system ``chromium``, through the tests' DevTools client) at 1280x800 from ``file://`` and
+measures, median of ``--repeats`` fresh loads:
 
 * file size;
 * time to first render: ``performance.now()`` when the page's script has drawn the

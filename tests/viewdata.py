@@ -1,7 +1,6 @@
 """Inputs for the HTML report's tests: the published run and a small run directory.
 
-``PUBLISHED_RUN`` is the one place the tests find the published 2024 run; a copy lives in
-``tests/data`` until the package carries it.
+``PUBLISHED_RUN`` is the published 2024 run as the package bundles it.
 """
 
 from __future__ import annotations
@@ -11,10 +10,11 @@ import random
 from pathlib import Path
 from typing import Any
 
+from aidanbench import reference
 from aidanbench.analysis.rundir import METADATA, write_outputs
 from aidanbench.graph.thresholds import Thresholds
 
-PUBLISHED_RUN = Path(__file__).resolve().parent / "data" / "aidanbench-2024-not-cot.json"
+PUBLISHED_RUN = reference.published_run()
 """The published run (5 models, 49 question lines, 1,161 answers), original schema."""
 
 THRESHOLDS = Thresholds(coherence=15.0, novelty=0.15, llm_novelty=0.15)
