@@ -22,7 +22,7 @@ from langgraph.runtime import Runtime
 
 from aidanbench.graph.settings import Settings
 from aidanbench.graph.state import CallStats, ErrorInfo, QuestionState
-from aidanbench.services import Services, ServicesFactory, role_host
+from aidanbench.services import Services, ServicesFactory, key_values, role_host
 from aidanbench.services.errors import describe
 
 
@@ -41,8 +41,8 @@ class NodeContext:
         return self.factory(self.settings)
 
     def failure(self, role: str, exc: BaseException) -> ErrorInfo:
-        """The recorded form of a failed call by ``role``."""
-        return describe(role, role_host(self.settings, role), exc)
+        """The recorded form of a failed call by ``role``, with the run's keys redacted."""
+        return describe(role, role_host(self.settings, role), exc, key_values(self.settings))
 
 
 NodeFn = Callable[[QuestionState, NodeContext], Awaitable[dict[str, Any]]]
