@@ -261,9 +261,11 @@ async def test_empty_answer_is_regenerated_not_sent_to_embeddings(
 CANARY = "sk-canary-reliab-5e1d-do-not-leak"
 
 
-def cli_run(stub: OpenAIStub, run_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def cli_run(
+    stub: OpenAIStub, run_dir: Path, model: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
     url = stub.base_url
-    args = ["run", "--model", "m1", "--questions", str(len(QUESTIONS)), "--run-dir", str(run_dir)]
+    args = ["run", "--model", model, "--run-dir", str(run_dir)]
     for prefix in ("", "judge-", "embedding-"):
         args += [f"--{prefix}base-url", url, f"--{prefix}api-key-env", "AIDANBENCH_TEST_KEY"]
     env = {
@@ -286,33 +288,45 @@ def question_lines(run_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.slow
-def test_run_command_under_reordered_embeddings_and_malformed_replies(tmp_path: Path) -> None:
-    """``aidanbench run`` (a subprocess, aiohttp transport) on four questions at once:
-    embeddings reversed throughout, one question's judge replies always malformed, a key
-    echoed once: exact scores for the others, one recorded error, exit 1, and a rerun
-    after the provider recovers finishes with exact scores and exit 0."""
+def test_run_command_under_reordered_embeddings_and_malformed_replies(
+    tmp_path: Path, reference_run: Path
+) -> None:
+    """``aidanbench run`` (a subprocess, aiohttp transport) replays ten published
+    questions at once with every embeddings reply reversed, one question's judge
+    replies always an HTML page, and the provider echoing the key once: the published
+    scores for the others, one recorded error each for the two hit, no key anywhere,
+    exit 1; a rerun after the provider recovers gives every published score, exit 0."""
+    chains = [q for q in read_aidanbench_file(reference_run) if q.model == REPLAYED]
+    questions = [c.question for c in chains]
+    victim, keyed = questions[1], questions[3]
+    questions_file = tmp_path / "questions.json"
+    questions_file.write_text(json.dumps(questions), "utf-8")
     run_dir = tmp_path / "run"
     faults = combine(
-        when("coherence", malformed("html"), match=VICTIM_TEXT),
-        when("generate", echo_key(401), match=QUESTIONS[3], times=1),
+        when("coherence", malformed("html"), match=chains[1].answers[1].answer),
+        when("generate", echo_key(401), match=keyed, times=1),
         when("embed", reordered_embeddings()),
     )
-    with OpenAIStub(ScriptedBrain(PLAN), faults=faults) as stub:
-        first = cli_run(stub, run_dir, "--max-retries", "1")
+    extra = ["--questions-file", str(questions_file), "--max-retries", "1"]
+    with OpenAIStub(ReplayBrain(chains), faults=faults) as stub:
+        started = time.monotonic()
+        first = cli_run(stub, run_dir, REPLAYED, *extra)
+        assert time.monotonic() - started < 100, "the run exits"
         assert first.returncode == 1, first.stderr
         lines = question_lines(run_dir)
-        for question in QUESTIONS:
+        for question, published in zip(questions, PUBLISHED[REPLAYED], strict=True):
             line = lines[question]
-            if question in (VICTIM, QUESTIONS[3]):
-                assert line["stop_reason"] == "error"
+            if question in (victim, keyed):
+                assert line["stop_reason"] == "error", question
             else:
-                assert (line["score"], line["stop_reason"]) == (PLAN[question], "novelty")
-        assert "malformed reply" in lines[VICTIM]["error"]["message"]
+                assert (line["score"], line["error"]) == (published, None), question
+        assert "malformed reply" in lines[victim]["error"]["message"]
+        assert "[redacted]" in lines[keyed]["error"]["message"]
         stub.faults = when("embed", reordered_embeddings())
-        second = cli_run(stub, run_dir, "--max-retries", "1")
+        second = cli_run(stub, run_dir, REPLAYED, *extra)
     assert second.returncode == 0, second.stderr
     lines = question_lines(run_dir)
-    assert {q: lines[q]["score"] for q in QUESTIONS} == PLAN
+    assert [lines[q]["score"] for q in questions] == PUBLISHED[REPLAYED]
     for text in (first.stdout, first.stderr, second.stdout, second.stderr):
         assert CANARY not in text
     for path in run_dir.rglob("*"):
