@@ -332,3 +332,79 @@ def test_run_command_under_reordered_embeddings_and_malformed_replies(
     for path in run_dir.rglob("*"):
         if path.is_file():
             assert CANARY.encode() not in path.read_bytes(), path.name
+
+
+async def test_cached_vectors_belong_to_their_endpoint(api_key: str) -> None:
+    """Two endpoints in one process (a long-lived server, the in-memory cache): the
+    second endpoint's vectors are asked of it, never taken from the first's."""
+    from aidanbench.services import default_services
+
+    class Alike(ScriptedBrain):
+        """Every text embeds to the same direction: the second answer has novelty 0."""
+
+        def embed(self, model: str, texts: Any) -> list[list[float]]:
+            return [[1.0] + [0.0] * 15 for _ in texts]
+
+    question = QUESTIONS[0]
+    with OpenAIStub(ScriptedBrain({question: 3})) as first:
+        out = await run_question(default_services, question, stub_settings(first))
+        assert out["score"] == 3
+    with OpenAIStub(Alike({question: 3})) as second:
+        out = await run_question(default_services, question, stub_settings(second))
+        assert second.count("embed") > 0, "vectors asked of this endpoint"
+    assert (out["score"], out["stop_reason"]) == (1, "novelty")
+
+
+async def test_an_answer_refused_for_its_content_is_generated_again_on_rerun(
+    services: ServicesFactory, stub: OpenAIStub, api_key: str
+) -> None:
+    """The embeddings endpoint refuses one answer's text (a 400, every time): the
+    question stops with that error; the rerun does not send the same text again (it
+    would fail forever) but asks the model again, and finishes with the new answer."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from aidanbench.testing import http_error
+
+    question = QUESTIONS[0]
+
+    class Retelling(ScriptedBrain):
+        retell = False
+
+        def answer_text(self, q: str, k: int, previous: Any = ()) -> str:
+            text = super().answer_text(q, k, previous)
+            return text.replace("Idea 2", "Idea 2 retold") if self.retell and k == 2 else text
+
+    brain = Retelling({question: 3})
+    stub.brain = brain
+    refused = f"Idea 2 for {question_id(question)}"
+    stub.faults = when("embed", http_error(400, "input refused"), match=refused)
+    saver = InMemorySaver()
+    settings = stub_settings(stub)
+    out = await run_question(services, question, settings, checkpointer=saver)
+    assert out["stop_reason"] == "error" and out["error"]["status"] == 400
+    assert [a["index"] for a in out["answers"]] == [1]
+    brain.retell = True  # the model, asked again, answers otherwise
+    out = await run_question(services, question, settings, checkpointer=saver)
+    assert (out["score"], out["stop_reason"], out["error"]) == (3, "novelty", None)
+    assert out["answers"][1]["answer"].startswith("Idea 2 retold")
+    assert out["speculative"]["calls"] >= 1, "the refused answer's cost is kept"
+
+
+def test_the_cache_refuses_bad_vectors_and_ignores_poisoned_rows(tmp_path: Path) -> None:
+    """A cache written by an older version may hold a NaN vector: it reads as absent
+    (so it is embedded again); a bad vector is never stored."""
+    from aidanbench.services.cache import ScoreCache, UnusableVector, digest
+
+    path = tmp_path / "cache.sqlite"
+    good = np.ones(4, dtype=np.float32)
+    ScoreCache(path).put_vectors("ns", [("kept", good), ("other", good)])
+    with sqlite3.connect(path) as db:
+        poisoned = np.array([np.nan, 1, 1, 1], dtype=np.float32).tobytes()
+        db.execute("INSERT INTO embeddings VALUES ('ns', ?, ?)", (digest("poisoned"), poisoned))
+    cache = ScoreCache(path)
+    found = cache.vectors("ns", ["kept", "poisoned"])
+    assert found[0] is not None and found[1] is None
+    for bad in (np.zeros(4), np.array([1.0, np.inf, 1, 1]), np.ones(3)):
+        with pytest.raises(UnusableVector):
+            cache.put_vectors("ns", [("new", bad)])
+    assert cache.vectors("ns", ["new"]) == [None]
