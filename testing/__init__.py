@@ -4,7 +4,8 @@
 default ``ScriptedBrain`` plays a model, a judge and an embedder whose answers follow a
 per-question chain plan, so a benchmark run against it has known scores. ``Latency`` makes
 calls take time (in parallel threads, as a remote API would) and fault hooks inject
-HTTP errors, connection resets and hangs::
+HTTP errors, connection resets, hangs, malformed 200 replies, reordered or damaged
+embeddings, bodies dripping in byte by byte and errors quoting the caller's key::
 
     with OpenAIStub(ScriptedBrain({"What is art?": 5})) as stub:
         chat = ChatOpenAI(model="m", base_url=stub.base_url, api_key="test-key", timeout=5)
