@@ -63,21 +63,16 @@ def _openai_factory(args: argparse.Namespace) -> EmbedFn:
             f"(API key for embedding model {args.embedding_model!r})"
         )
     import openai
-    from langchain_openai import OpenAIEmbeddings
-    from pydantic import SecretStr
 
-    client = OpenAIEmbeddings(
-        model=args.embedding_model,
-        base_url=args.embedding_base_url,
-        api_key=SecretStr(api_key),
-        check_embedding_ctx_length=False,
-        timeout=60,
-    )
+    from aidanbench.services.embeddings import embed_all
+    from aidanbench.services.errors import MalformedReply
+
+    client = openai.OpenAI(api_key=api_key, base_url=args.embedding_base_url, timeout=60)
 
     def embed(texts: list[str]) -> np.ndarray:
         try:
-            return np.asarray(client.embed_documents(texts), dtype=np.float64)
-        except openai.OpenAIError as exc:
+            return embed_all(client, args.embedding_model, texts)
+        except (openai.OpenAIError, MalformedReply) as exc:
             raise UsageError(f"embedding request failed: {_one_line(exc)}") from exc
 
     return embed

@@ -20,6 +20,7 @@ committed right after that turn. Every call returns after its commit, so
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
@@ -137,24 +138,35 @@ class InlineCommitSaver(AsyncSqliteSaver):
         await done
 
     def _commit_pending(self) -> None:
-        """Insert everything queued in one transaction: all of it or, on an error, none."""
+        """Insert everything queued in one transaction: all of it or, on an error, none.
+
+        Every waiter is answered whatever happens, even when the rollback itself fails
+        (the connection was closed by a crashing run): a waiter left unanswered would
+        keep the event loop from ever finishing, and the run from exiting.
+        """
         group, self._pending = self._pending, []
-        failure: Exception | None = None
+        failure: BaseException | None = None
         try:
             for item in group:
                 self._writer.executemany(item.sql, item.rows)
             self._writer.commit()
             self.commits += 1
-        except Exception as exc:
-            self._writer.rollback()
+        except BaseException as exc:
             failure = exc
-        for item in group:
-            if item.done.done():  # its caller was cancelled; the rows are written anyway
-                continue
-            if failure is None:
-                item.done.set_result(None)
-            else:
-                item.done.set_exception(failure)
+            with contextlib.suppress(sqlite3.Error):
+                self._writer.rollback()
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for item in group:
+                if item.done.done():  # its caller was cancelled; the rows are written anyway
+                    continue
+                if failure is None:
+                    item.done.set_result(None)
+                elif isinstance(failure, Exception):
+                    item.done.set_exception(failure)
+                else:
+                    item.done.cancel()
 
     def close_writer(self) -> None:
         """Close the inline connection (reads keep the aiosqlite one)."""

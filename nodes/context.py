@@ -23,7 +23,7 @@ from langgraph.runtime import Runtime
 
 from aidanbench.graph.settings import Settings
 from aidanbench.graph.state import CallStats, ErrorInfo
-from aidanbench.services import Services, ServicesFactory, role_host
+from aidanbench.services import Services, ServicesFactory, key_values, role_host
 from aidanbench.services.errors import describe
 
 
@@ -56,8 +56,8 @@ class NodeContext:
         self.runtime.stream_writer(event)
 
     def failure(self, role: str, exc: BaseException) -> ErrorInfo:
-        """The recorded form of a failed call by ``role``."""
-        return describe(role, role_host(self.settings, role), exc)
+        """The recorded form of a failed call by ``role``, with the run's keys redacted."""
+        return describe(role, role_host(self.settings, role), exc, key_values(self.settings))
 
 
 def no_calls() -> CallStats:

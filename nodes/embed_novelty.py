@@ -1,9 +1,10 @@
 """``embed_novelty``: 1 − max cosine similarity of the candidate to earlier valid answers.
 
 Every vector comes from the score cache; only texts it has never seen under this
-embedding model are sent, batched with other questions' texts waiting at the same time
-(``services.batching``). After a restart the earlier answers' vectors are
-read back from disk instead of being embedded again.
+embedding model and endpoint are sent, batched with other questions' texts waiting at
+the same time (``services.batching``), and only usable vectors are cached (a bad one is
+this question's retryable error). After a restart the earlier answers' vectors are read
+back from disk instead of being embedded again.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from aidanbench.services.errors import RECOVERABLE
 
 async def embed_texts(ctx: NodeContext, texts: list[str]) -> tuple[list[np.ndarray], CallStats]:
     """Vectors for ``texts`` (cached where possible) and what embedding them cost."""
-    services, model = ctx.services, ctx.settings.embedding_model
+    services = ctx.services
+    model = services.embedding_namespace
     found = services.cache.vectors(model, texts)
     missing = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
     call = no_calls()

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
 
 from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import Candidate, QuestionState
+from aidanbench.graph.state import Candidate, ErrorInfo, QuestionState
 from aidanbench.nodes.context import NodeContext, message_stats, reply_text, stopwatch
 from aidanbench.nodes.parsing import extract_answer
 from aidanbench.nodes.prompts import render_generate
-from aidanbench.services import ServicesFactory
+from aidanbench.services import ServicesFactory, role_host
 from aidanbench.services.errors import RECOVERABLE
 
 
@@ -27,19 +26,35 @@ def previous_answers(state: QuestionState) -> list[str]:
     return [a["answer"] for a in state.get("answers", []) if a["valid"]]
 
 
+def empty_answer(ctx: NodeContext) -> ErrorInfo:
+    """The error of a reply with nothing to score.
+
+    An empty answer cannot be embedded (every embeddings endpoint refuses empty input)
+    and so can never be scored: it is a failed generation, retryable, and invoking the
+    thread again asks the model again. It is never recorded as an answer or a score.
+    """
+    return ErrorInfo(
+        kind="error",
+        role="model",
+        message=f"model at {role_host(ctx.settings, 'model')}: empty answer",
+        status=None,
+        retryable=True,
+    )
+
+
 async def ask_model(ctx: NodeContext, question: str, previous: list[str], index: int) -> Candidate:
     """One generation as a candidate, or the candidate's error when the call failed."""
     try:
         services = ctx.services
         prompt = render_generate(question, previous, cot=ctx.settings.cot)
-        async with services.limiters["model"].slot():
-            with stopwatch() as elapsed:
-                reply = await services.model.ainvoke([HumanMessage(prompt)])
+        with stopwatch() as elapsed:
+            reply = await services.chat("model", prompt)
     except RECOVERABLE as exc:
         return Candidate(index=index, error=ctx.failure("model", exc))
-    assert isinstance(reply, AIMessage)
     raw = reply_text(reply)
     answer, tagged = extract_answer(raw)
+    if not answer.strip():
+        return Candidate(index=index, error=empty_answer(ctx))
     return Candidate(
         index=index,
         answer=answer,

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import re
 
-from langchain_core.messages import AIMessage, HumanMessage
-
 from aidanbench.graph.state import CallStats
 from aidanbench.nodes.context import (
     NodeContext,
@@ -51,10 +49,8 @@ async def ask_judge(ctx: NodeContext, prompt: str, tag: str) -> tuple[int, CallS
     total = no_calls()
     failure: ScoreParseError | None = None
     for _ in range(ctx.settings.judge_attempts):
-        async with services.limiters["judge"].slot():
-            with stopwatch() as elapsed:
-                reply = await services.judge.ainvoke([HumanMessage(prompt)])
-        assert isinstance(reply, AIMessage)
+        with stopwatch() as elapsed:
+            reply = await services.chat("judge", prompt)
         total = add_calls(total, message_stats(reply, elapsed()))
         try:
             return parse_score(reply_text(reply), tag), total

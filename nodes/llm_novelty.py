@@ -19,12 +19,12 @@ from aidanbench.nodes.generate import previous_answers
 from aidanbench.nodes.judging import ask_judge, neutralise
 from aidanbench.nodes.novelty import llm_novelty as novelty_from_similarities
 from aidanbench.nodes.prompts import render_similarity
-from aidanbench.services import ServicesFactory
+from aidanbench.services import ServicesFactory, judge_namespace
 from aidanbench.services.errors import RECOVERABLE
 
 
 async def _similarity(ctx: NodeContext, prompt: str) -> tuple[int, CallStats]:
-    cache, judge_model = ctx.services.cache, ctx.settings.judge_model
+    cache, judge_model = ctx.services.cache, judge_namespace(ctx.settings)
     cached = cache.similarity(judge_model, prompt)
     if cached is not None:
         return cached, no_calls()

@@ -6,6 +6,14 @@ an error it clears the error and every failed outcome, keeping whatever succeede
 routing re-runs only the failed parts: a finished judge or embedding result is not
 recomputed. On a thread that finished by the benchmark's rule it changes nothing, and
 routing ends at once.
+
+One failure is not retried as it stands: a candidate answer the embeddings endpoint
+refused for its content (a 400, 413 or 422 on that text alone: too long, refused by a
+filter). Sending the same text again would fail on every rerun and the question would
+never finish, so the candidate, its look-ahead (whose prompt listed it) and its scores
+are dropped, their generation cost is kept as ``speculative``, and the model is asked
+again. The candidate was never scored, so no score changes; it is as if its generation
+had failed.
 """
 
 from __future__ import annotations
@@ -16,14 +24,39 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import QuestionState
-from aidanbench.nodes.context import settings_of
+from aidanbench.graph.state import CallStats, QuestionState
+from aidanbench.nodes.context import add_calls, no_calls, settings_of
 from aidanbench.nodes.metrics import chain_metrics
 
 ERROR_KINDS = frozenset({"error", "judge_error"})
 """Stop reasons after which invoking the thread again retries."""
 
 OUTCOME_KEYS = ("candidate", "lookahead", "coherence_result", "novelty_result", "similarity_result")
+
+CONTENT_REFUSALS = frozenset({400, 413, 422})
+"""Statuses with which an embeddings endpoint refuses one text for what it contains."""
+
+
+def refused_for_content(state: QuestionState) -> bool:
+    """Whether the candidate's text was refused by the embeddings endpoint."""
+    outcome = state.get("novelty_result")
+    candidate = state.get("candidate")
+    if not isinstance(outcome, dict) or "error" not in outcome:
+        return False
+    if not isinstance(candidate, dict) or "answer" not in candidate:
+        return False
+    error = outcome["error"]
+    return error["role"] == "embeddings" and error["status"] in CONTENT_REFUSALS
+
+
+def discarded_cost(state: QuestionState) -> CallStats:
+    """What the dropped candidate and look-ahead cost, added to ``speculative``."""
+    spent = state.get("speculative") or no_calls()
+    for key in ("candidate", "lookahead"):
+        dropped = state.get(key)
+        if isinstance(dropped, dict) and "call" in dropped:
+            spent = add_calls(spent, dropped["call"])
+    return spent
 
 
 async def prepare(state: QuestionState, runtime: Runtime[Settings]) -> dict[str, Any]:
@@ -37,6 +70,9 @@ async def prepare(state: QuestionState, runtime: Runtime[Settings]) -> dict[str,
         update |= {"speculative": None, **chain_metrics([], settings_of(runtime).reward_mode)}
     if state.get("stop_reason") in ERROR_KINDS:
         update |= {"stop_reason": None, "error": None}
+        if refused_for_content(state):
+            update |= {"speculative": discarded_cost(state)}
+            return update | {key: None for key in OUTCOME_KEYS}
         for key in OUTCOME_KEYS:
             outcome = state.get(key)
             if isinstance(outcome, dict) and "error" in outcome:

@@ -10,6 +10,8 @@ model class.
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import threading
 import weakref
 from collections.abc import Callable
@@ -19,12 +21,13 @@ from pathlib import Path
 import httpx2
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage
 
 from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL, Settings
-from aidanbench.services import clients
+from aidanbench.services import clients, retry
 from aidanbench.services.batching import EmbeddingBatcher
-from aidanbench.services.cache import ScoreCache
-from aidanbench.services.errors import ConfigError, host_of
+from aidanbench.services.cache import ScoreCache, endpoint_key
+from aidanbench.services.errors import ConfigError, MalformedReply, host_of
 from aidanbench.services.limits import EndpointLimiter
 
 ROLES = ("model", "judge", "embeddings")
@@ -36,8 +39,11 @@ class Services:
 
     ``build`` holds one constructor per role; each client is built on first use, so a
     missing key for one role is reported by the node that needs it (naming the role).
-    Embedding requests go through ``embedder``, which coalesces the questions' concurrent
-    requests (``services.batching``).
+    Chat requests go through ``chat`` and embedding requests through ``embedder``, which
+    coalesces the questions' concurrent requests (``services.batching``); both take a
+    limiter slot per attempt, bound each attempt by ``request_timeout`` and retry
+    transient failures ``max_retries`` times (``services.retry``). ``embedding_namespace``
+    keys the cached vectors (``services.cache``).
     """
 
     build: dict[str, Callable[[], object]]
@@ -45,6 +51,12 @@ class Services:
     limiters: dict[str, EndpointLimiter]
     pools: list[httpx2.AsyncClient] = field(default_factory=list)
     """HTTP pools the built clients use, closed by ``aclose``."""
+    request_timeout: float | None = None
+    """Seconds one attempt may take, all of it (None: unbounded)."""
+    max_retries: int = 0
+    """Retries of a transient failure; the clients themselves never retry."""
+    embedding_namespace: str = "default"
+    """What decides a vector (endpoint and model): the cache key of this embedder."""
     _built: dict[str, object] = field(default_factory=dict)
     _batcher: EmbeddingBatcher | None = None
 
@@ -98,10 +110,84 @@ class Services:
     def embedder(self) -> EmbeddingBatcher:
         """Embedding requests, batched across every question using these services."""
         if self._batcher is None:
+            namespace = self.embedding_namespace
             self._batcher = EmbeddingBatcher(
-                client=lambda: self.embeddings, limiter=self.limiters["embeddings"]
+                client=lambda: self.embeddings,
+                limiter=self.limiters["embeddings"],
+                timeout=self.request_timeout,
+                max_retries=self.max_retries,
+                size=lambda: self.cache.size(namespace),
             )
         return self._batcher
+
+    async def chat(self, role: str, prompt: str) -> AIMessage:
+        """The reply of ``role`` (``model`` or ``judge``) to one user message.
+
+        A 200 reply the client cannot read (no choices, not JSON, an HTML page, an
+        ``error`` object) is a ``MalformedReply``, retried like a 5xx. Lone UTF-16
+        surrogates, which no UTF-8 file, database or request can hold, are replaced by
+        U+FFFD as a UTF-8 decoder replaces invalid bytes.
+        """
+        client = self.model if role == "model" else self.judge
+
+        async def request() -> AIMessage:
+            try:
+                reply = await client.ainvoke([HumanMessage(prompt)])
+            except (ValueError, LookupError, TypeError, AttributeError) as exc:
+                raise MalformedReply(f"{type(exc).__name__}: {exc}") from exc
+            if not isinstance(reply, AIMessage):
+                raise MalformedReply(f"a {type(reply).__name__} instead of a message")
+            return reply
+
+        reply = await retry.call(
+            self.limiters[role],
+            request,
+            limit_s=self.request_timeout,
+            max_retries=self.max_retries,
+        )
+        return repaired(reply)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def repaired(reply: AIMessage) -> AIMessage:
+    """``reply`` with lone surrogates in its text replaced by U+FFFD."""
+    content = reply.content
+    if isinstance(content, str):
+        if _SURROGATE.search(content) is None:
+            return reply
+        return reply.model_copy(update={"content": _SURROGATE.sub("\ufffd", content)})
+    blocks: list[str | dict[object, object]] = []
+    for block in content:
+        if isinstance(block, str):
+            blocks.append(_SURROGATE.sub("\ufffd", block))
+        elif isinstance(block, dict) and isinstance(block.get("text"), str):
+            blocks.append({**block, "text": _SURROGATE.sub("\ufffd", block["text"])})
+        else:
+            blocks.append(block)
+    return reply.model_copy(update={"content": blocks})
+
+
+def embedding_namespace(settings: Settings) -> str:
+    """The cache key of the settings' embeddings: model and endpoint (``local`` alone)."""
+    if settings.embedding_model == LOCAL_EMBEDDING_MODEL:
+        return LOCAL_EMBEDDING_MODEL
+    return f"{settings.embedding_model} @ {endpoint_key(settings.embedding_base_url)}"
+
+
+def judge_namespace(settings: Settings) -> str:
+    """The cache key of the settings' similarity judgements: judge, endpoint, temperature."""
+    key = f"{settings.judge_model} @ {endpoint_key(settings.judge_base_url)}"
+    if settings.judge_temperature is not None:
+        key += f" T={settings.judge_temperature!r}"
+    return key
+
+
+def key_values(settings: Settings) -> list[str]:
+    """The values of every role's key variable, to redact from error messages."""
+    names = {settings.api_key_env, settings.judge_api_key_env, settings.embedding_api_key_env}
+    return [value for name in sorted(names) if (value := os.environ.get(name))]
 
 
 ServicesFactory = Callable[[Settings], Services]
@@ -185,6 +271,9 @@ class OpenAIServices:
                 else _memory_caches.setdefault(loop, ScoreCache())
             ),
             limiters={role: _limiter(loop, hosts[role], settings) for role in ROLES},
+            request_timeout=settings.request_timeout,
+            max_retries=settings.max_retries,
+            embedding_namespace=embedding_namespace(settings),
         )
 
         def pool() -> httpx2.AsyncClient:
@@ -216,6 +305,9 @@ __all__ = [
     "Services",
     "ServicesFactory",
     "default_services",
+    "embedding_namespace",
+    "judge_namespace",
+    "key_values",
     "role_host",
     "shared_cache",
 ]

@@ -11,11 +11,18 @@ batcher sends what is waiting together:
   flight; otherwise it waits for the next free batch, with every other waiting call.
   A waiting call is delayed by at most one embedding round trip, which the judge (the
   slower scorer at every published latency) covers.
-* Each batch holds one slot of the endpoint limiter, like any other request.
-* A batch that fails with an error the client will not retry (a 400 for one bad text,
-  say) is split: each caller's texts are sent again on their own, so one question's bad
-  answer never fails another question. Errors that are the endpoint's (time-outs, 5xx
-  after the client's retries) reach every caller, as they would have unbatched.
+* Each batch holds one slot of the endpoint limiter, like any other request, and is
+  bounded as a whole by the request timeout.
+* Vectors are checked one by one (``services.embeddings``): a missing, non-finite, zero
+  or wrongly sized vector fails only the caller whose text it belongs to.
+* A batch that fails with an error that is not worth retrying (a 400 for one bad text,
+  say) or with a reply that cannot be read at all is split: each caller's texts are sent
+  again on their own, so one question's bad answer never fails another question. Errors
+  that are the endpoint's (time-outs, 5xx) reach every caller, as they would have
+  unbatched.
+* Retries are per caller (``services.retry``): a caller whose attempt failed for a
+  retryable reason waits its backoff and queues again, so its next attempt shares a
+  request with whatever else is waiting then. Each text is sent at most 1 + retries times.
 """
 
 from __future__ import annotations
@@ -27,7 +34,10 @@ from dataclasses import dataclass, field
 import openai
 from langchain_core.embeddings import Embeddings
 
+from aidanbench.services.embeddings import OpenAICompatibleEmbeddings, Vector, check_vector
+from aidanbench.services.errors import MalformedReply
 from aidanbench.services.limits import EndpointLimiter
+from aidanbench.services.retry import with_retries
 
 MAX_BATCHES_IN_FLIGHT = 2
 """Batches one client may have in flight before calls start to wait and coalesce."""
@@ -40,7 +50,7 @@ answers of a few kB."""
 @dataclass
 class _Call:
     texts: list[str]
-    future: asyncio.Future[list[list[float]]]
+    future: asyncio.Future[list[Vector]]
 
 
 @dataclass
@@ -55,16 +65,25 @@ class EmbeddingBatcher:
     limiter: EndpointLimiter
     max_in_flight: int = MAX_BATCHES_IN_FLIGHT
     max_texts: int = MAX_TEXTS_PER_BATCH
+    timeout: float | None = None
+    """Seconds one request may take, all of it (None: unbounded)."""
+    max_retries: int = 0
+    """Retries of a caller's retryable failure (``services.retry``)."""
+    size: Callable[[], int | None] = lambda: None
+    """The vector length already established for this model (by the cache), if any."""
     requests: int = 0
     """Embedding requests sent so far (for tests and the benchmark)."""
     _waiting: list[_Call] = field(default_factory=list)
     _sending: set[asyncio.Task[None]] = field(default_factory=set)
     _scheduled: bool = False
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed(self, texts: list[str]) -> list[Vector]:
         """Vectors of ``texts``, in order, sent alone or with other callers' texts."""
         if not texts:
             return []
+        return await with_retries(lambda: self._attempt(texts), self.max_retries)
+
+    async def _attempt(self, texts: list[str]) -> list[Vector]:
         loop = asyncio.get_running_loop()
         call = _Call(list(texts), loop.create_future())
         self._waiting.append(call)
@@ -110,20 +129,46 @@ class EmbeddingBatcher:
 
     async def _deliver(self, batch: list[_Call]) -> None:
         unique = list(dict.fromkeys(t for call in batch for t in call.texts))
+        client = self.client()
         async with self.limiter.slot():
             self.requests += 1
-            vectors = await self.client().aembed_documents(unique)
-        if len(vectors) != len(unique):
-            raise ValueError(f"embeddings returned {len(vectors)} vectors for {len(unique)} texts")
-        by_text = dict(zip(unique, vectors, strict=True))
+            checked = await asyncio.wait_for(self._request(client, unique), self.timeout)
+        by_text = dict(zip(unique, checked, strict=True))
         for call in batch:
-            if not call.future.done():
-                call.future.set_result([by_text[t] for t in call.texts])
+            if call.future.done():
+                continue
+            results = [by_text[t] for t in call.texts]
+            reasons = [reason for vector, reason in results if vector is None]
+            if reasons:
+                call.future.set_exception(MalformedReply(reasons[0]))
+            else:
+                call.future.set_result([vector for vector, _ in results if vector is not None])
+
+    async def _request(
+        self, client: Embeddings, texts: list[str]
+    ) -> list[tuple[Vector | None, str | None]]:
+        """Each text's vector or why it is unusable, whatever kind of client this is."""
+        if isinstance(client, OpenAICompatibleEmbeddings):
+            return await client.aembed_indexed(texts, self.size())
+        vectors = await client.aembed_documents(texts)
+        if len(vectors) != len(texts):
+            raise MalformedReply(f"{len(vectors)} vectors for {len(texts)} texts")
+        checked = [check_vector(v) for v in vectors]
+        size = self.size()
+        return [
+            (None, f"vector of length {v.size}, expected {size}")
+            if v is not None and size is not None and v.size != size
+            else (v, reason)
+            for v, reason in checked
+        ]
 
 
 def _caller_specific(exc: Exception) -> bool:
     """Whether ``exc`` may be caused by one caller's texts rather than by the endpoint:
-    a 4xx the client does not retry (400 bad input, 413 too large, 422 ...)."""
+    a 4xx that is not worth retrying (400 bad input, 413 too large, 422 ...), or a reply
+    that cannot be read at all (one text may be what breaks the provider's encoder)."""
+    if isinstance(exc, MalformedReply):
+        return True
     if isinstance(exc, openai.APIStatusError):
         return 400 <= exc.status_code < 500 and exc.status_code not in (401, 403, 408, 409, 429)
     return False

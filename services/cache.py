@@ -1,10 +1,17 @@
 """A content-addressed cache of embeddings and judge similarity scores.
 
-Vectors are kept out of checkpointed state (every checkpoint would carry them all) and
-stored here instead, keyed by (embedding model, sha256 of the text), so each answer is
-embedded once per embedding model, even across restarts and by ``rescore``. Similarity
-judgements are keyed by (judge model, sha256 of the rendered prompt): each pair of answers
-is judged at most once.
+Vectors are kept out of checkpointed state (they made checkpoints grow quadratically) and
+stored here instead, keyed by (namespace, sha256 of the text), so each answer is embedded
+once per embedding model, even across restarts and by ``rescore``. The namespace is
+everything that decides a vector: the endpoint and the model (``embedding_namespace``),
+so a long-lived process serving runs against several endpoints never hands one
+endpoint's vector to another. Similarity judgements are keyed by (judge namespace,
+sha256 of the rendered prompt): each pair of answers is judged at most once.
+
+Only usable vectors are stored: finite, not all zeros, and of the one length the
+namespace's vectors have (the most common length on disk, else the first stored). A
+vector read back that breaks those rules (a cache written by an older version) is
+treated as absent, so it is embedded again and replaced.
 
 Backed by an in-memory dict, written through to SQLite when a path is given (WAL mode;
 a few small writes per answer). One instance per path and process, shared by every
@@ -21,8 +28,11 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import numpy as np
+
+from aidanbench.services.errors import MalformedReply
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS embeddings (
@@ -37,8 +47,33 @@ CREATE TABLE IF NOT EXISTS similarities (
 
 
 def digest(text: str) -> bytes:
-    """sha256 of the UTF-8 text: the cache key of an answer or a prompt."""
-    return hashlib.sha256(text.encode("utf-8")).digest()
+    """sha256 of the UTF-8 text: the cache key of an answer or a prompt (a lone
+    surrogate, which UTF-8 cannot encode, is hashed as its surrogate-escaped bytes)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+def endpoint_key(base_url: str | None) -> str:
+    """The endpoint part of a namespace: scheme, host, port and path of the base URL
+    (never its query or fragment), the OpenAI API when None."""
+    if not base_url:
+        return "https://api.openai.com/v1"
+    parts = urlsplit(base_url)
+    return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}{parts.path.rstrip('/')}"
+
+
+def usable(vector: np.ndarray, size: int | None) -> bool:
+    """Finite, not all zeros, one-dimensional and ``size`` long (when known)."""
+    return (
+        vector.ndim == 1
+        and vector.size > 0
+        and (size is None or vector.size == size)
+        and bool(np.all(np.isfinite(vector)))
+        and bool(np.any(vector))
+    )
+
+
+class UnusableVector(MalformedReply):
+    """A vector the cache refuses to store (not finite, zero, or of the wrong length)."""
 
 
 class ScoreCache:
@@ -47,6 +82,7 @@ class ScoreCache:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = None if path is None else Path(path)
         self._vectors: dict[tuple[str, str], np.ndarray] = {}
+        self._sizes: dict[str, int | None] = {}
         self._scores: dict[tuple[str, bytes], int] = {}
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
@@ -68,20 +104,51 @@ class ScoreCache:
                 found = [memo.get((model, t)) for t in texts]
         return found
 
+    def size(self, model: str) -> int | None:
+        """The length of every vector stored under ``model``, once one is known."""
+        with self._lock:
+            return self._size(model)
+
+    def _size(self, model: str) -> int | None:
+        if model not in self._sizes:
+            found = None
+            if self._db is not None:
+                row = self._db.execute(
+                    "SELECT length(vector), count(*) FROM embeddings WHERE model = ? "
+                    "GROUP BY 1 ORDER BY 2 DESC LIMIT 1",
+                    (model,),
+                ).fetchone()
+                found = None if row is None else int(row[0]) // 4
+            self._sizes[model] = found
+        return self._sizes[model]
+
     def _load_vectors(self, model: str, texts: list[str]) -> None:
         assert self._db is not None
+        size = self._size(model)
         for text in texts:
             row = self._db.execute(
                 "SELECT vector FROM embeddings WHERE model = ? AND digest = ?",
                 (model, digest(text)),
             ).fetchone()
-            if row is not None:
-                self._vectors[(model, text)] = np.frombuffer(row[0], dtype=np.float32)
+            if row is not None and len(row[0]) % 4 == 0:
+                vector = np.frombuffer(row[0], dtype=np.float32)
+                if usable(vector, size):
+                    self._vectors[(model, text)] = vector
 
-    def put_vectors(self, model: str, items: Iterable[tuple[str, Sequence[float]]]) -> None:
-        """Store vectors (as float32) for texts under ``model``."""
+    def put_vectors(
+        self, model: str, items: Iterable[tuple[str, Sequence[float] | np.ndarray]]
+    ) -> None:
+        """Store vectors (as float32) for texts under ``model``; ``UnusableVector`` (and
+        nothing stored) if any is not finite, all zeros or of another length."""
         rows = [(text, np.asarray(vector, dtype=np.float32)) for text, vector in items]
         with self._lock:
+            size = self._size(model)
+            for _, vec in rows:
+                size = vec.size if size is None else size
+                if not usable(vec, size):
+                    raise UnusableVector(f"refused to cache an unusable vector of {model}")
+            if size is not None:
+                self._sizes[model] = size
             for text, vec in rows:
                 self._vectors[(model, text)] = vec
             if self._db is not None and rows:

@@ -2,10 +2,11 @@
 
 Keys are read from the environment variables the settings name, here and nowhere else;
 they go straight into the client and are never stored in state, results or messages.
-Every client has a request timeout (langchain-openai sends none by default) and exactly
-one retry layer: the OpenAI client's own, with exponential backoff and jitter, honouring
-``Retry-After``, for 408/409/429/5xx, time-outs and connection errors; 400/401/403/404
-are never retried.
+Every client has a request timeout (langchain-openai sends none by default) and makes
+exactly one attempt per call (``max_retries=0``): the one retry layer is
+``services.retry``, outside the endpoint limiter, so that every attempt counts against
+the request rate and is bounded as a whole. Embeddings go through
+``services.embeddings``, which places vectors by their ``index``.
 
 Each client gets an HTTP connection pool of its own, made on the running event loop.
 Left to itself langchain-openai shares one pool per base URL across the process, and a
@@ -29,10 +30,11 @@ import httpx2
 import openai
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
-from langchain_openai import ChatOpenAI, OpenAIEmbeddings
+from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
 from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL, Settings
+from aidanbench.services.embeddings import OpenAICompatibleEmbeddings
 from aidanbench.services.errors import ConfigError
 
 
@@ -66,7 +68,7 @@ def model_under_test(settings: Settings, pool: httpx2.AsyncClient) -> BaseChatMo
         api_key=api_key(settings.api_key_env, "model"),
         temperature=settings.temperature,
         timeout=settings.request_timeout,
-        max_retries=settings.max_retries,
+        max_retries=0,
         extra_body=dict(settings.model_kwargs) or None,
         http_async_client=pool,
     )
@@ -80,7 +82,7 @@ def judge(settings: Settings, pool: httpx2.AsyncClient) -> BaseChatModel:
         api_key=api_key(settings.judge_api_key_env, "judge"),
         temperature=settings.judge_temperature,
         timeout=settings.request_timeout,
-        max_retries=settings.max_retries,
+        max_retries=0,
         http_async_client=pool,
     )
 
@@ -88,20 +90,18 @@ def judge(settings: Settings, pool: httpx2.AsyncClient) -> BaseChatModel:
 def embeddings(settings: Settings, pool: httpx2.AsyncClient | None) -> Embeddings:
     """Embedding client; ``local`` loads all-MiniLM-L6-v2 on this machine (no ``pool``).
 
-    Texts are sent as strings (``check_embedding_ctx_length=False``): otherwise the client
-    downloads a tokenizer file, which fails offline, and sends token ids that many
-    OpenAI-compatible servers reject.
+    Texts are sent as strings, never as token ids (which many OpenAI-compatible servers
+    reject, and which need a tokenizer file downloaded).
     """
     if settings.embedding_model == LOCAL_EMBEDDING_MODEL:
         from aidanbench.services.local_embeddings import local_embeddings
 
         return local_embeddings()
-    return OpenAIEmbeddings(
-        model=settings.embedding_model,
+    client = openai.AsyncOpenAI(
+        api_key=api_key(settings.embedding_api_key_env, "embeddings").get_secret_value(),
         base_url=settings.embedding_base_url,
-        api_key=api_key(settings.embedding_api_key_env, "embeddings"),
-        check_embedding_ctx_length=False,
         timeout=settings.request_timeout,
-        max_retries=settings.max_retries,
-        http_async_client=pool,
+        max_retries=0,
+        http_client=pool,
     )
+    return OpenAICompatibleEmbeddings(client, settings.embedding_model)

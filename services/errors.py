@@ -1,13 +1,18 @@
 """Turning failed API calls into recorded stop reasons.
 
 Only failures of the outside world are caught: API status errors, connection errors,
-time-outs, missing keys and unreadable judge replies. Anything else is a bug and is
-raised. Messages name the role, the endpoint host and the status, and never carry a key
-or a request body.
+time-outs, replies that cannot be read (malformed bodies, bad vectors, unreadable judge
+scores) and missing keys. Anything else is a bug and is raised. Messages name the role,
+the endpoint host and the status, and never carry a key or a request body: a provider
+that quotes the caller's key in its error message gets it replaced by ``[redacted]``
+before the message is recorded anywhere.
 """
 
 from __future__ import annotations
 
+import email.utils
+import time
+from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -22,8 +27,76 @@ class ConfigError(Exception):
     """A setting that makes a role unusable (for example, its key variable is unset)."""
 
 
-RECOVERABLE = (openai.APIError, httpx.HTTPError, ConfigError, ScoreParseError, OSError)
+class MalformedReply(Exception):
+    """A 200 reply the client could not use: not JSON, HTML, no choices, an ``error``
+    object in a 200, embeddings with missing or duplicate indices, or a vector that is
+    not finite, all zeros or of the wrong length. Transient as far as anyone can tell:
+    retried, then recorded as a retryable ``error``."""
+
+
+RECOVERABLE = (
+    openai.APIError,
+    httpx.HTTPError,
+    ConfigError,
+    ScoreParseError,
+    MalformedReply,
+    OSError,
+)
 """Exception types a node records as an error outcome instead of raising."""
+
+RETRYABLE_STATUSES = frozenset({408, 409, 429})
+"""4xx statuses worth another attempt (with every 5xx); any other 4xx is final."""
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether another attempt of the same request may succeed."""
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in RETRYABLE_STATUSES or exc.status_code >= 500
+    return isinstance(
+        exc,
+        MalformedReply
+        | openai.APIConnectionError
+        | openai.APIResponseValidationError
+        | httpx.TransportError
+        | aiohttp.ClientError
+        | OSError,
+    )
+
+
+RETRY_AFTER_LIMIT = 120.0
+"""Longest ``Retry-After`` honoured as given, in seconds; longer waits are capped."""
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds the endpoint asked to wait (``Retry-After-Ms`` or ``Retry-After``,
+    seconds or an HTTP date), capped at ``RETRY_AFTER_LIMIT``; None when not said."""
+    if not isinstance(exc, openai.APIStatusError):
+        return None
+    headers = exc.response.headers
+    seconds: float | None = None
+    try:
+        if headers.get("retry-after-ms") is not None:
+            seconds = float(headers["retry-after-ms"]) / 1000.0
+        elif headers.get("retry-after") is not None:
+            seconds = float(headers["retry-after"])
+    except ValueError:
+        parsed = email.utils.parsedate_tz(headers.get("retry-after", ""))
+        if parsed is not None:
+            seconds = email.utils.mktime_tz(parsed) - time.time()
+    if seconds is None or seconds < 0:
+        return None
+    return min(seconds, RETRY_AFTER_LIMIT)
+
+
+REDACTED = "[redacted]"
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret value replaced by ``[redacted]`` (longest first, so a
+    key that contains another is hidden whole)."""
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
 
 
 def host_of(url: str | None) -> str:
@@ -33,8 +106,15 @@ def host_of(url: str | None) -> str:
     return urlsplit(url).netloc or url
 
 
-def describe(role: str, host: str, exc: BaseException) -> ErrorInfo:
-    """An ``ErrorInfo`` for an exception from ``role``'s endpoint at ``host``."""
+def describe(role: str, host: str, exc: BaseException, secrets: Iterable[str] = ()) -> ErrorInfo:
+    """An ``ErrorInfo`` for an exception from ``role``'s endpoint at ``host``, with every
+    value in ``secrets`` (the run's API keys) redacted from its message."""
+    info = _describe(role, host, exc)
+    info["message"] = redact(info["message"], secrets)
+    return info
+
+
+def _describe(role: str, host: str, exc: BaseException) -> ErrorInfo:
     if isinstance(exc, ScoreParseError):
         return ErrorInfo(
             kind="judge_error",
@@ -56,9 +136,11 @@ def describe(role: str, host: str, exc: BaseException) -> ErrorInfo:
             role=role,
             message=f"{role} at {host}: HTTP {status}" + (f": {detail}" if detail else ""),
             status=status,
-            retryable=status in (408, 409, 429) or status >= 500,
+            retryable=is_retryable(exc),
         )
-    if _dropped_connection(exc):
+    if isinstance(exc, MalformedReply):
+        what = f"malformed reply ({_short(str(exc), 120)})"
+    elif _dropped_connection(exc):
         what = "connection failed"
     elif isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | TimeoutError):
         what = "request timed out"

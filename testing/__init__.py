@@ -4,7 +4,8 @@
 default ``ScriptedBrain`` plays a model, a judge and an embedder whose answers follow a
 per-question chain plan, so a benchmark run against it has known scores. ``Latency`` makes
 calls take time (in parallel threads, as a remote API would) and fault hooks inject
-HTTP errors, connection resets and hangs::
+HTTP errors, connection resets, hangs, malformed 200 replies, reordered or damaged
+embeddings, bodies dripping in byte by byte and errors quoting the caller's key::
 
     with OpenAIStub(ScriptedBrain({"What is art?": 5})) as stub:
         chat = ChatOpenAI(model="m", base_url=stub.base_url, api_key="test-key", timeout=5)
@@ -30,16 +31,23 @@ from .brain import (
     unit_vector,
 )
 from .faults import (
+    BadVector,
     Fault,
     FaultHook,
+    Malformed,
     RequestInfo,
+    bad_vector,
     combine,
     connection_reset,
+    drip,
+    echo_key,
     error_body,
     fail_times,
     hang,
     http_error,
+    malformed,
     rate_limited,
+    reordered_embeddings,
     when,
 )
 from .server import Latency, OpenAIStub, RecordedRequest
@@ -51,29 +59,36 @@ __all__ = [
     "KINDS",
     "RESTATEMENT",
     "SIMILARITY_MARKER",
+    "BadVector",
     "Brain",
     "Ending",
     "Fault",
     "FaultHook",
     "Kind",
     "Latency",
+    "Malformed",
     "OpenAIStub",
     "RecordedRequest",
     "Reply",
     "RequestInfo",
     "ScriptedBrain",
+    "bad_vector",
     "classify",
     "combine",
     "connection_reset",
+    "drip",
+    "echo_key",
     "error_body",
     "fail_times",
     "hang",
     "http_error",
+    "malformed",
     "parse_coherence_prompt",
     "parse_generate_prompt",
     "parse_similarity_prompt",
     "question_id",
     "rate_limited",
+    "reordered_embeddings",
     "unit_vector",
     "when",
 ]

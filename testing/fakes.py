@@ -21,7 +21,13 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from aidanbench.graph.settings import Settings
-from aidanbench.services import ROLES, Services, ServicesFactory, shared_cache
+from aidanbench.services import (
+    ROLES,
+    Services,
+    ServicesFactory,
+    embedding_namespace,
+    shared_cache,
+)
 from aidanbench.services.cache import ScoreCache
 from aidanbench.services.limits import EndpointLimiter
 from aidanbench.testing.brain import Brain, classify
@@ -121,6 +127,7 @@ def fake_services(
             },
             cache=shared_cache(settings.cache_path) if settings.cache_path else own_cache,
             limiters={role: EndpointLimiter(settings.max_concurrency) for role in ROLES},
+            embedding_namespace=embedding_namespace(settings),
         )
 
     return factory

@@ -1,4 +1,4 @@
-"""Injected failures: HTTP errors, connection resets and hangs, decided per request.
+"""Injected failures: HTTP errors, connection resets, hangs and bad replies, per request.
 
 A fault hook sees a ``RequestInfo`` before the brain does and may return a ``Fault``.
 Calls arrive concurrently, so "fail the first two attempts" cannot mean "the first two
@@ -8,11 +8,14 @@ content, which makes such rules deterministic whatever the scheduling.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
+
+import numpy as np
 
 from .brain import Kind
 
@@ -45,9 +48,13 @@ class Fault:
     """What to do instead of a normal answer.
 
     First wait ``delay`` seconds (a hang; ``stop()`` cuts it short). Then: ``reset`` closes
-    the socket without a response (the client sees a connection error); else ``status``
-    sends that HTTP error with ``headers`` and an OpenAI-shaped ``body``; else (no status)
-    the request is answered normally, only late.
+    the socket without a response (the client sees a connection error); else ``raw``
+    sends those exact bytes (status ``status`` or 200, ``content_type``); else ``status``
+    sends that HTTP error with ``headers`` and an OpenAI-shaped ``body`` (with
+    ``echo_key``, its message quotes the request's ``Authorization`` header, as some
+    providers do); else (no status) the request is answered normally, only late, passed
+    through ``rewrite`` first when given (reordered or damaged embeddings, a damaged chat
+    reply). ``drip`` sends the response body one byte every ``drip`` seconds.
     """
 
     status: int | None = None
@@ -55,6 +62,11 @@ class Fault:
     body: Mapping[str, Any] | None = None
     reset: bool = False
     delay: float = 0.0
+    raw: bytes | None = None
+    content_type: str = "application/json"
+    rewrite: Callable[[dict[str, Any], RequestInfo], Any] | None = None
+    drip: float = 0.0
+    echo_key: bool = False
 
 
 FaultHook = Callable[[RequestInfo], Fault | None]
@@ -152,6 +164,119 @@ def fail_times(
 ) -> FaultHook:
     """Answer the first ``times`` attempts of each matching request with HTTP ``status``."""
     return when(kind, http_error(status, headers=headers), times=times, match=match)
+
+
+def drip(seconds_per_byte: float) -> Fault:
+    """Answer normally, but send the body one byte every ``seconds_per_byte`` seconds."""
+    return Fault(drip=seconds_per_byte)
+
+
+def echo_key(status: int = 401) -> Fault:
+    """An HTTP error whose message repeats the caller's ``Authorization`` header."""
+    return Fault(status=status, echo_key=True)
+
+
+Malformed = Literal["empty-choices", "truncated", "html", "error-200", "surrogate", "no-data"]
+"""Shapes of a broken 200 reply (``malformed``)."""
+
+
+def malformed(shape: Malformed) -> Fault:
+    """A 200 reply the client cannot use.
+
+    ``empty-choices``: a completion without choices; ``truncated``: JSON cut off midway;
+    ``html``: a proxy's HTML page; ``error-200``: ``{"error": ...}`` with status 200 (as
+    OpenRouter sends upstream failures); ``surrogate``: a chat reply whose answer ends in a
+    lone UTF-16 surrogate (valid JSON, invalid Unicode); ``no-data``: an embeddings list
+    without ``data``.
+    """
+    if shape == "truncated":
+        return Fault(raw=b'{"id": "chatcmpl-cut", "object": "chat.completion", "choi')
+    if shape == "html":
+        return Fault(
+            raw=b"<html><body><h1>502 Bad Gateway</h1></body></html>", content_type="text/html"
+        )
+    if shape == "error-200":
+        return Fault(
+            raw=b'{"error": {"message": "Provider returned error", "code": 502}}',
+        )
+
+    def rewrite(payload: dict[str, Any], info: RequestInfo) -> Any:
+        if shape == "empty-choices":
+            return {**payload, "choices": []}
+        if shape == "no-data":
+            return {key: value for key, value in payload.items() if key != "data"}
+        choices = [dict(c) for c in payload["choices"]]
+        message = dict(choices[0]["message"])
+        text = str(message["content"])
+        cut = text.rfind("</answer>")
+        cut = len(text) if cut < 0 else cut
+        message["content"] = text[:cut] + "\ud800" + text[cut:]
+        choices[0]["message"] = message
+        return {**payload, "choices": choices}
+
+    return Fault(rewrite=rewrite)
+
+
+def reordered_embeddings() -> Fault:
+    """Embeddings whose ``data`` list is reversed, each item keeping its own ``index``.
+
+    The API does not promise list order; a client that ignores ``index`` swaps vectors.
+    """
+
+    def rewrite(payload: dict[str, Any], info: RequestInfo) -> Any:
+        return {**payload, "data": list(reversed(payload["data"]))}
+
+    return Fault(rewrite=rewrite)
+
+
+BadVector = Literal["nan", "inf", "zero", "short", "missing", "null"]
+"""Ways one vector of an embeddings reply can be wrong (``bad_vector``)."""
+
+
+def bad_vector(how: BadVector, match: str) -> Fault:
+    """Damage the vector of every input containing ``match`` in an embeddings reply.
+
+    ``nan``/``inf``: one component not finite; ``zero``: all zeros; ``short``: one
+    component fewer than the others; ``missing``: the item left out of ``data``; ``null``:
+    ``"embedding": null``. Float and base64 encodings are both rewritten in kind.
+    """
+
+    def damage(vector: np.ndarray) -> np.ndarray:
+        if how == "nan":
+            return np.concatenate([[np.nan], vector[1:]])
+        if how == "inf":
+            return np.concatenate([[np.inf], vector[1:]])
+        if how == "zero":
+            return np.zeros_like(vector)
+        return vector[:-1]
+
+    def rewrite(payload: dict[str, Any], info: RequestInfo) -> Any:
+        data = []
+        for item in payload["data"]:
+            if match not in info.texts[item["index"]]:
+                data.append(item)
+            elif how == "missing":
+                continue
+            elif how == "null":
+                data.append({**item, "embedding": None})
+            else:
+                data.append({**item, "embedding": _encoded(damage(_decoded(item)), item)})
+        return {**payload, "data": data}
+
+    return Fault(rewrite=rewrite)
+
+
+def _decoded(item: Mapping[str, Any]) -> np.ndarray:
+    value = item["embedding"]
+    if isinstance(value, str):
+        return np.frombuffer(base64.b64decode(value), dtype="<f4").astype(np.float64)
+    return np.asarray(value, dtype=np.float64)
+
+
+def _encoded(vector: np.ndarray, like: Mapping[str, Any]) -> Any:
+    if isinstance(like["embedding"], str):
+        return base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
+    return vector.tolist()
 
 
 def combine(*hooks: FaultHook) -> FaultHook:

@@ -45,6 +45,15 @@ class Draft:
     prompt: str = ""
     texts: tuple[str, ...] = ()
     extra_headers: dict[str, str] = field(default_factory=dict)
+    drip: float = 0.0
+
+
+@dataclass(frozen=True)
+class Raw:
+    """A response body sent as these exact bytes (a malformed reply)."""
+
+    data: bytes
+    content_type: str
 
 
 class Reset(Exception):
@@ -154,7 +163,7 @@ class Handler(BaseHTTPRequestHandler):
         if status is None:
             self._reset()
         else:
-            self._send(status, payload, draft.extra_headers)
+            self._send(status, payload, draft.extra_headers, draft.drip)
 
     def _route(
         self, stub: OpenAIStub, method: str, path: str, raw: bytes, draft: Draft
@@ -180,12 +189,27 @@ class Handler(BaseHTTPRequestHandler):
         fault = stub.faults(info) if stub.faults is not None else None
         if fault is not None:
             stub._wait(fault.delay)
+            draft.drip = fault.drip
             if fault.reset:
                 raise Reset
+            if fault.raw is not None:
+                return fault.status or 200, Raw(fault.raw, fault.content_type)
             if fault.status is not None:
                 draft.extra_headers.update(fault.headers)
+                if fault.echo_key:
+                    given = self.headers.get("Authorization", "")
+                    return fault.status, error_body(fault.status, f"Invalid key: {given}")
                 return fault.status, fault.body or error_body(fault.status)
         stub._wait(stub.latency.for_kind(draft.kind))
+        status, payload = self._answer(stub, draft, model, body, key)
+        if fault is not None and fault.rewrite is not None:
+            payload = fault.rewrite(payload, info)
+        return status, payload
+
+    def _answer(
+        self, stub: OpenAIStub, draft: Draft, model: str, body: dict[str, Any], key: str
+    ) -> tuple[int, Any]:
+        """The brain's normal answer to a counted request."""
         if draft.kind == "embed":
             vectors = stub.brain.embed(model, draft.texts)
             return 200, protocol.embeddings_response(
@@ -216,9 +240,11 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else b""
 
-    def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
+    def _send(self, status: int, payload: Any, headers: dict[str, str], drip: float = 0.0) -> None:
         if isinstance(payload, protocol.EventStream):
             data, content_type = payload.data, "text/event-stream"
+        elif isinstance(payload, Raw):
+            data, content_type = payload.data, payload.content_type
         else:
             data, content_type = json.dumps(payload).encode("utf-8"), "application/json"
         try:
@@ -228,8 +254,15 @@ class Handler(BaseHTTPRequestHandler):
             for name, value in headers.items():
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(data)
-        except OSError:  # the client gave up (timeout) or stop() cut the socket
+            if drip > 0:
+                self.wfile.flush()
+                for i in range(len(data)):
+                    self.server.stub._wait(drip)
+                    self.wfile.write(data[i : i + 1])
+                    self.wfile.flush()
+            else:
+                self.wfile.write(data)
+        except (OSError, Reset):  # the client gave up (timeout) or stop() cut the socket
             self.close_connection = True
 
     def _reset(self) -> None:

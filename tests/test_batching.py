@@ -6,12 +6,14 @@ import asyncio
 from collections.abc import Callable
 
 import httpx2
+import numpy as np
 import openai
 from langchain_core.embeddings import Embeddings
 
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.services import ServicesFactory
 from aidanbench.services.batching import EmbeddingBatcher
+from aidanbench.services.errors import MalformedReply
 from aidanbench.services.limits import EndpointLimiter
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain, unit_vector
 
@@ -58,6 +60,18 @@ class Recording(Embeddings):
         return [unit_vector(t, 8) for t in texts]
 
 
+def vectors_of(texts: list[str]) -> list[list[float]]:
+    """What the batcher hands back for ``texts`` (float32, as cached)."""
+    return [np.asarray(unit_vector(t, 8), dtype=np.float32).tolist() for t in texts]
+
+
+def as_lists(vectors: object) -> object:
+    """Vectors as plain lists, for equality checks (exceptions pass through)."""
+    if isinstance(vectors, list):
+        return [v.tolist() for v in vectors]
+    return vectors
+
+
 def batcher(client: Recording, in_flight: int = 2) -> EmbeddingBatcher:
     return EmbeddingBatcher(
         client=lambda: client, limiter=EndpointLimiter(8), max_in_flight=in_flight
@@ -72,7 +86,7 @@ async def test_calls_in_one_step_share_one_request() -> None:
     assert len(client.requests) == 1
     assert client.requests[0].count("shared") == 1, "texts are sent once per batch"
     for got, sent in zip(out, texts, strict=True):
-        assert got == [unit_vector(t, 8) for t in sent]
+        assert as_lists(got) == vectors_of(sent)
 
 
 async def until(condition: Callable[[], bool]) -> None:
@@ -99,7 +113,7 @@ async def test_calls_wait_and_coalesce_while_batches_are_in_flight() -> None:
     client.gate.set()
     out = await asyncio.gather(first, second, *rest)
     assert client.requests == [["answer 0"], ["answer 1"], [f"answer {i}" for i in range(2, 8)]]
-    assert out == [[unit_vector(f"answer {i}", 8)] for i in range(8)]
+    assert [as_lists(o) for o in out] == [vectors_of([f"answer {i}"]) for i in range(8)]
 
 
 async def test_a_bad_text_fails_only_its_caller() -> None:
@@ -109,7 +123,8 @@ async def test_a_bad_text_fails_only_its_caller() -> None:
         b.embed(["fine"]), b.embed([""]), b.embed(["also fine"]), return_exceptions=True
     )
     assert isinstance(bad, openai.BadRequestError)
-    assert good == [unit_vector("fine", 8)] and other == [unit_vector("also fine", 8)]
+    assert as_lists(good) == vectors_of(["fine"])
+    assert as_lists(other) == vectors_of(["also fine"])
     assert client.requests[0] == ["fine", "", "also fine"], "sent together first"
 
 
@@ -132,8 +147,8 @@ async def test_a_cancelled_caller_leaves_the_others_their_vectors() -> None:
     doomed.cancel()
     assert client.gate is not None
     client.gate.set()
-    assert await first == [unit_vector("first", 8)]
-    assert await kept == [unit_vector("kept", 8)]
+    assert as_lists(await first) == vectors_of(["first"])
+    assert as_lists(await kept) == vectors_of(["kept"])
     assert client.requests == [["first"], ["kept"]]
 
 
@@ -156,3 +171,21 @@ async def test_questions_share_embedding_requests_over_http(
         assert len(texts) == len(set(texts)) == 3 * len(questions), "each text embedded once"
         assert max(len(r.texts) for r in requests) > 1, "questions' texts share requests"
         assert len(requests) < len(texts)
+
+
+class OneBadVector(Recording):
+    """Vectors by text, except a NaN vector for any text containing ``bad``."""
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        vectors = await super().aembed_documents(texts)
+        nan = [float("nan")] * 8
+        return [nan if "bad" in t else v for t, v in zip(texts, vectors, strict=True)]
+
+
+async def test_a_bad_vector_fails_only_its_caller() -> None:
+    client = OneBadVector()
+    b = batcher(client)
+    good, bad = await asyncio.gather(b.embed(["fine"]), b.embed(["bad"]), return_exceptions=True)
+    assert isinstance(bad, MalformedReply) and "not finite" in str(bad)
+    assert as_lists(good) == vectors_of(["fine"])
+    assert client.requests == [["fine", "bad"]], "one request; the bad vector is not retried"

@@ -123,3 +123,18 @@ async def test_writes_of_one_loop_turn_share_a_transaction(tmp_path: Path) -> No
         assert saver.commits == before + 1
         await saver.aput_writes(configs[0], [("judge", 2)], "later")
         assert saver.commits == before + 2, "a write after the turn gets its own"
+
+
+async def test_a_failed_commit_answers_every_waiter(tmp_path: Path) -> None:
+    """When the connection is gone (a crashing run closed it), the waiters get the error
+    instead of waiting forever, which kept a crashed run from ever exiting."""
+    async with open_checkpointer(tmp_path / "checkpoints.sqlite") as saver:
+        saver.close_writer()
+        config: RunnableConfig = {
+            "configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c"}
+        }
+        waiters = [saver.aput_writes(config, [("x", i)], f"task-{i}") for i in range(3)]
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(*waiters, return_exceptions=True), timeout=5
+        )
+    assert all(isinstance(o, sqlite3.ProgrammingError) for o in outcomes), outcomes

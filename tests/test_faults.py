@@ -1,6 +1,6 @@
 """The fault suite: a fault-injecting local server, and what each fault does to a run.
 
-One retry layer: the OpenAI client's (backoff with jitter, Retry-After honoured) for
+One retry layer, ours (`services.retry`: backoff with jitter, Retry-After honoured) for
 429/5xx/resets/time-outs; never for 400/401/403/404. A fault that outlasts the retries
 stops the question with a recorded reason; it is never a score.
 """

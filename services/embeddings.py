@@ -1,0 +1,160 @@
+"""Embeddings from an OpenAI-compatible endpoint, placed by index and checked.
+
+The API gives each vector an ``index``; nothing promises that ``data`` lists them in
+input order, and langchain-openai's ``OpenAIEmbeddings`` takes them in list order. With
+texts of several questions batched into one request, a reordered reply then hands one
+question's vector to another, and the scores are silently wrong. This client calls the
+endpoint through the OpenAI client itself and places every vector by its ``index``.
+
+A reply is refused as a whole (``MalformedReply``) when it is not a list of embeddings,
+or when an index is repeated, out of range or not an integer. A single vector that is
+absent, empty, not finite, all zeros or of another length than the others is reported
+for its own text only (``None`` in ``aembed_indexed``), so one bad vector fails only the
+question it belongs to.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import openai
+from langchain_core.embeddings import Embeddings
+
+from aidanbench.services.errors import MalformedReply
+
+Vector = np.ndarray
+"""One embedding as float32."""
+
+
+def check_vector(value: Any) -> tuple[Vector | None, str | None]:
+    """The vector as float32, or None and why it is unusable."""
+    if value is None:
+        return None, "missing vector"
+    try:
+        if isinstance(value, str):  # base64 float32, as asked for
+            vector = np.frombuffer(base64.b64decode(value, validate=True), dtype="<f4")
+        else:  # a server that ignores encoding_format sends floats
+            vector = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError, binascii.Error):
+        return None, "vector is not a list of numbers"
+    if vector.ndim != 1 or vector.size == 0:
+        return None, "empty vector"
+    if not np.all(np.isfinite(vector)):
+        return None, "vector is not finite"
+    if not np.any(vector):
+        return None, "vector is all zeros"
+    return vector, None
+
+
+def common_size(vectors: Sequence[Vector | None], expected: int | None) -> int | None:
+    """The length every vector must have: ``expected`` when known, else the length most
+    vectors share (None on a tie: then no length can be trusted)."""
+    if expected is not None:
+        return expected
+    counts = Counter(v.size for v in vectors if v is not None).most_common(2)
+    if not counts or (len(counts) == 2 and counts[0][1] == counts[1][1]):
+        return None
+    return counts[0][0]
+
+
+def place_by_index(data: Any, count: int) -> list[Any]:
+    """The ``embedding`` of each item of ``data`` at its ``index`` (None where absent)."""
+    if not isinstance(data, list):
+        raise MalformedReply("embeddings reply has no data list")
+    placed: list[Any] = [None] * count
+    seen: set[int] = set()
+    for item in data:
+        index = getattr(item, "index", None)
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < count:
+            raise MalformedReply(f"embedding index {index!r} is not one of 0..{count - 1}")
+        if index in seen:
+            raise MalformedReply(f"embedding index {index} appears twice")
+        seen.add(index)
+        placed[index] = getattr(item, "embedding", None)
+    return placed
+
+
+def checked_vectors(
+    reply: Any, count: int, expected_size: int | None = None
+) -> list[tuple[Vector | None, str | None]]:
+    """Each of ``count`` texts' vector from an embeddings reply, or why it is unusable."""
+    placed = place_by_index(getattr(reply, "data", None), count)
+    checked = [check_vector(value) for value in placed]
+    size = common_size([v for v, _ in checked], expected_size)
+    out: list[tuple[Vector | None, str | None]] = []
+    for vector, reason in checked:
+        if vector is not None and vector.size != size:
+            out.append((None, f"vector of length {vector.size}, expected {size}"))
+        else:
+            out.append((vector, reason))
+    return out
+
+
+def embed_all(
+    client: openai.OpenAI, model: str, texts: list[str], per_request: int = 512
+) -> np.ndarray:
+    """Vectors of ``texts`` (rows in order) from a synchronous client, ``per_request``
+    texts at a time, for tools outside the graph; ``MalformedReply`` if any vector is
+    unusable."""
+    rows: list[Vector] = []
+    for start in range(0, len(texts), per_request):
+        chunk = texts[start : start + per_request]
+        try:
+            reply = client.embeddings.create(model=model, input=chunk, encoding_format="base64")
+        except (ValueError, LookupError, TypeError, AttributeError) as exc:
+            raise MalformedReply(f"unreadable embeddings reply ({type(exc).__name__})") from exc
+        size = rows[0].size if rows else None
+        for vector, reason in checked_vectors(reply, len(chunk), size):
+            if vector is None:
+                raise MalformedReply(reason or "unusable vector")
+            rows.append(vector)
+    return np.stack(rows).astype(np.float64)
+
+
+class OpenAICompatibleEmbeddings(Embeddings):
+    """``Embeddings`` over ``client.embeddings.create``, vectors placed by ``index``.
+
+    ``aembed_indexed`` is what the batcher uses: one vector or None per text, with the
+    reason of each None. The ``Embeddings`` methods raise ``MalformedReply`` for any
+    unusable vector, for callers outside the graph.
+    """
+
+    def __init__(self, client: openai.AsyncOpenAI, model: str) -> None:
+        self.client = client
+        self.model = model
+
+    async def aembed_indexed(
+        self, texts: list[str], expected_size: int | None = None
+    ) -> list[tuple[Vector | None, str | None]]:
+        """One (vector, None) or (None, reason) per text, in the order of ``texts``."""
+        try:
+            reply = await self.client.embeddings.create(
+                model=self.model, input=texts, encoding_format="base64"
+            )
+        except (ValueError, LookupError, TypeError, AttributeError) as exc:
+            raise MalformedReply(f"unreadable embeddings reply ({type(exc).__name__})") from exc
+        return checked_vectors(reply, len(texts), expected_size)
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of ``texts`` in order; ``MalformedReply`` if any is unusable."""
+        vectors = []
+        for vector, reason in await self.aembed_indexed(texts):
+            if vector is None:
+                raise MalformedReply(reason or "unusable vector")
+            vectors.append(vector.tolist())
+        return vectors
+
+    async def aembed_query(self, text: str) -> list[float]:
+        """The vector of one text."""
+        return (await self.aembed_documents([text]))[0]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        raise NotImplementedError("use aembed_documents: the client is asynchronous")
+
+    def embed_query(self, text: str) -> list[float]:
+        raise NotImplementedError("use aembed_query: the client is asynchronous")

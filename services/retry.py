@@ -1,0 +1,73 @@
+"""The one retry layer: every attempt takes its own limiter slot and its own deadline.
+
+The OpenAI clients are built with ``max_retries=0``; requests are retried here instead,
+outside the endpoint limiter. Retrying inside the client hid its attempts from the
+limiter (a 429 storm put four requests through one requests-per-minute slot) and could
+not retry a 200 reply that turned out to be unreadable. Here:
+
+* each attempt is started through the limiter, so retries count against the rate;
+* each attempt is bounded as a whole by ``request_timeout`` (the client's own timeout
+  bounds each read, so a body trickling in one byte at a time never ends);
+* 408/409/429/5xx, time-outs, connection errors and malformed replies are retried up to
+  ``max_retries`` times; any other 4xx is final at once;
+* the wait between attempts honours ``Retry-After`` and otherwise backs off
+  exponentially (0.5 s doubling up to 8 s) with jitter, as the OpenAI client does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from aidanbench.services.errors import is_retryable, retry_after
+from aidanbench.services.limits import EndpointLimiter
+
+T = TypeVar("T")
+
+INITIAL_BACKOFF_S = 0.5
+MAX_BACKOFF_S = 8.0
+
+
+def backoff(retry: int, exc: BaseException) -> float:
+    """Seconds to wait before retry number ``retry`` (0-based) after ``exc``."""
+    asked = retry_after(exc)
+    if asked is not None:
+        return asked
+    delay = min(INITIAL_BACKOFF_S * 2.0**retry, MAX_BACKOFF_S)
+    return delay * (1.0 - 0.25 * random.random())
+
+
+async def with_retries(attempt: Callable[[], Awaitable[T]], max_retries: int) -> T:
+    """``await attempt()``, again after each retryable failure, at most ``max_retries``
+    more times; the last failure is raised."""
+    retry = 0
+    while True:
+        try:
+            return await attempt()
+        except Exception as exc:
+            if retry >= max_retries or not is_retryable(exc):
+                raise
+            await asyncio.sleep(backoff(retry, exc))
+            retry += 1
+
+
+async def attempt_once(
+    limiter: EndpointLimiter, limit_s: float | None, request: Callable[[], Awaitable[T]]
+) -> T:
+    """One attempt: a limiter slot, and the whole request within ``limit_s`` seconds."""
+    async with limiter.slot():
+        return await asyncio.wait_for(request(), limit_s)
+
+
+async def call(
+    limiter: EndpointLimiter,
+    request: Callable[[], Awaitable[T]],
+    *,
+    limit_s: float | None,
+    max_retries: int,
+) -> T:
+    """``request()`` through the limiter, each attempt within ``limit_s`` seconds, retried
+    (see the module docstring)."""
+    return await with_retries(lambda: attempt_once(limiter, limit_s, request), max_retries)
