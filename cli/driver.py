@@ -215,6 +215,9 @@ async def drive(
         try:
             await run_all([run_one(task, start) for task, start in pending])
         finally:
+            # Steps of cancelled questions may still be queued for this turn's commit
+            # (the saver commits once per loop turn): let it run before the saver closes.
+            await asyncio.sleep(0)
             lines.write()
     return lines.all()
 

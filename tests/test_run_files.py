@@ -230,3 +230,36 @@ def test_provider_text_cannot_drive_the_terminal(bench_stub: OpenAIStub, tmp_pat
     assert proc.returncode == 1
     assert "stopped on an error" in proc.stderr
     assert not any(c in proc.stderr for c in "\x1b\x07\x9b"), repr(proc.stderr)
+
+
+@pytest.mark.parametrize("after", [40, 70, 100])
+def test_ctrl_c_is_one_line(tmp_path: Path, after: int) -> None:
+    """Ctrl-C with 32 questions in flight: the interrupt line only.
+
+    Before the driver waited for every question to unwind, the checkpointer closed under
+    them and each printed a "Cannot operate on a closed database" traceback.
+    """
+    questions = bundled_questions(16)
+    brain = ScriptedBrain({q: 20 for q in questions})
+    latency = Latency(generate=0.01, coherence=0.01, embed=0.005)
+    with OpenAIStub(brain, latency=latency) as stub:
+        args = run_args(stub, tmp_path / "r", "--model", "m2", "--concurrency", "32")
+        args[args.index("--questions") + 1] = "16"
+        proc = subprocess.Popen(
+            [AIDANBENCH, *args],
+            env={**os.environ, "AIDANBENCH_TEST_KEY": TEST_KEY, "COLUMNS": "200"},
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while stub.count("generate") < after and time.monotonic() < deadline:
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == [
+        f"Interrupted. Every completed step is saved in {tmp_path / 'r'}; run the same "
+        "command again to resume."
+    ]
