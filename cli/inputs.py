@@ -36,7 +36,7 @@ KEY_PREFIXES = ("sk-", "sk_", "pk-", "rk-", "hf_", "gsk_", "xai-", "aiza", "ghp_
 """Prefixes of common API keys (compared lower-case)."""
 
 SECRET_NAME = re.compile(
-    r"(api[-_]?key|apikey|authorization|auth|bearer|token|access[-_]?token|secret|"
+    r"(key|api[-_]?key|apikey|authorization|auth|bearer|token|access[-_]?token|secret|"
     r"password|passwd|cookie|credentials?|x[-_]api[-_]key|sig(nature)?|session)",
     re.IGNORECASE,
 )
@@ -111,7 +111,7 @@ def check_base_url(flag: str, url: str | None) -> None:
     if port == 0:
         raise UsageError(f"{flag} has a bad port 0; a port is a number from 1 to 65535")
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if SECRET_NAME.search(name) or looks_like_key(value):
+        if is_secret_name(name) or looks_like_key(value):
             raise UsageError(
                 f"{flag} must not carry credentials (query parameter {printable(name)!r}); "
                 "put the key in the API-key variable"
@@ -131,7 +131,7 @@ def secret_paths(value: Any, where: str = "") -> Iterator[str]:
     if isinstance(value, Mapping):
         for key, inner in value.items():
             path = f"{where}.{key}" if where else str(key)
-            if SECRET_NAME.fullmatch(str(key).replace(" ", "")) or _secret_key_name(str(key)):
+            if is_secret_name(str(key)):
                 yield path
             else:
                 yield from secret_paths(inner, path)
@@ -142,11 +142,15 @@ def secret_paths(value: Any, where: str = "") -> Iterator[str]:
         yield where or "(value)"
 
 
-def _secret_key_name(key: str) -> bool:
+def is_secret_name(key: str) -> bool:
+    """A field or parameter named like a credential (``api_key``, ``X-Api-Key``,
+    ``Authorization``, ``access_token``…), but not ``max_tokens`` or ``author``."""
     words = [w for w in re.split(r"[-_.\s]", key.lower()) if w]
     joined = "".join(words)
-    return joined.endswith(("apikey", "secret", "password", "token")) or (
-        bool(words) and words[0] in ("auth", "authorization", "bearer", "cookie")
+    return bool(
+        SECRET_NAME.fullmatch(key.strip())
+        or joined.endswith(("apikey", "secret", "password", "token"))
+        or (words and words[0] in ("auth", "authorization", "bearer", "cookie"))
     )
 
 

@@ -154,6 +154,33 @@ def test_model_kwargs_without_secrets_still_pass_the_check(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        *[(n, True) for n in ("key", "api_key", "X-Api-Key", "Authorization", "access_token")],
+        *[(n, False) for n in ("max_tokens", "author", "design", "api-version", "top_p")],
+    ],
+)
+def test_credential_names(name: str, secret: bool) -> None:
+    from aidanbench.cli.inputs import is_secret_name
+
+    assert is_secret_name(name) is secret
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://openrouter.ai/api/v1",
+        "https://x.openai.azure.com/openai/deployments/gpt-4o-mini-2024-07-18?api-version=2024-02-01",
+        "http://127.0.0.1:8000/v1",
+    ],
+)
+def test_ordinary_base_urls_pass(url: str) -> None:
+    from aidanbench.cli.inputs import check_base_url
+
+    check_base_url("--base-url", url)
+
+
+@pytest.mark.parametrize(
     ("make", "message"),
     [
         (lambda tmp: (tmp / "file").write_text("x") and tmp / "file", "not a directory"),
