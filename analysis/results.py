@@ -127,10 +127,27 @@ def read_aidanbench_file(path: Path, thresholds: Thresholds | None = None) -> li
             for question, records in questions.items():
                 if not isinstance(records, list):
                     raise ValueError(f"{path}: answers of {question!r} are not a list")
+                for number, record in enumerate(records, 1):
+                    if not isinstance(record, dict):
+                        raise ValueError(
+                            f"{path}: answer {number} of {question[:60]!r} ({model}) is a "
+                            f"JSON {type(record).__name__}, not an answer object"
+                        )
                 results.append(
-                    _question_from_records(model, float(temperature), question, records, thresholds)
+                    _question_from_records(
+                        model, _temperature(path, model, temperature), question, records, thresholds
+                    )
                 )
     return results
+
+
+def _temperature(path: Path, model: str, key: str) -> float:
+    try:
+        return float(key)
+    except ValueError:
+        raise ValueError(
+            f"{path}: models.{model} has a key {key!r} that is no temperature"
+        ) from None
 
 
 def _question_from_records(

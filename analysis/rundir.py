@@ -9,17 +9,26 @@
                            error, score and metrics
       checkpoints.sqlite   LangGraph checkpoints, one thread per question line
       cache.sqlite         embeddings and similarity judgements, by content hash
+      outputs.json         generation marker: the sha256 of each results file of the
+                           latest write, written before them
       lock                 held while a run writes here
 
 Files other programs read are replaced atomically (written beside, then renamed), so a
-crash mid-write leaves the previous version intact.
+crash mid-write leaves the previous version intact. The results files are several files,
+so a crash between two renames would leave them from different writes: the marker
+records what each file of the write in progress must hash to, and the readers here refuse
+files that do not match it (the next run rewrites them from its checkpoints). Temporary
+files of a killed write are removed by the next run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
+import time
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +43,10 @@ QUESTIONS = "questions.jsonl"
 CHECKPOINTS = "checkpoints.sqlite"
 CACHE = "cache.sqlite"
 LOCK = "lock"
+OUTPUTS = "outputs.json"
+
+READ_ATTEMPTS = 5
+"""Reads of the marker and files before concluding they disagree (a run may be writing)."""
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -90,12 +103,11 @@ def write_outputs(run_dir: Path, questions: Sequence[Mapping[str, Any]]) -> None
     A question line has ``model``, ``temperature``, ``question``, ``repeat``, ``answers``
     (answer records of the graph's output) and the graph's other output keys.
     """
+    files: dict[str, str] = {}
     repeats = sorted({int(q["repeat"]) for q in questions}) or [1]
     for repeat in repeats:
         chosen = [q for q in questions if int(q["repeat"]) == repeat]
-        atomic_write(
-            run_dir / results_name(repeat), json.dumps(aidanbench_schema(chosen), indent=2)
-        )
+        files[results_name(repeat)] = json.dumps(aidanbench_schema(chosen), indent=2)
     answer_lines = []
     question_lines = []
     for q in questions:
@@ -104,8 +116,92 @@ def write_outputs(run_dir: Path, questions: Sequence[Mapping[str, Any]]) -> None
             answer_lines.append(json.dumps({**key, **answer}, ensure_ascii=False))
         summary = {k: v for k, v in q.items() if k != "answers"}
         question_lines.append(json.dumps(summary, ensure_ascii=False))
-    atomic_write(run_dir / ANSWERS, "".join(line + "\n" for line in answer_lines))
-    atomic_write(run_dir / QUESTIONS, "".join(line + "\n" for line in question_lines))
+    files[ANSWERS] = "".join(line + "\n" for line in answer_lines)
+    files[QUESTIONS] = "".join(line + "\n" for line in question_lines)
+    marker = {"files": {name: _digest(text.encode("utf-8")) for name, text in files.items()}}
+    atomic_write(run_dir / OUTPUTS, json.dumps(marker, indent=2))
+    for name, text in files.items():
+        atomic_write(run_dir / name, text)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def remove_leftovers(run_dir: Path) -> list[Path]:
+    """Delete temporary files of writes that were killed before their rename."""
+    removed = []
+    for path in run_dir.glob(".*.*"):
+        name = path.name[1:].rsplit(".", 1)[0]
+        if path.is_file() and (
+            name in (METADATA, RESULTS, ANSWERS, QUESTIONS, OUTPUTS)
+            or (name.startswith("results.repeat-") and name.endswith(".json"))
+        ):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def read_outputs(run_dir: Path, names: Sequence[str]) -> dict[str, bytes | None]:
+    """The bytes of the named results files, all from one write (``None``: absent).
+
+    Raises ``ValueError`` when they stay out of step with the generation marker: a write
+    was interrupted between two renames, and only a rerun of the run rewrites them. A run
+    directory without a marker (written before markers existed) is read as it is.
+    """
+    for attempt in range(READ_ATTEMPTS):
+        marker = _read_marker(run_dir)
+        data = {name: _read_bytes(run_dir / name) for name in names}
+        if marker is None:
+            return data
+        expected = marker.get("files", {})
+        stale = [
+            name
+            for name, content in data.items()
+            if content is not None and expected.get(name) != _digest(content)
+        ]
+        if not stale and _read_marker(run_dir) == marker:
+            return data
+        if attempt + 1 < READ_ATTEMPTS:
+            time.sleep(0.05 * (attempt + 1))
+    raise ValueError(
+        f"the results files of {run_dir} are from an interrupted write "
+        f"({', '.join(stale) or 'the marker changed'} does not match {OUTPUTS}); "
+        "run the same 'aidanbench run' command again to rewrite them from the checkpoints"
+    )
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _read_marker(run_dir: Path) -> dict[str, Any] | None:
+    data = _read_bytes(run_dir / OUTPUTS)
+    if data is None:
+        return None
+    try:
+        marker = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        marker = None
+    if not isinstance(marker, dict) or not isinstance(marker.get("files"), dict):
+        raise ValueError(f"{run_dir / OUTPUTS} is damaged; rerun the run to rewrite it")
+    return marker
+
+
+def read_only_uri(path: Path) -> str:
+    """A SQLite URI that reads ``path`` without writing anything beside it.
+
+    ``immutable`` skips the lock and shared-memory files a read-only open would create;
+    when a write-ahead log exists (a run was killed before folding it back), it holds
+    committed steps, so the database is opened read-only in the normal way to see them.
+    """
+    quoted = urllib.parse.quote(str(path.absolute()))
+    if Path(f"{path}-wal").exists():
+        return f"file:{quoted}?mode=ro"
+    return f"file:{quoted}?mode=ro&immutable=1"
 
 
 def call_tokens(calls: Mapping[str, Mapping[str, Any]] | None) -> int:
@@ -117,14 +213,21 @@ def call_tokens(calls: Mapping[str, Mapping[str, Any]] | None) -> int:
     )
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+def _read_jsonl(path: Path, data: bytes) -> list[dict[str, Any]]:
     lines = []
-    for number, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not UTF-8 (byte {exc.start})") from None
+    for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                lines.append(json.loads(line))
+                record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{number}: not JSON: {exc}") from exc
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}:{number}: not a JSON object")
+            lines.append(record)
     return lines
 
 
@@ -135,13 +238,20 @@ def read_run_dir(run_dir: Path) -> list[QuestionResult]:
         raise ValueError(f"{run_dir} is not a run directory (no {QUESTIONS})")
     metadata = read_metadata(run_dir)
     settings = metadata.get("settings", {}) if metadata else {}
+    if not isinstance(settings, dict):
+        raise ValueError(f"{run_dir / METADATA} is damaged ('settings' is not an object)")
+    files = read_outputs(run_dir, [QUESTIONS, ANSWERS])
     answers: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    if answers_path.exists():
-        for line in _read_jsonl(answers_path):
+    answers_data = files[ANSWERS]
+    if answers_data is not None:
+        for line in _read_jsonl(answers_path, answers_data):
             key = (line["model"], line["temperature"], line["question"], line["repeat"])
             answers.setdefault(key, []).append(line)
     results = []
-    for q in _read_jsonl(questions_path):
+    questions_data = files[QUESTIONS]
+    if questions_data is None:
+        raise ValueError(f"{run_dir} is not a run directory (no {QUESTIONS})")
+    for q in _read_jsonl(questions_path, questions_data):
         key = (q["model"], q["temperature"], q["question"], q["repeat"])
         thresholds = q.get("thresholds") or settings.get("thresholds")
         rows = tuple(
@@ -178,11 +288,25 @@ def read_run_dir(run_dir: Path) -> list[QuestionResult]:
 
 
 def read_metadata(run_dir: Path) -> dict[str, Any] | None:
-    """``metadata.json`` of a run directory, if present."""
+    """``metadata.json`` of a run directory, if present.
+
+    Raises ``ValueError`` saying the file is damaged when it is not a JSON object.
+    """
     path = run_dir / METADATA
     if not path.exists():
         return None
-    data: dict[str, Any] = json.loads(path.read_text("utf-8"))
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is damaged (not UTF-8 at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{path} is damaged (not valid JSON: {exc.msg} at line {exc.lineno}; truncated?)"
+        ) from None
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"{path} is damaged (a JSON {type(data).__name__}, not the object a run writes)"
+        )
     return data
 
 

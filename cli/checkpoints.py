@@ -67,6 +67,7 @@ class InlineCommitSaver(AsyncSqliteSaver):
         self._writer = sqlite3.connect(path, timeout=30.0)
         self._writer.execute("PRAGMA synchronous=NORMAL")
         self._pending: list[_Pending] = []
+        self._closed = False
         self.commits = 0
         """Transactions committed so far (for tests and the benchmark)."""
 
@@ -132,6 +133,8 @@ class InlineCommitSaver(AsyncSqliteSaver):
         """Queue ``rows`` for this loop turn's transaction; return once it is committed."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
+        if self._closed:
+            raise asyncio.CancelledError  # the run is over; see _commit_pending
         if not self._pending:
             loop.call_soon(self._commit_pending)
         self._pending.append(_Pending(sql, rows, done))
@@ -145,6 +148,12 @@ class InlineCommitSaver(AsyncSqliteSaver):
         keep the event loop from ever finishing, and the run from exiting.
         """
         group, self._pending = self._pending, []
+        if self._closed:
+            # Steps still unwinding after the run closed the saver (Ctrl-C): their callers
+            # are being cancelled; nothing is written, nothing is reported.
+            for item in group:
+                item.done.cancel()
+            return
         failure: BaseException | None = None
         try:
             for item in group:
@@ -170,6 +179,7 @@ class InlineCommitSaver(AsyncSqliteSaver):
 
     def close_writer(self) -> None:
         """Close the inline connection (reads keep the aiosqlite one)."""
+        self._closed = True
         self._writer.close()
 
 

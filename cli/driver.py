@@ -13,21 +13,24 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiosqlite
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Durability
 
 from aidanbench.analysis import rundir
 from aidanbench.cli.checkpoints import open_checkpointer
+from aidanbench.cli.errors import UsageError, printable
 from aidanbench.cli.progress import Progress
 from aidanbench.graph.metric_names import environment_aliases
 from aidanbench.graph.question import build_question_graph
 from aidanbench.graph.settings import Settings
-from aidanbench.nodes.prepare import ERROR_KINDS
+from aidanbench.nodes.prepare import ERROR_KINDS, measured_by, measurement_differences
 from aidanbench.services import ServicesFactory, default_services
 
 DURABILITY: Durability = "sync"
@@ -57,8 +60,13 @@ class Task:
         return f"{s.model}|t={s.temperature!r}|r={self.repeat}|q={digest}"
 
     def line(self, output: dict[str, Any]) -> dict[str, Any]:
-        """The task's ``questions.jsonl`` line (with its answers) from a graph output."""
+        """The task's ``questions.jsonl`` line (with its answers) from a graph output.
+
+        Thresholds and embedding model are the ones the thread recorded when it started
+        (its ``measured``), so a line never labels old scores with this run's settings.
+        """
         s = self.settings
+        measured = output.get("measured") or measured_by(s)
         keep = (
             "answers",
             "stop_reason",
@@ -77,12 +85,13 @@ class Task:
             "question": self.question,
             "repeat": self.repeat,
             "thread_id": self.thread_id,
-            "embedding_model": s.embedding_model,
+            "embedding_model": measured["embedding_model"],
             "thresholds": {
-                "coherence": s.thresholds.coherence,
-                "novelty": s.thresholds.novelty,
-                "llm_novelty": s.thresholds.llm_novelty,
+                "coherence": measured["coherence_threshold"],
+                "novelty": measured["novelty_threshold"],
+                "llm_novelty": measured["llm_novelty_threshold"],
             },
+            "measured": measured,
             **{k: output.get(k) for k in keep},
             **environment_aliases(output, s.reward_mode),
             "answers": output.get("answers") or [],
@@ -183,6 +192,7 @@ async def drive(
             config: RunnableConfig = {"configurable": {"thread_id": task.thread_id}}
             snapshot = await graph.aget_state(config)
             values = dict(snapshot.values)
+            refuse_other_measurement(task, values)
             lines.record(task, values)
             progress.queued(task.label)
             if is_finished(values, bool(snapshot.next)):
@@ -211,10 +221,70 @@ async def drive(
                 await lines.finished(task, values)
 
         try:
-            await asyncio.gather(*(run_one(task, start) for task, start in pending))
+            await run_all([run_one(task, start) for task, start in pending])
         finally:
+            # Steps of cancelled questions may still be queued for this turn's commit
+            # (the saver commits once per loop turn): let it run before the saver closes.
+            await asyncio.sleep(0)
             lines.write()
     return lines.all()
+
+
+async def run_all(jobs: Sequence[Coroutine[Any, Any, None]]) -> None:
+    """Await every job; on the first failure or a cancellation, stop the others first.
+
+    ``asyncio.gather`` leaves the other jobs running when one raises, and returns at once
+    when cancelled while they are still unwinding: the caller then closes the checkpointer
+    under them, and each prints a "closed database" traceback. Here every job has ended
+    before this returns or raises, and the first failure is re-raised as it was.
+    """
+    tasks = [asyncio.ensure_future(job) for job in jobs]
+    if not tasks:
+        return
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except asyncio.CancelledError:
+        await _stop(tasks)
+        raise
+    failed = [t for t in done if not t.cancelled() and t.exception() is not None]
+    if failed:
+        await _stop(tasks)
+        exc = failed[0].exception()
+        assert exc is not None
+        raise exc
+
+
+async def _stop(tasks: Sequence[asyncio.Future[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.wait(tasks)
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()  # retrieved: only the first failure is reported
+
+
+def refuse_other_measurement(task: Task, values: Mapping[str, Any]) -> None:
+    """A ``UsageError`` when the task's settings disagree with what its thread recorded."""
+    differences = measurement_differences(values.get("measured"), task.settings)
+    if differences:
+        raise UsageError(
+            f"{printable(task.label)} on {printable(task.question[:40])!r} was measured "
+            f"with other settings (differs in: {', '.join(differences)}); use another "
+            "--run-dir, or rerun with the settings it was started with"
+        )
+
+
+async def check_recorded_measurements(tasks: Sequence[Task], checkpoints: Path) -> None:
+    """Compare each task with its thread's record, reading the checkpoints only.
+
+    Used when a run directory has checkpoints but no ``metadata.json``: the threads'
+    own records then decide, before anything is written.
+    """
+    async with aiosqlite.connect(rundir.read_only_uri(checkpoints), uri=True) as conn:
+        graph = build_question_graph(default_services).compile(checkpointer=AsyncSqliteSaver(conn))
+        for task in tasks:
+            config: RunnableConfig = {"configurable": {"thread_id": task.thread_id}}
+            refuse_other_measurement(task, (await graph.aget_state(config)).values)
 
 
 def errored(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -25,8 +25,18 @@ def load_questions(limit: int | None, path: Path | None) -> list[str]:
     if limit is not None and limit < 1:
         raise UsageError(f"--questions must be at least 1, got {limit}")
     if path is None:
+        available = len(bundled_questions())
+        if limit is not None and limit > available:
+            raise UsageError(
+                f"--questions {limit}: there are {available} bundled questions; "
+                f"give at most {available}, or --questions-file for your own"
+            )
         return bundled_questions(limit)
     questions = _validated(read_questions_file(path), path)
+    if limit is not None and limit > len(questions):
+        raise UsageError(
+            f"--questions {limit}: questions file {path} holds {len(questions)} questions"
+        )
     return questions if limit is None else questions[:limit]
 
 
@@ -76,8 +86,10 @@ def _from_jsonl(text: str, path: Path) -> list[str]:
             continue
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
-            raise UsageError(f"{path}:{number}: not a JSON object") from None
+        except json.JSONDecodeError as exc:
+            raise UsageError(
+                f"{path}:{number}: invalid JSON ({exc.msg} at column {exc.colno})"
+            ) from None
         if not isinstance(record, dict) or not isinstance(record.get("question"), str):
             raise UsageError(f"{path}:{number}: needs a string field 'question'")
         questions.append(record["question"])
@@ -98,6 +110,13 @@ def _validated(questions: list[str], path: Path) -> list[str]:
     for number, question in enumerate(questions, 1):
         if not question.strip():
             raise UsageError(f"questions file {path}: question {number} is blank")
+        try:
+            question.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise UsageError(
+                f"questions file {path}: question {number} holds an invalid character "
+                f"(a lone surrogate {question[exc.start]!r}); fix its \\u escape"
+            ) from None
         if len(question) > MAX_QUESTION_CHARS:
             raise UsageError(
                 f"questions file {path}: question {number} is {len(question)} characters "

@@ -23,6 +23,7 @@ import asyncio
 import hashlib
 import json
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,8 +35,8 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError
 from langgraph_sdk.schema import ThreadState
 
-from aidanbench.cli.driver import RunLines, Task, is_finished, report, start_input
-from aidanbench.cli.errors import UsageError
+from aidanbench.cli.driver import RunLines, Task, is_finished, report, run_all, start_input
+from aidanbench.cli.errors import UsageError, printable
 from aidanbench.cli.progress import Progress
 
 ASSISTANT = "aidanbench_question"
@@ -167,18 +168,52 @@ async def follow(client: LangGraphClient, task: Task, step: Plan, progress: Prog
     A run started meanwhile by someone else (another client on the same settings) is
     joined instead of refused.
     """
+    failure: Any = None
     try:
         parts = _events(client, task, step)
         async for part in parts:
             if part.event == "custom":
                 report(progress, task, part.data)
             elif part.event == "error":
-                raise RemoteRunError(f"{task.label}: {task.question[:60]}: {part.data}")
+                failure = part.data  # raised once the stream has ended, not inside it
     except ConflictError:
         run_id = await active_run(client, server_thread_id(task))
         if run_id is None:
             raise
         await follow(client, task, Plan("join", run_id=run_id), progress)
+        return
+    if failure is not None:
+        raise RemoteRunError(_failure_text(failure))
+
+
+def _failure_text(data: Any) -> str:
+    """The server's error event as one line (its ``error`` and ``message`` when present)."""
+    if isinstance(data, dict):
+        parts = [str(data.get(k)) for k in ("error", "message") if data.get(k)]
+        text = ": ".join(parts) or json.dumps(data)
+    else:
+        text = str(data)
+    return " ".join(text.split())[:300]
+
+
+class ServerLost(UsageError):
+    """The LangGraph server stopped answering during a run."""
+
+
+def failed_run(values: dict[str, Any], exc: RemoteRunError) -> dict[str, Any]:
+    """A thread's values with the server-side failure recorded as the question's error.
+
+    Only the client's line says so; the thread on the server is left as the failed run
+    left it, so running the same command again invokes it again.
+    """
+    error = {
+        "kind": "error",
+        "role": "server",
+        "message": f"server: the run failed: {exc}",
+        "status": None,
+        "retryable": True,
+    }
+    return {**values, "stop_reason": "error", "error": error}
 
 
 async def drive_remote(
@@ -196,6 +231,9 @@ async def drive_remote(
     """
     client = get_client(url=server_url)
     lines = RunLines(run_dir)
+    # A lost connection is reported once, as ServerLost, after the SDK's reconnects; its
+    # warning about each reconnect would only add lines before it.
+    warnings.filterwarnings("ignore", message="Reconnecting without a Last-Event-ID")
     try:
         await check_server(client, server_url)
         lookups = asyncio.Semaphore(INSPECT_CONCURRENCY)
@@ -219,15 +257,28 @@ async def drive_remote(
         async def run_one(task: Task, step: Plan) -> None:
             async with gate:
                 progress.started_question(task.label)
-                await follow(client, task, step, progress)
+                try:
+                    await follow(client, task, step, progress)
+                    failure = None
+                except RemoteRunError as exc:
+                    failure = exc
                 values = state_values(await client.threads.get_state(server_thread_id(task)))
+                if failure is not None:
+                    values = failed_run(values, failure)
                 progress.finished_question(task.label, task.question, values)
                 await lines.finished(task, values)
 
         try:
-            await asyncio.gather(*(run_one(task, step) for task, step in todo))
+            await run_all([run_one(task, step) for task, step in todo])
         finally:
             lines.write()
+    except httpx.TransportError as exc:
+        raise ServerLost(
+            f"lost the LangGraph server at {server_url} ({type(exc).__name__}: "
+            f"{printable(' '.join(str(exc).split()))[:200]}); the finished questions are "
+            "saved in the run directory and runs already started go on there if it is "
+            "up: run the same command again to resume"
+        ) from None
     finally:
         await client.aclose()
     return lines.all()

@@ -7,11 +7,15 @@ unfinished ones continue from their last completed step, errored ones are retrie
 from __future__ import annotations
 
 import argparse
+import asyncio
+import errno
 import fcntl
 import hashlib
 import json
 import os
 import platform
+import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -26,8 +30,9 @@ from pydantic import ValidationError
 from aidanbench.analysis import rundir
 from aidanbench.analysis.view import write_view
 from aidanbench.cli import env_args, loop, question_source
-from aidanbench.cli.driver import Task, drive, errored
-from aidanbench.cli.errors import UsageError
+from aidanbench.cli.driver import Task, check_recorded_measurements, drive, errored
+from aidanbench.cli.errors import UsageError, printable
+from aidanbench.cli.inputs import check_run_args
 from aidanbench.cli.preflight import check_reachable
 from aidanbench.cli.progress import Progress
 from aidanbench.cli.remote import drive_remote
@@ -94,7 +99,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--requests-per-minute", type=float, metavar="N")
     p.add_argument("--request-timeout", type=float, default=300.0, metavar="SECONDS")
     p.add_argument("--max-retries", type=int, default=4)
-    p.add_argument("--run-dir", type=Path, default=Path(DEFAULT_RUN_DIR))
+    p.add_argument("--run-dir", type=_run_dir, default=Path(DEFAULT_RUN_DIR))
     p.add_argument(
         "--server",
         metavar="URL",
@@ -108,6 +113,12 @@ def register(subparsers: Any) -> None:
     )
     env_args.register(p)
     p.set_defaults(handler=handle)
+
+
+def _run_dir(text: str) -> Path:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; name a directory (for example runs/mine)")
+    return Path(text)
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -178,10 +189,15 @@ def build_tasks(spec: dict[str, Any], questions: list[str], run_dir: Path) -> li
 
 
 def _validation_line(exc: ValidationError) -> str:
+    """The first error as one line; the value is shown only when it cannot be a secret."""
     first = exc.errors()[0]
     field = ".".join(str(p) for p in first["loc"])
     flag = "--" + field.replace("_", "-")
-    return f"invalid {flag}: {first['msg']} (got {first.get('input')!r})"
+    message = printable(str(first["msg"]))
+    value = first.get("input")
+    if "got " in message or field.endswith(("url", "_env", "kwargs")):
+        return f"invalid {flag}: {message}"
+    return f"invalid {flag}: {message} (got {printable(repr(value))})"
 
 
 def check_keys(settings: Settings) -> None:
@@ -262,40 +278,40 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     """Run (or resume) the benchmark and print the summary.
 
     ``services`` defaults to OpenAI-compatible clients on aiohttp pools, closed when the
-    run ends (``services.clients`` says why this transport here).
+    run ends (``services.clients`` says why this transport here). Every check of the
+    arguments and of the run directory comes before the first write.
     """
+    check_run_args(args)
     run_dir: Path = args.run_dir
     spec = run_spec(args)
-    stored = rundir.read_metadata(run_dir) if run_dir.exists() else None
+    stored = stored_metadata(run_dir)
     if stored is not None and stored.get("spec") != spec:
         if not args.use_stored_settings:
-            changed = sorted(
-                k for k in {*spec, *stored["spec"]} if spec.get(k) != stored["spec"].get(k)
-            ) + sorted(
-                k
-                for k in {*spec["settings"], *stored["spec"].get("settings", {})}
-                if spec["settings"].get(k) != stored["spec"].get("settings", {}).get(k)
-            )
             raise UsageError(
-                f"run directory {run_dir} holds a different run (differs in: "
-                f"{', '.join(c for c in changed if c != 'settings')}); use another --run-dir, "
-                "or --use-stored-settings to continue it as it was started"
+                f"run directory {printable(str(run_dir))} holds a different run (differs in: "
+                f"{', '.join(spec_differences(spec, stored.get('spec')))}); use another "
+                "--run-dir, or --use-stored-settings to continue it as it was started"
             )
         spec = stored["spec"]
     question_set = question_source.resolve_questions(args)
     questions = question_set.questions
-    if stored is not None and stored.get("questions_sha256") != question_set_hash(questions):
-        raise UsageError(f"run directory {run_dir} was started with a different question set")
+    check_question_set(stored, questions, run_dir)
     tasks = build_tasks(spec, questions, run_dir)
+    check_checkpoints(run_dir / rundir.CHECKPOINTS)
+    if stored is None and (run_dir / rundir.CHECKPOINTS).exists():
+        loop.run(check_recorded_measurements(tasks, run_dir / rundir.CHECKPOINTS))
     if args.server is None:
         check_keys(tasks[0].settings)  # a server reads the keys from its own environment
         check_reachable(tasks[0].settings)
 
     with run_lock(run_dir):
+        rundir.remove_leftovers(run_dir)
+        set_aside_damaged_cache(run_dir / rundir.CACHE)
         meta = stored or {
             **metadata(spec, questions, tasks),
             "questions_source": question_set.source,
         }
+        meta.setdefault("question_set_sha256", unordered_set_hash(questions))
         if args.server is not None:
             meta["server"] = args.server
         meta["started_at"] = meta.get("started_at") or _now()
@@ -319,15 +335,22 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
                             services=factory,
                         ),
                     )
-                lines = loop.run(work)
-        except KeyboardInterrupt:
+                lines = loop.run(until_terminated(work))
+        except (KeyboardInterrupt, Terminated) as exc:
             where = run_dir if args.server is None else f"the server's threads ({args.server})"
             print(
                 f"\nInterrupted. Every completed step is saved in {where}; run the same "
                 "command again to resume.",
                 file=sys.stderr,
             )
-            return 130
+            return 143 if isinstance(exc, Terminated) else 130
+        except (OSError, sqlite3.Error) as exc:
+            if not is_disk_full(exc):
+                raise
+            raise UsageError(
+                f"no space left to write in {printable(str(run_dir))} ({one_line(exc)}); every "
+                "step completed before is saved: free space and run the same command again"
+            ) from None
         meta["finished_at"] = _now()
         meta["totals"] = _totals(lines)
         rundir.atomic_write(run_dir / rundir.METADATA, json.dumps(meta, indent=2))
@@ -342,11 +365,169 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
         )
         for line in failed:
             print(
-                f"  {line['model']}: {line['question'][:60]} — {line['error']['message']}",
+                printable(f"  {line['model']}: {line['question'][:60]} — ")
+                + printable(str(line["error"]["message"])),
                 file=sys.stderr,
             )
         return 1
     return 0
+
+
+def stored_metadata(run_dir: Path) -> dict[str, Any] | None:
+    """The run directory's ``metadata.json``; a damaged one is a one-line ``UsageError``."""
+    if not run_dir.is_dir():
+        return None
+    try:
+        return rundir.read_metadata(run_dir)
+    except ValueError as exc:
+        raise UsageError(
+            f"{printable(str(exc))}; restore it from a backup, or move it away to continue "
+            "(each question thread records its own settings)"
+        ) from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {run_dir / rundir.METADATA}: {exc.strerror}") from None
+
+
+def spec_differences(spec: dict[str, Any], stored: Any) -> list[str]:
+    """Names of the settings in which two run specs differ."""
+    if not isinstance(stored, dict):
+        return ["all settings (the stored ones are unreadable)"]
+    stored_settings = stored.get("settings")
+    stored_settings = stored_settings if isinstance(stored_settings, dict) else {}
+    top = sorted(k for k in {*spec, *stored} if k != "settings" and spec.get(k) != stored.get(k))
+    inner = sorted(
+        k
+        for k in {*spec["settings"], *stored_settings}
+        if spec["settings"].get(k) != stored_settings.get(k)
+    )
+    return top + inner
+
+
+def unordered_set_hash(questions: list[str]) -> str:
+    """The question set's hash regardless of order: order changes no thread and no score."""
+    return question_set_hash(sorted(questions))
+
+
+def check_question_set(stored: dict[str, Any] | None, questions: list[str], run_dir: Path) -> None:
+    """The same questions as the run directory's run, in any order.
+
+    Threads are keyed by question text, so reordering changes nothing measured; only the
+    order of lines in the results files follows the command line. Directories written
+    before the unordered hash was recorded can only be matched in their own order.
+    """
+    if stored is None:
+        return
+    unordered = stored.get("question_set_sha256")
+    if unordered is not None:
+        same = unordered == unordered_set_hash(questions)
+    else:
+        same = stored.get("questions_sha256") == question_set_hash(questions)
+    if not same:
+        raise UsageError(
+            f"run directory {printable(str(run_dir))} was started with a different question "
+            f"set ({stored.get('questions', '?')} questions; this command gives "
+            f"{len(questions)}); use another --run-dir"
+        )
+
+
+def check_checkpoints(path: Path) -> None:
+    """Refuse a damaged ``checkpoints.sqlite`` before anything runs, saying what it means."""
+    if not path.exists():
+        return
+    try:
+        with closing_db(sqlite3.connect(rundir.read_only_uri(path), uri=True)) as db:
+            db.execute("SELECT name FROM sqlite_master").fetchall()
+            status = db.execute("PRAGMA quick_check(1)").fetchone()
+    except sqlite3.Error as exc:
+        status = (str(exc),)
+    if status is None or status[0] != "ok":
+        raise UsageError(
+            f"{printable(str(path))} is damaged ({printable(str(status[0] if status else '?'))}): "
+            "the saved progress of this run's questions cannot be read; the results files "
+            "keep what finished. Move it away to run the unfinished questions again from "
+            "the start, or use another --run-dir"
+        )
+
+
+def set_aside_damaged_cache(path: Path) -> None:
+    """``cache.sqlite`` only saves recomputation: a damaged one is moved aside and rebuilt."""
+    if not path.exists():
+        return
+    try:
+        with closing_db(sqlite3.connect(rundir.read_only_uri(path), uri=True)) as db:
+            db.execute("SELECT name FROM sqlite_master").fetchall()
+            status = db.execute("PRAGMA quick_check(1)").fetchone()
+        if status is not None and status[0] == "ok":
+            return
+    except sqlite3.Error:
+        pass
+    aside = path.with_name(f"{path.name}.damaged")
+    os.replace(path, aside)
+    for suffix in ("-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+    print(
+        f"{printable(str(path))} was damaged and is only a cache: moved to {aside.name}, "
+        "rebuilt as the run goes",
+        file=sys.stderr,
+    )
+
+
+@contextmanager
+def closing_db(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A sqlite3 connection closed on exit (its own context manager only commits)."""
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """An error meaning the disk (or the file size limit) is full."""
+    if isinstance(exc, OSError):
+        return exc.errno in DISK_FULL_ERRNOS
+    text = str(exc).lower()
+    return "disk is full" in text or "disk i/o error" in text
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line."""
+    return printable(" ".join(str(exc).split()) or type(exc).__name__)
+
+
+class Terminated(Exception):
+    """SIGTERM arrived during the run: handled like Ctrl-C, with exit status 143."""
+
+
+async def until_terminated(work: Awaitable[T]) -> T:
+    """``await work``; SIGTERM cancels it like Ctrl-C does and raises ``Terminated``.
+
+    Cancelling (rather than dying at once) lets the driver write what is known and close
+    the checkpointer, as it does on Ctrl-C.
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    received: list[int] = []
+
+    def on_term() -> None:
+        received.append(signal.SIGTERM)
+        task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, on_term)
+    except (NotImplementedError, RuntimeError):  # no signal handlers on this platform/thread
+        return await work
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if received:
+            raise Terminated from None
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 async def closing(factory: ServicesFactory, work: Awaitable[T]) -> T:

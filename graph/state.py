@@ -138,6 +138,34 @@ def append_answers(current: list[AnswerRecord], writes: Sequence[Any]) -> list[A
 
 
 @documented
+class Measured(TypedDict):
+    """What a thread's scores mean: the settings it was measured with, recorded once.
+
+    Kept with the thread (not only in a run's ``metadata.json``) so that no later run and
+    no missing file can label its scores with other thresholds or models.
+    """
+
+    model: str
+    """Model under test."""
+    temperature: float
+    """Sampling temperature of the model under test."""
+    judge_model: str
+    """Judge model (coherence and, when on, similarity)."""
+    embedding_model: str
+    """Embedding model behind embedding novelty."""
+    coherence_threshold: float
+    """An answer passed when coherence > this."""
+    novelty_threshold: float
+    """An answer passed when embedding novelty > this (the resolved value)."""
+    llm_novelty_threshold: float | None
+    """An answer passed when LLM novelty > this; None when that judge was off."""
+    cot: bool
+    """Whether the chain-of-thought generate prompt was used."""
+    prompts_sha256: str
+    """sha256 of the prompt templates in force."""
+
+
+@documented
 class QuestionInput(TypedDict):
     """What a caller passes to run one question (settings go in the context)."""
 
@@ -182,6 +210,9 @@ class _QuestionProgress(TypedDict):
     """The environment's name for ``mean_llm_novelty`` (same value)."""
     speculative: CallStats | None
     """Cost of look-ahead generations that were discarded (pipelined runs only)."""
+    measured: Measured | None
+    """The settings the thread is measured with, written once when it starts; None only
+    for threads started before it was recorded."""
 
 
 @documented

@@ -1,11 +1,14 @@
 """``prepare``: the first step of every invocation of a question thread.
 
-On a new thread it notes the start time and fills every output key (an empty chain's
-metrics), so callers always get the whole output schema. On a thread that stopped with
-an error it clears the error and every failed outcome, keeping whatever succeeded, so
-routing re-runs only the failed parts: a finished judge or embedding result is not
-recomputed. On a thread that finished by the benchmark's rule it changes nothing, and
-routing ends at once.
+On a new thread it notes the start time, records what the thread measures with (its
+settings' thresholds, models and prompts, ``measured``) and fills every output key (an
+empty chain's metrics), so callers always get the whole output schema. A thread invoked
+again under settings that disagree with what it recorded is refused: continuing it would
+mix two measurements in one chain and label old scores with new thresholds. On a thread
+that stopped with an error it clears the error and every failed outcome, keeping
+whatever succeeded, so routing re-runs only the failed parts: a finished judge or
+embedding result is not recomputed. On a thread that finished by the benchmark's rule
+it changes nothing, and routing ends at once.
 
 One failure is not retried as it stands: a candidate answer the embeddings endpoint
 refused for its content (a 400, 413 or 422 on that text alone: too long, refused by a
@@ -18,15 +21,20 @@ had failed.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
+from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import CallStats, QuestionState
+from aidanbench.graph.state import CallStats, Measured, QuestionState
 from aidanbench.nodes.context import add_calls, no_calls, settings_of
 from aidanbench.nodes.metrics import chain_metrics
+from aidanbench.nodes.prompts import prompt_texts
 
 ERROR_KINDS = frozenset({"error", "judge_error"})
 """Stop reasons after which invoking the thread again retries."""
@@ -64,10 +72,19 @@ async def prepare(state: QuestionState, runtime: Runtime[Settings]) -> dict[str,
     question = state.get("question")
     if not isinstance(question, str) or not question.strip():
         raise ValueError(f"question must be a non-empty string, got {question!r}")
+    settings = settings_of(runtime)
     update: dict[str, Any] = {}
     if state.get("started_at") is None:
         update |= {"started_at": time.time(), "stop_reason": None, "error": None}
-        update |= {"speculative": None, **chain_metrics([], settings_of(runtime).reward_mode)}
+        update |= {"speculative": None, "measured": measured_by(settings)}
+        update |= chain_metrics([], settings.reward_mode)
+    else:
+        differences = measurement_differences(state.get("measured"), settings)
+        if differences:
+            raise ValueError(
+                "this thread was measured with other settings (differs in: "
+                f"{', '.join(differences)}); run it with the settings it recorded"
+            )
     if state.get("stop_reason") in ERROR_KINDS:
         update |= {"stop_reason": None, "error": None}
         if refused_for_content(state):
@@ -78,3 +95,37 @@ async def prepare(state: QuestionState, runtime: Runtime[Settings]) -> dict[str,
             if isinstance(outcome, dict) and "error" in outcome:
                 update[key] = None
     return update
+
+
+@cache
+def prompts_sha256() -> str:
+    """sha256 of the prompt templates (sorted JSON), as ``metadata.json`` records it."""
+    return hashlib.sha256(json.dumps(prompt_texts(), sort_keys=True).encode()).hexdigest()
+
+
+def measured_by(settings: Settings) -> Measured:
+    """What a thread started under ``settings`` measures with."""
+    thresholds = settings.thresholds
+    return {
+        "model": settings.model,
+        "temperature": settings.temperature,
+        "judge_model": settings.judge_model,
+        "embedding_model": settings.embedding_model,
+        "coherence_threshold": thresholds.coherence,
+        "novelty_threshold": thresholds.novelty,
+        "llm_novelty_threshold": thresholds.llm_novelty,
+        "cot": settings.cot,
+        "prompts_sha256": prompts_sha256(),
+    }
+
+
+def measurement_differences(recorded: Mapping[str, Any] | None, settings: Settings) -> list[str]:
+    """Names of what ``settings`` would measure differently from a thread's record.
+
+    Empty when they agree, or when the thread has no record (started before threads
+    recorded it: nothing to compare with).
+    """
+    if not recorded:
+        return []
+    current = measured_by(settings)
+    return [key for key, value in current.items() if recorded.get(key) != value]

