@@ -24,11 +24,20 @@ from typing import Any
 from aidanbench import reference
 from aidanbench.analysis import rundir
 from aidanbench.analysis.results import QuestionResult
+from aidanbench.analysis.view import write_view
 from aidanbench.cli import loop
 from aidanbench.cli.driver import Task, drive, errored
 from aidanbench.cli.errors import UsageError
 from aidanbench.cli.progress import Progress
-from aidanbench.cli.run import _now, _print_summary, _totals, closing, metadata, run_lock
+from aidanbench.cli.run import (
+    REPORT,
+    _now,
+    _print_summary,
+    _totals,
+    closing,
+    metadata,
+    run_lock,
+)
 from aidanbench.graph.settings import Settings
 from aidanbench.services import OpenAIServices
 from aidanbench.testing.published import published_chains
@@ -230,6 +239,7 @@ def handle(args: argparse.Namespace) -> int:
         meta["totals"] = _totals(lines)
         rundir.atomic_write(run_dir / rundir.METADATA, json.dumps(meta, indent=2))
     _print_summary(run_dir, "count")
+    print(f"report: {write_view([run_dir], run_dir / REPORT)}")
     failed = errored(lines)
     for line in failed:
         print(f"  {line['model']}: {line['question'][:60]} — {line['error']}", file=sys.stderr)

@@ -95,6 +95,8 @@ def test_demo_reproduces_the_published_run(
     assert len(finished_lines(done.stderr)) == 49
     for name in ("metadata.json", "results.json", "answers.jsonl", "checkpoints.sqlite"):
         assert (run_dir / name).is_file(), name
+    assert f"report: {run_dir / 'report.html'}" in done.stdout
+    assert "anthropic/claude-3.5-sonnet" in (run_dir / "report.html").read_text("utf-8")
     metadata = json.loads((run_dir / "metadata.json").read_text("utf-8"))
     assert metadata["totals"]["score"] == sum(reference.PUBLISHED_TOTALS.values())
 
