@@ -13,12 +13,17 @@ import math
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 from aidanbench.cli.errors import UsageError, printable
+from aidanbench.graph.credentials import (
+    looks_like_key,
+    secret_paths,
+    url_credential,
+)
 from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL
 
 LOCAL_INSTALL = "pip install -e '.[local]'"
@@ -31,36 +36,6 @@ PSEUDO_FILESYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
 """Kernel interfaces, not storage: a run directory there is refused."""
 
 VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-KEY_PREFIXES = ("sk-", "sk_", "pk-", "rk-", "hf_", "gsk_", "xai-", "aiza", "ghp_", "glpat-")
-"""Prefixes of common API keys (compared lower-case)."""
-
-SECRET_NAME = re.compile(
-    r"(key|api[-_]?key|apikey|authorization|auth|bearer|token|access[-_]?token|secret|"
-    r"password|passwd|cookie|credentials?|x[-_]api[-_]key|sig(nature)?|session)",
-    re.IGNORECASE,
-)
-"""A mapping key or URL parameter named like a credential (matched in full)."""
-
-
-def looks_like_key(value: str) -> bool:
-    """True for text that may be an API key: a known prefix, or a long random-looking token.
-
-    Environment variable names are words joined by underscores; keys are long runs of mixed
-    letters and digits. The test errs towards secrecy: a false positive only costs an echo.
-    """
-    text = value.strip()
-    if text.lower().startswith(KEY_PREFIXES):
-        return True
-    if text.startswith("Bearer "):
-        return True
-    token = re.fullmatch(r"[A-Za-z0-9_\-.]{20,}", text)
-    if token is None:
-        return False
-    has_digit = any(c.isdigit() for c in text)
-    mixed_case = any(c.islower() for c in text) and any(c.isupper() for c in text)
-    longest_word = max((len(w) for w in re.split(r"[_\-.]", text)), default=0)
-    return has_digit and (mixed_case or longest_word >= 16)
 
 
 def shown(value: str) -> str:
@@ -94,9 +69,10 @@ def check_base_url(flag: str, url: str | None) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise UsageError(f"{flag} must look like https://host/v1; got {shown(url)}")
-    if "@" in parts.netloc:
+    credential = url_credential(url)
+    if credential is not None:
         raise UsageError(
-            f"{flag} must not carry credentials (user:key@host); put the key in the "
+            f"{flag} must not carry credentials ({printable(credential)}); put the key in the "
             "API-key variable"
         )
     try:
@@ -110,48 +86,6 @@ def check_base_url(flag: str, url: str | None) -> None:
         raise UsageError(f"{flag} must look like https://host/v1 (no host)")
     if port == 0:
         raise UsageError(f"{flag} has a bad port 0; a port is a number from 1 to 65535")
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if is_secret_name(name) or looks_like_key(value):
-            raise UsageError(
-                f"{flag} must not carry credentials (query parameter {printable(name)!r}); "
-                "put the key in the API-key variable"
-            )
-    if parts.fragment:
-        raise UsageError(f"{flag} must not have a fragment (the part after '#')")
-    for segment in parts.path.split("/"):
-        if looks_like_key(segment):
-            raise UsageError(
-                f"{flag} must not carry credentials (a path segment looks like a key); "
-                "put the key in the API-key variable"
-            )
-
-
-def secret_paths(value: Any, where: str = "") -> Iterator[str]:
-    """Dotted paths in ``value`` whose key is named like a credential or whose text is one."""
-    if isinstance(value, Mapping):
-        for key, inner in value.items():
-            path = f"{where}.{key}" if where else str(key)
-            if is_secret_name(str(key)):
-                yield path
-            else:
-                yield from secret_paths(inner, path)
-    elif isinstance(value, list):
-        for i, inner in enumerate(value):
-            yield from secret_paths(inner, f"{where}[{i}]")
-    elif isinstance(value, str) and looks_like_key(value):
-        yield where or "(value)"
-
-
-def is_secret_name(key: str) -> bool:
-    """A field or parameter named like a credential (``api_key``, ``X-Api-Key``,
-    ``Authorization``, ``access_token``…), but not ``max_tokens`` or ``author``."""
-    words = [w for w in re.split(r"[-_.\s]", key.lower()) if w]
-    joined = "".join(words)
-    return bool(
-        SECRET_NAME.fullmatch(key.strip())
-        or joined.endswith(("apikey", "secret", "password", "token"))
-        or (words and words[0] in ("auth", "authorization", "bearer", "cookie"))
-    )
 
 
 def check_model_kwargs(kwargs: Mapping[str, Any]) -> None:

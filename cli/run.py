@@ -281,6 +281,7 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     run ends (``services.clients`` says why this transport here). Every check of the
     arguments and of the run directory comes before the first write.
     """
+    env_args.apply(args)
     check_run_args(args)
     run_dir: Path = args.run_dir
     spec = run_spec(args)

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from aidanbench.graph.credentials import secret_paths, url_credential
 from aidanbench.graph.thresholds import Thresholds
 
 LOCAL_EMBEDDING_MODEL = "local"
@@ -22,7 +23,7 @@ LOCAL_EMBEDDING_MODEL = "local"
 class Settings(BaseModel):
     """Everything that decides how one AidanBench question is run and scored."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     model: str = Field(
         default="gpt-4o-mini",
@@ -146,12 +147,25 @@ class Settings(BaseModel):
     def _http_url(cls, value: str | None) -> str | None:
         if value is None:
             return value
+        credential = url_credential(value)
+        if credential is not None:
+            raise ValueError(
+                f"base URL must not carry credentials ({credential}); put the key in the "
+                "API-key variable"
+            )
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base URL must look like https://host/v1, got {value!r}")
-        if parts.username or parts.password:
+        return value
+
+    @field_validator("model_kwargs")
+    @classmethod
+    def _no_credentials(cls, value: dict[str, Any]) -> dict[str, Any]:
+        found = next(secret_paths(value), None)
+        if found is not None:
             raise ValueError(
-                "base URL must not carry credentials; put the key in the API-key variable"
+                f"model_kwargs must not carry credentials ({found!r} looks like one); keys "
+                "are read only from the api_key_env variable"
             )
         return value
 
