@@ -91,7 +91,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-a",
         "--env-args",
-        type=_json_object,
+        type=json_object,
         metavar="JSON",
         help="the verifiers aidanbench environment's arguments, e.g. "
         '\'{"use_llm_similarity": false, "num_questions": 10}\'',
@@ -101,7 +101,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _json_object(text: str) -> dict[str, Any]:
+def json_object(text: str) -> dict[str, Any]:
+    """An argument that must be a JSON object (``-a``, ``--model-kwargs``)."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:

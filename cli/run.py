@@ -92,7 +92,7 @@ def register(subparsers: Any) -> None:
         default="count",
         help="headline score: valid answers (count) or their novelty sum",
     )
-    p.add_argument("--model-kwargs", type=_json_object, default={}, metavar="JSON")
+    p.add_argument("--model-kwargs", type=env_args.json_object, default={}, metavar="JSON")
     p.add_argument("--no-pipeline", action="store_true", help="score before generating next")
     p.add_argument("--concurrency", type=int, default=8, metavar="N", help="questions in flight")
     p.add_argument("--endpoint-concurrency", type=int, default=16, metavar="N")
@@ -119,16 +119,6 @@ def _run_dir(text: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError("is empty; name a directory (for example runs/mine)")
     return Path(text)
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc.msg}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object")
-    return value
 
 
 def run_spec(args: argparse.Namespace) -> dict[str, Any]:
@@ -431,19 +421,30 @@ def check_question_set(stored: dict[str, Any] | None, questions: list[str], run_
         )
 
 
-def check_checkpoints(path: Path) -> None:
-    """Refuse a damaged ``checkpoints.sqlite`` before anything runs, saying what it means."""
-    if not path.exists():
-        return
+def sqlite_problem(path: Path) -> str | None:
+    """What is wrong with the SQLite file at ``path`` (None when it reads as sound).
+
+    Opened read-only and immutable, so checking it writes nothing beside it.
+    """
     try:
         with closing_db(sqlite3.connect(rundir.read_only_uri(path), uri=True)) as db:
             db.execute("SELECT name FROM sqlite_master").fetchall()
             status = db.execute("PRAGMA quick_check(1)").fetchone()
     except sqlite3.Error as exc:
-        status = (str(exc),)
-    if status is None or status[0] != "ok":
+        return str(exc)
+    if status is None:
+        return "?"
+    return None if status[0] == "ok" else str(status[0])
+
+
+def check_checkpoints(path: Path) -> None:
+    """Refuse a damaged ``checkpoints.sqlite`` before anything runs, saying what it means."""
+    if not path.exists():
+        return
+    problem = sqlite_problem(path)
+    if problem is not None:
         raise UsageError(
-            f"{printable(str(path))} is damaged ({printable(str(status[0] if status else '?'))}): "
+            f"{printable(str(path))} is damaged ({printable(problem)}): "
             "the saved progress of this run's questions cannot be read; the results files "
             "keep what finished. Move it away to run the unfinished questions again from "
             "the start, or use another --run-dir"
@@ -452,16 +453,8 @@ def check_checkpoints(path: Path) -> None:
 
 def set_aside_damaged_cache(path: Path) -> None:
     """``cache.sqlite`` only saves recomputation: a damaged one is moved aside and rebuilt."""
-    if not path.exists():
+    if not path.exists() or sqlite_problem(path) is None:
         return
-    try:
-        with closing_db(sqlite3.connect(rundir.read_only_uri(path), uri=True)) as db:
-            db.execute("SELECT name FROM sqlite_master").fetchall()
-            status = db.execute("PRAGMA quick_check(1)").fetchone()
-        if status is not None and status[0] == "ok":
-            return
-    except sqlite3.Error:
-        pass
     aside = path.with_name(f"{path.name}.damaged")
     os.replace(path, aside)
     for suffix in ("-wal", "-shm"):
