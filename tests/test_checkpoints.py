@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -126,15 +127,30 @@ async def test_writes_of_one_loop_turn_share_a_transaction(tmp_path: Path) -> No
 
 
 async def test_a_failed_commit_answers_every_waiter(tmp_path: Path) -> None:
-    """When the connection is gone (a crashing run closed it), the waiters get the error
-    instead of waiting forever, which kept a crashed run from ever exiting."""
+    """When the connection is gone underneath the saver (a crashing run closed it), the
+    waiters get the error instead of waiting forever, which kept a crashed run from ever
+    exiting."""
     async with open_checkpointer(tmp_path / "checkpoints.sqlite") as saver:
-        saver.close_writer()
-        config: RunnableConfig = {
-            "configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c"}
-        }
-        waiters = [saver.aput_writes(config, [("x", i)], f"task-{i}") for i in range(3)]
+        saver._writer.close()
         outcomes = await asyncio.wait_for(
-            asyncio.gather(*waiters, return_exceptions=True), timeout=5
+            asyncio.gather(*three_writes(saver), return_exceptions=True), timeout=5
         )
     assert all(isinstance(o, sqlite3.ProgrammingError) for o in outcomes), outcomes
+
+
+async def test_writes_after_the_saver_closed_are_cancelled(tmp_path: Path) -> None:
+    """Steps still unwinding after the run closed its saver (Ctrl-C) are cancelled, not
+    answered with a closed-database error that would be printed as a traceback."""
+    async with open_checkpointer(tmp_path / "checkpoints.sqlite") as saver:
+        saver.close_writer()
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(*three_writes(saver), return_exceptions=True), timeout=5
+        )
+    assert all(isinstance(o, asyncio.CancelledError) for o in outcomes), outcomes
+
+
+def three_writes(saver: InlineCommitSaver) -> list[Coroutine[Any, Any, None]]:
+    config: RunnableConfig = {
+        "configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c"}
+    }
+    return [saver.aput_writes(config, [("x", i)], f"task-{i}") for i in range(3)]

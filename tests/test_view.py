@@ -113,12 +113,8 @@ def test_page_data_matches_the_report(tmp_path: Path) -> None:
 
 
 def test_cost_is_shown_when_calls_record_it(tmp_path: Path) -> None:
-    run_dir = make_run_dir(tmp_path / "run", repeats=1)
-    answers = run_dir / "answers.jsonl"
-    lines = [json.loads(line) for line in answers.read_text().splitlines()]
-    for line in lines:
-        line["calls"]["model"]["cost_usd"] = 0.25
-    answers.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    run_dir = make_run_dir(tmp_path / "run", repeats=1, model_cost_usd=0.25)
+    lines = [json.loads(line) for line in (run_dir / "answers.jsonl").read_text().splitlines()]
     data, _ = view_data([load_source(run_dir)])
     alpha = sum(1 for line in lines if line["model"] == "acme/alpha")
     assert data["groups"][0]["cost_usd"] == pytest.approx(0.25 * alpha)

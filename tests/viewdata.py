@@ -93,14 +93,21 @@ def chain(model: str, question: str, length: int, ending: str, repeat: int) -> d
     }
 
 
-def make_run_dir(run_dir: Path, repeats: int = 2) -> Path:
-    """A run directory of two models x three questions x ``repeats``, as ``run`` writes it."""
+def make_run_dir(run_dir: Path, repeats: int = 2, model_cost_usd: float | None = None) -> Path:
+    """A run directory of two models x three questions x ``repeats``, as ``run`` writes it.
+
+    ``model_cost_usd``: each answer's generate call records that cost.
+    """
     lines = [
         chain(model, question, length, ending, repeat)
         for model, plan in PLANS.items()
         for repeat in range(1, repeats + 1)
         for question, (length, ending) in zip(QUESTIONS, plan, strict=True)
     ]
+    if model_cost_usd is not None:
+        for line in lines:
+            for answer in line["answers"]:
+                answer["calls"]["model"]["cost_usd"] = model_cost_usd
     write_outputs(run_dir, lines)
     metadata = {
         "prompts_sha256": "ab" * 32,
