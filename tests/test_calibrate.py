@@ -387,15 +387,13 @@ def test_cli_local_without_extra(
     from aidanbench.services import local_embeddings
 
     def missing() -> None:
-        raise ImportError(
-            "local embeddings need the [local] extra: pip install 'aidanbench[local]'"
-        )
+        raise ImportError("local embeddings need the [local] extra: pip install -e '.[local]'")
 
     monkeypatch.setattr(local_embeddings, "local_embeddings", missing)
     argv = ["calibrate", "--embedding-model", "local", "--reference", str(REFERENCE)]
     assert main([*argv, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "pip install 'aidanbench[local]'" in err
+    assert err.count("\n") == 1 and "pip install -e '.[local]'" in err
 
 
 def test_plot_name_is_a_safe_file_name() -> None:

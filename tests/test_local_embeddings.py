@@ -45,7 +45,7 @@ def test_missing_extra_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> Non
         LocalEmbeddings()
     message = str(caught.value)
     assert "\n" not in message
-    assert "pip install 'aidanbench[local]'" in message and "sentence_transformers" in message
+    assert "pip install -e '.[local]'" in message and "sentence_transformers" in message
 
 
 # (text, paraphrase, unrelated): the paraphrase must be the closer of the two.
