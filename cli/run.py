@@ -10,7 +10,6 @@ import argparse
 import asyncio
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import platform
@@ -38,7 +37,7 @@ from aidanbench.cli.progress import Progress
 from aidanbench.cli.remote import drive_remote
 from aidanbench.graph.questions import question_set_hash
 from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL, Settings
-from aidanbench.nodes.prompts import prompt_texts
+from aidanbench.nodes.prompts import prompts_sha256
 from aidanbench.services import OpenAIServices, ServicesFactory, role_host
 
 T = TypeVar("T")
@@ -200,10 +199,6 @@ def check_keys(settings: Settings) -> None:
             raise UsageError(f"environment variable {variable} (API key of the {role}) is not set")
 
 
-def _prompts_hash() -> str:
-    return hashlib.sha256(json.dumps(prompt_texts(), sort_keys=True).encode()).hexdigest()
-
-
 def _git_commit() -> str | None:
     try:
         out = subprocess.run(
@@ -228,7 +223,7 @@ def metadata(spec: dict[str, Any], questions: list[str], tasks: list[Task]) -> d
         "git_commit": _git_commit(),
         "python": platform.python_version(),
         "endpoints": {role: role_host(first, role) for role in ("model", "judge", "embeddings")},
-        "prompts_sha256": _prompts_hash(),
+        "prompts_sha256": prompts_sha256(),
         "questions_sha256": question_set_hash(questions),
         "questions": len(questions),
         "settings": {

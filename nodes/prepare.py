@@ -21,11 +21,8 @@ had failed.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections.abc import Mapping
-from functools import cache
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -34,7 +31,7 @@ from aidanbench.graph.settings import Settings
 from aidanbench.graph.state import CallStats, Measured, QuestionState
 from aidanbench.nodes.context import add_calls, no_calls, settings_of
 from aidanbench.nodes.metrics import chain_metrics
-from aidanbench.nodes.prompts import prompt_texts
+from aidanbench.nodes.prompts import prompts_sha256
 
 ERROR_KINDS = frozenset({"error", "judge_error"})
 """Stop reasons after which invoking the thread again retries."""
@@ -95,12 +92,6 @@ async def prepare(state: QuestionState, runtime: Runtime[Settings]) -> dict[str,
             if isinstance(outcome, dict) and "error" in outcome:
                 update[key] = None
     return update
-
-
-@cache
-def prompts_sha256() -> str:
-    """sha256 of the prompt templates (sorted JSON), as ``metadata.json`` records it."""
-    return hashlib.sha256(json.dumps(prompt_texts(), sort_keys=True).encode()).hexdigest()
 
 
 def measured_by(settings: Settings) -> Measured:

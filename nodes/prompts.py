@@ -13,6 +13,7 @@ Placeholders are filled in a single pass, so an answer that happens to contain
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,12 @@ def prompt_texts() -> dict[str, str]:
     """The reference templates, keyed as in ``prompts.json``."""
     texts: dict[str, str] = json.loads(reference.read_text(reference.PROMPTS))
     return texts
+
+
+@cache
+def prompts_sha256() -> str:
+    """sha256 of the templates (sorted JSON): what metadata and each thread record."""
+    return hashlib.sha256(json.dumps(prompt_texts(), sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
