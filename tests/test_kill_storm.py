@@ -15,12 +15,16 @@ from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain
 from .test_cli_run import QUESTIONS, cli, read_results
 
 KILLS = 20
+CHAIN = 20
+"""Valid answers of the first question: long enough that the run (2 models x 4 questions,
+at least 2 x 4 x 24 generations) outlasts 20 kills of at most 6 generations each plus
+what arrives in the random pause before each kill."""
 
 
 @pytest.mark.slow
 def test_twenty_kills_then_the_same_results(tmp_path: Path, api_key: str) -> None:
     rng = random.Random(20261122)
-    brain = ScriptedBrain({q: 8 + 2 * i for i, q in enumerate(QUESTIONS)})
+    brain = ScriptedBrain({q: CHAIN + 2 * i for i, q in enumerate(QUESTIONS)})
     with OpenAIStub(brain, latency=Latency(generate=0.02, coherence=0.03, embed=0.01)) as stub:
         clean_dir = tmp_path / "clean"
         proc = cli(stub, clean_dir, api_key)
@@ -51,4 +55,4 @@ def test_twenty_kills_then_the_same_results(tmp_path: Path, api_key: str) -> Non
     answers = [json.loads(x) for x in (run_dir / "answers.jsonl").read_text().splitlines()]
     keys = [(a["model"], a["question"], a["index"]) for a in answers]
     assert len(keys) == len(set(keys))
-    assert len(keys) == 2 * sum(8 + 2 * i + 1 for i in range(len(QUESTIONS)))
+    assert len(keys) == 2 * sum(CHAIN + 2 * i + 1 for i in range(len(QUESTIONS)))

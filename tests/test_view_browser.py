@@ -213,10 +213,11 @@ def test_a_clicked_cell_opens_its_chain(page: Page, small_run: Path, tmp_path: P
     page.press("Escape", 27)
     page.wait_for("!document.getElementById('chain').open")
     focused = "document.activeElement.dataset.g + ':' + document.activeElement.dataset.q"
-    assert page.evaluate(focused) == "0:0", "closing returns focus to the cell"
+    page.wait_for(f"({focused}) === '0:0'", timeout=10)  # closing returns focus to the cell
     page.press("ArrowDown", 40)
+    page.wait_for(f"({focused}) === '0:1'", timeout=10)
     page.press("ArrowRight", 39)
-    assert page.evaluate(focused) == "1:1"
+    page.wait_for(f"({focused}) === '1:1'", timeout=10)
     page.press("Enter", 13, "\r")
     page.wait_for("document.getElementById('chain').open")
     beta = line_of(results, "acme/beta", 1, 1)
