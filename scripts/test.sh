@@ -24,6 +24,7 @@ fi
 ruff check .
 ruff format --check .
 mypy core graph nodes services analysis cli testing bench reference
+lint-imports --no-cache
 python -m pytest "$@"
 
 # The verifiers environment (vf-eval aidanbench) and the HTTP paths on the openai 2.x the

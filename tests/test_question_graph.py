@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx2
 import openai
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
@@ -205,7 +204,8 @@ class DownModelBrain(ScriptedBrain):
     def generate(self, question: str, previous: Any) -> str:
         if len(previous) == 2 and not self.up:
             raise openai.APIConnectionError(
-                message="Connection error.", request=httpx2.Request("POST", "http://model.test")
+                message="Connection error.",
+                request=None,  # type: ignore[arg-type]
             )
         return super().generate(question, previous)
 
