@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from aidanbench.analysis.results import QuestionResult, chain_validity
-from aidanbench.graph.thresholds import Thresholds
+from aidanbench.core.thresholds import Thresholds
 from aidanbench.nodes.novelty import cosine_novelty
 
 EmbedFn = Callable[[list[str]], np.ndarray]

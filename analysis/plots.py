@@ -28,7 +28,7 @@ from aidanbench.analysis.summary import (
     short_names,
     summarise,
 )
-from aidanbench.graph.thresholds import Thresholds
+from aidanbench.core.thresholds import Thresholds
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

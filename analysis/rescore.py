@@ -18,13 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from aidanbench.analysis.results import QuestionResult, chain_validity
-from aidanbench.graph.thresholds import Thresholds
+from aidanbench.core.thresholds import Thresholds
+from aidanbench.core.vocabulary import THRESHOLD_STOPS
 
 BENCHMARK_THRESHOLDS = Thresholds()
 """Thresholds assumed for lines that do not record theirs (original-schema files)."""
-
-RULE_STOPS = frozenset({"coherence", "novelty", "llm_novelty"})
-"""Stop reasons meaning the recorded terminal answer failed the run's thresholds."""
 
 TRUNCATED = "truncated"
 """Stop reason of a rescored line whose recorded terminal answer now passes."""
@@ -60,7 +58,7 @@ def rescore_question(result: QuestionResult, thresholds: Thresholds) -> Rescored
     scores = [(a.coherence, a.novelty, a.llm_novelty) for a in result.answers]
     flags, reason = chain_validity(scores, thresholds)
     answers = tuple(replace(a, valid=ok) for a, ok in zip(result.answers, flags, strict=True))
-    truncated = reason is None and result.stop_reason in RULE_STOPS
+    truncated = reason is None and result.stop_reason in THRESHOLD_STOPS
     stop_reason: str | None
     if reason is not None:
         stop_reason, error = reason, None

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aidanbench.graph.thresholds import Thresholds
+from aidanbench.core.thresholds import Thresholds
+from aidanbench.core.vocabulary import FINAL_STOPS
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class QuestionResult:
     @property
     def finished(self) -> bool:
         """Ended by the benchmark's rule or a cap, not by an error or an interruption."""
-        return self.stop_reason in {"coherence", "novelty", "llm_novelty", "max_answers"}
+        return self.stop_reason in FINAL_STOPS
 
 
 def chain_validity(

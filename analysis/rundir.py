@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from aidanbench.analysis.results import AnswerRow, QuestionResult
-from aidanbench.graph.thresholds import Thresholds
+from aidanbench.core.thresholds import Thresholds
 
 METADATA = "metadata.json"
 RESULTS = "results.json"

@@ -30,7 +30,8 @@ from rich.table import Table
 
 from aidanbench.analysis.results import QuestionResult
 from aidanbench.analysis.tables import Column, fitted_tables
-from aidanbench.graph.thresholds import Thresholds
+from aidanbench.core.thresholds import Thresholds
+from aidanbench.core.vocabulary import ERROR_KINDS
 
 COUNTING = (
     "score = valid answers (coherence > T_c and novelty > T_n, strictly), summed over "
@@ -45,7 +46,6 @@ BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 20241
 """Seed of the bootstrap generator, fixed so reports are reproducible."""
 
-ERROR_STOPS = frozenset({"error", "judge_error"})
 """Stop reasons of questions that ended on a failure rather than by the rule."""
 
 UNFINISHED = "unfinished"
@@ -162,7 +162,7 @@ def short_names(models: Sequence[str]) -> dict[str, str]:
 
 def errored(result: QuestionResult) -> bool:
     """Whether a line ended on a failure (its score is then a lower bound)."""
-    return result.error is not None or result.stop_reason in ERROR_STOPS
+    return result.error is not None or result.stop_reason in ERROR_KINDS
 
 
 def _mean(values: Sequence[float]) -> float | None:

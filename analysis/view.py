@@ -38,7 +38,8 @@ from aidanbench.analysis.summary import (
     summarise,
     warnings,
 )
-from aidanbench.graph.thresholds import Thresholds
+from aidanbench.core.thresholds import Thresholds
+from aidanbench.core.vocabulary import THRESHOLD_STOPS
 
 TEMPLATE = "view_template.html"
 """The page's markup, styles and script; ``build_html`` fills its two slots."""
@@ -51,9 +52,6 @@ CHAINS_SLOT = "<!--CHAINS-->"
 
 COST_KEY = "cost_usd"
 """Key of a call's cost in an answer's ``calls`` record, when a provider reports one."""
-
-STOP_CRITERIA = frozenset({"coherence", "novelty", "llm_novelty"})
-"""Stop reasons that name the criterion the last answer failed."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,7 +131,7 @@ def failure(
     that hit the answer cap, errored or was interrupted has none.
     """
     failed = next((a for a in answers if not a.valid), None)
-    if failed is None or stop_reason not in STOP_CRITERIA | {"unscored"}:
+    if failed is None or stop_reason not in THRESHOLD_STOPS | {"unscored"}:
         return None
     if stop_reason == "unscored":
         return {"index": failed.index, "criterion": "unscored", "value": None, "threshold": None}

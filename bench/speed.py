@@ -54,9 +54,9 @@ from aidanbench.cli import loop
 from aidanbench.cli.checkpoints import open_checkpointer
 from aidanbench.cli.driver import Task, drive
 from aidanbench.cli.progress import Progress
+from aidanbench.core.settings import Settings
 from aidanbench.graph.question import build_question_graph
 from aidanbench.graph.questions import bundled_questions
-from aidanbench.graph.settings import Settings
 from aidanbench.nodes.novelty import cosine_novelty
 from aidanbench.nodes.parsing import extract_answer, parse_score
 from aidanbench.nodes.prompts import render_coherence, render_generate

@@ -34,7 +34,7 @@ from aidanbench.analysis.calibrate import (
 )
 from aidanbench.analysis.results import read_aidanbench_file
 from aidanbench.cli.errors import UsageError
-from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL
+from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL
 
 
 def _one_line(exc: BaseException) -> str:
@@ -64,8 +64,8 @@ def _openai_factory(args: argparse.Namespace) -> EmbedFn:
         )
     import openai
 
+    from aidanbench.core.errors import MalformedReply
     from aidanbench.services.embeddings import embed_all
-    from aidanbench.services.errors import MalformedReply
 
     client = openai.OpenAI(api_key=api_key, base_url=args.embedding_base_url, timeout=60)
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from aidanbench import reference
 from aidanbench.analysis import rundir
-from aidanbench.analysis.results import QuestionResult
+from aidanbench.analysis.results import QuestionResult, read_aidanbench_file
 from aidanbench.analysis.view import write_view
 from aidanbench.cli import loop
 from aidanbench.cli.driver import Task, drive, errored
@@ -38,9 +38,8 @@ from aidanbench.cli.run import (
     metadata,
     run_lock,
 )
-from aidanbench.graph.settings import Settings
+from aidanbench.core.settings import Settings
 from aidanbench.services import OpenAIServices
-from aidanbench.testing.published import published_chains
 
 DEFAULT_RUN_DIR = "runs/demo"
 DEFAULT_LATENCY_SCALE = 0.06
@@ -202,7 +201,7 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(f"--latency-scale must be at least 0, got {args.latency_scale}")
     if args.concurrency < 1:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
-    chains = published_chains()
+    chains = read_aidanbench_file(reference.published_run())
     expected = read_expected(args.expect) if args.expect else published_scores(chains)
     run_dir: Path = args.run_dir
     spec = demo_spec(chains)

@@ -27,10 +27,11 @@ from aidanbench.analysis import rundir
 from aidanbench.cli.checkpoints import open_checkpointer
 from aidanbench.cli.errors import UsageError, printable
 from aidanbench.cli.progress import Progress
-from aidanbench.graph.metric_names import environment_aliases
+from aidanbench.core.metric_names import environment_aliases
+from aidanbench.core.settings import Settings
+from aidanbench.core.vocabulary import ERROR_KINDS, FINAL_STOPS
 from aidanbench.graph.question import build_question_graph
-from aidanbench.graph.settings import Settings
-from aidanbench.nodes.prepare import ERROR_KINDS, measured_by, measurement_differences
+from aidanbench.nodes.prepare import measured_by, measurement_differences
 from aidanbench.services import ServicesFactory, default_services
 
 DURABILITY: Durability = "sync"
@@ -98,12 +99,9 @@ class Task:
         }
 
 
-FINAL_REASONS = frozenset({"coherence", "novelty", "llm_novelty", "max_answers"})
-
-
 def is_finished(values: Mapping[str, Any], pending: bool) -> bool:
     """Stopped by the benchmark's rule with nothing left to run: skipped on a rerun."""
-    return not pending and values.get("stop_reason") in FINAL_REASONS
+    return not pending and values.get("stop_reason") in FINAL_STOPS
 
 
 def start_input(task: Task, pending: bool) -> dict[str, Any] | None:

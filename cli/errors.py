@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 
+from aidanbench.core.errors import UsageError
+
+__all__ = ["UsageError", "printable"]
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-class UsageError(Exception):
-    """Bad arguments, files or environment; the message is the whole explanation."""
 
 
 def printable(text: str) -> str:

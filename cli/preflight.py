@@ -13,7 +13,7 @@ import socket
 from urllib.parse import urlsplit
 
 from aidanbench.cli.errors import UsageError
-from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL, Settings
+from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
 
 PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy")
 OPENAI_URL = "https://api.openai.com/v1"

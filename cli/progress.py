@@ -17,6 +17,7 @@ from rich.console import Console, Group
 from rich.live import Live
 
 from aidanbench.analysis.tables import Column, fitted_tables
+from aidanbench.core.vocabulary import is_error_stop
 
 
 @dataclass
@@ -74,7 +75,7 @@ class Progress:
         row = self.rows[label]
         row.running -= 1
         stop = output.get("stop_reason")
-        if stop in ("error", "judge_error"):
+        if is_error_stop(stop):
             row.errored += 1
         else:
             row.done += 1

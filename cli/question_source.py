@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aidanbench.cli.errors import UsageError
-from aidanbench.cli.questions import load_questions
+from aidanbench.graph.question_files import load_questions
 from aidanbench.graph.question_sources import (
     DATASET_FILE_SUFFIXES,
     DEFAULT_FIELD,

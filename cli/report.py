@@ -37,7 +37,7 @@ from aidanbench.analysis.summary import (
     warnings,
 )
 from aidanbench.cli.errors import UsageError
-from aidanbench.graph.thresholds import Thresholds
+from aidanbench.core.thresholds import Thresholds
 
 LineKey = tuple[str, float, str, int]
 """(model, temperature, question, repeat): one question line."""

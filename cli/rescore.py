@@ -36,7 +36,7 @@ from aidanbench.cli.report import (
     question_table,
     report_payload,
 )
-from aidanbench.graph.thresholds import Thresholds
+from aidanbench.core.thresholds import Thresholds
 
 TRUNCATED_MARK = "+"
 """Suffix of a truncated line's score in the per-question table."""

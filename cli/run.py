@@ -35,8 +35,8 @@ from aidanbench.cli.inputs import check_run_args
 from aidanbench.cli.preflight import check_reachable
 from aidanbench.cli.progress import Progress
 from aidanbench.cli.remote import drive_remote
+from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
 from aidanbench.graph.questions import question_set_hash
-from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL, Settings
 from aidanbench.nodes.prompts import prompts_sha256
 from aidanbench.services import OpenAIServices, ServicesFactory, role_host
 

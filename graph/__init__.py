@@ -26,7 +26,7 @@ killed parent resumes without repeating the child's finished steps, and an ``int
 in the child (``Settings.interrupt_on_reject`` / ``interrupt_every``) surfaces at the
 parent.
 
-Names are imported on first use: ``aidanbench.graph.thresholds`` and ``settings`` are read
+Names are imported on first use: ``aidanbench.core.thresholds`` and ``settings`` are read
 by the analysis code, which should not pay for loading LangGraph and the model clients.
 """
 
@@ -36,6 +36,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from aidanbench.core.settings import Settings
+    from aidanbench.core.state import (
+        AnswerRecord,
+        CallStats,
+        ErrorInfo,
+        QuestionInput,
+        QuestionOutput,
+        QuestionState,
+    )
+    from aidanbench.core.thresholds import Thresholds
+    from aidanbench.core.vocabulary import StopReason
     from aidanbench.graph.benchmark import (
         BenchmarkInput,
         BenchmarkOutput,
@@ -49,16 +60,6 @@ if TYPE_CHECKING:
         load_question_set,
         load_questions,
     )
-    from aidanbench.graph.settings import Settings, StopReason
-    from aidanbench.graph.state import (
-        AnswerRecord,
-        CallStats,
-        ErrorInfo,
-        QuestionInput,
-        QuestionOutput,
-        QuestionState,
-    )
-    from aidanbench.graph.thresholds import Thresholds
     from aidanbench.services import Services, ServicesFactory, default_services
 
 _EXPORTS = {
@@ -67,19 +68,19 @@ _EXPORTS = {
     "BenchmarkInput": "aidanbench.graph.benchmark",
     "BenchmarkOutput": "aidanbench.graph.benchmark",
     "BenchmarkState": "aidanbench.graph.benchmark",
-    "Settings": "aidanbench.graph.settings",
+    "Settings": "aidanbench.core.settings",
     "QuestionSet": "aidanbench.graph.question_sources",
     "QuestionSourceError": "aidanbench.graph.question_sources",
     "load_questions": "aidanbench.graph.question_sources",
     "load_question_set": "aidanbench.graph.question_sources",
-    "StopReason": "aidanbench.graph.settings",
-    "Thresholds": "aidanbench.graph.thresholds",
-    "QuestionInput": "aidanbench.graph.state",
-    "QuestionOutput": "aidanbench.graph.state",
-    "QuestionState": "aidanbench.graph.state",
-    "AnswerRecord": "aidanbench.graph.state",
-    "CallStats": "aidanbench.graph.state",
-    "ErrorInfo": "aidanbench.graph.state",
+    "StopReason": "aidanbench.core.vocabulary",
+    "Thresholds": "aidanbench.core.thresholds",
+    "QuestionInput": "aidanbench.core.state",
+    "QuestionOutput": "aidanbench.core.state",
+    "QuestionState": "aidanbench.core.state",
+    "AnswerRecord": "aidanbench.core.state",
+    "CallStats": "aidanbench.core.state",
+    "ErrorInfo": "aidanbench.core.state",
     "Services": "aidanbench.services",
     "ServicesFactory": "aidanbench.services",
     "default_services": "aidanbench.services",

@@ -20,12 +20,13 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from typing_extensions import TypedDict
 
+from aidanbench.core.schema_docs import documented
+from aidanbench.core.settings import Settings
+from aidanbench.core.state import QuestionOutput
+from aidanbench.core.vocabulary import is_error_stop
 from aidanbench.graph.question import build_question_graph
 from aidanbench.graph.question_sources import validated
 from aidanbench.graph.questions import bundled_questions
-from aidanbench.graph.schema_docs import documented
-from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import QuestionOutput
 from aidanbench.nodes.context import settings_of
 from aidanbench.services import ServicesFactory, default_services
 
@@ -101,7 +102,7 @@ def summarize_results(results: list[QuestionOutput]) -> dict[str, Any]:
         "errored": [
             {"question": r["question"], "error": r.get("error")}
             for r in results
-            if r.get("stop_reason") in ("error", "judge_error")
+            if is_error_stop(r.get("stop_reason"))
         ],
     }
 

@@ -32,11 +32,11 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
+from aidanbench.core.schema_docs import documented
+from aidanbench.core.settings import Settings
+from aidanbench.core.state import AnswerRecord
+from aidanbench.core.vocabulary import ERROR_KINDS
 from aidanbench.graph.question import build_question_graph
-from aidanbench.graph.schema_docs import documented
-from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import AnswerRecord
-from aidanbench.nodes.prepare import ERROR_KINDS
 from aidanbench.services import ServicesFactory, default_services
 
 QUESTION_TEMPLATE = "What is an original idea for {topic}?"

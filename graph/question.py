@@ -25,8 +25,8 @@ from functools import partial
 
 from langgraph.graph import START, StateGraph
 
-from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import QuestionInput, QuestionOutput, QuestionState
+from aidanbench.core.settings import Settings
+from aidanbench.core.state import QuestionInput, QuestionOutput, QuestionState
 from aidanbench.nodes.decide import decide
 from aidanbench.nodes.embed_novelty import embed_novelty
 from aidanbench.nodes.generate import generate, generate_next

@@ -109,8 +109,8 @@ def load_question_set(
 
 def question_file_set(path: Path, limit: int | None = None) -> QuestionSet:
     """A questions file in the command line's formats (JSON list, JSONL, CSV, lines)."""
-    from aidanbench.cli.errors import UsageError
-    from aidanbench.cli.questions import read_questions_file
+    from aidanbench.core.errors import UsageError
+    from aidanbench.graph.question_files import read_questions_file
 
     try:
         questions = read_questions_file(path)

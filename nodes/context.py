@@ -21,8 +21,8 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
-from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import CallStats, ErrorInfo
+from aidanbench.core.settings import Settings
+from aidanbench.core.state import CallStats, ErrorInfo
 from aidanbench.services import Services, ServicesFactory, key_values, role_host
 from aidanbench.services.errors import describe
 

@@ -18,8 +18,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import (
+from aidanbench.core.settings import Settings
+from aidanbench.core.state import (
     AnswerRecord,
     CallStats,
     Candidate,
@@ -27,15 +27,9 @@ from aidanbench.graph.state import (
     QuestionState,
     ScoreOutcome,
 )
+from aidanbench.core.vocabulary import SCORER_BY_KEY, scorers
 from aidanbench.nodes.context import add_calls, no_calls, settings_of
 from aidanbench.nodes.metrics import chain_metrics
-
-RESULT_KEYS = {
-    "coherence_result": "judge",
-    "novelty_result": "embed",
-    "similarity_result": "similarity",
-}
-"""State key of each scoring branch's outcome, and the cost role it is recorded under."""
 
 
 def branch_error(state: QuestionState, keys: list[str]) -> ErrorInfo | None:
@@ -69,7 +63,7 @@ def _record(
     calls: dict[str, CallStats] = {"generate": candidate.get("call", no_calls())}
     flags: list[str] = []
     for key, outcome in outcomes.items():
-        calls[RESULT_KEYS[key]] = outcome.get("call", no_calls())
+        calls[SCORER_BY_KEY[key].cost_role] = outcome.get("call", no_calls())
         flags.extend(f for f in outcome.get("flags", []) if f not in flags)
     started = state.get("started_at") or now
     return AnswerRecord(
@@ -103,8 +97,7 @@ def should_pause(record: AnswerRecord, settings: Settings) -> bool:
 
 def scoring_keys(llm_novelty_on: bool) -> list[str]:
     """The outcome keys a turn fills."""
-    keys = ["coherence_result", "novelty_result"]
-    return [*keys, "similarity_result"] if llm_novelty_on else keys
+    return [scorer.outcome_key for scorer in scorers(llm_novelty_on)]
 
 
 def _after(state: QuestionState, stop: str | None) -> dict[str, Any]:

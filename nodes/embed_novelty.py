@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 from langgraph.runtime import Runtime
 
-from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import CallStats, QuestionState, ScoreOutcome
+from aidanbench.core.settings import Settings
+from aidanbench.core.state import CallStats, QuestionState, ScoreOutcome
 from aidanbench.nodes.context import NodeContext, no_calls, stopwatch
 from aidanbench.nodes.generate import previous_answers
 from aidanbench.nodes.novelty import cosine_novelty
 from aidanbench.services import ServicesFactory
-from aidanbench.services.errors import RECOVERABLE
+from aidanbench.services.errors import is_recoverable
 
 
 async def embed_texts(ctx: NodeContext, texts: list[str]) -> tuple[list[np.ndarray], CallStats]:
@@ -54,7 +54,9 @@ async def embed_novelty(
     index = candidate["index"]
     try:
         vectors, call = await embed_texts(ctx, [*previous_answers(state), candidate["answer"]])
-    except RECOVERABLE as exc:
+    except Exception as exc:
+        if not is_recoverable(exc):
+            raise
         return {"novelty_result": ScoreOutcome(index=index, error=ctx.failure("embeddings", exc))}
     value = cosine_novelty(vectors[-1], vectors[:-1])
     return {"novelty_result": ScoreOutcome(index=index, value=value, call=call)}

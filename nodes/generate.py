@@ -12,13 +12,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import Candidate, ErrorInfo, QuestionState
+from aidanbench.core.settings import Settings
+from aidanbench.core.state import Candidate, ErrorInfo, QuestionState
 from aidanbench.nodes.context import NodeContext, message_stats, reply_text, stopwatch
 from aidanbench.nodes.parsing import extract_answer
 from aidanbench.nodes.prompts import render_generate
 from aidanbench.services import ServicesFactory, role_host
-from aidanbench.services.errors import RECOVERABLE
+from aidanbench.services.errors import is_recoverable
 
 
 def previous_answers(state: QuestionState) -> list[str]:
@@ -49,7 +49,9 @@ async def ask_model(ctx: NodeContext, question: str, previous: list[str], index:
         prompt = render_generate(question, previous, cot=ctx.settings.cot)
         with stopwatch() as elapsed:
             reply = await services.chat("model", prompt)
-    except RECOVERABLE as exc:
+    except Exception as exc:
+        if not is_recoverable(exc):
+            raise
         return Candidate(index=index, error=ctx.failure("model", exc))
     raw = reply_text(reply)
     answer, tagged = extract_answer(raw)

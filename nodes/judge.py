@@ -6,13 +6,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import QuestionState, ScoreOutcome
+from aidanbench.core.settings import Settings
+from aidanbench.core.state import QuestionState, ScoreOutcome
 from aidanbench.nodes.context import NodeContext
 from aidanbench.nodes.judging import ask_judge, neutralise
 from aidanbench.nodes.prompts import render_coherence
 from aidanbench.services import ServicesFactory
-from aidanbench.services.errors import RECOVERABLE
+from aidanbench.services.errors import is_recoverable
 
 
 async def judge(
@@ -28,7 +28,9 @@ async def judge(
         score, call = await ask_judge(
             ctx, render_coherence(state["question"], shown), "coherence_score"
         )
-    except RECOVERABLE as exc:
+    except Exception as exc:
+        if not is_recoverable(exc):
+            raise
         return {"coherence_result": ScoreOutcome(index=index, error=ctx.failure("judge", exc))}
     return {
         "coherence_result": ScoreOutcome(index=index, value=float(score), call=call, flags=flags)

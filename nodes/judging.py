@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from aidanbench.graph.state import CallStats
+from aidanbench.core.state import CallStats
 from aidanbench.nodes.context import (
     NodeContext,
     add_calls,

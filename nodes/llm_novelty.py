@@ -12,15 +12,15 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import CallStats, QuestionState, ScoreOutcome
+from aidanbench.core.settings import Settings
+from aidanbench.core.state import CallStats, QuestionState, ScoreOutcome
 from aidanbench.nodes.context import NodeContext, add_calls, no_calls
 from aidanbench.nodes.generate import previous_answers
 from aidanbench.nodes.judging import ask_judge, neutralise
 from aidanbench.nodes.novelty import llm_novelty as novelty_from_similarities
 from aidanbench.nodes.prompts import render_similarity
 from aidanbench.services import ServicesFactory, judge_namespace
-from aidanbench.services.errors import RECOVERABLE
+from aidanbench.services.errors import is_recoverable
 
 
 async def _similarity(ctx: NodeContext, prompt: str) -> tuple[int, CallStats]:
@@ -48,7 +48,9 @@ async def llm_novelty(
     ]
     try:
         scored = await asyncio.gather(*(_similarity(ctx, p) for p in prompts))
-    except RECOVERABLE as exc:
+    except Exception as exc:
+        if not is_recoverable(exc):
+            raise
         return {"similarity_result": ScoreOutcome(index=index, error=ctx.failure("judge", exc))}
     call = no_calls()
     for _, one in scored:

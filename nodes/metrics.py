@@ -1,6 +1,6 @@
 """The per-question metrics of the output schema, computed from the answer records.
 
-Each also goes by the verifiers environment's name (``aidanbench.graph.metric_names``).
+Each also goes by the verifiers environment's name (``aidanbench.core.metric_names``).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
-from aidanbench.graph.metric_names import environment_aliases
-from aidanbench.graph.state import AnswerRecord
+from aidanbench.core.metric_names import environment_aliases
+from aidanbench.core.state import AnswerRecord
 
 
 def chain_metrics(answers: Sequence[AnswerRecord], reward_mode: str = "count") -> dict[str, Any]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from aidanbench.core.errors import ScoreParseError
+
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 
@@ -22,21 +24,6 @@ def extract_answer(reply: str) -> tuple[str, bool]:
     if found:
         return found[-1].strip(), True
     return reply.strip(), False
-
-
-class ScoreParseError(ValueError):
-    """A judge reply without exactly one integer score in range.
-
-    ``reason`` is one of ``empty``, ``missing``, ``multiple``, ``not_integer``,
-    ``out_of_range``.
-    """
-
-    def __init__(self, reason: str, tag: str, reply: str) -> None:
-        self.reason = reason
-        self.tag = tag
-        self.reply = reply
-        shown = reply if len(reply) <= 200 else reply[:200] + "…"
-        super().__init__(f"judge reply has {reason.replace('_', ' ')} <{tag}>: {shown!r}")
 
 
 _INTEGER = re.compile(r"\s*[+]?(\d+)\s*")

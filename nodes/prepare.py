@@ -27,16 +27,15 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import CallStats, Measured, QuestionState
+from aidanbench.core.settings import Settings
+from aidanbench.core.state import CallStats, Measured, QuestionState
+from aidanbench.core.vocabulary import ERROR_KINDS, SCORERS
 from aidanbench.nodes.context import add_calls, no_calls, settings_of
 from aidanbench.nodes.metrics import chain_metrics
 from aidanbench.nodes.prompts import prompts_sha256
 
-ERROR_KINDS = frozenset({"error", "judge_error"})
-"""Stop reasons after which invoking the thread again retries."""
-
-OUTCOME_KEYS = ("candidate", "lookahead", "coherence_result", "novelty_result", "similarity_result")
+OUTCOME_KEYS = ("candidate", "lookahead", *(scorer.outcome_key for scorer in SCORERS))
+"""Work-in-flight keys: the candidates and each scoring branch's outcome."""
 
 CONTENT_REFUSALS = frozenset({400, 413, 422})
 """Statuses with which an embeddings endpoint refuses one text for what it contains."""

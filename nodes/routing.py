@@ -28,17 +28,10 @@ from typing import Literal, get_args
 
 from langgraph.runtime import Runtime
 
-from aidanbench.graph.settings import Settings
-from aidanbench.graph.state import QuestionState
+from aidanbench.core.settings import Settings
+from aidanbench.core.state import QuestionState
+from aidanbench.core.vocabulary import scorers
 from aidanbench.nodes.context import settings_of
-from aidanbench.nodes.decide import scoring_keys
-
-BRANCH_OF = {
-    "coherence_result": "judge",
-    "novelty_result": "embed_novelty",
-    "similarity_result": "llm_novelty",
-}
-"""The node that fills each outcome key."""
 
 END_STEP = "__end__"
 """LangGraph's ``END``, spelled out so it can stand in a ``Literal``."""
@@ -63,10 +56,10 @@ def next_steps(state: QuestionState, settings: Settings) -> list[str]:
         return ["decide"]
     index = candidate["index"]
     steps = []
-    for key in scoring_keys(settings.llm_novelty):
-        outcome = state.get(key)
+    for scorer in scorers(settings.llm_novelty):
+        outcome = state.get(scorer.outcome_key)
         if not isinstance(outcome, dict) or outcome.get("index") != index:
-            steps.append(BRANCH_OF[key])
+            steps.append(scorer.node)
     if settings.pipeline and (settings.max_answers is None or index < settings.max_answers):
         lookahead = state.get("lookahead")
         if lookahead is None or lookahead.get("index") != index + 1:

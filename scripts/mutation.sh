@@ -4,7 +4,7 @@
 #   bash scripts/mutation.sh [MAX_CHILDREN]      # default 2 worker processes
 #
 # Mutated: nodes/ parsing, novelty, metrics, routing, decide and the pass rule in
-# graph/thresholds.py. Each mutant runs only the fast unit tests (listed below) that
+# core/thresholds.py. Each mutant runs only the fast unit tests (listed below) that
 # reach the mutated function. The package maps aidanbench.<pkg> to ./<pkg>, which mutmut
 # cannot follow, so the sources are staged as aidanbench/<pkg> under .mutation/ (ignored
 # by git) and mutmut runs there. Prints mutmut's per-mutant results and the score.
@@ -38,7 +38,7 @@ only_mutate =
     aidanbench/nodes/metrics.py
     aidanbench/nodes/routing.py
     aidanbench/nodes/decide.py
-    aidanbench/graph/thresholds.py
+    aidanbench/core/thresholds.py
 pytest_add_cli_args_test_selection =
     tests/test_parsing.py
     tests/test_novelty.py

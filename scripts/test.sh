@@ -23,7 +23,8 @@ fi
 
 ruff check .
 ruff format --check .
-mypy graph nodes services analysis cli testing bench reference
+mypy core graph nodes services analysis cli testing bench reference
+lint-imports --no-cache
 python -m pytest "$@"
 
 # The verifiers environment (vf-eval aidanbench) and the HTTP paths on the openai 2.x the

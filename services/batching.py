@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 import openai
 from langchain_core.embeddings import Embeddings
 
+from aidanbench.core.errors import MalformedReply
 from aidanbench.services.embeddings import OpenAICompatibleEmbeddings, Vector, check_vector
-from aidanbench.services.errors import MalformedReply
 from aidanbench.services.limits import EndpointLimiter
 from aidanbench.services.retry import with_retries
 

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from aidanbench.services.errors import MalformedReply
+from aidanbench.core.errors import MalformedReply
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS embeddings (

@@ -33,9 +33,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
-from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL, Settings
+from aidanbench.core.errors import ConfigError
+from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
 from aidanbench.services.embeddings import OpenAICompatibleEmbeddings
-from aidanbench.services.errors import ConfigError
 
 
 def api_key(variable: str, role: str) -> SecretStr:

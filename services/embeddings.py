@@ -25,7 +25,7 @@ import numpy as np
 import openai
 from langchain_core.embeddings import Embeddings
 
-from aidanbench.services.errors import MalformedReply
+from aidanbench.core.errors import MalformedReply
 
 Vector = np.ndarray
 """One embedding as float32."""

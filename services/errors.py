@@ -1,48 +1,43 @@
 """Turning failed API calls into recorded stop reasons.
 
-Only failures of the outside world are caught: API status errors, connection errors,
-time-outs, replies that cannot be read (malformed bodies, bad vectors, unreadable judge
-scores) and missing keys. Anything else is a bug and is raised. Messages name the role,
-the endpoint host and the status, and never carry a key or a request body: a provider
-that quotes the caller's key in its error message gets it replaced by ``[redacted]``
-before the message is recorded anywhere.
+Only failures of the outside world are caught: the exceptions the OpenAI client raises
+(status errors, connection errors, time-outs, unreadable responses), replies that cannot
+be used (malformed bodies, bad vectors, unreadable judge scores), missing keys, and the
+operating system's I/O errors. Anything else is a bug and is raised. Messages name the
+role, the endpoint host and the status, and never carry a key or a request body: a
+provider that quotes the caller's key in its error message gets it replaced by
+``[redacted]`` before the message is recorded anywhere.
+
+The client library is imported where an exception is classified, not at import time:
+the driver, the summaries and the error records read these helpers without paying for an
+HTTP stack (``tests/test_layers.py``), and an exception can only be the client's once the
+client has been loaded.
 """
 
 from __future__ import annotations
 
 import email.utils
+import sys
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import aiohttp
-import httpx
-import openai
+from aidanbench.core.errors import ConfigError, ErrorInfo, MalformedReply, ScoreParseError
 
-from aidanbench.graph.state import ErrorInfo
-from aidanbench.nodes.parsing import ScoreParseError
+if TYPE_CHECKING:
+    import openai
 
-
-class ConfigError(Exception):
-    """A setting that makes a role unusable (for example, its key variable is unset)."""
+OUR_FAILURES = (ConfigError, ScoreParseError, MalformedReply, OSError)
+"""Failures of the outside world that our own code detects and raises."""
 
 
-class MalformedReply(Exception):
-    """A 200 reply the client could not use: not JSON, HTML, no choices, an ``error``
-    object in a 200, embeddings with missing or duplicate indices, or a vector that is
-    not finite, all zeros or of the wrong length. Transient as far as anyone can tell:
-    retried, then recorded as a retryable ``error``."""
+def is_recoverable(exc: BaseException) -> bool:
+    """Whether a node records ``exc`` as an error outcome (instead of raising it as a bug)."""
+    import openai
 
+    return isinstance(exc, (openai.APIError, *OUR_FAILURES))
 
-RECOVERABLE = (
-    openai.APIError,
-    httpx.HTTPError,
-    ConfigError,
-    ScoreParseError,
-    MalformedReply,
-    OSError,
-)
-"""Exception types a node records as an error outcome instead of raising."""
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 """4xx statuses worth another attempt (with every 5xx); any other 4xx is final."""
@@ -50,16 +45,13 @@ RETRYABLE_STATUSES = frozenset({408, 409, 429})
 
 def is_retryable(exc: BaseException) -> bool:
     """Whether another attempt of the same request may succeed."""
+    import openai
+
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code in RETRYABLE_STATUSES or exc.status_code >= 500
     return isinstance(
         exc,
-        MalformedReply
-        | openai.APIConnectionError
-        | openai.APIResponseValidationError
-        | httpx.TransportError
-        | aiohttp.ClientError
-        | OSError,
+        MalformedReply | openai.APIConnectionError | openai.APIResponseValidationError | OSError,
     )
 
 
@@ -70,6 +62,8 @@ RETRY_AFTER_LIMIT = 120.0
 def retry_after(exc: BaseException) -> float | None:
     """Seconds the endpoint asked to wait (``Retry-After-Ms`` or ``Retry-After``,
     seconds or an HTTP date), capped at ``RETRY_AFTER_LIMIT``; None when not said."""
+    import openai
+
     if not isinstance(exc, openai.APIStatusError):
         return None
     headers = exc.response.headers
@@ -115,6 +109,8 @@ def describe(role: str, host: str, exc: BaseException, secrets: Iterable[str] = 
 
 
 def _describe(role: str, host: str, exc: BaseException) -> ErrorInfo:
+    import openai
+
     if isinstance(exc, ScoreParseError):
         return ErrorInfo(
             kind="judge_error",
@@ -142,9 +138,9 @@ def _describe(role: str, host: str, exc: BaseException) -> ErrorInfo:
         what = f"malformed reply ({_short(str(exc), 120)})"
     elif _dropped_connection(exc):
         what = "connection failed"
-    elif isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | TimeoutError):
+    elif isinstance(exc, openai.APITimeoutError | TimeoutError):
         what = "request timed out"
-    elif isinstance(exc, openai.APIConnectionError | httpx.TransportError | OSError):
+    elif isinstance(exc, openai.APIConnectionError | OSError):
         what = "connection failed"
     else:
         what = type(exc).__name__
@@ -157,7 +153,11 @@ def _dropped_connection(exc: BaseException) -> bool:
     """Whether the root of ``exc`` is aiohttp losing the connection (reset, refused,
     closed early). The aiohttp transport reports those as connect *time-outs*, which
     would send whoever reads the error looking for a slow endpoint instead of a dead one.
+    Without aiohttp loaded, no exception can come from it.
     """
+    aiohttp = sys.modules.get("aiohttp")
+    if aiohttp is None:
+        return False
     cause: BaseException | None = exc
     while cause is not None:
         if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(

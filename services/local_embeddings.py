@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from aidanbench.graph.settings import LOCAL_INSTALL
+from aidanbench.core.settings import LOCAL_INSTALL
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

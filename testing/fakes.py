@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-from aidanbench.graph.settings import Settings
+from aidanbench.core.settings import Settings
 from aidanbench.services import (
     ROLES,
     Services,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aidanbench.graph.settings import Settings
+from aidanbench.core.settings import Settings
 
 TEST_KEY_VARIABLE = "AIDANBENCH_TEST_KEY"
 """The variable the test and benchmark settings read their (fake) key from."""

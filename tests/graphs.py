@@ -9,8 +9,8 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from aidanbench.core.settings import Settings
 from aidanbench.graph.question import build_question_graph
-from aidanbench.graph.settings import Settings
 from aidanbench.services import ServicesFactory
 
 TIMING_KEYS = ("elapsed_s",)

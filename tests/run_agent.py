@@ -23,8 +23,8 @@ from typing import Any
 
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from aidanbench.core.settings import Settings
 from aidanbench.graph.examples import BrainstormContext, build_direct_agent, build_wrapped_agent
-from aidanbench.graph.settings import Settings
 from aidanbench.testing.settings import stub_settings
 
 MIN_IDEAS = 5

@@ -161,7 +161,7 @@ def test_model_kwargs_without_secrets_still_pass_the_check(tmp_path: Path) -> No
     ],
 )
 def test_credential_names(name: str, secret: bool) -> None:
-    from aidanbench.graph.credentials import is_secret_name
+    from aidanbench.core.credentials import is_secret_name
 
     assert is_secret_name(name) is secret
 

@@ -10,10 +10,10 @@ import numpy as np
 import openai
 from langchain_core.embeddings import Embeddings
 
+from aidanbench.core.errors import MalformedReply
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.services import ServicesFactory
 from aidanbench.services.batching import EmbeddingBatcher
-from aidanbench.services.errors import MalformedReply
 from aidanbench.services.limits import EndpointLimiter
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain, unit_vector
 

@@ -231,7 +231,7 @@ def test_bad_questions_file(
     ],
 )
 def test_questions_file_formats(content: bytes, suffix: str, tmp_path: Path) -> None:
-    from aidanbench.cli.questions import load_questions
+    from aidanbench.graph.question_files import load_questions
 
     path = tmp_path / f"q{suffix}"
     path.write_bytes(content)

@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 
 from aidanbench.analysis.results import read_aidanbench_file
+from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
-from aidanbench.graph.settings import Settings
 from aidanbench.services import ServicesFactory
 from aidanbench.testing import (
     Fault,

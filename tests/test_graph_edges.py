@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from aidanbench.core.settings import Settings
 from aidanbench.graph.question import build_question_graph
-from aidanbench.graph.settings import Settings
 from aidanbench.nodes.routing import after_decide, after_generate, after_prepare, next_steps
 from aidanbench.testing import ScriptedBrain
 from aidanbench.testing.fakes import brain_services

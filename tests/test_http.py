@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aidanbench.graph.settings import Settings
+from aidanbench.core.settings import Settings
 from aidanbench.services import default_services
 from aidanbench.testing import OpenAIStub, ScriptedBrain, hang, http_error, when
 from aidanbench.testing.settings import stub_settings as settings_for

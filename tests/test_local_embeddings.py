@@ -209,7 +209,7 @@ async def test_async_embedding_does_not_block_the_loop(embeddings: LocalEmbeddin
 @pytest.mark.local_embeddings
 async def test_question_graph_with_local_embeddings(extra: None, api_key: str) -> None:
     """A whole question with the model and judge on the local server, embeddings local."""
-    from aidanbench.graph.settings import CALIBRATED_NOVELTY_THRESHOLDS, Settings
+    from aidanbench.core.settings import CALIBRATED_NOVELTY_THRESHOLDS, Settings
     from aidanbench.services import default_services
     from aidanbench.testing import OpenAIStub, ScriptedBrain
 

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aidanbench.graph.metric_names import environment_aliases
-from aidanbench.graph.settings import Settings
-from aidanbench.graph.thresholds import Thresholds
+from aidanbench.core.metric_names import environment_aliases
+from aidanbench.core.settings import Settings
+from aidanbench.core.thresholds import Thresholds
 from aidanbench.nodes import decide as decide_module
 from aidanbench.nodes.decide import (
     answer_event,

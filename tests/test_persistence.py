@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from aidanbench.graph.settings import Settings
+from aidanbench.core.settings import Settings
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain
 from aidanbench.testing.fakes import brain_services
 

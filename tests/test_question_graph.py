@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+import openai
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from aidanbench.core.settings import Settings
 from aidanbench.graph.question import build_question_graph
-from aidanbench.graph.settings import Settings
 from aidanbench.testing import ScriptedBrain
 from aidanbench.testing.fakes import brain_services
 
@@ -203,7 +203,10 @@ class DownModelBrain(ScriptedBrain):
 
     def generate(self, question: str, previous: Any) -> str:
         if len(previous) == 2 and not self.up:
-            raise httpx.ConnectError("connection refused")
+            raise openai.APIConnectionError(
+                message="Connection error.",
+                request=None,  # type: ignore[arg-type]
+            )
         return super().generate(question, previous)
 
 

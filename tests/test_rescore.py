@@ -16,7 +16,7 @@ import pytest
 from aidanbench.analysis.rescore import TRUNCATED, rescore
 from aidanbench.analysis.rundir import read_results
 from aidanbench.cli.main import main
-from aidanbench.graph.thresholds import Thresholds
+from aidanbench.core.thresholds import Thresholds
 from tests.builders import (
     QUESTIONS,
     REFERENCE_SCORES,

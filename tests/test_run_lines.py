@@ -8,7 +8,7 @@ import pytest
 
 from aidanbench.cli import driver
 from aidanbench.cli.driver import RunLines, Task
-from aidanbench.graph.settings import Settings
+from aidanbench.core.settings import Settings
 
 
 def output(score: int) -> dict[str, object]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from aidanbench.graph.settings import Settings
-from aidanbench.graph.thresholds import Thresholds
+from aidanbench.core.settings import Settings
+from aidanbench.core.thresholds import Thresholds
 
 EPS = 1e-9
 RULE = Thresholds(coherence=15.0, novelty=0.15, llm_novelty=0.15)

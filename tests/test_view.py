@@ -15,7 +15,7 @@ from aidanbench.analysis.rundir import read_results
 from aidanbench.analysis.summary import paired_comparison, summarise
 from aidanbench.analysis.view import RAW_TAGGED, failure, load_source, view_data, write_view
 from aidanbench.cli.main import main
-from aidanbench.graph.thresholds import Thresholds
+from aidanbench.core.thresholds import Thresholds
 from aidanbench.testing import OpenAIStub
 
 from .test_cli_run import QUESTIONS, bench_stub, run_args  # noqa: F401 - fixture

@@ -12,7 +12,7 @@ from typing import Any
 
 from aidanbench import reference
 from aidanbench.analysis.rundir import METADATA, write_outputs
-from aidanbench.graph.thresholds import Thresholds
+from aidanbench.core.thresholds import Thresholds
 
 PUBLISHED_RUN = reference.published_run()
 """The published run (5 models, 49 question lines, 1,161 answers), original schema."""

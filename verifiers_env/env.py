@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import verifiers.v1 as vf
 
+from aidanbench.core.settings import Settings
 from aidanbench.graph import build_question_graph
-from aidanbench.graph.settings import Settings
 from aidanbench.services import Services, default_services
 from aidanbench.services.limits import EndpointLimiter
 from aidanbench.verifiers_env.harness import AidanBenchHarnessConfig

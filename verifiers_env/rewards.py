@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from aidanbench.graph.state import QuestionOutput
+from aidanbench.core.state import QuestionOutput
 
 RewardMode = Literal["count", "novelty_sum"]
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import verifiers.v1 as vf
 from pydantic import Field, model_validator
 
+from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
-from aidanbench.graph.settings import Settings
 from aidanbench.nodes.prompts import render_generate
 from aidanbench.verifiers_env.rewards import INFO_KEY, RewardMode, metrics, rewards
 
@@ -138,7 +138,7 @@ def question_list(config: AidanBenchTasksetConfig) -> list[str]:
             raise ValueError("questions holds a duplicate question")
         return questions if config.num_questions is None else questions[: config.num_questions]
     if config.questions_path is not None:
-        from aidanbench.cli.questions import load_questions
+        from aidanbench.graph.question_files import load_questions
 
         return load_questions(config.num_questions, config.questions_path)
     return bundled_questions(config.num_questions)

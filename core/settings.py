@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from aidanbench.graph.credentials import secret_paths, url_credential
-from aidanbench.graph.thresholds import Thresholds
+from aidanbench.core.credentials import secret_paths, url_credential
+from aidanbench.core.thresholds import Thresholds
 
 LOCAL_EMBEDDING_MODEL = "local"
 """``embedding_model`` value that selects the bundled all-MiniLM-L6-v2 model."""
@@ -199,6 +199,3 @@ CALIBRATED_NOVELTY_THRESHOLDS: dict[str, float] = {LOCAL_EMBEDDING_MODEL: 0.085}
 def default_novelty_threshold(embedding_model: str) -> float:
     """The benchmark's 0.15, or a calibrated value where one was measured for the model."""
     return CALIBRATED_NOVELTY_THRESHOLDS.get(embedding_model, BENCHMARK_NOVELTY_THRESHOLD)
-
-
-StopReason = Literal["coherence", "novelty", "llm_novelty", "max_answers", "judge_error", "error"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aidanbench.core.vocabulary import ThresholdStop
+
 
 @dataclass(frozen=True)
 class Thresholds:
@@ -21,7 +23,7 @@ class Thresholds:
 
     def failure(
         self, coherence: float, novelty: float, llm_novelty: float | None = None
-    ) -> str | None:
+    ) -> ThresholdStop | None:
         """The first criterion the scores fail (``coherence``, ``novelty``, ``llm_novelty``),
         or None when the answer is valid."""
         if not coherence > self.coherence:

@@ -13,7 +13,7 @@ import io
 import json
 from pathlib import Path
 
-from aidanbench.cli.errors import UsageError
+from aidanbench.core.errors import UsageError
 from aidanbench.graph.questions import bundled_questions
 
 MAX_QUESTION_CHARS = 2000

@@ -20,7 +20,9 @@ from typing import Annotated, Any, NotRequired
 from langgraph.channels.delta import DeltaChannel
 from typing_extensions import TypedDict
 
-from aidanbench.graph.schema_docs import documented
+from aidanbench.core.errors import ErrorInfo
+from aidanbench.core.schema_docs import documented
+from aidanbench.core.vocabulary import StopReason
 
 
 @documented
@@ -37,22 +39,6 @@ class CallStats(TypedDict):
     """Completion tokens reported by the provider, summed over calls."""
     calls: int
     """Requests made (judge re-asks and per-pair similarity calls count; cache hits do not)."""
-
-
-@documented
-class ErrorInfo(TypedDict):
-    """Why a question stopped without a score for its current answer."""
-
-    kind: str
-    """``error`` (an API or configuration failure) or ``judge_error`` (unreadable judge)."""
-    role: str
-    """``model``, ``judge`` or ``embeddings``."""
-    message: str
-    """One line naming the role, the endpoint host and the status; never a key."""
-    status: int | None
-    """HTTP status when there was one."""
-    retryable: bool
-    """True when the same call may succeed later (rate limits, outages, timeouts)."""
 
 
 @documented
@@ -109,7 +95,7 @@ class AnswerRecord(TypedDict):
     """1 − max judge similarity/100 to earlier answers; None when that judge is off."""
     valid: bool
     """Passed every threshold (strictly greater); only valid answers are counted."""
-    stop_reason: str | None
+    stop_reason: StopReason | None
     """For the failing answer, the criterion it failed; None for valid answers."""
     elapsed_s: float
     """Seconds from the question's start to this answer's decision (cumulative)."""
@@ -179,7 +165,7 @@ class _QuestionProgress(TypedDict):
 
     question: str
     """The question."""
-    stop_reason: str | None
+    stop_reason: StopReason | None
     """``coherence``, ``novelty``, ``llm_novelty``, ``max_answers``, ``judge_error`` or
     ``error``; None while the question is still running."""
     error: ErrorInfo | None

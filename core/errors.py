@@ -1,0 +1,60 @@
+"""Failures of the outside world, as exception types and as the record state keeps.
+
+Kept apart from the clients that raise them so that any layer can name them (a node
+catching an unreadable judge reply, the driver deciding what to rerun, a summary counting
+errors) without importing an HTTP client.
+"""
+
+from __future__ import annotations
+
+from typing_extensions import TypedDict
+
+from aidanbench.core.schema_docs import documented
+from aidanbench.core.vocabulary import ErrorKind
+
+
+@documented
+class ErrorInfo(TypedDict):
+    """Why a question stopped without a score for its current answer."""
+
+    kind: ErrorKind
+    """``error`` (an API or configuration failure) or ``judge_error`` (unreadable judge)."""
+    role: str
+    """``model``, ``judge`` or ``embeddings``."""
+    message: str
+    """One line naming the role, the endpoint host and the status; never a key."""
+    status: int | None
+    """HTTP status when there was one."""
+    retryable: bool
+    """True when the same call may succeed later (rate limits, outages, timeouts)."""
+
+
+class ConfigError(Exception):
+    """A setting that makes a role unusable (for example, its key variable is unset)."""
+
+
+class MalformedReply(Exception):
+    """A 200 reply the client could not use: not JSON, HTML, no choices, an ``error``
+    object in a 200, embeddings with missing or duplicate indices, or a vector that is
+    not finite, all zeros or of the wrong length. Transient as far as anyone can tell:
+    retried, then recorded as a retryable ``error``."""
+
+
+class ScoreParseError(ValueError):
+    """A judge reply without exactly one integer score in range.
+
+    ``reason`` is one of ``empty``, ``missing``, ``multiple``, ``not_integer``,
+    ``out_of_range``.
+    """
+
+    def __init__(self, reason: str, tag: str, reply: str) -> None:
+        self.reason = reason
+        self.tag = tag
+        self.reply = reply
+        shown = reply if len(reply) <= 200 else reply[:200] + "…"
+        super().__init__(f"judge reply has {reason.replace('_', ' ')} <{tag}>: {shown!r}")
+
+
+class UsageError(Exception):
+    """Bad arguments, files or environment: something the user can fix. The message is the
+    whole explanation; the command line prints it as one line and exits with status 2."""

@@ -1,0 +1,73 @@
+"""The words a run is described in, defined once: stop reasons, error kinds, scorers.
+
+Every package reads these names from here (the state, the nodes that decide a stop, the
+driver that decides what to rerun, the summaries and the viewer), so a new stop reason
+or scorer is added in one place and every reader learns of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+ThresholdStop = Literal["coherence", "novelty", "llm_novelty"]
+"""The benchmark's own rule ended the question: the recorded answer failed a threshold."""
+
+CapStop = Literal["max_answers"]
+"""One of our caps ended the question before the rule did: its score is a lower bound."""
+
+ErrorKind = Literal["error", "judge_error"]
+"""A failure ended the question: ``error`` (an API or configuration failure) or
+``judge_error`` (a judge reply unreadable after every attempt). Never a score: invoking
+the thread again retries."""
+
+StopReason = Literal[ThresholdStop, CapStop, ErrorKind]
+"""Why a question's chain ended."""
+
+THRESHOLD_STOPS: frozenset[str] = frozenset(get_args(ThresholdStop))
+CAP_STOPS: frozenset[str] = frozenset(get_args(CapStop))
+ERROR_KINDS: frozenset[str] = frozenset(get_args(ErrorKind))
+FINAL_STOPS: frozenset[str] = THRESHOLD_STOPS | CAP_STOPS
+"""Stops whose score stands: rerunning with the same settings changes nothing."""
+STOP_REASONS: tuple[str, ...] = tuple(get_args(StopReason))
+
+
+def is_error_stop(stop_reason: str | None) -> bool:
+    """Whether the question ended on a failure (to be retried), not on a score."""
+    return stop_reason in ERROR_KINDS
+
+
+def is_censored(stop_reason: str | None) -> bool:
+    """Whether the question's score is a lower bound (a cap ended it, not the rule)."""
+    return stop_reason in CAP_STOPS
+
+
+Role = Literal["model", "judge", "embeddings"]
+"""Who an API call went to; error records and messages name it."""
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """One scoring branch of a turn: which state key holds its outcome, which node
+    fills it, and which cost role its calls are recorded under."""
+
+    name: ThresholdStop
+    """The score's name, which is also the stop reason when it fails its threshold."""
+    outcome_key: str
+    """The ``QuestionState`` key the branch writes its outcome to."""
+    node: str
+    """The graph node that computes it."""
+    cost_role: str
+    """The key of ``AnswerRecord.calls`` its API calls are counted under."""
+
+
+COHERENCE = Scorer("coherence", "coherence_result", "judge", "judge")
+NOVELTY = Scorer("novelty", "novelty_result", "embed_novelty", "embed")
+LLM_NOVELTY = Scorer("llm_novelty", "similarity_result", "llm_novelty", "similarity")
+SCORERS: tuple[Scorer, ...] = (COHERENCE, NOVELTY, LLM_NOVELTY)
+SCORER_BY_KEY = {scorer.outcome_key: scorer for scorer in SCORERS}
+
+
+def scorers(llm_novelty_on: bool) -> tuple[Scorer, ...]:
+    """The scoring branches a turn runs."""
+    return SCORERS if llm_novelty_on else (COHERENCE, NOVELTY)

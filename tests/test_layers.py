@@ -1,0 +1,82 @@
+"""The packages' import direction, checked by import-linter on the installed package and on
+a copy with one upward import added (which must fail), and the promise that the error
+vocabulary loads no graph and no HTTP client."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+
+def _lint(cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd)}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _copy_package(dest: Path) -> Path:
+    """The installed layout (``aidanbench/<sub>``) rebuilt from pyproject's package-dir."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    package_dir: dict[str, str] = config["tool"]["setuptools"]["package-dir"]
+    for name, source in sorted(package_dir.items()):
+        target = dest / Path(*name.split("."))
+        target.mkdir(parents=True, exist_ok=True)
+        for module in (ROOT / source).glob("*.py"):
+            shutil.copy(module, target / module.name)
+    shutil.copy(ROOT / "pyproject.toml", dest / "pyproject.toml")
+    return dest
+
+
+def test_installed_package_keeps_its_layers() -> None:
+    result = _lint(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "upward"),
+    [
+        ("core/vocabulary.py", "from aidanbench.graph import question_files"),
+        ("services/errors.py", "import aidanbench.nodes.parsing"),
+        ("nodes/decide.py", "from aidanbench.graph import question"),
+        ("graph/question.py", "from aidanbench.cli import errors"),
+        ("analysis/summary.py", "import aidanbench.testing"),
+    ],
+)
+def test_an_upward_import_breaks_the_check(tmp_path: Path, module: str, upward: str) -> None:
+    copy = _copy_package(tmp_path)
+    target = copy / "aidanbench" / module
+    target.write_text(target.read_text() + f"\n{upward}  # an upward import\n")
+    result = _lint(copy, pythonpath=copy)
+    assert result.returncode != 0, result.stdout
+    assert "BROKEN" in result.stdout
+
+
+def test_error_vocabulary_loads_no_graph_and_no_http_client() -> None:
+    heavy = ["langgraph", "langchain_core", "openai", "httpx", "httpx2", "aiohttp"]
+    probe = (
+        "import sys\n"
+        "import aidanbench.services.errors, aidanbench.core.vocabulary\n"
+        "import aidanbench.core.errors, aidanbench.core.settings\n"
+        f"print([name for name in {heavy!r} if name in sys.modules])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    assert out.strip() == "[]"
