@@ -56,11 +56,10 @@ def check_variable_names(args: argparse.Namespace) -> None:
         if not flag.field.endswith("api_key_env"):
             continue
         value = getattr(args, flag.field)
-        flag_name = flag.name
         if VARIABLE_NAME.fullmatch(value) and not looks_like_key(value):
             continue
         raise UsageError(
-            f"{flag_name} takes the name of an environment variable that holds the key "
+            f"{flag.name} takes the name of an environment variable that holds the key "
             f"(like OPENAI_API_KEY), not the key itself; got {shown(value)}"
         )
 
@@ -155,7 +154,8 @@ def check_settings(args: argparse.Namespace) -> None:
             try:
                 Settings(model=model, temperature=temperature, **values)
             except ValidationError as exc:
-                raise UsageError(options.validation_line(exc)) from None
+                given = getattr(args, "given_as", None)
+                raise UsageError(options.validation_line(exc, given)) from None
 
 
 def check_local_extra(embedding_model: str) -> None:
@@ -243,9 +243,9 @@ def check_run_args(args: argparse.Namespace) -> None:
     check_models(args.model, args.temperature)
     check_numbers(args)
     check_variable_names(args)
-    check_base_url("--base-url", args.base_url)
-    check_base_url("--judge-base-url", args.judge_base_url)
-    check_base_url("--embedding-base-url", args.embedding_base_url)
+    for flag in options.flags():
+        if flag.field.endswith("base_url"):
+            check_base_url(flag.name, getattr(args, flag.field))
     check_model_kwargs(args.model_kwargs)
     check_settings(args)
     check_run_dir(args.run_dir)

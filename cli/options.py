@@ -18,7 +18,7 @@ import argparse
 import json
 import types
 import typing
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -216,15 +216,18 @@ def repeated(args: argparse.Namespace, field: str) -> list[Any]:
     return list(values) if values else [Settings.model_fields[field].get_default()]
 
 
-def validation_line(exc: ValidationError) -> str:
+def validation_line(exc: ValidationError, given_as: Mapping[str, str] | None = None) -> str:
     """The first error of ``Settings`` as one line naming the flag.
+
+    ``given_as`` maps a field to how the user gave it when that was not its flag (``-a
+    thresholds.coherence_score``), so the line names what the user typed.
 
     The value is shown only when it cannot be a secret (URLs, variable names and model
     kwargs are never echoed).
     """
     first = exc.errors()[0]
     top = str(first["loc"][0]) if first["loc"] else "settings"
-    flag = flag_of(top)
+    flag = (given_as or {}).get(top) or flag_of(top)
     message = printable(str(first["msg"]))
     if "got " in message or top.endswith(("url", "_env", "kwargs")):
         return f"invalid {flag}: {message}"

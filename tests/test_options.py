@@ -230,6 +230,7 @@ def refused(proc: subprocess.CompletedProcess[str]) -> str:
         ("--judge-attempts", "0", "invalid --judge-attempts: "),
         ("--max-retries", "21", "invalid --max-retries: "),
         ("--judge-temperature", "inf", "--judge-temperature must be a finite number"),
+        ("-a", '{"thresholds": {"coherence_score": 200}}', "invalid -a thresholds.coherence_score"),
     ],
 )
 def test_bad_setting_names_the_flag_typed(
