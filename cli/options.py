@@ -10,6 +10,10 @@ every field to this: a flag, or a stated reason for having none.
 
 Validation stays with ``Settings``: its errors are turned into one line naming the flag,
 never the field (``validation_line``).
+
+``run`` takes every flag; ``calibrate`` takes the embedding endpoint's. ``rescore``'s
+``--*-threshold`` options share names but not meaning: they are the required targets of a
+rescore of recorded answers, not settings of a run, so they are not made here.
 """
 
 from __future__ import annotations
