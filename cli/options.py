@@ -1,0 +1,238 @@
+"""The command line's settings flags, derived from ``Settings``' fields.
+
+Each field of ``Settings`` is one flag named after it (``judge_base_url`` is
+``--judge-base-url``), typed from its annotation, with the field's default and its
+description as help, so the command line cannot restate a default or a range that the
+settings then contradict. The few departures from that rule are listed here with their
+reason: a flag named otherwise (``RENAMED``), a flag given several times (``REPEATABLE``),
+short names (``SHORT``), and fields that have no flag at all (``NO_FLAG``). A test holds
+every field to this: a flag, or a stated reason for having none.
+
+Validation stays with ``Settings``: its errors are turned into one line naming the flag,
+never the field (``validation_line``).
+
+``run`` takes every flag; ``calibrate`` takes the embedding endpoint's. ``rescore``'s
+``--*-threshold`` options share names but not meaning: they are the required targets of a
+rescore of recorded answers, not settings of a run, so they are not made here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import types
+import typing
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import ValidationError
+from pydantic.fields import FieldInfo
+
+from aidanbench.cli.env_args import json_object
+from aidanbench.cli.errors import printable
+from aidanbench.core.settings import Settings
+
+NO_FLAG: dict[str, str] = {
+    "cache_path": "the command keeps the cache in the run directory (RUN_DIR/cache.sqlite), "
+    "so it moves and resumes with the run",
+    "interrupt_on_reject": "pauses a question for a person to inspect in Studio; the command "
+    "line has nobody to resume it (a Studio-paused thread is continued by the CLI without "
+    "pauses)",
+    "interrupt_every": "pauses a question for a person to inspect in Studio; the command "
+    "line has nobody to resume it",
+}
+"""Settings fields that deliberately have no flag, each with the reason."""
+
+RENAMED: dict[str, str] = {
+    "max_concurrency": "--endpoint-concurrency",
+    "pipeline": "--no-pipeline",
+}
+"""Flags not named after their field.
+
+``max_concurrency`` is a limit per endpoint, and ``run`` has its own ``--concurrency``
+(questions in flight); ``pipeline`` is on by default, so its flag turns it off.
+"""
+
+SHORT: dict[str, str] = {"model": "-m", "temperature": "-T", "base_url": "-b", "api_key_env": "-k"}
+"""Short names: the verifiers environment's (``vf-eval``) for the same options."""
+
+REPEATABLE: frozenset[str] = frozenset({"model", "temperature"})
+"""Fields a run takes several values of: one ``Settings`` per (model, temperature)."""
+
+METAVARS: dict[str, str] = {"request_timeout": "SECONDS"}
+"""Metavariables other than the one a field's type gives."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One settings flag and the field it sets."""
+
+    field: str
+    """The ``Settings`` field."""
+    name: str
+    """The long option, e.g. ``--judge-base-url``."""
+    kind: type
+    """The value's Python type (``None`` left out of optional fields)."""
+    default: Any
+    """The field's default: what the run uses when the flag is not given."""
+    choices: tuple[Any, ...] | None
+    """The allowed values of a ``Literal`` field."""
+    help: str
+    """The field's description."""
+
+    @property
+    def names(self) -> list[str]:
+        """The option strings, the short one first."""
+        return [SHORT[self.field], self.name] if self.field in SHORT else [self.name]
+
+
+def flag_name(field: str) -> str:
+    """The long option of a settings field (its name, or its ``RENAMED`` name)."""
+    return RENAMED.get(field, "--" + field.replace("_", "-"))
+
+
+def _kind(info: FieldInfo) -> tuple[type, tuple[Any, ...] | None]:
+    """The value type of a field and, for a ``Literal``, its choices."""
+    annotation = info.annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(members) != 1:
+            raise TypeError(f"no flag type for {annotation!r}")
+        annotation = members[0]
+    if typing.get_origin(annotation) is Literal:
+        choices = typing.get_args(annotation)
+        return type(choices[0]), choices
+    if typing.get_origin(annotation) is dict:
+        return dict, None
+    if annotation in (str, int, float, bool):
+        return typing.cast(type, annotation), None
+    raise TypeError(f"no flag type for {annotation!r}")
+
+
+def flags() -> list[Flag]:
+    """Every settings flag, in the order of ``Settings``' fields."""
+    found: list[Flag] = []
+    for field, info in Settings.model_fields.items():
+        if field in NO_FLAG:
+            continue
+        kind, choices = _kind(info)
+        found.append(
+            Flag(
+                field=field,
+                name=flag_name(field),
+                kind=kind,
+                default=info.get_default(call_default_factory=True),
+                choices=choices,
+                help=info.description or "",
+            )
+        )
+    return found
+
+
+def flag_of(field: str) -> str:
+    """The flag a user gives to set ``field``; a field without one is named as a setting."""
+    return f"setting {field}" if field in NO_FLAG else flag_name(field)
+
+
+def shown_default(value: Any) -> str:
+    """A default as README's table and ``--help`` show it."""
+    if isinstance(value, bool | dict):
+        return json.dumps(value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _metavar(flag: Flag) -> str | None:
+    if flag.field in METAVARS:
+        return METAVARS[flag.field]
+    if flag.field.endswith("api_key_env"):
+        return "VAR"
+    if flag.field.endswith("base_url"):
+        return "URL"
+    if flag.field.endswith("model"):
+        return "MODEL"
+    if flag.kind is dict:
+        return "JSON"
+    if flag.kind is int:
+        return "N"
+    if flag.kind is float:
+        return "X"
+    return "NAME" if flag.kind is str and flag.choices is None else None
+
+
+def _help(flag: Flag, required: bool) -> str:
+    text = flag.help
+    if flag.kind is bool and flag.default:
+        text = f"Turns off what is on by default: {text}"
+    if flag.field in REPEATABLE:
+        text += " Repeatable."
+    if not required and flag.default is not None and flag.kind is not bool:
+        text += f" (default: {shown_default(flag.default)})"
+    return text.replace("%", "%%")
+
+
+def add_settings_flags(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    only: Iterable[str] | None = None,
+    required: Collection[str] = (),
+) -> None:
+    """Add the settings flags (or ``only`` those) to ``parser``; ``required`` ones have no default.
+
+    Each flag's destination is its field's name, so ``settings_values`` reads them back
+    without a table of names.
+    """
+    chosen = None if only is None else set(only)
+    for flag in flags():
+        if chosen is not None and flag.field not in chosen:
+            continue
+        needed = flag.field in required
+        options: dict[str, Any] = {"dest": flag.field, "help": _help(flag, needed)}
+        if flag.kind is bool:
+            options["action"] = "store_false" if flag.default else "store_true"
+            parser.add_argument(*flag.names, **options)
+            continue
+        options["type"] = json_object if flag.kind is dict else flag.kind
+        options["metavar"] = _metavar(flag)
+        if flag.choices is not None:
+            options["choices"] = flag.choices
+        if needed:
+            options["required"] = True
+        if flag.field in REPEATABLE:
+            options["action"] = "append"
+        elif not needed:
+            options["default"] = flag.default
+        parser.add_argument(*flag.names, **options)
+
+
+def settings_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The value of every flagged field that takes one value per run, read from ``args``."""
+    return {
+        flag.field: getattr(args, flag.field) for flag in flags() if flag.field not in REPEATABLE
+    }
+
+
+def repeated(args: argparse.Namespace, field: str) -> list[Any]:
+    """The values given to a repeatable flag, or the field's default alone."""
+    values: list[Any] | None = getattr(args, field)
+    return list(values) if values else [Settings.model_fields[field].get_default()]
+
+
+def validation_line(exc: ValidationError, given_as: Mapping[str, str] | None = None) -> str:
+    """The first error of ``Settings`` as one line naming the flag.
+
+    ``given_as`` maps a field to how the user gave it when that was not its flag (``-a
+    thresholds.coherence_score``), so the line names what the user typed.
+
+    The value is shown only when it cannot be a secret (URLs, variable names and model
+    kwargs are never echoed).
+    """
+    first = exc.errors()[0]
+    top = str(first["loc"][0]) if first["loc"] else "settings"
+    flag = (given_as or {}).get(top) or flag_of(top)
+    message = printable(str(first["msg"]))
+    if "got " in message or top.endswith(("url", "_env", "kwargs")):
+        return f"invalid {flag}: {message}"
+    return f"invalid {flag}: {message} (got {printable(repr(first.get('input')))})"
