@@ -23,7 +23,7 @@ fi
 
 ruff check .
 ruff format --check .
-mypy graph nodes services analysis cli testing bench reference
+mypy graph nodes services analysis cli runner testing bench reference
 python -m pytest "$@"
 
 # The verifiers environment (vf-eval aidanbench) and the HTTP paths on the openai 2.x the

@@ -30,11 +30,13 @@ from typing import Any
 import langgraph_sdk  # a dependency of langgraph itself
 import pytest
 
-from aidanbench.cli.driver import Task
 from aidanbench.cli.main import build_parser, main
-from aidanbench.cli.progress import Progress
-from aidanbench.cli.remote import follow, plan, remote_context, server_thread_id, state_values
-from aidanbench.cli.run import build_tasks, run_spec
+from aidanbench.cli.run import run_spec
+from aidanbench.runner.progress import Progress
+from aidanbench.runner.remote import follow, plan, remote_context, server_thread_id, state_values
+from aidanbench.runner.spec import build_tasks
+from aidanbench.runner.store import model_fields
+from aidanbench.runner.tasks import Task
 from aidanbench.services import default_services
 from aidanbench.testing import Latency, OpenAIStub, RecordedRequest, ScriptedBrain, when
 from aidanbench.testing.faults import http_error
@@ -435,7 +437,8 @@ def test_thread_paused_in_studio_is_continued_by_the_cli(
     the CLI continues it from its checkpoint, with its own settings (no more pauses)."""
     run_dir = tmp_path / "remote"
     args = remote_args(stub, run_dir, server, "--max-retries", "2")
-    first = build_tasks(run_spec(build_parser().parse_args(args)), QUESTIONS, run_dir)[0]
+    spec = run_spec(build_parser().parse_args(args))
+    first = build_tasks(spec, model_fields(spec, None), spec.questions_list)[0]
 
     async def pause_first_question() -> str:
         client = langgraph_sdk.get_client(url=server)
