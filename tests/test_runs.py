@@ -196,10 +196,8 @@ def api_spec(stub: OpenAIStub, run_dir: Path, **fields: Any) -> RunSpec:
         "judge_api_key_env": KEY,
         "embedding_api_key_env": KEY,
     }
-    return RunSpec(
-        **{"models": ["m1", "m2"], "questions": 4, "run_dir": run_dir, "settings": settings}
-        | fields
-    )
+    base = {"models": ["m1", "m2"], "questions": 4, "run_dir": run_dir, "settings": settings}
+    return RunSpec.model_validate(base | fields)
 
 
 def test_python_api_runs_resumes_and_returns_the_summary(
@@ -274,3 +272,25 @@ def test_live_table_of_the_command_ends_on_the_summary(
         str(totals["api_calls"]),
         str(totals["tokens"]),
     ]
+
+
+def test_use_stored_settings_fills_what_is_left_out_and_applies_what_is_given(
+    stub: OpenAIStub, api_key: str, tmp_path: Path
+) -> None:
+    """Left out: the latest session's endpoints and the model's scoring settings. Given:
+    a new endpoint is used, never dropped in favour of the stored one."""
+    stub.brain = ScriptedBrain(CHAINS)
+    run_dir = tmp_path / "run"
+    assert main(args(stub.base_url, run_dir, ("m1",), 1, "--max-answers", "2")) == 0
+    bare = ["run", "--model", "m1", "--run-dir", str(run_dir), "--use-stored-settings"]
+    before = stub.count()
+    assert main([*bare, "--questions", "2"]) == 0
+    assert asked(stub.requests[before:]) == {("m1", QUESTIONS[1])}, "stored URLs, one new thread"
+    assert scores(run_dir)[("m1", QUESTIONS[1], 1)] == 2, "the stored --max-answers"
+    with OpenAIStub(ScriptedBrain(CHAINS)) as moved:
+        new_url = moved.base_url
+        assert main(args(new_url, run_dir, ("m1",), 3, "--use-stored-settings")) == 0
+        assert asked(moved.requests) == {("m1", QUESTIONS[2])}, "the given URL is applied"
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    urls = [s["operational"]["judge_base_url"] for s in meta["sessions"]]
+    assert urls == [stub.base_url, stub.base_url, new_url]
