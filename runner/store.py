@@ -302,6 +302,10 @@ def grown_metadata(
     meta["started_at"] = meta.get("started_at") or now()
     sessions = meta.get("sessions")
     earlier: list[Any] = sessions if isinstance(sessions, list) else []
+    for session in earlier:
+        # the lock is ours: a session still marked running was killed before its end
+        if isinstance(session, dict) and session.get("status") == "running":
+            session["status"] = "killed"
     meta["sessions"] = [*earlier, session_record(spec, tasks)]
     return meta
 

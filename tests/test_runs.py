@@ -142,7 +142,7 @@ def test_killed_run_resumes_on_a_moved_endpoint_with_a_lower_rate(
         for s in meta["sessions"]
     ]
     assert sessions == [
-        (old_url, None, "running"),  # killed: it never wrote its end
+        (old_url, None, "killed"),  # it never wrote its end
         (new_url, 12.0, "interrupted"),
         (new_url, None, "finished"),
     ]
