@@ -10,6 +10,7 @@ with the lines of earlier sessions kept, and the totals are recorded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -121,7 +122,8 @@ async def execute(
                 else f"failed: {type(exc).__name__}"
             )
             session["finished_at"] = store.now()
-            store.write_metadata(run_dir, meta)
+            with contextlib.suppress(OSError):  # a full disk: the first error is the one to tell
+                store.write_metadata(run_dir, meta)
             raise
         session["status"] = "finished"
         session["finished_at"] = meta["finished_at"] = store.now()
