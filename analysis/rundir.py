@@ -231,6 +231,32 @@ def _read_jsonl(path: Path, data: bytes) -> list[dict[str, Any]]:
     return lines
 
 
+LINE_KEY = ("model", "temperature", "question", "repeat")
+"""What names a question line, in ``questions.jsonl`` and on each ``answers.jsonl`` line."""
+
+
+def read_lines(run_dir: Path) -> list[dict[str, Any]]:
+    """The question lines as ``write_outputs`` was given them, answers joined back in.
+
+    A run that continues a run directory starts from these, so the lines of threads a
+    later session does not run are written again unchanged.
+    """
+    files = read_outputs(run_dir, [QUESTIONS, ANSWERS])
+    questions_data, answers_data = files[QUESTIONS], files[ANSWERS]
+    if questions_data is None:
+        raise ValueError(f"{run_dir} is not a run directory (no {QUESTIONS})")
+    answers: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    if answers_data is not None:
+        for line in _read_jsonl(run_dir / ANSWERS, answers_data):
+            key = tuple(line[k] for k in LINE_KEY)
+            answers.setdefault(key, []).append({k: v for k, v in line.items() if k not in LINE_KEY})
+    lines = []
+    for q in _read_jsonl(run_dir / QUESTIONS, questions_data):
+        q["answers"] = answers.get(tuple(q[k] for k in LINE_KEY), [])
+        lines.append(q)
+    return lines
+
+
 def read_run_dir(run_dir: Path) -> list[QuestionResult]:
     """Every question of a run directory, in the order the run listed them."""
     questions_path, answers_path = run_dir / QUESTIONS, run_dir / ANSWERS

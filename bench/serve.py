@@ -22,7 +22,7 @@ import sys
 
 from aiohttp import web
 
-from aidanbench.cli import loop
+from aidanbench.runner import loop
 from aidanbench.testing import ScriptedBrain, protocol
 from aidanbench.testing.brain import classify
 

@@ -50,16 +50,17 @@ from langchain_core.runnables import RunnableConfig
 from openai import AsyncOpenAI
 
 from aidanbench.analysis import rundir
-from aidanbench.cli import loop
-from aidanbench.cli.checkpoints import open_checkpointer
-from aidanbench.cli.driver import Task, drive
-from aidanbench.cli.progress import Progress
 from aidanbench.core.settings import Settings
 from aidanbench.graph.question import build_question_graph
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.nodes.novelty import cosine_novelty
 from aidanbench.nodes.parsing import extract_answer, parse_score
 from aidanbench.nodes.prompts import render_coherence, render_generate
+from aidanbench.runner import loop
+from aidanbench.runner.checkpoints import open_checkpointer
+from aidanbench.runner.local import drive_local as drive
+from aidanbench.runner.progress import Progress
+from aidanbench.runner.tasks import Task
 from aidanbench.services import OpenAIServices
 from aidanbench.testing import ScriptedBrain, unit_vector
 from aidanbench.testing.fakes import brain_services, fake_services

@@ -14,31 +14,30 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
 from aidanbench import reference
 from aidanbench.analysis import rundir
 from aidanbench.analysis.results import QuestionResult, read_aidanbench_file
+from aidanbench.analysis.summary import summarise
 from aidanbench.analysis.view import write_view
-from aidanbench.cli import loop
-from aidanbench.cli.driver import Task, drive, errored
 from aidanbench.cli.errors import UsageError
-from aidanbench.cli.progress import Progress
-from aidanbench.cli.run import (
-    REPORT,
-    _now,
-    _print_summary,
-    _totals,
-    closing,
-    metadata,
-    run_lock,
-)
+from aidanbench.cli.run import REPORT, _print_summary
 from aidanbench.core.settings import Settings
+from aidanbench.graph.questions import question_set_hash
+from aidanbench.nodes.prompts import prompts_sha256
+from aidanbench.runner import loop, store
+from aidanbench.runner.local import drive_local
+from aidanbench.runner.progress import Progress
+from aidanbench.runner.tasks import Task, errored
+from aidanbench.runner.tasks import totals as run_totals
 from aidanbench.services import OpenAIServices
 
 DEFAULT_RUN_DIR = "runs/demo"
@@ -146,6 +145,32 @@ def demo_spec(chains: Sequence[QuestionResult]) -> dict[str, Any]:
     }
 
 
+def demo_metadata(spec: dict[str, Any], questions: list[str], tasks: list[Task]) -> dict[str, Any]:
+    """Provenance written before the demo starts (totals are added at the end)."""
+    first = tasks[0].settings
+    return {
+        "spec": spec,
+        "package_version": importlib_metadata.version("aidanbench"),
+        "git_commit": store.git_commit(),
+        "python": platform.python_version(),
+        "endpoints": store.endpoints(first),
+        "prompts_sha256": prompts_sha256(),
+        "questions_sha256": question_set_hash(questions),
+        "questions": len(questions),
+        "settings": {
+            "embedding_model": first.embedding_model,
+            "judge_model": first.judge_model,
+            "thresholds": {
+                "coherence": first.thresholds.coherence,
+                "novelty": first.thresholds.novelty,
+                "llm_novelty": first.thresholds.llm_novelty,
+            },
+            "temperatures_sent": spec["temperatures"],
+            "pipeline": first.pipeline,
+        },
+    }
+
+
 @contextmanager
 def replay_server(latency_scale: float) -> Iterator[str]:
     """The published run's local server in a child process; yields its base URL.
@@ -195,6 +220,19 @@ def differences(lines: Sequence[Mapping[str, Any]], expected: Expected) -> list[
     return problems
 
 
+async def _drive(
+    tasks: list[Task], run_dir: Path, concurrency: int, progress: Progress
+) -> list[dict[str, Any]]:
+    """The run engine's local drive loop on HTTP pools closed when it ends."""
+    factory = OpenAIServices("aiohttp")
+    try:
+        return await drive_local(
+            tasks, run_dir, concurrency=concurrency, progress=progress, services=factory
+        )
+    finally:
+        await factory.aclose()
+
+
 def handle(args: argparse.Namespace) -> int:
     """Run (or resume) the demo, print the summary and check it."""
     if args.latency_scale < 0:
@@ -210,23 +248,15 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(f"run directory {run_dir} holds another run; use another --run-dir")
     os.environ.setdefault(KEY_VARIABLE, "demo-key-for-the-local-server")
     questions = list(dict.fromkeys(c.question for c in chains))
-    with run_lock(run_dir), replay_server(args.latency_scale) as base_url:
+    with store.run_lock(run_dir), replay_server(args.latency_scale) as base_url:
         tasks = demo_tasks(chains, base_url, run_dir)
-        meta = stored or metadata(spec, questions, tasks)
-        meta["started_at"] = meta.get("started_at") or _now()
-        rundir.atomic_write(run_dir / rundir.METADATA, json.dumps(meta, indent=2))
+        meta = stored or demo_metadata(spec, questions, tasks)
+        meta["started_at"] = meta.get("started_at") or store.now()
+        store.write_metadata(run_dir, meta)
         progress = Progress()
-        factory = OpenAIServices("aiohttp")
         try:
             with progress:
-                work = drive(
-                    tasks,
-                    run_dir,
-                    concurrency=args.concurrency,
-                    progress=progress,
-                    services=factory,
-                )
-                lines = loop.run(closing(factory, work))
+                lines = loop.run(_drive(tasks, run_dir, args.concurrency, progress))
         except KeyboardInterrupt:
             print(
                 f"\nInterrupted. Every completed step is saved in {run_dir}; run the same "
@@ -234,10 +264,10 @@ def handle(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 130
-        meta["finished_at"] = _now()
-        meta["totals"] = _totals(lines)
-        rundir.atomic_write(run_dir / rundir.METADATA, json.dumps(meta, indent=2))
-    _print_summary(run_dir, "count")
+        meta["finished_at"] = store.now()
+        meta["totals"] = run_totals(lines)
+        store.write_metadata(run_dir, meta)
+    _print_summary(summarise(rundir.read_run_dir(run_dir)), "count")
     print(f"report: {write_view([run_dir], run_dir / REPORT)}")
     failed = errored(lines)
     for line in failed:

@@ -9,36 +9,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
-import fcntl
-import json
-import os
-import platform
 import signal
 import sqlite3
-import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Iterator
-from contextlib import contextmanager
-from importlib import metadata as importlib_metadata
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from aidanbench.analysis import rundir
+from aidanbench.analysis.summary import SummaryRow
 from aidanbench.analysis.view import write_view
-from aidanbench.cli import env_args, loop, options, question_source
-from aidanbench.cli.driver import Task, check_recorded_measurements, drive, errored
+from aidanbench.cli import env_args, options, question_source
 from aidanbench.cli.errors import UsageError, printable
 from aidanbench.cli.inputs import check_run_args
-from aidanbench.cli.preflight import check_reachable
-from aidanbench.cli.progress import Progress
-from aidanbench.cli.remote import drive_remote
-from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
-from aidanbench.graph.questions import question_set_hash
-from aidanbench.nodes.prompts import prompts_sha256
-from aidanbench.services import OpenAIServices, ServicesFactory, role_host
+from aidanbench.runner import loop
+from aidanbench.runner.engine import RunResult, execute, prepare
+from aidanbench.runner.spec import RunSpec, given_settings
+from aidanbench.services import ServicesFactory
 
 T = TypeVar("T")
 
@@ -56,7 +45,7 @@ def register(subparsers: Any) -> None:
     )
     options.add_settings_flags(
         p.add_argument_group(
-            "settings", "the run's settings (aidanbench.graph.Settings; README, Settings)"
+            "settings", "the run's settings (aidanbench.core.settings.Settings; README, Settings)"
         ),
         required={"model"},
     )
@@ -90,115 +79,38 @@ def _run_dir(text: str) -> Path:
     return Path(text)
 
 
-def run_spec(args: argparse.Namespace) -> dict[str, Any]:
-    """The run's settings as stored in metadata (no secrets: variable names only)."""
+def run_spec(args: argparse.Namespace) -> RunSpec:
+    """The run's specification from the command line: what the Python API takes.
+
+    Settings equal to their defaults count as not given, so ``--use-stored-settings``
+    fills them from the run directory; every other value is applied (operational) or
+    checked against the run (scoring).
+    """
     env_args.apply(args)
     if args.repeats < 1:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
     if args.concurrency < 1:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
-    settings = options.settings_values(args)
-    return {
-        "models": args.model,
-        "temperatures": options.repeated(args, "temperature"),
-        "repeats": args.repeats,
-        "reward_mode": settings.pop("reward_mode"),
-        "settings": settings,
-    }
-
-
-def build_tasks(spec: dict[str, Any], questions: list[str], run_dir: Path) -> list[Task]:
-    """Every (model, temperature, question, repeat) of the run, in a stable order."""
-    tasks: list[Task] = []
-    for model in spec["models"]:
-        for temperature in spec["temperatures"]:
-            try:
-                settings = Settings(
-                    model=model,
-                    temperature=temperature,
-                    reward_mode=spec["reward_mode"],
-                    cache_path=str(run_dir / rundir.CACHE),
-                    **spec["settings"],
-                )
-            except ValidationError as exc:
-                raise UsageError(options.validation_line(exc)) from None
-            for repeat in range(1, spec["repeats"] + 1):
-                tasks.extend(Task(settings, q, repeat) for q in questions)
-    return tasks
-
-
-def check_keys(settings: Settings) -> None:
-    """Every role's key variable must be set before anything starts."""
-    needed = [("model", settings.api_key_env), ("judge", settings.judge_api_key_env)]
-    if settings.embedding_model != LOCAL_EMBEDDING_MODEL:
-        needed.append(("embeddings", settings.embedding_api_key_env))
-    for role, variable in needed:
-        if not os.environ.get(variable):
-            raise UsageError(f"environment variable {variable} (API key of the {role}) is not set")
-
-
-def _git_commit() -> str | None:
+    question_set = question_source.resolve_questions(args)
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
+        return RunSpec(
+            models=args.model,
+            temperatures=options.repeated(args, "temperature"),
+            questions=question_set.questions,
+            questions_source=question_set.source,
+            repeats=args.repeats,
+            settings=given_settings(options.settings_values(args)),
+            run_dir=args.run_dir,
+            server=args.server,
+            concurrency=args.concurrency,
+            use_stored_settings=args.use_stored_settings,
         )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
-
-
-def metadata(spec: dict[str, Any], questions: list[str], tasks: list[Task]) -> dict[str, Any]:
-    """Provenance written before the run starts (totals are added at the end)."""
-    first = tasks[0].settings
-    return {
-        "spec": spec,
-        "package_version": importlib_metadata.version("aidanbench"),
-        "git_commit": _git_commit(),
-        "python": platform.python_version(),
-        "endpoints": {role: role_host(first, role) for role in ("model", "judge", "embeddings")},
-        "prompts_sha256": prompts_sha256(),
-        "questions_sha256": question_set_hash(questions),
-        "questions": len(questions),
-        "settings": {
-            "embedding_model": first.embedding_model,
-            "judge_model": first.judge_model,
-            "thresholds": {
-                "coherence": first.thresholds.coherence,
-                "novelty": first.thresholds.novelty,
-                "llm_novelty": first.thresholds.llm_novelty,
-            },
-            "rule": "valid iff coherence > coherence threshold and novelty > novelty threshold "
-            "(and llm novelty > its threshold when on); strictly greater",
-            "temperatures_sent": spec["temperatures"],
-            "pipeline": first.pipeline,
-        },
-    }
-
-
-@contextmanager
-def run_lock(run_dir: Path) -> Iterator[None]:
-    """Hold the run directory's lock; a second writer is refused, not interleaved."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(run_dir / rundir.LOCK, "a+")  # noqa: SIM115 - held for the whole run
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UsageError(
-                f"run directory {run_dir} is in use by another aidanbench run"
-            ) from None
-        yield
-    finally:
-        handle.close()
+    except ValidationError as exc:
+        raise UsageError(options.validation_line(exc, getattr(args, "given_as", None))) from None
 
 
 def handle(args: argparse.Namespace, services: ServicesFactory | None = None) -> int:
-    """Run (or resume) the benchmark and print the summary.
+    """Run (or resume, or grow) the benchmark through the run engine; print the summary.
 
     ``services`` defaults to OpenAI-compatible clients on aiohttp pools, closed when the
     run ends (``services.clients`` says why this transport here). Every check of the
@@ -206,81 +118,28 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     """
     env_args.apply(args)
     check_run_args(args)
-    run_dir: Path = args.run_dir
     spec = run_spec(args)
-    stored = stored_metadata(run_dir)
-    if stored is not None and stored.get("spec") != spec:
-        if not args.use_stored_settings:
-            raise UsageError(
-                f"run directory {printable(str(run_dir))} holds a different run (differs in: "
-                f"{', '.join(spec_differences(spec, stored.get('spec')))}); use another "
-                "--run-dir, or --use-stored-settings to continue it as it was started"
-            )
-        spec = stored["spec"]
-    question_set = question_source.resolve_questions(args)
-    questions = question_set.questions
-    check_question_set(stored, questions, run_dir)
-    tasks = build_tasks(spec, questions, run_dir)
-    check_checkpoints(run_dir / rundir.CHECKPOINTS)
-    if stored is None and (run_dir / rundir.CHECKPOINTS).exists():
-        loop.run(check_recorded_measurements(tasks, run_dir / rundir.CHECKPOINTS))
-    if args.server is None:
-        check_keys(tasks[0].settings)  # a server reads the keys from its own environment
-        check_reachable(tasks[0].settings)
-
-    with run_lock(run_dir):
-        rundir.remove_leftovers(run_dir)
-        set_aside_damaged_cache(run_dir / rundir.CACHE)
-        meta = stored or {
-            **metadata(spec, questions, tasks),
-            "questions_source": question_set.source,
-        }
-        meta.setdefault("question_set_sha256", unordered_set_hash(questions))
-        if args.server is not None:
-            meta["server"] = args.server
-        meta["started_at"] = meta.get("started_at") or _now()
-        rundir.atomic_write(run_dir / rundir.METADATA, json.dumps(meta, indent=2))
-        progress = Progress()
-        try:
-            with progress:
-                if args.server is not None:
-                    work = drive_remote(
-                        tasks, run_dir, args.server, concurrency=args.concurrency, progress=progress
-                    )
-                else:
-                    factory = services or OpenAIServices("aiohttp")
-                    work = closing(
-                        factory,
-                        drive(
-                            tasks,
-                            run_dir,
-                            concurrency=args.concurrency,
-                            progress=progress,
-                            services=factory,
-                        ),
-                    )
-                lines = loop.run(until_terminated(work))
-        except (KeyboardInterrupt, Terminated) as exc:
-            where = run_dir if args.server is None else f"the server's threads ({args.server})"
-            print(
-                f"\nInterrupted. Every completed step is saved in {where}; run the same "
-                "command again to resume.",
-                file=sys.stderr,
-            )
-            return 143 if isinstance(exc, Terminated) else 130
-        except (OSError, sqlite3.Error) as exc:
-            if not is_disk_full(exc):
-                raise
-            raise UsageError(
-                f"no space left to write in {printable(str(run_dir))} ({one_line(exc)}); every "
-                "step completed before is saved: free space and run the same command again"
-            ) from None
-        meta["finished_at"] = _now()
-        meta["totals"] = _totals(lines)
-        rundir.atomic_write(run_dir / rundir.METADATA, json.dumps(meta, indent=2))
-    _print_summary(run_dir, spec["reward_mode"])
+    run_dir = spec.run_dir
+    try:
+        result = loop.run(until_terminated(_session(spec, services)))
+    except (KeyboardInterrupt, Terminated) as exc:
+        where = run_dir if spec.server is None else f"the server's threads ({spec.server})"
+        print(
+            f"\nInterrupted. Every completed step is saved in {where}; run the same "
+            "command again to resume.",
+            file=sys.stderr,
+        )
+        return 143 if isinstance(exc, Terminated) else 130
+    except (OSError, sqlite3.Error) as exc:
+        if not is_disk_full(exc):
+            raise
+        raise UsageError(
+            f"no space left to write in {printable(str(run_dir))} ({one_line(exc)}); every "
+            "step completed before is saved: free space and run the same command again"
+        ) from None
+    _print_summary(result.summary, run_reward_mode(run_dir))
     print(f"report: {write_view([run_dir], run_dir / REPORT)}")
-    failed = errored(lines)
+    failed = result.errored
     if failed:
         print(
             f"{len(failed)} question(s) stopped on an error; run the same command again to "
@@ -297,115 +156,10 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     return 0
 
 
-def stored_metadata(run_dir: Path) -> dict[str, Any] | None:
-    """The run directory's ``metadata.json``; a damaged one is a one-line ``UsageError``."""
-    if not run_dir.is_dir():
-        return None
-    try:
-        return rundir.read_metadata(run_dir)
-    except ValueError as exc:
-        raise UsageError(
-            f"{printable(str(exc))}; restore it from a backup, or move it away to continue "
-            "(each question thread records its own settings)"
-        ) from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {run_dir / rundir.METADATA}: {exc.strerror}") from None
-
-
-def spec_differences(spec: dict[str, Any], stored: Any) -> list[str]:
-    """Names of the settings in which two run specs differ."""
-    if not isinstance(stored, dict):
-        return ["all settings (the stored ones are unreadable)"]
-    stored_settings = stored.get("settings")
-    stored_settings = stored_settings if isinstance(stored_settings, dict) else {}
-    top = sorted(k for k in {*spec, *stored} if k != "settings" and spec.get(k) != stored.get(k))
-    inner = sorted(
-        k
-        for k in {*spec["settings"], *stored_settings}
-        if spec["settings"].get(k) != stored_settings.get(k)
-    )
-    return top + inner
-
-
-def unordered_set_hash(questions: list[str]) -> str:
-    """The question set's hash regardless of order: order changes no thread and no score."""
-    return question_set_hash(sorted(questions))
-
-
-def check_question_set(stored: dict[str, Any] | None, questions: list[str], run_dir: Path) -> None:
-    """The same questions as the run directory's run, in any order.
-
-    Threads are keyed by question text, so reordering changes nothing measured; only the
-    order of lines in the results files follows the command line. Directories written
-    before the unordered hash was recorded can only be matched in their own order.
-    """
-    if stored is None:
-        return
-    unordered = stored.get("question_set_sha256")
-    if unordered is not None:
-        same = unordered == unordered_set_hash(questions)
-    else:
-        same = stored.get("questions_sha256") == question_set_hash(questions)
-    if not same:
-        raise UsageError(
-            f"run directory {printable(str(run_dir))} was started with a different question "
-            f"set ({stored.get('questions', '?')} questions; this command gives "
-            f"{len(questions)}); use another --run-dir"
-        )
-
-
-def sqlite_problem(path: Path) -> str | None:
-    """What is wrong with the SQLite file at ``path`` (None when it reads as sound).
-
-    Opened read-only and immutable, so checking it writes nothing beside it.
-    """
-    try:
-        with closing_db(sqlite3.connect(rundir.read_only_uri(path), uri=True)) as db:
-            db.execute("SELECT name FROM sqlite_master").fetchall()
-            status = db.execute("PRAGMA quick_check(1)").fetchone()
-    except sqlite3.Error as exc:
-        return str(exc)
-    if status is None:
-        return "?"
-    return None if status[0] == "ok" else str(status[0])
-
-
-def check_checkpoints(path: Path) -> None:
-    """Refuse a damaged ``checkpoints.sqlite`` before anything runs, saying what it means."""
-    if not path.exists():
-        return
-    problem = sqlite_problem(path)
-    if problem is not None:
-        raise UsageError(
-            f"{printable(str(path))} is damaged ({printable(problem)}): "
-            "the saved progress of this run's questions cannot be read; the results files "
-            "keep what finished. Move it away to run the unfinished questions again from "
-            "the start, or use another --run-dir"
-        )
-
-
-def set_aside_damaged_cache(path: Path) -> None:
-    """``cache.sqlite`` only saves recomputation: a damaged one is moved aside and rebuilt."""
-    if not path.exists() or sqlite_problem(path) is None:
-        return
-    aside = path.with_name(f"{path.name}.damaged")
-    os.replace(path, aside)
-    for suffix in ("-wal", "-shm"):
-        path.with_name(path.name + suffix).unlink(missing_ok=True)
-    print(
-        f"{printable(str(path))} was damaged and is only a cache: moved to {aside.name}, "
-        "rebuilt as the run goes",
-        file=sys.stderr,
-    )
-
-
-@contextmanager
-def closing_db(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """A sqlite3 connection closed on exit (its own context manager only commits)."""
-    try:
-        yield db
-    finally:
-        db.close()
+async def _session(spec: RunSpec, services: ServicesFactory | None) -> RunResult:
+    """Check, then run: every refusal comes before the live table appears."""
+    prepared = await prepare(spec)
+    return await execute(prepared, services=services)
 
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
@@ -457,44 +211,17 @@ async def until_terminated(work: Awaitable[T]) -> T:
         loop.remove_signal_handler(signal.SIGTERM)
 
 
-async def closing(factory: ServicesFactory, work: Awaitable[T]) -> T:
-    """``await work``, then close the factory's HTTP pools if it has any."""
-    try:
-        return await work
-    finally:
-        if isinstance(factory, OpenAIServices):
-            await factory.aclose()
+def run_reward_mode(run_dir: Path) -> str:
+    """The reward mode the run directory records (a scoring setting of the run)."""
+    spec = (rundir.read_metadata(run_dir) or {}).get("spec") or {}
+    return str(spec.get("reward_mode") or "count")
 
 
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
-
-
-def _totals(lines: list[dict[str, Any]]) -> dict[str, Any]:
-    calls = tokens = 0
-    for line in lines:
-        spent = [answer["calls"] for answer in line["answers"]]
-        if line.get("speculative"):
-            spent.append({"speculative": line["speculative"]})
-        for roles in spent:
-            calls += sum(stats["calls"] for stats in roles.values())
-            tokens += rundir.call_tokens(roles)
-    return {
-        "questions": len(lines),
-        "answers": sum(len(line["answers"]) for line in lines),
-        "score": sum(int(line.get("score") or 0) for line in lines),
-        "api_calls": calls,
-        "tokens": tokens,
-        "errored": len(errored(lines)),
-    }
-
-
-def _print_summary(run_dir: Path, reward_mode: str) -> None:
+def _print_summary(rows: list[SummaryRow], reward_mode: str) -> None:
     """The summary table, then the headline score of each row under the reward mode."""
-    from aidanbench.analysis.summary import render_summary, summarise
+    from aidanbench.analysis.summary import render_summary
     from aidanbench.cli.report import make_console
 
-    rows = summarise(rundir.read_run_dir(run_dir))
     console = make_console()
     render_summary(rows, console)
     for row in rows:

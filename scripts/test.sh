@@ -23,7 +23,7 @@ fi
 
 ruff check .
 ruff format --check .
-mypy core graph nodes services analysis cli testing bench reference
+mypy core graph nodes services analysis cli runner testing bench reference
 lint-imports --no-cache
 python -m pytest "$@"
 

@@ -23,9 +23,9 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Durability
 
-from aidanbench.cli.checkpoints import open_checkpointer
-from aidanbench.cli.driver import DURABILITY
 from aidanbench.graph.question import build_question_graph
+from aidanbench.runner.checkpoints import open_checkpointer
+from aidanbench.runner.local import DURABILITY
 from aidanbench.testing.settings import stub_settings
 
 

@@ -12,9 +12,9 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from aidanbench.cli.checkpoints import InlineCommitSaver, open_checkpointer
 from aidanbench.core.settings import Settings
 from aidanbench.graph.question import build_question_graph
+from aidanbench.runner.checkpoints import InlineCommitSaver, open_checkpointer
 from aidanbench.testing import ScriptedBrain
 from aidanbench.testing.fakes import brain_services
 

@@ -291,17 +291,44 @@ def test_unparseable_flag_values(
     assert not (tmp_path / "r").exists()
 
 
-def test_run_dir_of_another_run_is_refused(
+def test_scoring_setting_change_is_refused_naming_the_setting(
     bench_stub: OpenAIStub, api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_dir = tmp_path / "r"
     assert main(run_args(bench_stub, run_dir, "--max-answers", "2")) == 0
-    before = (run_dir / "results.json").read_bytes()
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
     capsys.readouterr()
-    err = one_line_error(capsys, main(run_args(bench_stub, run_dir, "--max-answers", "3")))
-    assert "different run" in err and "max_answers" in err
-    assert (run_dir / "results.json").read_bytes() == before
-    assert main(run_args(bench_stub, run_dir, "--max-answers", "3", "--use-stored-settings")) == 0
+    calls = bench_stub.count()
+    for extra, named in (
+        (("--max-answers", "3"), "max_answers = 2; this command gives 3 (--max-answers)"),
+        (("--max-answers", "2", "--coherence-threshold", "20"), "coherence_threshold = 15.0"),
+        (("--max-answers", "2", "--judge-model", "other"), "judge_model = 'o1-mini'"),
+        (("--max-answers", "2", "--model-kwargs", '{"top_p": 0.5}'), "model_kwargs = {}"),
+        (("--max-answers", "3", "--use-stored-settings"), "max_answers = 2"),
+    ):
+        err = one_line_error(capsys, main(run_args(bench_stub, run_dir, *extra)))
+        assert named in err and "new --run-dir" in err, err
+        assert ("rescore" in err) == ("threshold" in named or "max_answers" in named), err
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
+    assert bench_stub.count() == calls, "nothing was sent"
+    assert main(run_args(bench_stub, run_dir, "--use-stored-settings")) == 0, "stored: max 2"
+    assert bench_stub.count() == calls, "the stored cap keeps every thread finished"
+
+
+def test_use_stored_settings_without_a_spec_in_metadata(
+    bench_stub: OpenAIStub, api_key: str, tmp_path: Path
+) -> None:
+    """Metadata without ``spec`` (damaged by hand, or written by another tool): the
+    threads' own records decide; ``--use-stored-settings`` used to fail on ``spec``."""
+    run_dir = tmp_path / "r"
+    assert main(run_args(bench_stub, run_dir)) == 0
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    for key in ("spec", "scoring_settings", "sessions"):
+        del meta[key]
+    (run_dir / "metadata.json").write_text(json.dumps(meta))
+    calls = bench_stub.count()
+    assert main(run_args(bench_stub, run_dir, "--use-stored-settings")) == 0
+    assert bench_stub.count() == calls
 
 
 def test_locked_run_dir_is_refused(

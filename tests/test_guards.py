@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from aidanbench.cli.checkpoints import open_checkpointer
 from aidanbench.core.settings import Settings
 from aidanbench.graph.question import build_question_graph
 from aidanbench.nodes.prompts import render_coherence, render_similarity
+from aidanbench.runner.checkpoints import open_checkpointer
 from aidanbench.services import ServicesFactory, default_services
 from aidanbench.testing import (
     Fault,

@@ -93,6 +93,9 @@ def test_quickstart(stub_env: OpenAIStub, tmp_path: Path, monkeypatch: pytest.Mo
     assert len(results["models"]["model-under-test"]["0.7"]) == 2
     assert "AidanBench summary" in text
     assert {r.model for r in stub_env.of_kind("generate")} == {"model-under-test"}
+    assert "2 questions, score 6, 0 stopped on an error" in text
+    code = "".join(c.source for c in load("quickstart").cells if c.cell_type == "code")
+    assert "await run(spec)" in code and "subprocess" not in code, "the Python API, no shell"
 
 
 @pytest.mark.slow

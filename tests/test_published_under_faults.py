@@ -19,8 +19,8 @@ import pytest
 
 from aidanbench import reference
 from aidanbench.cli.demo import KEY_VARIABLE, demo_tasks, published_scores
-from aidanbench.cli.driver import drive
-from aidanbench.cli.progress import Progress
+from aidanbench.runner.local import drive_local as drive
+from aidanbench.runner.progress import Progress
 from aidanbench.services import ServicesFactory
 from aidanbench.testing import Fault, OpenAIStub, RequestInfo, malformed, reordered_embeddings
 from aidanbench.testing.published import PublishedRunBrain, published_chains

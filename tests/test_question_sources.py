@@ -186,7 +186,11 @@ def test_questions_field_chooses_the_column(
     calls = hf_stub.count()
     assert main([*args, "--questions-field", "prompt", "-n", "1"]) == 0, "the same command resumes"
     assert hf_stub.count() == calls, "finished questions are skipped"
-    assert main([*args, "--questions-field", "prompt"]) == 2, "another question set is refused"
+    assert main([*args, "--questions-field", "prompt"]) == 0, "a larger set grows the run"
+    asked = {r.prompt for r in hf_stub.requests[calls:] if r.kind == "generate"}
+    assert asked and all(f"<question>{QUESTIONS[1]}</question>" in p for p in asked)
+    meta = json.loads((tmp_path / "r" / "metadata.json").read_text())
+    assert meta["questions"] == 2
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str], status: int) -> str:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from aidanbench.cli import driver
-from aidanbench.cli.driver import RunLines, Task
 from aidanbench.core.settings import Settings
+from aidanbench.runner import tasks as runner_tasks
+from aidanbench.runner.tasks import RunLines, Task
 
 
 def output(score: int) -> dict[str, object]:
@@ -21,7 +21,7 @@ async def test_files_are_rewritten_at_most_every_interval(
     clock = [100.0]
     writes: list[int] = []
     monkeypatch.setattr(
-        driver.rundir, "write_outputs", lambda _dir, lines: writes.append(len(lines))
+        runner_tasks.rundir, "write_outputs", lambda _dir, lines: writes.append(len(lines))
     )
     lines = RunLines(tmp_path, every=5.0, clock=lambda: clock[0])
     tasks = [Task(Settings(), f"Question {i}?", 1) for i in range(4)]

@@ -30,11 +30,13 @@ from typing import Any
 import langgraph_sdk  # a dependency of langgraph itself
 import pytest
 
-from aidanbench.cli.driver import Task
 from aidanbench.cli.main import build_parser, main
-from aidanbench.cli.progress import Progress
-from aidanbench.cli.remote import follow, plan, remote_context, server_thread_id, state_values
-from aidanbench.cli.run import build_tasks, run_spec
+from aidanbench.cli.run import run_spec
+from aidanbench.runner.progress import Progress
+from aidanbench.runner.remote import follow, plan, remote_context, server_thread_id, state_values
+from aidanbench.runner.spec import build_tasks
+from aidanbench.runner.store import model_fields
+from aidanbench.runner.tasks import Task
 from aidanbench.services import default_services
 from aidanbench.testing import Latency, OpenAIStub, RecordedRequest, ScriptedBrain, when
 from aidanbench.testing.faults import http_error
@@ -350,6 +352,12 @@ def remote_args(stub: OpenAIStub, run_dir: Path, server: str, *extra: str) -> li
     return [*run_args(stub, run_dir, *extra), "--server", server]
 
 
+def own_threads(name: str) -> tuple[str, str]:
+    """A scoring setting the stub ignores, so a test's threads are its own on the shared
+    server: threads are keyed by scoring settings only (operational ones are shared)."""
+    return ("--model-kwargs", json.dumps({"user": name}))
+
+
 def answer_keys(run_dir: Path) -> list[tuple[str, str, int]]:
     lines = [json.loads(x) for x in (run_dir / "answers.jsonl").read_text().splitlines()]
     return [(a["model"], a["question"], a["index"]) for a in lines]
@@ -373,6 +381,10 @@ def test_remote_run_matches_the_local_run(
 
     asked_once = stub.count()
     assert main(remote_args(stub, run_dir, server)) == 0, "rerun of a finished run"
+    moved = remote_args(stub, run_dir, server, "--request-timeout", "60", "--max-retries", "2")
+    assert main(moved) == 0, "operational settings changed: the same threads, found finished"
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    assert [s["operational"]["max_retries"] for s in meta["sessions"]] == [4, 4, 2]
     assert main(remote_args(stub, tmp_path / "same-settings", server)) == 0
     assert stub.count() == asked_once, "finished threads are found by their ids and skipped"
     assert read_results(tmp_path / "same-settings") == read_results(local_run.run_dir)
@@ -382,7 +394,7 @@ def test_errored_questions_are_retried_on_the_server(
     server: str, local_run: LocalRun, stub: OpenAIStub, tmp_path: Path
 ) -> None:
     run_dir = tmp_path / "remote"
-    args = remote_args(stub, run_dir, server, "--max-retries", "0")
+    args = remote_args(stub, run_dir, server, "--max-retries", "0", *own_threads("errored"))
     stub.faults = when("coherence", http_error(500, "judge down"), match="Idea 2 ")
     assert main(args) == 1
     lines = [json.loads(x) for x in (run_dir / "questions.jsonl").read_text().splitlines()]
@@ -404,7 +416,9 @@ def test_killed_client_rerun_collects_the_server_runs(
     skips the ones that finished and starts the rest, asking nothing twice."""
     stub.latency = Latency(generate=0.03, coherence=0.04, embed=0.01)
     run_dir = tmp_path / "remote"
-    args = remote_args(stub, run_dir, server, "--max-retries", "1", "--concurrency", "3")
+    args = remote_args(
+        stub, run_dir, server, "--max-retries", "1", "--concurrency", "3", *own_threads("killed")
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "aidanbench.cli.main", *args],
         cwd=REPO,
@@ -434,8 +448,9 @@ def test_thread_paused_in_studio_is_continued_by_the_cli(
     """A question someone paused (``interrupt_every`` in Studio) is pending, not busy:
     the CLI continues it from its checkpoint, with its own settings (no more pauses)."""
     run_dir = tmp_path / "remote"
-    args = remote_args(stub, run_dir, server, "--max-retries", "2")
-    first = build_tasks(run_spec(build_parser().parse_args(args)), QUESTIONS, run_dir)[0]
+    args = remote_args(stub, run_dir, server, "--max-retries", "2", *own_threads("paused"))
+    spec = run_spec(build_parser().parse_args(args))
+    first = build_tasks(spec, model_fields(spec, None), spec.questions_list)[0]
 
     async def pause_first_question() -> str:
         client = langgraph_sdk.get_client(url=server)

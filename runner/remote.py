@@ -1,16 +1,20 @@
-"""``aidanbench run --server URL``: a run's question threads on a LangGraph server.
+"""Question threads run on a LangGraph server (``aidanbench run --server URL``).
 
 Scaling out without changing the benchmark: the server hosts the same
 ``aidanbench_question`` graph (``langgraph.json`` is its deployment spec), keeps every
-question's thread and checkpoints, and spreads runs over its workers. This client only
-schedules threads, shows progress and writes the same run directory files as a local run
-(``cli.driver`` does the local equivalent).
+question's thread and checkpoints, and spreads runs over its workers. The run engine's
+drive loop (``runner.drive``) schedules threads, shows progress and writes the same run
+directory files as a local run; this backend only runs one thread on the server.
 
 Each task's thread has a deterministic UUID, so the same command run again finds it:
 finished threads are skipped, a run still going on the server (the client died, not the
 server) is joined, a thread stopped mid-step continues from its checkpoint, one stopped on
 an error is run again. Runs are started so that they go on when the client disconnects:
 killing the client loses no work.
+
+A thread's id hashes its scoring settings only (``graph.setting_kinds``): a session that
+changes an operational setting (a rate limit, a timeout, the model's URL) finds the same
+threads and runs them with its own settings, sent as the run's context.
 
 Settings travel as each run's ``context``; API keys never do. The server reads them from
 its own environment, from the variables the settings name. The client authenticates to a
@@ -25,9 +29,8 @@ import json
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 from langgraph_sdk import get_client
@@ -35,9 +38,11 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError
 from langgraph_sdk.schema import ThreadState
 
-from aidanbench.cli.driver import RunLines, Task, is_finished, report, run_all, start_input
-from aidanbench.cli.errors import UsageError, printable
-from aidanbench.cli.progress import Progress
+from aidanbench.core.errors import UsageError, printable
+from aidanbench.core.setting_kinds import scoring_settings
+from aidanbench.runner.drive import Plan, report
+from aidanbench.runner.progress import Progress
+from aidanbench.runner.tasks import Task, is_finished, start_input
 
 ASSISTANT = "aidanbench_question"
 """The graph id of the per-question graph in ``langgraph.json``."""
@@ -63,14 +68,14 @@ def remote_context(task: Task) -> dict[str, Any]:
 
 
 def server_thread_id(task: Task) -> str:
-    """A UUID5 of the task's thread id and its settings.
+    """A UUID5 of the task's thread id and its scoring settings.
 
     Locally each run directory has its own checkpoint file; a server is shared, so the
-    settings (thresholds, judge, prompts variant…) are part of the identity: two runs
+    scoring settings (thresholds, judge, sampling…) are part of the identity: two runs
     that differ in any of them never share a thread, and two that agree in all of them
-    share the work.
+    share the work, whatever their operational settings.
     """
-    settings = json.dumps(remote_context(task), sort_keys=True)
+    settings = json.dumps(scoring_settings(task.settings), sort_keys=True)
     digest = hashlib.sha256(settings.encode("utf-8")).hexdigest()[:16]
     return str(uuid.uuid5(THREAD_NAMESPACE, f"{task.thread_id}|s={digest}"))
 
@@ -85,16 +90,6 @@ def thread_metadata(task: Task) -> dict[str, Any]:
         "question": task.question,
         "repeat": task.repeat,
     }
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What to do with one task's thread, decided from its state on the server."""
-
-    action: Literal["skip", "join", "run"]
-    values: dict[str, Any] = field(default_factory=dict)
-    run_id: str | None = None
-    start: dict[str, Any] | None = None
 
 
 def state_values(state: ThreadState) -> dict[str, Any]:
@@ -216,62 +211,48 @@ def failed_run(values: dict[str, Any], exc: RemoteRunError) -> dict[str, Any]:
     return {**values, "stop_reason": "error", "error": error}
 
 
-async def drive_remote(
-    tasks: Sequence[Task],
-    run_dir: Path,
-    server_url: str,
-    *,
-    concurrency: int,
-    progress: Progress,
-) -> list[dict[str, Any]]:
-    """Bring every task's thread on the server to a stop, writing outputs as they finish.
+class RemoteQuestions:
+    """The question graph on a LangGraph server, through one SDK client."""
 
-    ``concurrency`` bounds the runs this client keeps in flight; the server's own worker
-    settings bound how many execute at once. Returns the question lines.
+    def __init__(self, client: LangGraphClient) -> None:
+        self.client = client
+
+    async def plan(self, tasks: Sequence[Task]) -> list[Plan]:
+        lookups = asyncio.Semaphore(INSPECT_CONCURRENCY)
+
+        async def inspect(task: Task) -> Plan:
+            async with lookups:
+                return await plan(self.client, task)
+
+        return list(await asyncio.gather(*(inspect(task) for task in tasks)))
+
+    def warm(self, tasks: Sequence[Task]) -> None:
+        """Nothing to prepare here: the server builds its own clients."""
+
+    async def execute(self, task: Task, step: Plan, progress: Progress) -> dict[str, Any]:
+        try:
+            await follow(self.client, task, step, progress)
+            failure = None
+        except RemoteRunError as exc:
+            failure = exc
+        values = state_values(await self.client.threads.get_state(server_thread_id(task)))
+        return values if failure is None else failed_run(values, failure)
+
+
+@asynccontextmanager
+async def remote_questions(server_url: str) -> AsyncIterator[RemoteQuestions]:
+    """The server backend; a lost server ends the block as one ``ServerLost`` line.
+
+    ``concurrency`` (the drive loop's) bounds the runs this client keeps in flight; the
+    server's own worker settings bound how many execute at once.
     """
     client = get_client(url=server_url)
-    lines = RunLines(run_dir)
     # A lost connection is reported once, as ServerLost, after the SDK's reconnects; its
     # warning about each reconnect would only add lines before it.
     warnings.filterwarnings("ignore", message="Reconnecting without a Last-Event-ID")
     try:
         await check_server(client, server_url)
-        lookups = asyncio.Semaphore(INSPECT_CONCURRENCY)
-
-        async def inspect(task: Task) -> Plan:
-            async with lookups:
-                return await plan(client, task)
-
-        plans = await asyncio.gather(*(inspect(task) for task in tasks))
-        todo: list[tuple[Task, Plan]] = []
-        for task, step in zip(tasks, plans, strict=True):
-            lines.record(task, step.values)
-            progress.queued(task.label)
-            if step.action == "skip":
-                progress.skipped(task.label, step.values)
-            else:
-                todo.append((task, step))
-
-        gate = asyncio.Semaphore(concurrency)
-
-        async def run_one(task: Task, step: Plan) -> None:
-            async with gate:
-                progress.started_question(task.label)
-                try:
-                    await follow(client, task, step, progress)
-                    failure = None
-                except RemoteRunError as exc:
-                    failure = exc
-                values = state_values(await client.threads.get_state(server_thread_id(task)))
-                if failure is not None:
-                    values = failed_run(values, failure)
-                progress.finished_question(task.label, task.question, values)
-                await lines.finished(task, values)
-
-        try:
-            await run_all([run_one(task, step) for task, step in todo])
-        finally:
-            lines.write()
+        yield RemoteQuestions(client)
     except httpx.TransportError as exc:
         raise ServerLost(
             f"lost the LangGraph server at {server_url} ({type(exc).__name__}: "
@@ -281,4 +262,3 @@ async def drive_remote(
         ) from None
     finally:
         await client.aclose()
-    return lines.all()

@@ -12,7 +12,7 @@ import os
 import socket
 from urllib.parse import urlsplit
 
-from aidanbench.cli.errors import UsageError
+from aidanbench.core.errors import UsageError
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
 
 PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy")

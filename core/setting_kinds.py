@@ -1,0 +1,80 @@
+"""Which settings decide a question's scores and which only decide how they are reached.
+
+A question thread's identity is what its scores depend on: the model and how it is
+sampled, the judge and how it is asked, the embedding model, the pass rule, the prompts.
+Changing any of those in the middle of a run would mix two measurements, so a run refuses
+it. Everything else is operational: where the endpoints are, which variables hold the
+keys, timeouts, retries, limits, pipelining, caching, pauses. Those may change between
+the sessions of a run (an endpoint moves, a rate limit is lowered after 429s) and each
+session applies its own. Every field of ``Settings`` is in exactly one of the two sets;
+a test holds them to the model's fields, so a new field cannot go unclassified.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aidanbench.core.settings import Settings
+
+SCORING_FIELDS: frozenset[str] = frozenset(
+    {
+        "model",
+        "temperature",
+        "model_kwargs",
+        "cot",
+        "judge_model",
+        "judge_temperature",
+        "judge_attempts",
+        "embedding_model",
+        "llm_novelty",
+        "coherence_threshold",
+        "novelty_threshold",
+        "llm_novelty_threshold",
+        "reward_mode",
+        "max_answers",
+    }
+)
+"""Fields that decide a thread's answers or scores: fixed for a model once it is in a run."""
+
+OPERATIONAL_FIELDS: frozenset[str] = frozenset(
+    {
+        "base_url",
+        "api_key_env",
+        "judge_base_url",
+        "judge_api_key_env",
+        "embedding_base_url",
+        "embedding_api_key_env",
+        "pipeline",
+        "request_timeout",
+        "max_retries",
+        "max_concurrency",
+        "requests_per_minute",
+        "cache_path",
+        "interrupt_on_reject",
+        "interrupt_every",
+    }
+)
+"""Fields that decide only how the scores are reached: each session of a run sets its own.
+
+``pipeline`` is here because a look-ahead answer is discarded, never counted, when the
+current one fails: the chain is the same with it on or off."""
+
+PER_THREAD_FIELDS: frozenset[str] = frozenset({"model", "temperature"})
+"""Scoring fields that are part of a thread's key rather than of its model's record."""
+
+
+def scoring_settings(settings: Settings) -> dict[str, Any]:
+    """The scoring fields of ``settings`` as JSON values, thresholds resolved.
+
+    ``novelty_threshold`` is stored resolved (``None`` means the embedding model's
+    default), so a run started on the default and continued with the same number written
+    out is the same measurement.
+    """
+    values = settings.model_dump(mode="json", include=set(SCORING_FIELDS - PER_THREAD_FIELDS))
+    values["novelty_threshold"] = settings.resolved_novelty_threshold
+    return values
+
+
+def operational_settings(settings: Settings) -> dict[str, Any]:
+    """The operational fields of ``settings`` as JSON values."""
+    return settings.model_dump(mode="json", include=set(OPERATIONAL_FIELDS))

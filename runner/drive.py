@@ -1,0 +1,141 @@
+"""The drive loop: bring every question thread of a run to a stop, whoever runs it.
+
+The loop is the same for a run on this machine and a run on a LangGraph server: look
+every thread up, count what is already finished, start (or join, or continue) the rest at
+most ``concurrency`` at a time, and write the run directory's outputs as they stop. What
+runs one thread is a ``Questions`` backend: ``runner.local`` (the question graph on a
+local SQLite checkpointer) or ``runner.remote`` (the same graph on a server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from aidanbench.core.errors import UsageError, printable
+from aidanbench.nodes.prepare import measurement_differences
+from aidanbench.runner.progress import Progress
+from aidanbench.runner.tasks import RunLines, Task
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do with one task's thread, decided from its stored state."""
+
+    action: Literal["skip", "join", "run"]
+    values: dict[str, Any] = field(default_factory=dict)
+    run_id: str | None = None
+    start: dict[str, Any] | None = None
+
+
+class Questions(Protocol):
+    """Runs question threads: the local graph or a LangGraph server."""
+
+    async def plan(self, tasks: Sequence[Task]) -> list[Plan]:
+        """Each task's thread as stored, and what bringing it to a stop takes."""
+        ...
+
+    def warm(self, tasks: Sequence[Task]) -> None:
+        """Prepare what the tasks about to run need (clients, local models)."""
+        ...
+
+    async def execute(self, task: Task, step: Plan, progress: Progress) -> dict[str, Any]:
+        """Bring one thread to a stop, passing its answer events on; its final values."""
+        ...
+
+
+async def drive(
+    tasks: Sequence[Task],
+    questions: Questions,
+    lines: RunLines,
+    *,
+    concurrency: int,
+    progress: Progress,
+) -> list[dict[str, Any]]:
+    """Run every task to a stop (or resume it), writing outputs as questions finish.
+
+    Returns every question line of the run directory, the lines carried from earlier
+    sessions included. Cancellation (Ctrl-C) writes what is known and re-raises: the
+    checkpoints already hold every completed step.
+    """
+    plans = await questions.plan(tasks)
+    todo: list[tuple[Task, Plan]] = []
+    for task, step in zip(tasks, plans, strict=True):
+        refuse_other_measurement(task, step.values)
+        line = lines.record(task, step.values)
+        progress.queued(task.label)
+        if step.action == "skip":
+            progress.skipped(task.label, line)
+        else:
+            progress.stored(task.label, line, task.thread_id)
+            todo.append((task, step))
+    questions.warm([task for task, _ in todo])
+    gate = asyncio.Semaphore(concurrency)
+
+    async def run_one(task: Task, step: Plan) -> None:
+        async with gate:
+            progress.started_question(task.label)
+            values = await questions.execute(task, step, progress)
+            line = await lines.finished(task, values)
+            progress.finished_question(task.label, task.question, line, task.thread_id)
+
+    try:
+        await run_all([run_one(task, step) for task, step in todo])
+    finally:
+        # Steps of cancelled questions may still be queued for this turn's commit
+        # (the saver commits once per loop turn): let it run before the saver closes.
+        await asyncio.sleep(0)
+        lines.write()
+    return lines.all()
+
+
+def report(progress: Progress, task: Task, event: Any) -> None:
+    """Feed one custom-stream event of a question to the progress display."""
+    if isinstance(event, dict) and event.get("event") == "answer":
+        progress.answer(task.label, event, task.thread_id)
+
+
+async def run_all(jobs: Sequence[Coroutine[Any, Any, None]]) -> None:
+    """Await every job; on the first failure or a cancellation, stop the others first.
+
+    ``asyncio.gather`` leaves the other jobs running when one raises, and returns at once
+    when cancelled while they are still unwinding: the caller then closes the checkpointer
+    under them, and each prints a "closed database" traceback. Here every job has ended
+    before this returns or raises, and the first failure is re-raised as it was.
+    """
+    tasks = [asyncio.ensure_future(job) for job in jobs]
+    if not tasks:
+        return
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except asyncio.CancelledError:
+        await _stop(tasks)
+        raise
+    failed = [t for t in done if not t.cancelled() and t.exception() is not None]
+    if failed:
+        await _stop(tasks)
+        exc = failed[0].exception()
+        assert exc is not None
+        raise exc
+
+
+async def _stop(tasks: Sequence[asyncio.Future[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.wait(tasks)
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()  # retrieved: only the first failure is reported
+
+
+def refuse_other_measurement(task: Task, values: dict[str, Any]) -> None:
+    """A ``UsageError`` when the task's settings disagree with what its thread recorded."""
+    differences = measurement_differences(values.get("measured"), task.settings)
+    if differences:
+        raise UsageError(
+            f"{printable(task.label)} on {printable(task.question[:40])!r} was measured "
+            f"with other settings (differs in: {', '.join(differences)}); use another "
+            "--run-dir, or rerun with the settings it was started with"
+        )

@@ -1,0 +1,180 @@
+"""``run(spec)``: one session of a run, from the checks to the summary.
+
+Every check of the specification and of the run directory comes before the first
+write. Then, holding the directory's lock, the session is added to the metadata, every
+thread of the session is brought to a stop (skipped when finished, continued, retried)
+by the drive loop on the local graph or on a LangGraph server, the outputs are rewritten
+with the lines of earlier sessions kept, and the totals are recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aidanbench.analysis import rundir
+from aidanbench.analysis.summary import SummaryRow, summarise
+from aidanbench.core.errors import UsageError
+from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
+from aidanbench.runner import store
+from aidanbench.runner.drive import Questions, drive
+from aidanbench.runner.local import check_recorded_measurements, local_questions
+from aidanbench.runner.preflight import check_reachable
+from aidanbench.runner.progress import Progress
+from aidanbench.runner.spec import RunSpec, build_tasks
+from aidanbench.runner.tasks import RunLines, Task, errored, totals
+from aidanbench.services import OpenAIServices, ServicesFactory
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a session leaves: the run directory's lines, totals and summary rows."""
+
+    run_dir: Path
+    lines: list[dict[str, Any]]
+    """Every question line of the run directory, earlier sessions' included."""
+    totals: dict[str, Any]
+    """As recorded in ``metadata.json``: questions, answers, score, API calls, tokens."""
+    summary: list[SummaryRow]
+    """One row per (model, temperature), as ``aidanbench report`` shows them."""
+
+    @property
+    def errored(self) -> list[dict[str, Any]]:
+        """Lines that stopped on an error: running the same spec again retries them."""
+        return errored(self.lines)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A session checked and ready to start: nothing has been written yet."""
+
+    spec: RunSpec
+    tasks: list[Task]
+    stored: dict[str, Any] | None
+
+
+async def prepare(spec: RunSpec) -> Prepared:
+    """Every check of the session, before anything is written or sent.
+
+    Raises ``UsageError`` with one line: a scoring setting changed for a model already in
+    the run, a damaged checkpoint file, a thread measured otherwise, a missing key or an
+    unreachable endpoint.
+    """
+    stored = store.stored_metadata(spec.run_dir)
+    fields = store.model_fields(spec, stored)
+    tasks = build_tasks(spec, fields, spec.questions_list)
+    store.refuse_scoring_changes(spec, stored, tasks)
+    checkpoints = spec.run_dir / rundir.CHECKPOINTS
+    store.check_checkpoints(checkpoints)
+    if spec.server is None and checkpoints.exists() and not store.stored_scoring(stored):
+        await check_recorded_measurements(tasks, checkpoints)
+    if spec.server is None:
+        check_keys(tasks[0].settings)  # a server reads the keys from its own environment
+        check_reachable(tasks[0].settings)
+    return Prepared(spec, tasks, stored)
+
+
+def check_keys(settings: Settings) -> None:
+    """Every role's key variable must be set before anything starts."""
+    needed = [("model", settings.api_key_env), ("judge", settings.judge_api_key_env)]
+    if settings.embedding_model != LOCAL_EMBEDDING_MODEL:
+        needed.append(("embeddings", settings.embedding_api_key_env))
+    for role, variable in needed:
+        if not os.environ.get(variable):
+            raise UsageError(f"environment variable {variable} (API key of the {role}) is not set")
+
+
+async def execute(
+    prepared: Prepared,
+    *,
+    progress: Progress | None = None,
+    services: ServicesFactory | None = None,
+) -> RunResult:
+    """Run a prepared session to the end; interrupted, the session is recorded as such."""
+    spec, tasks = prepared.spec, prepared.tasks
+    run_dir = spec.run_dir
+    progress = progress if progress is not None else Progress()
+    with store.run_lock(run_dir):
+        rundir.remove_leftovers(run_dir)
+        store.set_aside_damaged_cache(run_dir / rundir.CACHE)
+        carried = store.carried_lines(run_dir)
+        meta = store.grown_metadata(prepared.stored, spec, tasks)
+        session = meta["sessions"][-1]
+        store.question_counts(meta, [*carried, *({"question": q} for q in spec.questions_list)])
+        store.write_metadata(run_dir, meta)
+        lines = RunLines(run_dir, carried=carried)
+        try:
+            with progress:
+                async with backend(spec, services) as questions:
+                    all_lines = await drive(
+                        tasks, questions, lines, concurrency=spec.concurrency, progress=progress
+                    )
+        except BaseException as exc:
+            session["status"] = (
+                "interrupted"
+                if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt)
+                else f"failed: {type(exc).__name__}"
+            )
+            session["finished_at"] = store.now()
+            with contextlib.suppress(OSError):  # a full disk: the first error is the one to tell
+                store.write_metadata(run_dir, meta)
+            raise
+        session["status"] = "finished"
+        session["finished_at"] = meta["finished_at"] = store.now()
+        meta["totals"] = totals(all_lines)
+        store.question_counts(meta, all_lines)
+        store.write_metadata(run_dir, meta)
+    return RunResult(run_dir, all_lines, meta["totals"], summarise(rundir.read_run_dir(run_dir)))
+
+
+@asynccontextmanager
+async def backend(spec: RunSpec, services: ServicesFactory | None) -> AsyncIterator[Questions]:
+    """The local graph (HTTP pools closed at the end) or the server named by the spec."""
+    if spec.server is not None:
+        from aidanbench.runner.remote import remote_questions
+
+        async with remote_questions(spec.server) as remote:
+            yield remote
+        return
+    if services is not None:
+        async with local_questions(spec.run_dir, services) as local:
+            yield local
+        return
+    pools = OpenAIServices("aiohttp")
+    try:
+        async with local_questions(spec.run_dir, pools) as local:
+            yield local
+    finally:
+        await pools.aclose()
+
+
+async def run(
+    spec: RunSpec,
+    *,
+    progress: Progress | None = None,
+    services: ServicesFactory | None = None,
+) -> RunResult:
+    """Run (or resume, or grow) the run directory of ``spec``; returns its summary.
+
+    ``progress`` defaults to a live table on a terminal and log lines otherwise;
+    ``services`` to OpenAI-compatible clients on aiohttp pools, closed when the run ends.
+    """
+    return await execute(await prepare(spec), progress=progress, services=services)
+
+
+def run_sync(
+    spec: RunSpec,
+    *,
+    progress: Progress | None = None,
+    services: ServicesFactory | None = None,
+) -> RunResult:
+    """``run`` for code without an event loop (scripts); notebooks ``await run(spec)``."""
+    from aidanbench.runner import loop
+
+    return loop.run(run(spec, progress=progress, services=services))

@@ -1,0 +1,102 @@
+"""Question threads run here: the question graph on the run directory's checkpointer."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Durability
+
+from aidanbench.analysis import rundir
+from aidanbench.graph.question import build_question_graph
+from aidanbench.runner.checkpoints import open_checkpointer
+from aidanbench.runner.drive import Plan, drive, refuse_other_measurement, report
+from aidanbench.runner.progress import Progress
+from aidanbench.runner.tasks import RunLines, Task, is_finished, start_input
+from aidanbench.services import ServicesFactory, default_services
+
+DURABILITY: Durability = "sync"
+"""Each step's checkpoint is committed before the next step starts, so a killed run
+redoes at most the step in flight (``async`` lets the next step start first; ``exit``
+writes nothing until the thread stops)."""
+
+
+def _config(task: Task) -> RunnableConfig:
+    return {"configurable": {"thread_id": task.thread_id}}
+
+
+class LocalQuestions:
+    """The question graph compiled on the run directory's checkpointer."""
+
+    def __init__(self, graph: CompiledStateGraph[Any, Any, Any, Any], services: ServicesFactory):
+        self.graph = graph
+        self.services = services
+
+    async def plan(self, tasks: Sequence[Task]) -> list[Plan]:
+        plans = []
+        for task in tasks:
+            snapshot = await self.graph.aget_state(_config(task))
+            values, pending = dict(snapshot.values), bool(snapshot.next)
+            if is_finished(values, pending):
+                plans.append(Plan("skip", values))
+            else:
+                plans.append(Plan("run", values, start=start_input(task, pending)))
+        return plans
+
+    def warm(self, tasks: Sequence[Task]) -> None:
+        for settings in {t.settings.model_dump_json(): t.settings for t in tasks}.values():
+            self.services(settings).warm()
+
+    async def execute(self, task: Task, step: Plan, progress: Progress) -> dict[str, Any]:
+        async for event in self.graph.astream(
+            step.start,
+            _config(task),
+            context=task.settings,
+            stream_mode="custom",
+            durability=DURABILITY,
+        ):
+            report(progress, task, event)
+        return dict((await self.graph.aget_state(_config(task))).values)
+
+
+@asynccontextmanager
+async def local_questions(
+    run_dir: Path, services: ServicesFactory = default_services
+) -> AsyncIterator[LocalQuestions]:
+    """The local backend on ``run_dir``'s checkpoints, closed when the block ends."""
+    async with open_checkpointer(run_dir / rundir.CHECKPOINTS) as saver:
+        yield LocalQuestions(build_question_graph(services).compile(checkpointer=saver), services)
+
+
+async def check_recorded_measurements(tasks: Sequence[Task], checkpoints: Path) -> None:
+    """Compare each task with its thread's record, reading the checkpoints only.
+
+    Used when a run directory has checkpoints but no ``metadata.json``: the threads'
+    own records then decide, before anything is written.
+    """
+    async with aiosqlite.connect(rundir.read_only_uri(checkpoints), uri=True) as conn:
+        graph = build_question_graph(default_services).compile(checkpointer=AsyncSqliteSaver(conn))
+        for task in tasks:
+            refuse_other_measurement(task, dict((await graph.aget_state(_config(task))).values))
+
+
+async def drive_local(
+    tasks: Sequence[Task],
+    run_dir: Path,
+    *,
+    concurrency: int,
+    progress: Progress,
+    services: ServicesFactory = default_services,
+) -> list[dict[str, Any]]:
+    """The drive loop on this machine, without the session around it (no lock, no
+    metadata): for callers that keep their own run directory (the demo, benchmarks)."""
+    async with local_questions(run_dir, services) as questions:
+        return await drive(
+            tasks, questions, RunLines(run_dir), concurrency=concurrency, progress=progress
+        )

@@ -1,0 +1,166 @@
+"""Live progress of a run: a rich table on a terminal, plain log lines otherwise.
+
+The live table is built when rich draws it (four times a second), not when an answer
+arrives: its elapsed time keeps moving while every question waits on a slow model, and
+a run with thousands of answers does not build a table per answer.
+
+A row counts what is stored: a question found finished (an earlier session's work) or
+one that just stopped adds its stored line's counts (``runner.tasks.line_counts``, the
+same the run's totals use), and the answer events of a question still running are shown
+on top until it stops, when they are replaced by its line. So the table ends equal to the
+summary whatever was resumed, retried or discarded as a look-ahead.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from rich.console import Console, Group
+from rich.live import Live
+
+from aidanbench.analysis.tables import Column, fitted_tables
+from aidanbench.runner.tasks import LineCounts, line_counts
+
+
+@dataclass
+class ModelProgress:
+    """Counters of one (model, temperature)."""
+
+    queued: int = 0
+    running: int = 0
+    done: int = 0
+    errored: int = 0
+    answers: int = 0
+    score: int = 0
+    calls: int = 0
+    tokens: int = 0
+
+
+@dataclass
+class Progress:
+    """Counts answer events and question transitions; renders them live or as lines."""
+
+    out: TextIO = field(default_factory=lambda: sys.stderr)
+    live: bool | None = None
+    rows: dict[str, ModelProgress] = field(default_factory=lambda: defaultdict(ModelProgress))
+    started: float = field(default_factory=time.monotonic)
+    _live: Live | None = None
+    _in_flight: dict[str, LineCounts] = field(default_factory=dict)
+    _stored_before: dict[str, LineCounts] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.live is None:
+            self.live = self.out.isatty()
+
+    def __enter__(self) -> Progress:
+        if self.live:
+            self._live = Live(self, console=Console(file=self.out), refresh_per_second=4)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)  # draws the final state once more
+            self._live = None
+        elif self.rows and exc[0] is None:
+            console = Console(file=self.out)
+            console.print(self._table(console.width))  # the log ends with the final counts
+
+    def __rich__(self) -> Group:
+        """The table as of now (rich calls this from its refresh thread)."""
+        return self._table()
+
+    def queued(self, label: str, count: int = 1) -> None:
+        self.rows[label].queued += count
+
+    def started_question(self, label: str) -> None:
+        row = self.rows[label]
+        row.queued -= 1
+        row.running += 1
+
+    def finished_question(
+        self, label: str, question: str, output: dict[str, Any], key: str | None = None
+    ) -> None:
+        """A question stopped; ``output`` is its stored line (or the thread's values)."""
+        row = self.rows[label]
+        row.running -= 1
+        stop = output.get("stop_reason")
+        if stop in ("error", "judge_error"):
+            row.errored += 1
+        else:
+            row.done += 1
+        self._settle(row, key if key is not None else label, output)
+        self._line(f"{label}: {stop} after {output.get('score', 0)} valid — {question[:60]}")
+
+    def skipped(self, label: str, output: dict[str, Any]) -> None:
+        """A question finished in an earlier session: counted from its line, not run again."""
+        row = self.rows[label]
+        row.queued -= 1
+        row.done += 1
+        self._add(row, line_counts(output), 1)
+
+    def stored(self, label: str, output: dict[str, Any], key: str | None = None) -> None:
+        """A question about to run again: what its earlier sessions stored is counted now."""
+        counts = line_counts(output)
+        self._add(self.rows[label], counts, 1)
+        self._stored_before[key if key is not None else label] = counts
+
+    def answer(self, label: str, event: dict[str, Any], key: str | None = None) -> None:
+        """An answer event of a running question: shown until the question's line replaces it."""
+        counts = LineCounts(
+            answers=1,
+            score=1 if event.get("valid") else 0,
+            calls=int(event.get("calls", 0)),
+            tokens=int(event.get("tokens", 0)),
+        )
+        self._add(self.rows[label], counts, 1)
+        flight = self._in_flight.get(key if key is not None else label, LineCounts())
+        self._in_flight[key if key is not None else label] = LineCounts(
+            answers=flight.answers + counts.answers,
+            score=flight.score + counts.score,
+            calls=flight.calls + counts.calls,
+            tokens=flight.tokens + counts.tokens,
+        )
+
+    def _settle(self, row: ModelProgress, key: str, output: dict[str, Any]) -> None:
+        """Replace a stopped question's events (and what it had stored) by its line."""
+        self._add(row, self._in_flight.pop(key, LineCounts()), -1)
+        self._add(row, self._stored_before.pop(key, LineCounts()), -1)
+        self._add(row, line_counts(output), 1)
+
+    @staticmethod
+    def _add(row: ModelProgress, counts: LineCounts, sign: int) -> None:
+        row.answers += sign * counts.answers
+        row.score += sign * counts.score
+        row.calls += sign * counts.calls
+        row.tokens += sign * counts.tokens
+
+    def _line(self, text: str) -> None:
+        if not self.live:
+            elapsed = time.monotonic() - self.started
+            print(f"[{elapsed:7.1f}s] {text}", file=self.out, flush=True)
+
+    def _table(self, width: int | None = None) -> Group:
+        """The counters as of now; split into stacked tables, each naming the model, when
+        ``width`` (the terminal's, by default) is too narrow for them side by side."""
+        elapsed = time.monotonic() - self.started
+        rows = list(self.rows.items())  # one atomic copy: events may add rows
+        counters = [
+            (r.done, r.running, r.queued, r.errored, r.answers, r.score, r.calls, r.tokens)
+            for _, r in rows
+        ]
+        columns = [
+            Column(header, [str(values[i]) for values in counters])
+            for i, header in enumerate(
+                ("done", "running", "queued", "errors", "answers", "score", "API calls", "tokens")
+            )
+        ]
+        key = Column("model (temperature)", [label for label, _ in rows], "left")
+        if width is None and self._live is not None:
+            width = self._live.console.width
+        title = f"AidanBench run — {elapsed:.0f}s elapsed"
+        return Group(*fitted_tables(key, columns, width, title=title))

@@ -1,0 +1,152 @@
+"""A run's specification: what to measure, where to write it, and how to reach the models.
+
+``RunSpec`` is what the Python API takes and what ``aidanbench run`` builds from its
+arguments. ``settings`` holds the ``Settings`` fields given for this session (every one
+but ``model`` and ``temperature``, which the run multiplies out, and ``cache_path``, which
+the run directory decides); a field left out takes its default, or with
+``use_stored_settings`` the value the run directory recorded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from aidanbench.analysis import rundir
+from aidanbench.core.errors import UsageError, printable
+from aidanbench.core.settings import Settings
+from aidanbench.graph.questions import bundled_questions
+from aidanbench.runner.tasks import Task
+
+RUN_FIELDS = frozenset({"model", "temperature", "cache_path"})
+"""Settings fields a run sets itself, per task or from its directory."""
+
+
+class RunSpec(BaseModel):
+    """Everything one session of a run needs: the grid of threads and the settings."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    models: list[str] = Field(min_length=1, description="Models under test.")
+    temperatures: list[float] = Field(
+        default_factory=lambda: [0.7], min_length=1, description="Sampling temperatures."
+    )
+    questions: list[str] = Field(
+        min_length=1,
+        description="Question texts; an integer N means the first N bundled questions.",
+    )
+    questions_source: dict[str, Any] = Field(
+        default_factory=lambda: {"kind": "list"},
+        description="Where the questions came from, recorded in metadata.",
+    )
+    repeats: int = Field(default=1, ge=1, description="Runs of each question.")
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Settings fields given for this session (not model, temperature, cache_path).",
+    )
+    run_dir: Path = Field(description="The run directory (created, or grown and resumed).")
+    server: str | None = Field(
+        default=None, description="Run the questions on this LangGraph server instead."
+    )
+    concurrency: int = Field(default=8, ge=1, description="Questions in flight.")
+    use_stored_settings: bool = Field(
+        default=False,
+        description="Settings left out take the run directory's recorded values instead "
+        "of their defaults.",
+    )
+
+    @field_validator("questions", mode="before")
+    @classmethod
+    def _bundled(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return bundled_questions(value)
+        return value
+
+    @field_validator("models")
+    @classmethod
+    def _distinct_models(cls, value: list[str]) -> list[str]:
+        for model in value:
+            if not model.strip():
+                raise ValueError("a model must be named; got an empty name")
+        if len(set(value)) != len(value):
+            raise ValueError("a model is given twice")
+        return value
+
+    @field_validator("temperatures")
+    @classmethod
+    def _distinct_temperatures(cls, value: list[float]) -> list[float]:
+        if len(set(value)) != len(value):
+            raise ValueError("a temperature is given twice")
+        return value
+
+    @field_validator("settings")
+    @classmethod
+    def _settings_fields(cls, value: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(value) - set(Settings.model_fields))
+        if unknown:
+            raise ValueError(f"not a Settings field: {', '.join(unknown)}")
+        reserved = sorted(set(value) & RUN_FIELDS)
+        if reserved:
+            raise ValueError(f"set by the run, not in settings: {', '.join(reserved)}")
+        return value
+
+    @property
+    def questions_list(self) -> list[str]:
+        """The questions, each once, in order."""
+        return list(dict.fromkeys(self.questions))
+
+
+def given_settings(values: dict[str, Any]) -> dict[str, Any]:
+    """Only the fields whose value differs from the ``Settings`` default.
+
+    The command line passes every flag's value; a value equal to its default is read as
+    not given, so ``--use-stored-settings`` can fill it from the run directory.
+    """
+    given = {}
+    for name, value in values.items():
+        default = Settings.model_fields[name].get_default(call_default_factory=True)
+        if value != default:
+            given[name] = value
+    return given
+
+
+def make_settings(
+    model: str, temperature: float, fields: dict[str, Any], run_dir: Path
+) -> Settings:
+    """One (model, temperature)'s settings; a bad value is one ``UsageError`` line."""
+    try:
+        return Settings(
+            model=model,
+            temperature=temperature,
+            cache_path=str(run_dir / rundir.CACHE),
+            **fields,
+        )
+    except ValidationError as exc:
+        raise UsageError(validation_line(exc)) from None
+
+
+def build_tasks(
+    spec: RunSpec, fields_of: dict[str, dict[str, Any]], questions: list[str]
+) -> list[Task]:
+    """Every (model, temperature, repeat, question) of the session, in a stable order."""
+    tasks: list[Task] = []
+    for model in spec.models:
+        for temperature in spec.temperatures:
+            settings = make_settings(model, temperature, fields_of[model], spec.run_dir)
+            for repeat in range(1, spec.repeats + 1):
+                tasks.extend(Task(settings, q, repeat) for q in questions)
+    return tasks
+
+
+def validation_line(exc: ValidationError) -> str:
+    """The first error as one line; the value is shown only when it cannot be a secret."""
+    first = exc.errors()[0]
+    field = ".".join(str(p) for p in first["loc"])
+    flag = "--" + field.replace("_", "-")
+    message = printable(str(first["msg"]))
+    value = first.get("input")
+    if "got " in message or field.endswith(("url", "_env", "kwargs")):
+        return f"invalid {flag}: {message}"
+    return f"invalid {flag}: {message} (got {printable(repr(value))})"

@@ -1,0 +1,400 @@
+"""The run directory as the engine keeps it: lock, metadata, sessions, carried lines.
+
+``metadata.json`` records the run as it has grown: every model, temperature and repeat
+ever asked for (``spec``), each model's scoring settings (``scoring_settings``, fixed
+once the model is in the run) and one entry per session in ``sessions`` with the
+operational settings that session applied (endpoints, limits, timeouts, server…),
+when it started and ended and how.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import platform
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+from aidanbench.analysis import rundir
+from aidanbench.core.errors import UsageError, printable
+from aidanbench.core.setting_kinds import (
+    OPERATIONAL_FIELDS,
+    PER_THREAD_FIELDS,
+    SCORING_FIELDS,
+    operational_settings,
+    scoring_settings,
+)
+from aidanbench.core.settings import Settings
+from aidanbench.graph.questions import question_set_hash
+from aidanbench.nodes.prompts import prompts_sha256
+from aidanbench.runner.spec import RunSpec
+from aidanbench.runner.tasks import Task, thread_id
+from aidanbench.services import role_host
+
+RESCORE_FIELDS = frozenset(
+    {"coherence_threshold", "novelty_threshold", "llm_novelty_threshold", "max_answers"}
+)
+"""Scoring settings ``aidanbench rescore`` can apply to stored answers when stricter."""
+
+
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold the run directory's lock; a second writer is refused, not interleaved."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(run_dir / rundir.LOCK, "a+")  # noqa: SIM115 - held for the whole run
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(
+                f"run directory {run_dir} is in use by another aidanbench run"
+            ) from None
+        yield
+    finally:
+        handle.close()
+
+
+def stored_metadata(run_dir: Path) -> dict[str, Any] | None:
+    """The run directory's ``metadata.json``; a damaged one is a one-line ``UsageError``."""
+    if not run_dir.is_dir():
+        return None
+    try:
+        return rundir.read_metadata(run_dir)
+    except ValueError as exc:
+        raise UsageError(
+            f"{printable(str(exc))}; restore it from a backup, or move it away to continue "
+            "(each question thread records its own settings)"
+        ) from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {run_dir / rundir.METADATA}: {exc.strerror}") from None
+
+
+def stored_scoring(stored: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Each model's recorded scoring settings.
+
+    Directories written before the record existed are read from their ``spec`` (one set
+    of settings for every model); without a readable ``spec`` there is no record and
+    each thread's own (``measured``) is what a resumed thread is checked against.
+    """
+    if not stored:
+        return {}
+    record = stored.get("scoring_settings")
+    if isinstance(record, dict):
+        return {m: s for m, s in record.items() if isinstance(s, dict)}
+    spec = stored.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("settings"), dict):
+        return {}
+    fields = {
+        k: v
+        for k, v in spec["settings"].items()
+        if k in Settings.model_fields and k not in PER_THREAD_FIELDS
+    }
+    if "reward_mode" in spec:
+        fields["reward_mode"] = spec["reward_mode"]
+    found: dict[str, dict[str, Any]] = {}
+    for model in spec.get("models") or []:
+        try:
+            settings = Settings(model=model, **fields)
+        except ValueError:
+            return {}
+        found[model] = {
+            **scoring_settings(settings),
+            "prompts_sha256": stored.get("prompts_sha256"),
+        }
+    return found
+
+
+def stored_operational(stored: dict[str, Any] | None) -> dict[str, Any]:
+    """The operational settings of the run's latest session (or of its ``spec``)."""
+    if not stored:
+        return {}
+    sessions = stored.get("sessions")
+    if isinstance(sessions, list) and sessions and isinstance(sessions[-1], dict):
+        operational = sessions[-1].get("operational")
+        if isinstance(operational, dict):
+            return {k: v for k, v in operational.items() if k in OPERATIONAL_FIELDS}
+    spec = stored.get("spec")
+    settings = spec.get("settings") if isinstance(spec, dict) else None
+    if not isinstance(settings, dict):
+        return {}
+    names = {"max_concurrency", *OPERATIONAL_FIELDS}
+    return {k: v for k, v in settings.items() if k in names and k in Settings.model_fields}
+
+
+def model_fields(spec: RunSpec, stored: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """The settings fields of each model of the session, stored ones filled in when asked.
+
+    With ``use_stored_settings`` a field the session leaves out takes the run's value: a
+    model's recorded scoring setting, or the latest session's operational one. A field
+    the session gives is always used (and checked, when it is a scoring one).
+    """
+    scoring = stored_scoring(stored)
+    operational = stored_operational(stored) if spec.use_stored_settings else {}
+    operational.pop("cache_path", None)
+    fields: dict[str, dict[str, Any]] = {}
+    for model in spec.models:
+        base = dict(operational)
+        if spec.use_stored_settings and model in scoring:
+            record = scoring[model]
+            base |= {k: v for k, v in record.items() if k in SCORING_FIELDS}
+        fields[model] = base | spec.settings
+    return fields
+
+
+def refuse_scoring_changes(
+    spec: RunSpec, stored: dict[str, Any] | None, tasks: Sequence[Task]
+) -> None:
+    """One line naming the first scoring setting this session changes for a model already
+    in the run: its threads would mix two measurements."""
+    scoring = stored_scoring(stored)
+    seen: set[str] = set()
+    for task in tasks:
+        model = task.settings.model
+        if model in seen or model not in scoring:
+            continue
+        seen.add(model)
+        record = scoring[model]
+        current = {**scoring_settings(task.settings), "prompts_sha256": prompts_sha256()}
+        for name in sorted(current):
+            if name in record and record[name] != current[name]:
+                raise UsageError(
+                    scoring_change_line(spec.run_dir, model, name, record[name], current[name])
+                )
+
+
+def scoring_change_line(run_dir: Path, model: str, name: str, stored: Any, given: Any) -> str:
+    """The refusal of a scoring change, naming the setting and what to do instead."""
+    flag = "--" + name.replace("_", "-")
+    if name == "prompts_sha256":
+        what = "with other prompt texts (prompts_sha256 differs)"
+    else:
+        shown, asked = printable(repr(stored)), printable(repr(given))
+        what = f"with {name} = {shown}; this command gives {asked} ({flag})"
+    rescore = (
+        "; to apply a stricter threshold or cap to the stored answers, use aidanbench rescore"
+        if name in RESCORE_FIELDS
+        else ""
+    )
+    keep = (
+        ""
+        if name == "prompts_sha256"
+        else f"; to continue with the recorded value, leave {flag} out and add "
+        "--use-stored-settings"
+    )
+    return (
+        f"run directory {printable(str(run_dir))} measured {printable(model)} {what}: a "
+        f"scoring setting cannot change within a run; start a new --run-dir for it{rescore}"
+        f"{keep}"
+    )
+
+
+def carried_lines(run_dir: Path) -> list[dict[str, Any]]:
+    """The question lines already in the run directory (with their answers), in order.
+
+    A later session that leaves a model, temperature, question or repeat out keeps these
+    lines in its outputs: leaving something out never deletes its results. Files from an
+    interrupted write cannot be trusted line by line; they are left for the threads of
+    this session to rewrite, with a warning.
+    """
+    if not (run_dir / rundir.QUESTIONS).exists():
+        return []
+    try:
+        lines = rundir.read_lines(run_dir)
+    except ValueError as exc:
+        print(f"{printable(str(exc))}; only this session's questions are written", file=sys.stderr)
+        return []
+    for line in lines:
+        line.setdefault(
+            "thread_id",
+            thread_id(line["model"], line["temperature"], int(line["repeat"]), line["question"]),
+        )
+    return lines
+
+
+def session_record(spec: RunSpec, tasks: Sequence[Task]) -> dict[str, Any]:
+    """What this session asked for and the operational settings it applied."""
+    first = tasks[0].settings
+    questions = spec.questions_list
+    return {
+        "started_at": now(),
+        "finished_at": None,
+        "status": "running",
+        "models": list(spec.models),
+        "temperatures": list(spec.temperatures),
+        "repeats": spec.repeats,
+        "questions": len(questions),
+        "questions_sha256": question_set_hash(sorted(questions)),
+        "questions_source": spec.questions_source,
+        "operational": operational_settings(first),
+        "endpoints": endpoints(first),
+        "concurrency": spec.concurrency,
+        "server": spec.server,
+        "package_version": importlib_metadata.version("aidanbench"),
+        "git_commit": git_commit(),
+    }
+
+
+def endpoints(settings: Settings) -> dict[str, str]:
+    """Host of each role's endpoint."""
+    return {role: role_host(settings, role) for role in ("model", "judge", "embeddings")}
+
+
+def grown_metadata(
+    stored: dict[str, Any] | None, spec: RunSpec, tasks: Sequence[Task]
+) -> dict[str, Any]:
+    """The run's metadata with this session added: the grid grows, nothing is dropped."""
+    meta = dict(stored or {})
+    found = meta.get("spec")
+    old: dict[str, Any] = found if isinstance(found, dict) else {}
+    old_settings = old.get("settings")
+    first = tasks[0].settings
+    models = list(dict.fromkeys([*(old.get("models") or []), *spec.models]))
+    temperatures = list(dict.fromkeys([*(old.get("temperatures") or []), *spec.temperatures]))
+    meta["spec"] = {
+        "models": models,
+        "temperatures": temperatures,
+        "repeats": max(int(old.get("repeats") or 1), spec.repeats),
+        "reward_mode": old.get("reward_mode") or first.reward_mode,
+        "settings": {
+            **(old_settings if isinstance(old_settings, dict) else {}),
+            **{
+                k: v
+                for k, v in first.model_dump(mode="json").items()
+                if k not in ("model", "temperature", "cache_path")
+            },
+        },
+    }
+    scoring = stored_scoring(stored)
+    for task in tasks:
+        scoring.setdefault(
+            task.settings.model,
+            {**scoring_settings(task.settings), "prompts_sha256": prompts_sha256()},
+        )
+    meta["scoring_settings"] = scoring
+    meta.setdefault("package_version", importlib_metadata.version("aidanbench"))
+    meta.setdefault("git_commit", git_commit())
+    meta.setdefault("python", platform.python_version())
+    meta.setdefault("prompts_sha256", prompts_sha256())
+    meta["endpoints"] = endpoints(first)
+    meta.setdefault("questions_source", spec.questions_source)
+    meta["settings"] = {
+        "embedding_model": first.embedding_model,
+        "judge_model": first.judge_model,
+        "thresholds": {
+            "coherence": first.thresholds.coherence,
+            "novelty": first.thresholds.novelty,
+            "llm_novelty": first.thresholds.llm_novelty,
+        },
+        "rule": "valid iff coherence > coherence threshold and novelty > novelty threshold "
+        "(and llm novelty > its threshold when on); strictly greater",
+        "temperatures_sent": temperatures,
+        "pipeline": first.pipeline,
+    }
+    if spec.server is not None:
+        meta["server"] = spec.server
+    meta["started_at"] = meta.get("started_at") or now()
+    sessions = meta.get("sessions")
+    earlier: list[Any] = sessions if isinstance(sessions, list) else []
+    for session in earlier:
+        # the lock is ours: a session still marked running was killed before its end
+        if isinstance(session, dict) and session.get("status") == "running":
+            session["status"] = "killed"
+    meta["sessions"] = [*earlier, session_record(spec, tasks)]
+    return meta
+
+
+def question_counts(meta: dict[str, Any], lines: Sequence[dict[str, Any]]) -> None:
+    """Record the run's question set (every line's, all sessions) in ``meta``."""
+    questions = list(dict.fromkeys(line["question"] for line in lines))
+    meta["questions"] = len(questions)
+    meta["questions_sha256"] = question_set_hash(questions)
+    meta["question_set_sha256"] = question_set_hash(sorted(questions))
+
+
+def write_metadata(run_dir: Path, meta: dict[str, Any]) -> None:
+    """Replace ``metadata.json`` atomically."""
+    import json
+
+    rundir.atomic_write(run_dir / rundir.METADATA, json.dumps(meta, indent=2))
+
+
+def sqlite_problem(path: Path) -> str | None:
+    """What is wrong with the SQLite file at ``path`` (None when it reads as sound).
+
+    Opened read-only and immutable, so checking it writes nothing beside it.
+    """
+    try:
+        with closing_db(sqlite3.connect(rundir.read_only_uri(path), uri=True)) as db:
+            db.execute("SELECT name FROM sqlite_master").fetchall()
+            status = db.execute("PRAGMA quick_check(1)").fetchone()
+    except sqlite3.Error as exc:
+        return str(exc)
+    if status is None:
+        return "?"
+    return None if status[0] == "ok" else str(status[0])
+
+
+def check_checkpoints(path: Path) -> None:
+    """Refuse a damaged ``checkpoints.sqlite`` before anything runs, saying what it means."""
+    if not path.exists():
+        return
+    problem = sqlite_problem(path)
+    if problem is not None:
+        raise UsageError(
+            f"{printable(str(path))} is damaged ({printable(problem)}): "
+            "the saved progress of this run's questions cannot be read; the results files "
+            "keep what finished. Move it away to run the unfinished questions again from "
+            "the start, or use another --run-dir"
+        )
+
+
+def set_aside_damaged_cache(path: Path) -> None:
+    """``cache.sqlite`` only saves recomputation: a damaged one is moved aside and rebuilt."""
+    if not path.exists() or sqlite_problem(path) is None:
+        return
+    aside = path.with_name(f"{path.name}.damaged")
+    os.replace(path, aside)
+    for suffix in ("-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+    print(
+        f"{printable(str(path))} was damaged and is only a cache: moved to {aside.name}, "
+        "rebuilt as the run goes",
+        file=sys.stderr,
+    )
+
+
+@contextmanager
+def closing_db(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A sqlite3 connection closed on exit (its own context manager only commits)."""
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def git_commit() -> str | None:
+    """The checkout's commit, when the package runs from one."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def now() -> str:
+    """The local time, as metadata records it."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")

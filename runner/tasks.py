@@ -1,0 +1,199 @@
+"""The unit of a run: one question thread, its on-disk line, and what counts as done.
+
+Every (model, temperature, question, repeat) is one checkpointed thread with a
+deterministic id, so running the same run again finds each thread where it was: finished
+ones are skipped, interrupted ones continue from their last completed step (``None``
+input), and ones that stopped on an error are invoked again, which retries only the
+failed part.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aidanbench.analysis import rundir
+from aidanbench.core.metric_names import environment_aliases
+from aidanbench.core.settings import Settings
+from aidanbench.core.vocabulary import ERROR_KINDS, FINAL_STOPS
+from aidanbench.nodes.prepare import measured_by
+
+
+@dataclass(frozen=True)
+class Task:
+    """One question thread of a run."""
+
+    settings: Settings
+    question: str
+    repeat: int
+
+    @property
+    def label(self) -> str:
+        """``model (temperature)``, the progress row of the task."""
+        return f"{self.settings.model} (T={self.settings.temperature:g})"
+
+    @property
+    def thread_id(self) -> str:
+        """Stable across runs: model, temperature, repeat and a hash of the question."""
+        return thread_id(self.settings.model, self.settings.temperature, self.repeat, self.question)
+
+    def line(self, output: dict[str, Any]) -> dict[str, Any]:
+        """The task's ``questions.jsonl`` line (with its answers) from a graph output.
+
+        Thresholds and embedding model are the ones the thread recorded when it started
+        (its ``measured``), so a line never labels old scores with this run's settings.
+        """
+        s = self.settings
+        measured = output.get("measured") or measured_by(s)
+        keep = (
+            "answers",
+            "stop_reason",
+            "error",
+            "score",
+            "novelty_sum",
+            "mean_coherence",
+            "mean_novelty",
+            "mean_llm_novelty",
+            "format_adherence",
+            "speculative",
+        )
+        return {
+            "model": s.model,
+            "temperature": s.temperature,
+            "question": self.question,
+            "repeat": self.repeat,
+            "thread_id": self.thread_id,
+            "embedding_model": measured["embedding_model"],
+            "thresholds": {
+                "coherence": measured["coherence_threshold"],
+                "novelty": measured["novelty_threshold"],
+                "llm_novelty": measured["llm_novelty_threshold"],
+            },
+            "measured": measured,
+            **{k: output.get(k) for k in keep},
+            **environment_aliases(output, s.reward_mode),
+            "answers": output.get("answers") or [],
+        }
+
+
+def thread_id(model: str, temperature: float, repeat: int, question: str) -> str:
+    """A question thread's id: model, temperature, repeat and a hash of the question."""
+    digest = hashlib.sha256(question.encode("utf-8")).hexdigest()[:16]
+    return f"{model}|t={temperature!r}|r={repeat}|q={digest}"
+
+
+def is_finished(values: Mapping[str, Any], pending: bool) -> bool:
+    """Stopped by the benchmark's rule with nothing left to run: skipped on a rerun."""
+    return not pending and values.get("stop_reason") in FINAL_STOPS
+
+
+def start_input(task: Task, pending: bool) -> dict[str, Any] | None:
+    """What to invoke a thread with that is not finished.
+
+    ``None`` continues a thread stopped mid-step from its last checkpoint; the question
+    starts a new thread or re-invokes one that stopped on an error, where ``prepare``
+    clears the error so only the failed part runs again.
+    """
+    return None if pending else {"question": task.question}
+
+
+def errored(lines: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Question lines that stopped on an error (a rerun retries them)."""
+    return [dict(line) for line in lines if line.get("stop_reason") in ERROR_KINDS]
+
+
+@dataclass(frozen=True)
+class LineCounts:
+    """What one question line adds to a run's totals and to its live table row."""
+
+    answers: int = 0
+    score: int = 0
+    calls: int = 0
+    tokens: int = 0
+
+
+def line_counts(line: Mapping[str, Any]) -> LineCounts:
+    """Answers, score, API calls and tokens of a question line, discarded look-aheads
+    included: the one definition both the live table and the run's totals use."""
+    answers = line.get("answers") or []
+    spent = [answer.get("calls") or {} for answer in answers]
+    if line.get("speculative"):
+        spent.append({"speculative": line["speculative"]})
+    return LineCounts(
+        answers=len(answers),
+        score=int(line.get("score") or 0),
+        calls=sum(int(stats.get("calls", 0)) for roles in spent for stats in roles.values()),
+        tokens=sum(rundir.call_tokens(roles) for roles in spent),
+    )
+
+
+def totals(lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The run's totals as ``metadata.json`` records them."""
+    counts = [line_counts(line) for line in lines]
+    return {
+        "questions": len(lines),
+        "answers": sum(c.answers for c in counts),
+        "score": sum(c.score for c in counts),
+        "api_calls": sum(c.calls for c in counts),
+        "tokens": sum(c.tokens for c in counts),
+        "errored": len(errored(lines)),
+    }
+
+
+WRITE_EVERY_S = 5.0
+"""Least seconds between two rewrites of the output files while questions finish."""
+
+
+class RunLines:
+    """The question lines of a run, rewritten to the run directory as questions finish.
+
+    Lines keep the order they were first recorded in (lines carried from earlier sessions
+    first), so the files list questions in the run's order whatever order they finish in.
+    Each rewrite serialises every line, so while a run goes on the files are rewritten at
+    most every ``every`` seconds (the first finished question at once), and the driver
+    writes them once more at the end: rewriting on every finish took about a tenth of a
+    63-question run's CPU (profiled). The checkpoints, not these files, are what a resumed
+    run starts from.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        every: float = WRITE_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+        carried: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        self.run_dir = run_dir
+        self.every = every
+        self.clock = clock
+        self.lines: dict[str, dict[str, Any]] = {line["thread_id"]: line for line in carried}
+        self._lock = asyncio.Lock()
+        self._written: float | None = None
+
+    def record(self, task: Task, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Note the task's current state (its line) without writing; returns the line."""
+        line = task.line(dict(values))
+        self.lines[task.thread_id] = line
+        return line
+
+    async def finished(self, task: Task, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Note a finished question; rewrite the files unless they were just written."""
+        line = self.record(task, values)
+        async with self._lock:
+            if self._written is None or self.clock() - self._written >= self.every:
+                self.write()
+        return line
+
+    def write(self) -> None:
+        """Rewrite results, answers and questions files from every line known."""
+        rundir.write_outputs(self.run_dir, list(self.lines.values()))
+        self._written = self.clock()
+
+    def all(self) -> list[dict[str, Any]]:
+        """Every line, in the run's order."""
+        return list(self.lines.values())
