@@ -58,12 +58,7 @@ def parsed(*argv: str) -> argparse.Namespace:
 def settings_of(args: argparse.Namespace) -> Settings:
     """The settings ``run`` builds for the first (model, temperature) of ``args``."""
     spec = run_spec(args)
-    return Settings(
-        model=spec["models"][0],
-        temperature=spec["temperatures"][0],
-        reward_mode=spec["reward_mode"],
-        **spec["settings"],
-    )
+    return Settings(model=spec.models[0], temperature=spec.temperatures[0], **spec.settings)
 
 
 def test_every_setting_has_a_flag_or_a_stated_reason() -> None:
@@ -85,10 +80,10 @@ def test_every_setting_has_a_flag_or_a_stated_reason() -> None:
 def test_flag_defaults_are_the_settings_defaults() -> None:
     """Not giving a flag leaves its field at the ``Settings`` default, every one of them."""
     assert settings_of(parsed()) == Settings(model="m")
-    spec = run_spec(parsed())
-    assert set(spec["settings"]) | {"reward_mode"} == {
+    assert set(options.settings_values(parsed())) == {
         f.field for f in options.flags() if f.field not in options.REPEATABLE
     }
+    assert run_spec(parsed()).settings == {}, "a default is read as not given"
 
 
 def test_flags_shared_by_other_commands_keep_the_settings_defaults() -> None:
