@@ -533,21 +533,17 @@ def _now() -> str:
 
 
 def _totals(lines: list[dict[str, Any]]) -> dict[str, Any]:
-    calls = tokens = 0
-    for line in lines:
-        spent = [answer["calls"] for answer in line["answers"]]
-        if line.get("speculative"):
-            spent.append({"speculative": line["speculative"]})
-        for roles in spent:
-            calls += sum(stats["calls"] for stats in roles.values())
-            tokens += rundir.call_tokens(roles)
+    """The run's totals for ``metadata.json``, counted by ``analysis.records.totals``."""
+    from aidanbench.analysis.records import question_result, totals
+
+    counted = totals(question_result(line) for line in lines)
     return {
-        "questions": len(lines),
-        "answers": sum(len(line["answers"]) for line in lines),
-        "score": sum(int(line.get("score") or 0) for line in lines),
-        "api_calls": calls,
-        "tokens": tokens,
-        "errored": len(errored(lines)),
+        "questions": counted.lines,
+        "answers": counted.answers,
+        "score": counted.score,
+        "api_calls": counted.api_calls,
+        "tokens": counted.tokens,
+        "errored": counted.errored,
     }
 
 

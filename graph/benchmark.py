@@ -12,7 +12,6 @@ for resumability across many models, with the same per-question graph.
 from __future__ import annotations
 
 import operator
-from collections import Counter
 from typing import Annotated, Any
 
 from langgraph.graph import END, START, StateGraph
@@ -20,6 +19,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from typing_extensions import TypedDict
 
+from aidanbench.analysis.records import errored, question_result, totals
 from aidanbench.graph.question import build_question_graph
 from aidanbench.graph.question_sources import validated
 from aidanbench.graph.questions import bundled_questions
@@ -91,17 +91,18 @@ def fan_out(state: BenchmarkState) -> list[Send]:
 
 
 def summarize_results(results: list[QuestionOutput]) -> dict[str, Any]:
-    """Totals over question outputs."""
-    reasons = Counter(str(r.get("stop_reason")) for r in results)
+    """Totals over question outputs, counted by ``analysis.records.totals``."""
+    lines = [question_result(r) for r in results]
+    counted = totals(lines)
     return {
-        "score": sum(int(r.get("score") or 0) for r in results),
-        "novelty_sum": sum(float(r.get("novelty_sum") or 0.0) for r in results),
-        "questions": len(results),
-        "stop_reasons": dict(reasons),
+        "score": counted.score,
+        "novelty_sum": counted.novelty_sum,
+        "questions": counted.lines,
+        "stop_reasons": counted.stop_reasons,
         "errored": [
-            {"question": r["question"], "error": r.get("error")}
-            for r in results
-            if r.get("stop_reason") in ("error", "judge_error")
+            {"question": output["question"], "error": output.get("error")}
+            for output, line in zip(results, lines, strict=True)
+            if errored(line)
         ],
     }
 
