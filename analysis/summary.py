@@ -1,20 +1,27 @@
 """Per-model summaries of results, a paired comparison of two models, and the table.
 
-Everything here reads ``QuestionResult`` values only, so a run directory and a results
-file in the original schema are summarised the same way.
+Everything here reads ``QuestionResult`` values only, so run directories and results files
+in the original schema are summarised the same way, alone or together; the counting
+itself is ``aidanbench.analysis.records.totals``.
 
 Counting convention: a question's score is its number of valid answers (the terminal,
 failing answer is recorded but not counted). The published leaderboard counted the
 terminal answer too, which is about one point more per question; the caption of the table
 and ``COUNTING`` say so wherever a score is shown.
 
-Uncertainty: with several repeats, the interval of the mean per-repeat score is a
-percentile bootstrap that resamples *questions*, keeping each drawn question's repeats
-together: a replicate draws the question set once and uses it within every repeat. Repeats
-share their questions, so resampling each repeat independently would treat one fixed
-question set as R fresh ones and make the interval about sqrt(R) times too narrow. The
-paired comparison resamples questions the same way. The generator has a fixed seed, so the
-same results always print the same interval.
+Repeats: a row's score and novelty sum are per repeat (summed over questions, then
+averaged over repeats), so rows with different numbers of repeats compare directly; each
+repeat's figure is kept beside the mean. The headline is the score or the novelty sum, as
+the reward mode says.
+
+Uncertainty: with several repeats, the interval of the mean per-repeat figure is a
+percentile bootstrap (``INTERVAL_METHOD``: 95 %, 10,000 resamples, fixed seed) that
+resamples *questions*, keeping each drawn question's repeats together: a replicate draws
+the question set once and uses it within every repeat. Repeats share their questions, so
+resampling each repeat independently would treat one fixed question set as R fresh ones
+and make the interval about sqrt(R) times too narrow. The paired comparison resamples
+questions the same way. The generator has a fixed seed, so the same results always print
+the same interval.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""``aidanbench report``: scores of a run directory or an original-schema results file.
+"""``aidanbench report``: scores of run directories and original-schema results files.
 
-Text output is the summary table, a questions x models table of per-question scores, the
-errored questions with their errors, and warnings about totals that should not be compared.
-``--json`` prints the same figures for programs. ``rescore`` reuses the pieces here, so both
-commands print one shape.
+Several paths are read as one set of results (``aidanbench.analysis.inputs``). Text output
+is the summary table, each row's headline under the reward mode, a questions x models
+table of per-question scores, the errored questions with their errors, and warnings about
+totals that should not be compared. ``--json`` prints the same figures for programs.
+``rescore`` and ``plot`` reuse the pieces here, so the commands read and print one shape.
 """
 
 from __future__ import annotations
