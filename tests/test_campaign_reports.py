@@ -7,7 +7,9 @@ per module, and every test reads them through the real commands.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import socket
 from collections.abc import Iterator
@@ -90,7 +92,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
                 "--run-dir",
                 str(dirs[name]),
             ]
-            assert main(argv) == 0, name
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                assert main(argv) == 0, name
+            (dirs[name] / "printed.txt").write_text(printed.getvalue(), "utf-8")
         yield dirs
 
 
@@ -204,8 +209,10 @@ def test_repeats_headline_is_the_mean_not_the_sum(
     cells = [cell.strip() for cell in row.split("│")[1:-1]]
     assert cells[:5] == ["m1", "0.7", f"{PER_REPEAT}.0", "3", "15/15/15"]
     assert f"headline (count): m1 @ 0.7: {PER_REPEAT} (mean of 3 repeats" in text
-    run_output = (runs["repeats"] / "report.html").read_text("utf-8")
-    assert '"score":15,' in run_output, "the HTML report's row shows the mean too"
+    page = (runs["repeats"] / "report.html").read_text("utf-8")
+    assert '"score":15,' in page, "the HTML report's row shows the mean too"
+    printed = (runs["repeats"] / "printed.txt").read_text("utf-8")
+    assert f"headline (count): m1 @ 0.7: {PER_REPEAT}.0" in printed, "run's own headline"
 
 
 def test_repeats_compare_with_a_one_repeat_run(
