@@ -88,6 +88,12 @@ def read_inputs(
     paths: Sequence[str], thresholds: Thresholds | None = None, reward_mode: str | None = None
 ) -> Inputs:
     """Every path read before anything is printed; an unreadable one is a ``UsageError``."""
+    seen: dict[Path, str] = {}
+    for path in paths:
+        resolved = Path(path).resolve()
+        if resolved in seen:
+            raise UsageError(f"{path} is given twice (as {seen[resolved]}); name each input once")
+        seen[resolved] = path
     inputs = []
     for path in paths:
         try:

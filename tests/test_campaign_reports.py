@@ -193,6 +193,16 @@ def test_an_unreadable_second_input_is_one_line_before_any_output(
     assert len(captured.err.splitlines()) == 1 and "missing" in captured.err
 
 
+def test_an_input_given_twice_is_refused(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    same = str(runs["a"] / ".." / "a")
+    assert main(["report", str(runs["a"]), same]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.splitlines()) == 1
+    assert "given twice" in captured.err
+
+
 # --- repeats ----------------------------------------------------------------------------
 
 
