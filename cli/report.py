@@ -221,7 +221,7 @@ def print_errors(results: Sequence[QuestionResult], console: Console) -> None:
 def print_warnings(found: Sequence[str], console: Console) -> None:
     """Warnings, one per line, after everything else."""
     for text in found:
-        console.print(f"warning: {text}", style="yellow", markup=False, soft_wrap=True)
+        console.print(f"warning: {text}", style="yellow", markup=False)
 
 
 def comparison_text(comparison: PairedComparison) -> str:
