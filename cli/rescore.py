@@ -97,8 +97,8 @@ def change_table(rescored: Sequence[RescoredQuestion], reward_mode: str = "count
     for r in rescored:
         key = (r.original.model, r.original.temperature)
         truncated[key] = truncated.get(key, 0) + int(r.truncated)
-    spec = ".2f" if reward_mode == "novelty_sum" else "g"
     for old, new in zip(before, after, strict=True):
+        spec = ".2f" if reward_mode == "novelty_sum" else ".1f" if old.repeats > 1 else "g"
         count = truncated[(old.model, old.temperature)]
         lower = "≥ " if count else ""
         table.add_row(

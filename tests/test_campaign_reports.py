@@ -227,6 +227,17 @@ def test_repeats_headline_is_the_mean_not_the_sum(
     assert f"headline (count): m1 @ 0.7: {PER_REPEAT}.0" in printed, "run's own headline"
 
 
+def test_rescore_of_repeats_is_per_repeat(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ("rescore", str(runs["repeats"]), "--coherence-threshold", "15")
+    data = json.loads(output(capsys, *argv, "--novelty-threshold", "0.15", "--json"))
+    (run,) = data["runs"]
+    assert run["score"] == run["original_score"] == PER_REPEAT
+    text = output(capsys, *argv, "--novelty-threshold", "0.15")
+    assert f"│ m1    │  0.7 │     {PER_REPEAT}.0 │     {PER_REPEAT}.0 │" in text
+
+
 def test_repeats_compare_with_a_one_repeat_run(
     runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
