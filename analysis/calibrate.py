@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from aidanbench.analysis.results import QuestionResult, chain_validity
+from aidanbench.core.results import QuestionResult, chain_validity
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.nodes.novelty import cosine_novelty
 

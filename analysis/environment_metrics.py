@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
-from aidanbench.analysis.results import QuestionResult
 from aidanbench.core.metric_names import ENVIRONMENT_METRICS, environment_aliases
+from aidanbench.core.results import QuestionResult
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from aidanbench.analysis.results import AnswerRow, QuestionResult
 from aidanbench.analysis.summary import (
     UNFINISHED,
     GroupKey,
@@ -28,6 +27,7 @@ from aidanbench.analysis.summary import (
     short_names,
     summarise,
 )
+from aidanbench.core.results import AnswerRow, QuestionResult
 from aidanbench.core.thresholds import Thresholds
 
 if TYPE_CHECKING:
@@ -130,14 +130,16 @@ def _style(ax: Axes) -> None:
 
 
 def plot_scores(rows: Sequence[SummaryRow], path: Path) -> Path:
-    """Total score per model as horizontal bars, best on top, each labelled.
+    """Headline per model as horizontal bars, best on top, each labelled.
 
-    With repeats the bar is the mean per-repeat score with its bootstrap 95 % interval.
+    The headline is the rows' reward: the score, or the novelty sum. With repeats the bar
+    is the mean per repeat with its bootstrap 95 % interval.
     """
     keys = [(r.model, r.temperature) for r in rows]
     colours = model_colours(keys)
     repeated = any(r.repeats > 1 for r in rows)
-    values = [r.mean_repeat_score if repeated and r.mean_repeat_score else r.score for r in rows]
+    by_novelty = any(r.reward_mode == "novelty_sum" for r in rows)
+    values = [float(r.reward) for r in rows]
     order = sorted(range(len(rows)), key=lambda i: values[i])
     labels = _labels(keys)
     figure = _figure(scores_figsize(len(rows)))
@@ -151,7 +153,7 @@ def plot_scores(rows: Sequence[SummaryRow], path: Path) -> Path:
     )
     for y, i in zip(positions, order, strict=True):
         row = rows[i]
-        interval = row.score_interval if repeated else None
+        interval = row.reward_interval if repeated else None
         if interval:
             ax.errorbar(
                 values[i],
@@ -161,18 +163,21 @@ def plot_scores(rows: Sequence[SummaryRow], path: Path) -> Path:
                 capsize=4,
                 linewidth=1.2,
             )
-        value = f"{values[i]:.1f}" if repeated else f"{values[i]:d}"
+        value = f"{values[i]:.2f}" if by_novelty else f"{values[i]:g}"
+        value = f"{values[i]:.1f}" if repeated and not by_novelty else value
         note = _plural(row.question_count, "question")
         note += f", {_plural(row.repeats, 'repeat')}" if repeated else ""
         right = interval[1] if interval else values[i]
         ax.text(right, float(y), f"  {value}  ({note})", va="center", fontsize=9)
     ax.set_yticks(positions, [labels[i] for i in order], fontsize=10)
-    top = max([r.score_interval[1] for r in rows if repeated and r.score_interval] + values)
+    top = max([r.reward_interval[1] for r in rows if repeated and r.reward_interval] + values)
     ax.set_xlim(0, max(1.0, top) * 1.28)
+    measure = "novelty of valid answers" if by_novelty else "valid answers"
     ax.set_xlabel(
-        "valid answers, summed over questions" + (" (mean per repeat)" if repeated else "")
+        f"{measure}, summed over questions" + (" (mean per repeat, 95% CI)" if repeated else "")
     )
-    ax.set_title("AidanBench score per model", fontsize=13, loc="left")
+    title = "AidanBench novelty sum per model" if by_novelty else "AidanBench score per model"
+    ax.set_title(title, fontsize=13, loc="left")
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
     _style(ax)
@@ -439,13 +444,17 @@ def plot_stop_reasons(rows: Sequence[SummaryRow], path: Path) -> Path:
 
 
 def plot_all(
-    results: Sequence[QuestionResult], out_dir: Path, question: str | None = None
+    results: Sequence[QuestionResult],
+    out_dir: Path,
+    question: str | None = None,
+    reward_mode: str = "count",
 ) -> list[Path]:
     """Write the four charts into ``out_dir`` (which must exist); return their paths.
 
-    ``question`` picks the trajectory's question as ``select_question`` reads it.
+    ``question`` picks the trajectory's question as ``select_question`` reads it;
+    ``reward_mode`` chooses what ``scores.png`` shows.
     """
-    rows = summarise(results)
+    rows = summarise(results, reward_mode)
     chosen = select_question(results, question)
     out_dir = Path(out_dir)
     return [

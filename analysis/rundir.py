@@ -33,7 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aidanbench.analysis.results import AnswerRow, QuestionResult
+from aidanbench.core.records import question_result
+from aidanbench.core.results import QuestionResult
 from aidanbench.core.thresholds import Thresholds
 
 METADATA = "metadata.json"
@@ -279,37 +280,7 @@ def read_run_dir(run_dir: Path) -> list[QuestionResult]:
         raise ValueError(f"{run_dir} is not a run directory (no {QUESTIONS})")
     for q in _read_jsonl(questions_path, questions_data):
         key = (q["model"], q["temperature"], q["question"], q["repeat"])
-        thresholds = q.get("thresholds") or settings.get("thresholds")
-        rows = tuple(
-            AnswerRow(
-                index=a["index"],
-                answer=a["answer"],
-                coherence=a["coherence"],
-                novelty=a["novelty"],
-                llm_novelty=a.get("llm_novelty"),
-                valid=a["valid"],
-                elapsed_s=a.get("elapsed_s"),
-                used_answer_tag=a.get("used_answer_tag"),
-                tokens=call_tokens(a.get("calls")),
-                extra={k: a[k] for k in ("raw_reply", "calls", "flags", "stop_reason") if k in a},
-            )
-            for a in sorted(answers.get(key, []), key=lambda a: a["index"])
-        )
-        error = q.get("error")
-        results.append(
-            QuestionResult(
-                model=q["model"],
-                temperature=float(q["temperature"]),
-                question=q["question"],
-                answers=rows,
-                stop_reason=q.get("stop_reason"),
-                repeat=int(q["repeat"]),
-                error=error["message"] if isinstance(error, dict) else error,
-                embedding_model=q.get("embedding_model") or settings.get("embedding_model"),
-                thresholds=Thresholds(**thresholds) if thresholds else None,
-                speculative_tokens=call_tokens({"speculative": q.get("speculative") or {}}),
-            )
-        )
+        results.append(question_result(q, answers.get(key, []), metadata))
     return results
 
 
@@ -338,7 +309,7 @@ def read_metadata(run_dir: Path) -> dict[str, Any] | None:
 
 def read_results(path: Path, thresholds: Thresholds | None = None) -> list[QuestionResult]:
     """A run directory or an original-schema results file, whichever ``path`` is."""
-    from aidanbench.analysis.results import read_aidanbench_file
+    from aidanbench.core.results import read_aidanbench_file
 
     if path.is_dir():
         return read_run_dir(path)

@@ -1,25 +1,31 @@
 """Per-model summaries of results, a paired comparison of two models, and the table.
 
-Everything here reads ``QuestionResult`` values only, so a run directory and a results
-file in the original schema are summarised the same way.
+Everything here reads ``QuestionResult`` values only, so run directories and results files
+in the original schema are summarised the same way, alone or together; the counting
+itself is ``aidanbench.core.records.totals``.
 
 Counting convention: a question's score is its number of valid answers (the terminal,
 failing answer is recorded but not counted). The published leaderboard counted the
 terminal answer too, which is about one point more per question; the caption of the table
 and ``COUNTING`` say so wherever a score is shown.
 
-Uncertainty: with several repeats, the interval of the mean per-repeat score is a
-percentile bootstrap that resamples *questions*, keeping each drawn question's repeats
-together: a replicate draws the question set once and uses it within every repeat. Repeats
-share their questions, so resampling each repeat independently would treat one fixed
-question set as R fresh ones and make the interval about sqrt(R) times too narrow. The
-paired comparison resamples questions the same way. The generator has a fixed seed, so the
-same results always print the same interval.
+Repeats: a row's score and novelty sum are per repeat (summed over questions, then
+averaged over repeats), so rows with different numbers of repeats compare directly; each
+repeat's figure is kept beside the mean. The headline is the score or the novelty sum, as
+the reward mode says.
+
+Uncertainty: with several repeats, the interval of the mean per-repeat figure is a
+percentile bootstrap (``INTERVAL_METHOD``: 95 %, 10,000 resamples, fixed seed) that
+resamples *questions*, keeping each drawn question's repeats together: a replicate draws
+the question set once and uses it within every repeat. Repeats share their questions, so
+resampling each repeat independently would treat one fixed question set as R fresh ones
+and make the interval about sqrt(R) times too narrow. The paired comparison resamples
+questions the same way. The generator has a fixed seed, so the same results always print
+the same interval.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -28,10 +34,12 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from aidanbench.analysis.results import QuestionResult
 from aidanbench.analysis.tables import Column, fitted_tables
+from aidanbench.core.records import UNFINISHED as UNFINISHED
+from aidanbench.core.records import errored as errored
+from aidanbench.core.records import totals
+from aidanbench.core.results import QuestionResult
 from aidanbench.core.thresholds import Thresholds
-from aidanbench.core.vocabulary import ERROR_KINDS
 
 COUNTING = (
     "score = valid answers (coherence > T_c and novelty > T_n, strictly), summed over "
@@ -46,10 +54,32 @@ BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 20241
 """Seed of the bootstrap generator, fixed so reports are reproducible."""
 
-"""Stop reasons of questions that ended on a failure rather than by the rule."""
+INTERVAL_LEVEL = 0.95
+"""Coverage of every interval: the 2.5th to the 97.5th percentile of the replicates."""
 
-UNFINISHED = "unfinished"
-"""Stop-reason label of a question with no stop reason (interrupted or still running)."""
+INTERVAL_METHOD = {
+    "method": "percentile bootstrap resampling questions, each with all its repeats",
+    "level": INTERVAL_LEVEL,
+    "resamples": BOOTSTRAP_RESAMPLES,
+    "seed": BOOTSTRAP_SEED,
+}
+"""How intervals are computed, printed with every report that shows one."""
+
+REWARD_MODES = ("count", "novelty_sum")
+"""Headline of a row: its score (valid answers) or its novelty sum."""
+
+HEADLINE = {
+    "count": "score (reward mode count)",
+    "novelty_sum": "novelty sum of valid answers (reward mode novelty_sum)",
+}
+"""What each reward mode makes the headline, as reports say it."""
+
+REPEATS_NOTE = (
+    "With repeats, figures are per repeat: summed over questions, then averaged over "
+    f"repeats; 95% CI: percentile bootstrap resampling questions with their repeats "
+    f"({BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED})"
+)
+"""How repeats are combined and their interval computed, printed under the table."""
 
 Interval = tuple[float, float]
 """Lower and upper bound of a 95 % interval."""
@@ -60,14 +90,18 @@ GroupKey = tuple[str, float]
 
 @dataclass(frozen=True)
 class SummaryRow:
-    """Figures of one model at one temperature, over all its questions and repeats."""
+    """Figures of one model at one temperature, over all its questions and repeats.
+
+    ``score`` and ``novelty_sum`` are per repeat: summed over questions, then averaged over
+    repeats, so a 45-point model shows 45 whether it ran once or three times.
+    """
 
     model: str
     temperature: float
-    score: int
-    """Valid answers summed over every question line (all repeats)."""
+    score: float
+    """Valid answers summed over questions, mean over repeats (an int with one repeat)."""
     novelty_sum: float
-    """Embedding novelty summed over valid answers (the alternative reward)."""
+    """Embedding novelty summed over valid answers and questions, mean over repeats."""
     question_count: int
     """Distinct questions."""
     lines: int
@@ -91,24 +125,59 @@ class SummaryRow:
     repeats: int
     """Distinct repeats."""
     mean_repeat_score: float | None = None
-    """Score per repeat (score / repeats); set only with more than one repeat."""
+    """``score`` again, set only with more than one repeat (readers of earlier reports)."""
     score_interval: Interval | None = None
-    """Bootstrap 95 % interval of ``mean_repeat_score`` (see the module docstring)."""
+    """Bootstrap 95 % interval of ``score`` with several repeats (module docstring)."""
+    repeat_scores: tuple[int, ...] = ()
+    """Score of each repeat (valid answers summed over its questions), in repeat order."""
+    repeat_novelty_sums: tuple[float, ...] = ()
+    """Novelty sum of each repeat, in repeat order."""
+    novelty_sum_interval: Interval | None = None
+    """Bootstrap 95 % interval of ``novelty_sum`` with several repeats."""
+    reward_mode: str = "count"
+    """Which figure is the headline: ``count`` (``score``) or ``novelty_sum``."""
     thresholds: Thresholds | None = None
     """Thresholds shared by every line; None when unknown or mixed."""
     embedding_model: str | None = None
     """Embedding model shared by every line; None when unknown or mixed."""
+    judge_model: str | None = None
+    """Judge model shared by every line; None when unknown or mixed."""
+    answers: int = 0
+    """Recorded answers, failing ones included."""
+    api_calls: int = 0
+    """Requests of every answer and discarded look-ahead; 0 when not recorded."""
+
+    @property
+    def reward(self) -> float:
+        """The headline: ``score`` or ``novelty_sum``, as the reward mode says."""
+        return self.score if self.reward_mode == "count" else self.novelty_sum
+
+    @property
+    def reward_interval(self) -> Interval | None:
+        """The headline's bootstrap interval (several repeats only)."""
+        return self.score_interval if self.reward_mode == "count" else self.novelty_sum_interval
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready values."""
+        """Plain JSON-ready values; a whole-number score is written as an integer."""
         data = asdict(self)
-        data["score_interval"] = list(self.score_interval) if self.score_interval else None
+        data["score"] = _whole(self.score)
+        data["repeat_scores"] = list(self.repeat_scores)
+        data["repeat_novelty_sums"] = list(self.repeat_novelty_sums)
+        data["reward"] = _whole(self.reward) if self.reward_mode == "count" else self.reward
+        for name in ("score_interval", "novelty_sum_interval"):
+            value = getattr(self, name)
+            data[name] = list(value) if value else None
+        data["reward_interval"] = list(self.reward_interval) if self.reward_interval else None
         return data
+
+
+def _whole(value: float) -> float:
+    return int(value) if float(value).is_integer() else value
 
 
 @dataclass(frozen=True)
 class PairedComparison:
-    """Score difference of two models on the question lines both finished."""
+    """Headline difference of two models on the question lines both finished."""
 
     model_a: str
     model_b: str
@@ -116,9 +185,10 @@ class PairedComparison:
     """Matched (question, temperature, repeat) lines finished by both models."""
     questions: int
     """Distinct questions among the pairs: the bootstrap's resampling units."""
-    score_a: int
-    score_b: int
-    difference: int
+    score_a: float
+    """Model A's headline (score, or novelty sum) summed over the pairs."""
+    score_b: float
+    difference: float
     """``score_a - score_b`` over the pairs."""
     interval: Interval | None
     """Bootstrap 95 % interval of ``difference``; None without pairs."""
@@ -128,12 +198,19 @@ class PairedComparison:
     """Lines of model A with no counterpart for model B."""
     only_b: int = 0
     """Lines of model B with no counterpart for model A."""
+    reward_mode: str = "count"
+    """What is compared: valid answers (``count``) or their novelty sum."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values."""
         data = asdict(self)
         data["interval"] = list(self.interval) if self.interval else None
         return data
+
+
+def line_reward(line: QuestionResult, reward_mode: str = "count") -> float:
+    """A line's headline figure: its score, or its novelty sum."""
+    return line.score if reward_mode == "count" else line.novelty_sum
 
 
 def group_results(results: Iterable[QuestionResult]) -> dict[GroupKey, list[QuestionResult]]:
@@ -160,11 +237,6 @@ def short_names(models: Sequence[str]) -> dict[str, str]:
     return short if len(set(short.values())) == len(short) else {m: m for m in models}
 
 
-def errored(result: QuestionResult) -> bool:
-    """Whether a line ended on a failure (its score is then a lower bound)."""
-    return result.error is not None or result.stop_reason in ERROR_KINDS
-
-
 def _mean(values: Sequence[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
@@ -188,55 +260,84 @@ def bootstrap_sum(values: Sequence[float], seed: int = BOOTSTRAP_SEED) -> Interv
     return float(low), float(high)
 
 
-def per_question_repeat_means(lines: Sequence[QuestionResult], repeats: int) -> list[float]:
-    """Each question's score summed over repeats / repeats (a missing line counts 0).
+def per_question_repeat_means(
+    lines: Sequence[QuestionResult],
+    repeats: int,
+    value: Callable[[QuestionResult], float] = lambda line: line.score,
+) -> list[float]:
+    """Each question's ``value`` summed over repeats / repeats (a missing line counts 0).
 
-    Their sum is the mean per-repeat score, so bootstrapping them resamples questions with
-    their repeats kept together.
+    Their sum is the mean per-repeat figure, so bootstrapping them resamples questions
+    with their repeats kept together.
     """
-    totals: dict[str, int] = {}
+    sums: dict[str, float] = {}
     for line in lines:
-        totals[line.question] = totals.get(line.question, 0) + line.score
-    return [total / repeats for total in totals.values()]
+        sums[line.question] = sums.get(line.question, 0) + value(line)
+    return [total / repeats for total in sums.values()]
 
 
-def summarise_group(lines: Sequence[QuestionResult]) -> SummaryRow:
+def per_repeat(
+    lines: Sequence[QuestionResult], value: Callable[[QuestionResult], float]
+) -> dict[int, float]:
+    """``value`` summed over each repeat's lines, by repeat, in repeat order."""
+    sums: dict[int, float] = {}
+    for line in sorted(lines, key=lambda line: line.repeat):
+        sums[line.repeat] = sums.get(line.repeat, 0) + value(line)
+    return sums
+
+
+def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count") -> SummaryRow:
     """The summary row of one (model, temperature)'s question lines."""
+    if reward_mode not in REWARD_MODES:
+        raise ValueError(f"reward_mode must be count or novelty_sum, got {reward_mode!r}")
+    counted = totals(lines)
     valid = [a for line in lines for a in line.answers if a.valid]
     tagged = [a.used_answer_tag for line in lines for a in line.answers]
     known_tags = [t for t in tagged if t is not None]
     llm = [a.llm_novelty for a in valid if a.llm_novelty is not None]
-    repeats = len({line.repeat for line in lines})
-    score = sum(line.score for line in lines)
+    repeats = counted.repeats
     multi = repeats > 1
+    score = counted.score / repeats if multi else counted.score
+
+    def novelty(line: QuestionResult) -> float:
+        return line.novelty_sum
+
+    def interval(value: Callable[[QuestionResult], float]) -> Interval | None:
+        return bootstrap_sum(per_question_repeat_means(lines, repeats, value)) if multi else None
+
     return SummaryRow(
         model=lines[0].model,
         temperature=lines[0].temperature,
         score=score,
-        novelty_sum=sum(line.novelty_sum for line in lines),
-        question_count=len({line.question for line in lines}),
-        lines=len(lines),
-        finished=sum(1 for line in lines if line.finished),
-        errored=sum(1 for line in lines if errored(line)),
+        novelty_sum=counted.novelty_sum / repeats,
+        question_count=counted.questions,
+        lines=counted.lines,
+        finished=counted.finished,
+        errored=counted.errored,
         mean_coherence=_mean([a.coherence for a in valid if a.coherence is not None]),
         mean_novelty=_mean([a.novelty for a in valid if a.novelty is not None]),
         mean_llm_novelty=_mean(llm),
         format_adherence=_mean([float(t) for t in known_tags]),
-        stop_reasons=dict(Counter(line.stop_reason or UNFINISHED for line in lines)),
-        tokens=sum(line.tokens for line in lines),
+        stop_reasons=counted.stop_reasons,
+        tokens=counted.tokens,
         repeats=repeats,
-        mean_repeat_score=score / repeats if multi else None,
-        score_interval=(
-            bootstrap_sum(per_question_repeat_means(lines, repeats)) if multi else None
-        ),
+        mean_repeat_score=score if multi else None,
+        score_interval=interval(lambda line: line.score),
+        repeat_scores=tuple(int(v) for v in per_repeat(lines, lambda line: line.score).values()),
+        repeat_novelty_sums=tuple(per_repeat(lines, novelty).values()),
+        novelty_sum_interval=interval(novelty),
+        reward_mode=reward_mode,
         thresholds=_shared(line.thresholds for line in lines),
         embedding_model=_shared(line.embedding_model for line in lines),
+        judge_model=_shared(line.judge_model for line in lines),
+        answers=counted.answers,
+        api_calls=counted.api_calls,
     )
 
 
-def summarise(results: Sequence[QuestionResult]) -> list[SummaryRow]:
+def summarise(results: Sequence[QuestionResult], reward_mode: str = "count") -> list[SummaryRow]:
     """One row per (model, temperature), in order of first appearance."""
-    return [summarise_group(lines) for lines in group_results(results).values()]
+    return [summarise_group(lines, reward_mode) for lines in group_results(results).values()]
 
 
 def _line_key(result: QuestionResult) -> tuple[str, float, int]:
@@ -244,7 +345,7 @@ def _line_key(result: QuestionResult) -> tuple[str, float, int]:
 
 
 def paired_comparison(
-    results: Sequence[QuestionResult], model_a: str, model_b: str
+    results: Sequence[QuestionResult], model_a: str, model_b: str, reward_mode: str = "count"
 ) -> PairedComparison:
     """Total score of A minus B over question lines both models finished.
 
@@ -264,9 +365,9 @@ def paired_comparison(
     lines_b = {_line_key(r): r for r in results if r.model == model_b}
     matched = [key for key in lines_a if key in lines_b]
     pairs = [key for key in matched if lines_a[key].finished and lines_b[key].finished]
-    differences = question_differences(results, model_a, model_b)
-    score_a = sum(lines_a[key].score for key in pairs)
-    score_b = sum(lines_b[key].score for key in pairs)
+    differences = question_differences(results, model_a, model_b, reward_mode)
+    score_a = sum(line_reward(lines_a[key], reward_mode) for key in pairs)
+    score_b = sum(line_reward(lines_b[key], reward_mode) for key in pairs)
     return PairedComparison(
         model_a=model_a,
         model_b=model_b,
@@ -279,22 +380,24 @@ def paired_comparison(
         unfinished_pairs=len(matched) - len(pairs),
         only_a=len(lines_a) - len(matched),
         only_b=len(lines_b) - len(matched),
+        reward_mode=reward_mode,
     )
 
 
 def question_differences(
-    results: Sequence[QuestionResult], model_a: str, model_b: str
-) -> dict[str, int]:
+    results: Sequence[QuestionResult], model_a: str, model_b: str, reward_mode: str = "count"
+) -> dict[str, float]:
     """Score of A minus B per question, over the lines both finished (``paired_comparison``'s
     resampling units), in order of first appearance; questions without such a line are absent.
     """
     lines_a = {_line_key(r): r for r in results if r.model == model_a}
     lines_b = {_line_key(r): r for r in results if r.model == model_b}
-    differences: dict[str, int] = {}
+    differences: dict[str, float] = {}
     for key, a in lines_a.items():
         b = lines_b.get(key)
         if b is not None and a.finished and b.finished:
-            differences[key[0]] = differences.get(key[0], 0) + a.score - b.score
+            change = line_reward(a, reward_mode) - line_reward(b, reward_mode)
+            differences[key[0]] = differences.get(key[0], 0) + change
     return differences
 
 
@@ -330,8 +433,9 @@ def describe_thresholds(thresholds: Thresholds | None) -> str:
 def warnings(results: Sequence[QuestionResult]) -> list[str]:
     """Reasons the totals of these results should not be compared side by side.
 
-    Different embedding models put novelty on different scales, different thresholds
-    change what counts, and different question sets change how many chances there were.
+    Different embedding models put novelty on different scales, judges score coherence
+    differently, different prompts ask a different task, different thresholds change what
+    counts, and different question sets change how many chances there were. One line each.
     """
     groups = group_results(results)
     found: list[str] = []
@@ -340,6 +444,20 @@ def warnings(results: Sequence[QuestionResult]) -> list[str]:
         found.append(
             "results used different embedding models, so novelty and scores are not "
             f"comparable across them ({embeddings})"
+        )
+    judges = _mixed(groups, "judge_model", lambda m: m or "judge model not recorded")
+    if judges:
+        found.append(
+            "results used different judge models, so coherence and scores are not "
+            f"comparable across them ({judges})"
+        )
+    prompts = _mixed(
+        groups, "prompts_sha256", lambda h: f"prompts {h[:12]}" if h else "prompts not recorded"
+    )
+    if prompts:
+        found.append(
+            "results used different prompt texts (prompts sha256), so scores are not "
+            f"comparable across them ({prompts})"
         )
     thresholds = _mixed(groups, "thresholds", describe_thresholds)
     if thresholds:
@@ -369,47 +487,93 @@ def _stops(counts: dict[str, int]) -> str:
 
 
 def caption(rows: Sequence[SummaryRow]) -> str:
-    """The counting convention, with the thresholds' values when all rows share them."""
+    """The counting convention, the headline's reward mode, how repeats are combined, and
+    the thresholds' values when all rows share them."""
+    text = COUNTING
     shared = _shared(row.thresholds for row in rows) if rows else None
-    if shared is None:
-        return COUNTING
-    values = f"T_c = {shared.coherence:g}, T_n = {shared.novelty:g}"
-    if shared.llm_novelty is not None:
-        values += f", llm novelty > {shared.llm_novelty:g} too"
-    return f"{COUNTING}. Here {values}."
+    if shared is not None:
+        values = f"T_c = {shared.coherence:g}, T_n = {shared.novelty:g}"
+        if shared.llm_novelty is not None:
+            values += f", llm novelty > {shared.llm_novelty:g} too"
+        text += f". Here {values}"
+    modes = sorted({row.reward_mode for row in rows})
+    if modes and modes != ["count"]:
+        text += f". Headline (bold): {' / '.join(HEADLINE[m] for m in modes)}"
+    if any(row.repeats > 1 for row in rows):
+        text += f". {REPEATS_NOTE}"
+    return text if text == COUNTING else text + "."
+
+
+def _figure(value: float, mode: str) -> str:
+    if mode == "novelty_sum":
+        return f"{value:.2f}"
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+
+
+def _interval(interval: Interval | None, mode: str) -> str:
+    if interval is None:
+        return "–"
+    spec = ".2f" if mode == "novelty_sum" else ".1f"
+    return f"[{interval[0]:{spec}}, {interval[1]:{spec}}]"
 
 
 def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
-    """The model column and the others; columns no row has a value for are left out."""
+    """The model column and the others; columns no row has a value for are left out.
+
+    The headline (score, or novelty sum under that reward mode) is bold and comes first;
+    with repeats it is the mean per repeat, followed by each repeat's figure and the
+    mean's interval.
+    """
     repeated = any(row.repeats > 1 for row in rows)
     with_llm = any(row.mean_llm_novelty is not None for row in rows)
     with_format = any(row.format_adherence is not None for row in rows)
     with_tokens = any(row.tokens for row in rows)
+    by_novelty = bool(rows) and all(row.reward_mode == "novelty_sum" for row in rows)
 
     def numbers(header: str, cells: list[str], style: str | None = None) -> Column:
         return Column(header, cells, style=style)
 
-    columns = [
-        numbers("temp", [f"{row.temperature:g}" for row in rows]),
-        numbers("score", [str(row.score) for row in rows], style="bold"),
-    ]
+    score = numbers(
+        "score",
+        [f"{row.score:.1f}" if row.repeats > 1 else _figure(row.score, "count") for row in rows],
+        None if by_novelty else "bold",
+    )
+    novelty_sum = numbers(
+        "novelty\nsum",
+        [_figure(row.novelty_sum, "novelty_sum") for row in rows],
+        "bold" if by_novelty else None,
+    )
+    columns = [numbers("temp", [f"{row.temperature:g}" for row in rows])]
+    columns += [novelty_sum, score] if by_novelty else [score]
     if repeated:
-        per_repeat = []
-        for row in rows:
-            interval = (
-                f" [{row.score_interval[0]:.1f}, {row.score_interval[1]:.1f}]"
-                if row.score_interval
-                else ""
-            )
-            mean = row.mean_repeat_score if row.repeats > 1 else float(row.score)
-            per_repeat.append(_number(mean, ".1f") + interval)
         columns.append(numbers("re-\npeats", [str(row.repeats) for row in rows]))
-        columns.append(numbers("per repeat\n[95% CI]", per_repeat))
+        columns.append(
+            numbers(
+                "per\nrepeat",
+                [
+                    "/".join(
+                        _figure(v, row.reward_mode)
+                        for v in (
+                            row.repeat_scores
+                            if row.reward_mode == "count"
+                            else row.repeat_novelty_sums
+                        )
+                    )
+                    for row in rows
+                ],
+            )
+        )
+        columns.append(
+            numbers("95% CI", [_interval(row.reward_interval, row.reward_mode) for row in rows])
+        )
     columns += [
         numbers("ques-\ntions", [str(row.question_count) for row in rows]),
         numbers("fin-\nished", [str(row.finished) for row in rows]),
         numbers("err-\nored", [str(row.errored) for row in rows]),
-        numbers("novelty\nsum", [f"{row.novelty_sum:.2f}" for row in rows]),
+    ]
+    if not by_novelty:
+        columns.append(novelty_sum)
+    columns += [
         numbers("mean\ncoh.", [_number(row.mean_coherence, ".1f") for row in rows]),
         numbers("mean\nnov.", [_number(row.mean_novelty, ".3f") for row in rows]),
     ]

@@ -24,7 +24,6 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from aidanbench.analysis.results import AnswerRow, QuestionResult
 from aidanbench.analysis.rundir import atomic_write, read_metadata, read_results
 from aidanbench.analysis.summary import (
     caption,
@@ -38,6 +37,7 @@ from aidanbench.analysis.summary import (
     summarise,
     warnings,
 )
+from aidanbench.core.results import AnswerRow, QuestionResult
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import THRESHOLD_STOPS
 

@@ -32,9 +32,9 @@ from aidanbench.analysis.calibrate import (
     calibrate,
     plot_calibration,
 )
-from aidanbench.analysis.results import read_aidanbench_file
 from aidanbench.cli import options
 from aidanbench.cli.errors import UsageError
+from aidanbench.core.results import read_aidanbench_file
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL
 
 

@@ -1,4 +1,4 @@
-"""``aidanbench plot``: PNG charts of a run directory or an original-schema results file.
+"""``aidanbench plot``: PNG charts of run directories and original-schema results files.
 
 Writes ``scores.png``, ``questions.png``, ``trajectory.png`` and ``stop_reasons.png``
 (see ``aidanbench.analysis.plots``) and prints their paths, one per line.
@@ -7,12 +7,13 @@ Writes ``scores.png``, ``questions.png``, ``trajectory.png`` and ``stop_reasons.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 from aidanbench.analysis.plots import plot_all, select_question
 from aidanbench.cli.errors import UsageError
-from aidanbench.cli.report import load_results, one_line
+from aidanbench.cli.report import add_reward_mode_argument, one_line, read_inputs
 
 
 def output_dir(text: str) -> Path:
@@ -27,14 +28,17 @@ def output_dir(text: str) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``aidanbench plot``."""
-    results = load_results(args.path)
+    inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
+    results = inputs.results
+    for note in inputs.notes:
+        print(f"warning: {note}", file=sys.stderr)
     try:
         select_question(results, args.question)
     except ValueError as exc:
         raise UsageError(one_line(exc)) from exc
     out = output_dir(args.out)
     try:
-        written = plot_all(results, out, args.question)
+        written = plot_all(results, out, args.question, inputs.reward_mode)
     except OSError as exc:
         raise UsageError(f"cannot write charts to {out}: {one_line(exc)}") from exc
     for path in written:
@@ -48,13 +52,18 @@ def register(subparsers: Any) -> None:
         "plot",
         help="draw PNG charts of scores, per-question scores, a trajectory and stop reasons",
         description=(
-            "Write scores.png (total per model), questions.png (per-question heat map), "
+            "Write scores.png (headline per model: score, or novelty sum under that reward "
+            "mode; mean per repeat with its interval), questions.png (per-question heat map), "
             "trajectory.png (coherence and novelty along one question's answers) and "
             "stop_reasons.png (why questions ended) into DIR."
         ),
     )
     parser.add_argument(
-        "path", metavar="PATH", help="run directory or results file in the original schema"
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="run directories or results files in the original schema; several are drawn "
+        "together, their questions paired by text",
     )
     parser.add_argument("-o", "--out", required=True, metavar="DIR", help="directory for the PNGs")
     parser.add_argument(
@@ -63,4 +72,5 @@ def register(subparsers: Any) -> None:
         help="trajectory question: number as in 'report' (5 or Q5), exact text or a "
         "unique fragment (default: the question with the longest chain)",
     )
+    add_reward_mode_argument(parser)
     parser.set_defaults(handler=run)

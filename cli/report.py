@@ -1,9 +1,10 @@
-"""``aidanbench report``: scores of a run directory or an original-schema results file.
+"""``aidanbench report``: scores of run directories and original-schema results files.
 
-Text output is the summary table, a questions x models table of per-question scores, the
-errored questions with their errors, and warnings about totals that should not be compared.
-``--json`` prints the same figures for programs. ``rescore`` reuses the pieces here, so both
-commands print one shape.
+Several paths are read as one set of results (``aidanbench.analysis.inputs``). Text output
+is the summary table, each row's headline under the reward mode, a questions x models
+table of per-question scores, the errored questions with their errors, and warnings about
+totals that should not be compared. ``--json`` prints the same figures for programs.
+``rescore`` and ``plot`` reuse the pieces here, so the commands read and print one shape.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +22,13 @@ from rich.console import Console
 from rich.table import Table
 
 from aidanbench.analysis.environment_metrics import line_metrics, rollout_means
-from aidanbench.analysis.results import QuestionResult
-from aidanbench.analysis.rundir import read_results
+from aidanbench.analysis.inputs import combine, read_input
+from aidanbench.analysis.inputs import reward_mode as resolve_reward_mode
 from aidanbench.analysis.summary import (
     COUNTING,
+    HEADLINE,
+    INTERVAL_METHOD,
+    REWARD_MODES,
     PairedComparison,
     SummaryRow,
     errored,
@@ -37,6 +42,7 @@ from aidanbench.analysis.summary import (
     warnings,
 )
 from aidanbench.cli.errors import UsageError
+from aidanbench.core.results import QuestionResult
 from aidanbench.core.thresholds import Thresholds
 
 LineKey = tuple[str, float, str, int]
@@ -63,14 +69,43 @@ def one_line(exc: BaseException) -> str:
 
 def load_results(path: str, thresholds: Thresholds | None = None) -> list[QuestionResult]:
     """Results at ``path``; a missing or unreadable path is a ``UsageError``."""
-    try:
-        results = read_results(Path(path), thresholds)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        detail = f"missing key {exc}" if isinstance(exc, KeyError) else one_line(exc)
-        raise UsageError(f"cannot read results at {path}: {detail}") from exc
-    if not results:
-        raise UsageError(f"no question results at {path}")
-    return results
+    return read_inputs([path], thresholds).results
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the paths of a command hold, read and combined (``analysis.inputs``)."""
+
+    results: list[QuestionResult]
+    """Every input's question lines, paired by question text."""
+    reward_mode: str
+    """The headline's reward mode."""
+    notes: list[str]
+    """Warnings about the inputs themselves (reward modes that differ)."""
+
+
+def read_inputs(
+    paths: Sequence[str], thresholds: Thresholds | None = None, reward_mode: str | None = None
+) -> Inputs:
+    """Every path read before anything is printed; an unreadable one is a ``UsageError``."""
+    seen: dict[Path, str] = {}
+    for path in paths:
+        resolved = Path(path).resolve()
+        if resolved in seen:
+            raise UsageError(f"{path} is given twice (as {seen[resolved]}); name each input once")
+        seen[resolved] = path
+    inputs = []
+    for path in paths:
+        try:
+            source = read_input(Path(path), thresholds)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            detail = f"missing key {exc}" if isinstance(exc, KeyError) else one_line(exc)
+            raise UsageError(f"cannot read results at {path}: {detail}") from exc
+        if not source.results:
+            raise UsageError(f"no question results at {path}")
+        inputs.append(source)
+    mode, notes = resolve_reward_mode(inputs, reward_mode)
+    return Inputs(combine(inputs), mode, notes)
 
 
 def make_console() -> Console:
@@ -192,16 +227,20 @@ def print_warnings(found: Sequence[str], console: Console) -> None:
 def comparison_text(comparison: PairedComparison) -> str:
     """One paragraph stating the paired difference and what was left out."""
     c = comparison
+    spec = "+.2f" if c.reward_mode == "novelty_sum" else "+.1f"
     interval = (
-        f"95% bootstrap CI [{c.interval[0]:+.1f}, {c.interval[1]:+.1f}]"
+        f"95% bootstrap CI [{c.interval[0]:{spec}}, {c.interval[1]:{spec}}]"
         if c.interval
         else "no interval (no paired questions)"
     )
+    value = "+.2f" if c.reward_mode == "novelty_sum" else "+g"
+    plain = ".2f" if c.reward_mode == "novelty_sum" else "g"
+    what = "" if c.reward_mode == "count" else " in novelty sum"
     return (
-        f"Paired comparison {c.model_a} − {c.model_b}: {c.difference:+d} over {c.pairs} "
-        f"question lines both finished ({c.questions} questions), {interval}; "
-        f"{c.score_a} vs {c.score_b}. Left out: {c.unfinished_pairs} matched lines "
-        f"unfinished or errored, {c.only_a} lines only {c.model_a} ran, "
+        f"Paired comparison {c.model_a} − {c.model_b}{what}: {c.difference:{value}} over "
+        f"{c.pairs} question lines both finished ({c.questions} questions), {interval}; "
+        f"{c.score_a:{plain}} vs {c.score_b:{plain}}. Left out: {c.unfinished_pairs} matched "
+        f"lines unfinished or errored, {c.only_a} lines only {c.model_a} ran, "
         f"{c.only_b} only {c.model_b} ran."
     )
 
@@ -227,6 +266,7 @@ def report_payload(
     question_fields: Mapping[LineKey, Mapping[str, Any]] | None = None,
     run_fields: Mapping[tuple[str, float], Mapping[str, Any]] | None = None,
     reward_mode: str = "count",
+    notes: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The ``--json`` document; ``*_fields`` add keys to chosen runs or question lines.
 
@@ -256,74 +296,106 @@ def report_payload(
                 "questions": questions,
             }
         )
-    payload: dict[str, Any] = {"counting": COUNTING, "runs": runs, "warnings": warnings(results)}
+    payload: dict[str, Any] = {
+        "counting": COUNTING,
+        "reward_mode": reward_mode,
+        "headline": HEADLINE[reward_mode],
+        "interval": INTERVAL_METHOD,
+        "runs": runs,
+        "warnings": [*notes, *warnings(results)],
+    }
     if comparison is not None:
         payload["comparison"] = comparison.to_dict()
     return payload
 
 
 def compare(
-    results: Sequence[QuestionResult], names: Sequence[str] | None
+    results: Sequence[QuestionResult], names: Sequence[str] | None, reward_mode: str = "count"
 ) -> PairedComparison | None:
     """The ``--compare A B`` comparison, or None when not asked for."""
     if not names:
         return None
     try:
-        return paired_comparison(results, names[0], names[1])
+        return paired_comparison(results, names[0], names[1], reward_mode)
     except ValueError as exc:
         raise UsageError(one_line(exc)) from exc
 
 
+def print_headline(rows: Sequence[SummaryRow], console: Console) -> None:
+    """Each row's headline under the reward mode, with its interval when repeated."""
+    for row in rows:
+        spec = ".2f" if row.reward_mode == "novelty_sum" else "g"
+        value = format(row.reward, spec) if row.repeats == 1 else format(row.reward, ".4g")
+        if row.reward_interval is not None:
+            low, high = row.reward_interval
+            value += f" (mean of {row.repeats} repeats, 95% CI [{low:.4g}, {high:.4g}])"
+        console.print(
+            f"headline ({row.reward_mode}): {row.model} @ {row.temperature:g}: {value}",
+            markup=False,
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     """Handler of ``aidanbench report``."""
-    results = load_results(args.path)
-    rows = summarise(results)
-    comparison = compare(results, args.compare)
+    inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
+    results = inputs.results
+    rows = summarise(results, inputs.reward_mode)
+    comparison = compare(results, args.compare, inputs.reward_mode)
     if args.json:
         payload = report_payload(
-            results, rows, comparison=comparison, reward_mode=recorded_reward_mode(args.path)
+            results,
+            rows,
+            comparison=comparison,
+            reward_mode=inputs.reward_mode,
+            notes=inputs.notes,
         )
         print(json.dumps(payload, indent=2))
         return 0
     console = make_console()
     render_summary(rows, console)
+    print_headline(rows, console)
     console.print(question_table(results, width=console.width))
     print_errors(results, console)
     if comparison is not None:
         console.print("\n" + comparison_text(comparison), markup=False)
-    print_warnings(warnings(results), console)
+    print_warnings([*inputs.notes, *warnings(results)], console)
     return 0
 
 
-def recorded_reward_mode(path: str) -> str:
-    """The reward mode a run directory was started with; ``count`` for results files."""
-    from aidanbench.analysis.rundir import read_metadata
-
-    directory = Path(path)
-    metadata = read_metadata(directory) if directory.is_dir() else None
-    mode = ((metadata or {}).get("spec") or {}).get("reward_mode")
-    return mode if mode in ("count", "novelty_sum") else "count"
-
-
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    """``PATH`` and ``--json``, shared with ``rescore``."""
+    """``PATH…``, ``--json`` and ``--reward-mode``, shared with ``rescore`` and ``plot``."""
     parser.add_argument(
-        "path",
+        "paths",
+        nargs="+",
         metavar="PATH",
-        help="run directory or results file in the original AidanBench schema",
+        help="run directories or results files in the original AidanBench schema; several "
+        "are reported together, their questions paired by text",
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    add_reward_mode_argument(parser)
+
+
+def add_reward_mode_argument(parser: argparse.ArgumentParser) -> None:
+    """``--reward-mode``: the headline, by default the one the runs were started with."""
+    parser.add_argument(
+        "--reward-mode",
+        choices=REWARD_MODES,
+        help="headline: valid answers (count) or their novelty sum; default: the mode the "
+        "run directories recorded, count for results files",
+    )
 
 
 def register(subparsers: Any) -> None:
     """Add the ``report`` command."""
     parser = subparsers.add_parser(
         "report",
-        help="summarise scores of a run directory or results file",
+        help="summarise scores of run directories or results files",
         description=(
             "Summary per model and temperature (score, novelty sum, means, format "
             "adherence, stop reasons, tokens), per-question scores, errored questions and "
-            f"warnings. Counting: {COUNTING}."
+            "warnings (judge, embedding model, prompts or thresholds that differ). With "
+            "repeats, the headline is the mean per repeat with a bootstrap interval. "
+            f"Counting: {COUNTING}."
         ),
     )
     add_common_arguments(parser)
@@ -331,6 +403,6 @@ def register(subparsers: Any) -> None:
         "--compare",
         nargs=2,
         metavar=("A", "B"),
-        help="paired score difference A − B over questions both models finished",
+        help="paired difference A − B of the headline over questions both models finished",
     )
     parser.set_defaults(handler=run)

@@ -28,12 +28,13 @@ from aidanbench.cli.errors import UsageError
 from aidanbench.cli.report import (
     add_common_arguments,
     line_key,
-    load_results,
     make_console,
     one_line,
     print_errors,
+    print_headline,
     print_warnings,
     question_table,
+    read_inputs,
     report_payload,
 )
 from aidanbench.core.thresholds import Thresholds
@@ -84,26 +85,29 @@ def truncation_note(rescored: Sequence[RescoredQuestion]) -> str:
     )
 
 
-def change_table(rescored: Sequence[RescoredQuestion]) -> Table:
-    """Recorded and rescored totals side by side, per model and temperature."""
+def change_table(rescored: Sequence[RescoredQuestion], reward_mode: str = "count") -> Table:
+    """Recorded and rescored headlines side by side, per model and temperature (per repeat
+    with repeats, as the summary shows them)."""
     table = Table(title="Recorded vs rescored totals")
     for name in ("model", "temp", "recorded", "rescored", "change", "truncated"):
         table.add_column(name, justify="left" if name == "model" else "right")
-    groups: dict[tuple[str, float], list[RescoredQuestion]] = {}
+    before = summarise([r.original for r in rescored], reward_mode)
+    after = summarise([r.result for r in rescored], reward_mode)
+    truncated: dict[tuple[str, float], int] = {}
     for r in rescored:
-        groups.setdefault((r.original.model, r.original.temperature), []).append(r)
-    for (model, temperature), lines in groups.items():
-        before = sum(r.original_score for r in lines)
-        after = sum(r.result.score for r in lines)
-        truncated = sum(1 for r in lines if r.truncated)
-        lower = "≥ " if truncated else ""
+        key = (r.original.model, r.original.temperature)
+        truncated[key] = truncated.get(key, 0) + int(r.truncated)
+    for old, new in zip(before, after, strict=True):
+        spec = ".2f" if reward_mode == "novelty_sum" else ".1f" if old.repeats > 1 else "g"
+        count = truncated[(old.model, old.temperature)]
+        lower = "≥ " if count else ""
         table.add_row(
-            model,
-            f"{temperature:g}",
-            str(before),
-            f"{lower}{after}",
-            f"{lower}{after - before:+d}",
-            str(truncated),
+            old.model,
+            f"{old.temperature:g}",
+            format(old.reward, spec),
+            f"{lower}{new.reward:{spec}}",
+            f"{lower}{new.reward - old.reward:+{spec}}",
+            str(count),
         )
     return table
 
@@ -113,8 +117,16 @@ def _original_thresholds(lines: Sequence[RescoredQuestion]) -> list[dict[str, An
     return [vars(t).copy() for t in distinct]
 
 
-def rescore_payload(rescored: Sequence[RescoredQuestion], thresholds: Thresholds) -> dict[str, Any]:
-    """The ``report --json`` document with recorded scores and truncation added."""
+def rescore_payload(
+    rescored: Sequence[RescoredQuestion],
+    thresholds: Thresholds,
+    reward_mode: str = "count",
+    notes: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The ``report --json`` document with recorded scores and truncation added.
+
+    A run's ``original_score`` is per repeat, like its ``score``.
+    """
     results = [r.result for r in rescored]
     by_key = {line_key(r.result): r for r in rescored}
     question_fields = {
@@ -124,13 +136,19 @@ def rescore_payload(rescored: Sequence[RescoredQuestion], thresholds: Thresholds
     run_fields = {}
     for key, lines in group_results(results).items():
         chosen = [by_key[line_key(line)] for line in lines]
+        (recorded,) = summarise([r.original for r in chosen])
         run_fields[key] = {
-            "original_score": sum(r.original_score for r in chosen),
+            "original_score": recorded.to_dict()["score"],
             "truncated": sum(1 for r in chosen if r.truncated),
             "original_thresholds": _original_thresholds(chosen),
         }
     payload = report_payload(
-        results, summarise(results), question_fields=question_fields, run_fields=run_fields
+        results,
+        summarise(results, reward_mode),
+        question_fields=question_fields,
+        run_fields=run_fields,
+        reward_mode=reward_mode,
+        notes=notes,
     )
     return {
         "thresholds": vars(thresholds).copy(),
@@ -141,7 +159,11 @@ def rescore_payload(rescored: Sequence[RescoredQuestion], thresholds: Thresholds
 
 
 def print_rescore(
-    rescored: Sequence[RescoredQuestion], thresholds: Thresholds, console: Console
+    rescored: Sequence[RescoredQuestion],
+    thresholds: Thresholds,
+    console: Console,
+    reward_mode: str = "count",
+    notes: Sequence[str] = (),
 ) -> None:
     """The text report of a rescore."""
     results = [r.result for r in rescored]
@@ -153,29 +175,32 @@ def print_rescore(
         "from the recorded chains, without API calls.",
         markup=False,
     )
-    render_summary(summarise(results), console, title="AidanBench summary, rescored")
-    console.print(change_table(rescored))
+    rows = summarise(results, reward_mode)
+    render_summary(rows, console, title="AidanBench summary, rescored")
+    print_headline(rows, console)
+    console.print(change_table(rescored, reward_mode))
     marks = {line_key(r.result): TRUNCATED_MARK for r in rescored if r.truncated}
     legend = f"; {TRUNCATED_MARK} truncated (lower bound)"
     console.print(question_table(results, marks, legend, console.width))
     print_errors(results, console)
     truncated = any(r.truncated for r in rescored)
     console.print(truncation_note(rescored), style="bold yellow" if truncated else None)
-    print_warnings(warnings(results), console)
+    print_warnings([*notes, *warnings(results)], console)
 
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``aidanbench rescore``."""
     thresholds = thresholds_from(args)
-    results = load_results(args.path)
+    inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
     try:
-        rescored = rescore(results, thresholds)
+        rescored = rescore(inputs.results, thresholds)
     except ValueError as exc:
         raise UsageError(one_line(exc)) from exc
+    mode, notes = inputs.reward_mode, inputs.notes
     if args.json:
-        print(json.dumps(rescore_payload(rescored, thresholds), indent=2))
+        print(json.dumps(rescore_payload(rescored, thresholds, mode, notes), indent=2))
     else:
-        print_rescore(rescored, thresholds, make_console())
+        print_rescore(rescored, thresholds, make_console(), mode, notes)
     return 0
 
 

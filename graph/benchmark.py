@@ -12,7 +12,6 @@ for resumability across many models, with the same per-question graph.
 from __future__ import annotations
 
 import operator
-from collections import Counter
 from typing import Annotated, Any
 
 from langgraph.graph import END, START, StateGraph
@@ -20,10 +19,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from typing_extensions import TypedDict
 
+from aidanbench.core.records import errored, question_result, totals
 from aidanbench.core.schema_docs import documented
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import QuestionOutput
-from aidanbench.core.vocabulary import is_error_stop
 from aidanbench.graph.question import build_question_graph
 from aidanbench.graph.question_sources import validated
 from aidanbench.graph.questions import bundled_questions
@@ -92,17 +91,18 @@ def fan_out(state: BenchmarkState) -> list[Send]:
 
 
 def summarize_results(results: list[QuestionOutput]) -> dict[str, Any]:
-    """Totals over question outputs."""
-    reasons = Counter(str(r.get("stop_reason")) for r in results)
+    """Totals over question outputs, counted by ``core.records.totals``."""
+    lines = [question_result(r) for r in results]
+    counted = totals(lines)
     return {
-        "score": sum(int(r.get("score") or 0) for r in results),
-        "novelty_sum": sum(float(r.get("novelty_sum") or 0.0) for r in results),
-        "questions": len(results),
-        "stop_reasons": dict(reasons),
+        "score": counted.score,
+        "novelty_sum": counted.novelty_sum,
+        "questions": counted.lines,
+        "stop_reasons": counted.stop_reasons,
         "errored": [
-            {"question": r["question"], "error": r.get("error")}
-            for r in results
-            if is_error_stop(r.get("stop_reason"))
+            {"question": output["question"], "error": output.get("error")}
+            for output, line in zip(results, lines, strict=True)
+            if errored(line)
         ],
     }
 

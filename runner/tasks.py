@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from aidanbench.analysis import rundir
+from aidanbench.core import records
 from aidanbench.core.metric_names import environment_aliases
 from aidanbench.core.settings import Settings
 from aidanbench.core.vocabulary import ERROR_KINDS, FINAL_STOPS
@@ -133,15 +134,15 @@ def line_counts(line: Mapping[str, Any]) -> LineCounts:
 
 
 def totals(lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The run's totals as ``metadata.json`` records them."""
-    counts = [line_counts(line) for line in lines]
+    """The run's totals as ``metadata.json`` records them, counted by ``core.records``."""
+    counted = records.totals(records.question_result(line) for line in lines)
     return {
-        "questions": len(lines),
-        "answers": sum(c.answers for c in counts),
-        "score": sum(c.score for c in counts),
-        "api_calls": sum(c.calls for c in counts),
-        "tokens": sum(c.tokens for c in counts),
-        "errored": len(errored(lines)),
+        "questions": counted.lines,
+        "answers": counted.answers,
+        "score": counted.score,
+        "api_calls": counted.api_calls,
+        "tokens": counted.tokens,
+        "errored": counted.errored,
     }
 
 

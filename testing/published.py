@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from aidanbench import reference
-from aidanbench.analysis.results import QuestionResult, read_aidanbench_file
+from aidanbench.core.results import QuestionResult, read_aidanbench_file
 from aidanbench.testing.brain import (
     Kind,
     Reply,

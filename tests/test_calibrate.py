@@ -25,9 +25,9 @@ from aidanbench.analysis.calibrate import (
     kendall_tau_b,
     round_threshold,
 )
-from aidanbench.analysis.results import AnswerRow, QuestionResult, read_aidanbench_file
 from aidanbench.cli import calibrate as cli_calibrate
 from aidanbench.cli.main import main
+from aidanbench.core.results import AnswerRow, QuestionResult, read_aidanbench_file
 
 REFERENCE = bundled.published_run()
 PUBLISHED_TOTALS = bundled.PUBLISHED_TOTALS

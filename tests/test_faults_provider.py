@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aidanbench.analysis.results import read_aidanbench_file
+from aidanbench.core.results import read_aidanbench_file
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.services import ServicesFactory

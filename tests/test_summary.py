@@ -68,7 +68,8 @@ def test_synthetic_run_dir_summary(tmp_path: Path) -> None:
     run_dir = write_run_dir(tmp_path / "run", two_model_lines())
     rows = {row.model: row for row in summarise(read_results(run_dir))}
     a, b = rows["model-a"], rows["model-b"]
-    assert (a.score, b.score) == (5 + 3 + 8 + 7 + 1 + 6, 2 + 2 + 4 + 3 + 0 + 1)
+    assert (a.score, b.score) == ((5 + 3 + 8 + 7 + 1 + 6) / 2, (2 + 2 + 4 + 3 + 0 + 1) / 2)
+    assert (a.repeat_scores, b.repeat_scores) == ((16, 14), (8, 4))
     assert (a.question_count, a.lines, a.repeats) == (3, 6, 2)
     assert a.stop_reasons == {"novelty": 6}
     assert b.stop_reasons == {"coherence": 5, "error": 1}
@@ -80,9 +81,9 @@ def test_synthetic_run_dir_summary(tmp_path: Path) -> None:
     assert b.format_adherence == pytest.approx(
         (tagged_b + errored_answers) / (sum(answers_b) + errored_answers)
     )
-    assert a.tokens == TOKENS_PER_ANSWER * (a.score + 6)
+    assert a.tokens == TOKENS_PER_ANSWER * (sum(a.repeat_scores) + 6)
     assert a.mean_coherence == 80.0
-    assert a.mean_repeat_score == pytest.approx(a.score / 2)
+    assert a.mean_repeat_score == a.score
     assert a.thresholds is not None and a.thresholds.novelty == 0.15
     assert a.embedding_model == EMBEDDING
 
@@ -183,5 +184,10 @@ def test_render_summary_states_counting_convention(tmp_path: Path) -> None:
     assert "T_c = 15, T_n = 0.15" in text
     row = re.search(r"model-a\s.*", printed)
     assert row is not None
-    assert row.group(0).split("│")[2].strip() == "30"
-    assert "15.0 [" in row.group(0), "mean per repeat with its interval"
+    cells = [cell.strip() for cell in row.group(0).split("│")]
+    assert cells[2:5] == ["15.0", "2", "16/14"], "the mean per repeat, then each repeat"
+    low, high = summarise(read_results(write_run_dir(tmp_path / "r2", two_model_lines())))[
+        0
+    ].score_interval or (0, 0)
+    assert cells[5] == f"[{low:.1f}, {high:.1f}]"
+    assert "10,000 resamples" in text and "percentile bootstrap resampling questions" in text

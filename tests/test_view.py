@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from aidanbench.analysis.results import AnswerRow
 from aidanbench.analysis.rundir import read_results
 from aidanbench.analysis.summary import paired_comparison, summarise
 from aidanbench.analysis.view import RAW_TAGGED, failure, load_source, view_data, write_view
 from aidanbench.cli.main import main
+from aidanbench.core.results import AnswerRow
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.testing import OpenAIStub
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from aidanbench.analysis.results import QuestionResult
 from aidanbench.analysis.rundir import read_results
 from aidanbench.analysis.summary import paired_comparison
 from aidanbench.analysis.view import write_view
+from aidanbench.core.results import QuestionResult
 
 from .browser import Browser, Page, chromium, chromium_path
 from .viewdata import PUBLISHED_RUN, make_run_dir
@@ -123,8 +123,8 @@ def test_leaderboard_equals_report_json(
         expected = expected_cells(run)
         assert {k: row[k] for k in expected} == expected
     total = page.evaluate("document.querySelector('#board tfoot [data-col=score]').textContent")
-    assert total == str(sum(run["score"] for run in runs))
-    ranked = [int(row["score"]) for row in shown]
+    assert total == f"{sum(run['score'] for run in runs):g}"
+    ranked = [float(row["score"]) for row in shown]
     assert ranked == sorted(ranked, reverse=True), "highest score first"
     assert "cost" not in page.evaluate("document.querySelector('#board thead').textContent")
 

@@ -35,6 +35,8 @@ class AnswerRow:
     elapsed_s: float | None = None
     used_answer_tag: bool | None = None
     tokens: int = 0
+    calls: int = 0
+    """Requests made for this answer, every role (cache hits do not count)."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
@@ -52,6 +54,12 @@ class QuestionResult:
     embedding_model: str | None = None
     thresholds: Thresholds | None = None
     speculative_tokens: int = 0
+    speculative_calls: int = 0
+    """Requests of discarded look-ahead generations."""
+    judge_model: str | None = None
+    """Judge model behind the coherence scores; None when not recorded."""
+    prompts_sha256: str | None = None
+    """sha256 of the prompt templates the line was run with; None when not recorded."""
 
     @property
     def score(self) -> int:
@@ -67,6 +75,11 @@ class QuestionResult:
     def tokens(self) -> int:
         """Tokens of every call, discarded look-aheads included."""
         return sum(a.tokens for a in self.answers) + self.speculative_tokens
+
+    @property
+    def api_calls(self) -> int:
+        """Requests of every answer, discarded look-aheads included."""
+        return sum(a.calls for a in self.answers) + self.speculative_calls
 
     @property
     def finished(self) -> bool:

@@ -1,0 +1,100 @@
+"""Several run directories and results files read as one set of results.
+
+Lines are paired by question text, so the same question asked in two runs is one row of
+the per-question table and one resampling unit of a comparison. A (model, temperature)
+that two inputs share is one row when their lines complement each other (a run split over
+two directories); when both hold the same line (model, temperature, question, repeat),
+they are two runs of that model and each becomes ``MODEL [INPUT]`` so neither is
+silently dropped. Whatever else the inputs disagree on (judge, embedding model,
+thresholds, prompts) is a warning of ``summary.warnings``; the reward mode they were run
+with is resolved here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from aidanbench.analysis.rundir import read_metadata, read_results
+from aidanbench.analysis.summary import REWARD_MODES
+from aidanbench.core.results import QuestionResult
+from aidanbench.core.thresholds import Thresholds
+
+DEFAULT_REWARD_MODE = "count"
+"""The benchmark's headline: the number of valid answers."""
+
+
+@dataclass(frozen=True)
+class Input:
+    """Results read from one path, with the reward mode its run recorded."""
+
+    path: Path
+    results: list[QuestionResult]
+    reward_mode: str | None
+    """``count`` or ``novelty_sum`` as the run directory recorded it; None for a results
+    file (the original schema records none)."""
+
+
+def read_input(path: Path, thresholds: Thresholds | None = None) -> Input:
+    """The results at ``path`` (run directory or original-schema file).
+
+    Raises ``ValueError`` (or ``OSError``, ``KeyError``) naming the problem.
+    """
+    results = read_results(path, thresholds)
+    mode = None
+    if path.is_dir():
+        spec = ((read_metadata(path) or {}).get("spec")) or {}
+        recorded = spec.get("reward_mode") if isinstance(spec, dict) else None
+        mode = recorded if recorded in REWARD_MODES else None
+    return Input(path, results, mode)
+
+
+def _names(inputs: Sequence[Input]) -> list[str]:
+    """Short names of the inputs: the last path part, or the whole path when that repeats."""
+    short = [i.path.name or str(i.path) for i in inputs]
+    return short if len(set(short)) == len(short) else [str(i.path) for i in inputs]
+
+
+def _line_key(result: QuestionResult) -> tuple[str, float, str, int]:
+    return result.model, result.temperature, result.question, result.repeat
+
+
+def combine(inputs: Sequence[Input]) -> list[QuestionResult]:
+    """Every input's lines in input order, models that clash named after their input."""
+    owners: dict[tuple[str, float, str, int], set[int]] = {}
+    for n, source in enumerate(inputs):
+        for result in source.results:
+            owners.setdefault(_line_key(result), set()).add(n)
+    clashing = {(key[0], key[1]) for key, found in owners.items() if len(found) > 1}
+    names = _names(inputs)
+    combined: list[QuestionResult] = []
+    for name, source in zip(names, inputs, strict=True):
+        for result in source.results:
+            if (result.model, result.temperature) in clashing:
+                result = dataclasses.replace(result, model=f"{result.model} [{name}]")
+            combined.append(result)
+    return combined
+
+
+def reward_mode(inputs: Sequence[Input], chosen: str | None = None) -> tuple[str, list[str]]:
+    """The reward mode to report in, and a warning when the inputs disagree.
+
+    ``chosen`` (``--reward-mode``) wins; otherwise the mode the runs recorded, ``count``
+    when none did or when they differ.
+    """
+    recorded = {i.reward_mode for i in inputs if i.reward_mode is not None}
+    if chosen is not None:
+        return chosen, []
+    if len(recorded) > 1:
+        named = list(zip(_names(inputs), inputs, strict=True))
+        detail = "; ".join(
+            f"{mode}: {', '.join(name for name, i in named if i.reward_mode == mode)}"
+            for mode in sorted(recorded)
+        )
+        return DEFAULT_REWARD_MODE, [
+            f"inputs were run with different reward modes ({detail}); reporting "
+            f"{DEFAULT_REWARD_MODE}, choose with --reward-mode"
+        ]
+    return (recorded.pop() if recorded else DEFAULT_REWARD_MODE), []
