@@ -30,6 +30,7 @@ from aidanbench.cli.progress import Progress
 from aidanbench.graph.metric_names import environment_aliases
 from aidanbench.graph.question import build_question_graph
 from aidanbench.graph.settings import Settings
+from aidanbench.nodes.caps import budget_exhausted
 from aidanbench.nodes.prepare import ERROR_KINDS, measured_by, measurement_differences
 from aidanbench.services import ServicesFactory, default_services
 
@@ -206,6 +207,8 @@ async def drive(
 
         async def run_one(task: Task, start: Any) -> None:
             async with gate:
+                if budget_exhausted(task.settings):  # --max-cost: start nothing new
+                    return
                 config: RunnableConfig = {"configurable": {"thread_id": task.thread_id}}
                 progress.started_question(task.label)
                 async for event in graph.astream(

@@ -19,6 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from aidanbench.analysis import cost
 from aidanbench.analysis.environment_metrics import line_metrics, rollout_means
 from aidanbench.analysis.results import QuestionResult
 from aidanbench.analysis.rundir import read_results
@@ -94,7 +95,8 @@ def _cell(lines: Sequence[QuestionResult], marks: Mapping[LineKey, str]) -> str:
     parts = []
     for line in sorted(lines, key=lambda r: r.repeat):
         mark = "!" if errored(line) else ""
-        parts.append(f"{line.score}{mark}{marks.get(line_key(line), '')}")
+        bound = "≥" if cost.is_censored(line.stop_reason) else ""
+        parts.append(f"{bound}{line.score}{mark}{marks.get(line_key(line), '')}")
     return "/".join(parts)
 
 
@@ -126,7 +128,8 @@ def question_table(
     temperatures = len({t for _, t in groups})
     table = Table(
         title="Valid answers per question",
-        caption="! errored (score is a lower bound); – not run; a/b: repeats" + legend,
+        caption="! errored (score is a lower bound); ≥ stopped by a cap (a lower bound); "
+        "– not run; a/b: repeats" + legend,
         caption_justify="left",
     )
     by_question: dict[tuple[str, float, str], list[QuestionResult]] = {}
@@ -281,14 +284,22 @@ def run(args: argparse.Namespace) -> int:
     comparison = compare(results, args.compare)
     if args.json:
         payload = report_payload(
-            results, rows, comparison=comparison, reward_mode=recorded_reward_mode(args.path)
+            results,
+            rows,
+            comparison=comparison,
+            reward_mode=recorded_reward_mode(args.path),
+            question_fields=cost.question_fields(args.path),
+            run_fields=cost.run_fields(args.path),
         )
+        payload["cost"] = cost.cost_payload(args.path)
         print(json.dumps(payload, indent=2))
         return 0
     console = make_console()
     render_summary(rows, console)
     console.print(question_table(results, width=console.width))
     print_errors(results, console)
+    for text in cost.cost_lines(args.path):
+        console.print(text, markup=False)
     if comparison is not None:
         console.print("\n" + comparison_text(comparison), markup=False)
     print_warnings(warnings(results), console)

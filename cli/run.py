@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from aidanbench.analysis import rundir
 from aidanbench.analysis.view import write_view
-from aidanbench.cli import env_args, loop, question_source
+from aidanbench.cli import cost, env_args, loop, question_source
 from aidanbench.cli.driver import Task, check_recorded_measurements, drive, errored
 from aidanbench.cli.errors import UsageError, printable
 from aidanbench.cli.inputs import check_run_args
@@ -111,6 +111,7 @@ def register(subparsers: Any) -> None:
         help="continue a run directory with the settings it was started with",
     )
     env_args.register(p)
+    cost.register(p)
     p.set_defaults(handler=handle)
 
 
@@ -157,8 +158,17 @@ def run_spec(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def build_tasks(spec: dict[str, Any], questions: list[str], run_dir: Path) -> list[Task]:
-    """Every (model, temperature, question, repeat) of the run, in a stable order."""
+def build_tasks(
+    spec: dict[str, Any],
+    questions: list[str],
+    run_dir: Path,
+    cost_fields: dict[str, Any] | None = None,
+) -> list[Task]:
+    """Every (model, temperature, question, repeat) of the run, in a stable order.
+
+    ``cost_fields`` (``cli.cost.settings_fields``) are settings kept out of ``spec``, so
+    changing a price file or a cap does not make the directory "another run".
+    """
     tasks: list[Task] = []
     for model in spec["models"]:
         for temperature in spec["temperatures"]:
@@ -169,6 +179,7 @@ def build_tasks(spec: dict[str, Any], questions: list[str], run_dir: Path) -> li
                     reward_mode=spec["reward_mode"],
                     cache_path=str(run_dir / rundir.CACHE),
                     **spec["settings"],
+                    **(cost_fields or {}),
                 )
             except ValidationError as exc:
                 raise UsageError(_validation_line(exc)) from None
@@ -282,7 +293,8 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     question_set = question_source.resolve_questions(args)
     questions = question_set.questions
     check_question_set(stored, questions, run_dir)
-    tasks = build_tasks(spec, questions, run_dir)
+    cost.check(args, spec["models"], spec["settings"]["judge_model"])
+    tasks = build_tasks(spec, questions, run_dir, cost.settings_fields(args, run_dir))
     check_checkpoints(run_dir / rundir.CHECKPOINTS)
     if stored is None and (run_dir / rundir.CHECKPOINTS).exists():
         loop.run(check_recorded_measurements(tasks, run_dir / rundir.CHECKPOINTS))
@@ -302,6 +314,7 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
             meta["server"] = args.server
         meta["started_at"] = meta.get("started_at") or _now()
         rundir.atomic_write(run_dir / rundir.METADATA, json.dumps(meta, indent=2))
+        cost.start(args, run_dir)
         progress = Progress()
         try:
             with progress:
@@ -339,6 +352,7 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
             ) from None
         meta["finished_at"] = _now()
         meta["totals"] = _totals(lines)
+        cost.finish(meta, args, run_dir)
         rundir.atomic_write(run_dir / rundir.METADATA, json.dumps(meta, indent=2))
     _print_summary(run_dir, spec["reward_mode"])
     print(f"report: {write_view([run_dir], run_dir / REPORT)}")

@@ -137,6 +137,34 @@ class Settings(BaseModel):
         description="SQLite file caching embeddings and similarity judgements across "
         "restarts; None keeps them in memory.",
     )
+    # Cost: prices, the usage ledger and the per-question caps (services.pricing,
+    # services.usage, nodes.decide). A capped question's score is a lower bound; raising
+    # a cap and running again continues it.
+    prices_path: str | None = Field(
+        default=None,
+        description="JSON price table (README, Cost) whose models replace the bundled "
+        "list prices; None: the bundled table.",
+    )
+    usage_path: str | None = Field(
+        default=None,
+        description="JSON-lines file every request's usage is appended to (the CLI uses "
+        "RUN_DIR/usage.jsonl); None records none.",
+    )
+    max_question_cost: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Stop a question once its recorded answers and look-aheads cost this "
+        "many dollars (stop reason max_question_cost; its score is a lower bound).",
+    )
+    max_question_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Stop a question once it has run this many seconds (stop reason "
+        "max_question_seconds; its score is a lower bound).",
+    )
+
     interrupt_on_reject: bool = Field(
         default=False,
         description="Pause (interrupt) after each rejected answer so a person can inspect it.",
@@ -201,4 +229,18 @@ def default_novelty_threshold(embedding_model: str) -> float:
     return CALIBRATED_NOVELTY_THRESHOLDS.get(embedding_model, BENCHMARK_NOVELTY_THRESHOLD)
 
 
-StopReason = Literal["coherence", "novelty", "llm_novelty", "max_answers", "judge_error", "error"]
+StopReason = Literal[
+    "coherence",
+    "novelty",
+    "llm_novelty",
+    "max_answers",
+    "judge_error",
+    "error",
+    "budget",
+    "max_question_cost",
+    "max_question_seconds",
+]
+
+CAP_REASONS = frozenset({"budget", "max_question_cost", "max_question_seconds"})
+"""Stop reasons of a question cut short by a cap (``nodes.caps``): it had not failed, so
+its score is a lower bound (*censored*), and raising the cap continues it."""

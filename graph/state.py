@@ -37,6 +37,17 @@ class CallStats(TypedDict):
     """Completion tokens reported by the provider, summed over calls."""
     calls: int
     """Requests made (judge re-asks and per-pair similarity calls count; cache hits do not)."""
+    cached_input_tokens: NotRequired[int]
+    """Of ``input_tokens``, those read from the provider's prompt cache
+    (``prompt_tokens_details.cached_tokens``); absent in records made before it was kept."""
+    reasoning_tokens: NotRequired[int]
+    """Of ``output_tokens``, those spent reasoning
+    (``completion_tokens_details.reasoning_tokens``)."""
+    cost_usd: NotRequired[float | None]
+    """Dollars: the provider's reported cost where it gave one, else the price table's;
+    None when a call's model has no price (unknown, never 0)."""
+    provider_cost_calls: NotRequired[int]
+    """How many of ``calls`` carried the provider's own cost (``usage.cost``)."""
 
 
 @documented
