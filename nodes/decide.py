@@ -30,6 +30,7 @@ from aidanbench.graph.state import (
 from aidanbench.nodes.caps import budget_exhausted, cap_reached, unpriced_error
 from aidanbench.nodes.context import add_calls, no_calls, settings_of
 from aidanbench.nodes.metrics import chain_metrics
+from aidanbench.services.pricing import answer_dollars
 
 RESULT_KEYS = {
     "coherence_result": "judge",
@@ -142,6 +143,7 @@ def answer_event(record: AnswerRecord, score: int, stop: str | None) -> dict[str
         "stop_reason": stop,
         "calls": sum(c["calls"] for c in calls),
         "tokens": sum(c["input_tokens"] + c["output_tokens"] for c in calls),
+        "cost_usd": answer_dollars(record["calls"]),
     }
 
 

@@ -7,6 +7,7 @@ dollars are exact binary fractions, so sums and caps compare exactly.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -19,9 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from aidanbench.cli.main import main
+from aidanbench.cli.progress import Progress
 from aidanbench.graph.questions import bundled_questions
+from aidanbench.graph.settings import Settings
+from aidanbench.nodes.caps import cap_reached, continuation
 from aidanbench.testing import (
     Fault,
     Metered,
@@ -372,3 +377,49 @@ def test_a_killed_and_resumed_run_counts_every_call_it_sent(api_key: str, tmp_pa
     assert meta["usage"]["input_tokens"] == killed["input"] == clean["input"]
     assert meta["usage"]["output_tokens"] == killed["output"] == clean["output"]
     assert meta["totals"]["dollars"] == clean_meta["totals"]["dollars"]
+
+
+# --- pure pieces: the seconds cap, the resumed clock, the live table ------------------------
+
+
+def answer(index: int, elapsed: float, dollars: float | None = 0.25) -> dict[str, Any]:
+    stats = {"served_model": "m", "latency_s": 0.1, "input_tokens": 1, "output_tokens": 1}
+    return {
+        "index": index,
+        "elapsed_s": elapsed,
+        "calls": {"generate": {**stats, "calls": 1, "cost_usd": dollars}},
+    }
+
+
+def test_the_seconds_cap_stops_at_the_answer_that_reaches_it_and_resumes_the_clock() -> None:
+    settings = Settings(max_question_seconds=30.0)
+    running = [answer(1, 12.0), answer(2, 29.9)]
+    assert cap_reached(running, None, settings, budget_spent=False) is None
+    reached = [*running, answer(3, 30.0)]
+    assert cap_reached(reached, None, settings, budget_spent=False) == "max_question_seconds"
+    state = {"answers": reached, "stop_reason": "max_question_seconds", "speculative": None}
+    assert continuation(state, settings, budget_spent=False, now=1000.0) == {}, "still capped"
+    raised = Settings(max_question_seconds=60.0)
+    resumed = continuation(state, raised, budget_spent=False, now=1000.0)
+    assert resumed == {"stop_reason": None, "error": None, "started_at": 970.0}
+    assert continuation(state, raised, budget_spent=True, now=1000.0) == {}, "budget spent"
+
+
+def test_a_cost_cap_on_an_unpriced_question_is_an_error_never_a_silent_pass() -> None:
+    settings = Settings(max_question_cost=1.0)
+    answers = [answer(1, 1.0, dollars=None)]
+    assert cap_reached(answers, None, settings, budget_spent=False) == "unpriced"
+
+
+def test_the_live_table_shows_what_is_spent_and_unknown() -> None:
+    progress = Progress(out=io.StringIO(), live=False)
+    progress.queued("priced", 1)
+    progress.queued("unpriced", 1)
+    progress.answer("priced", {"valid": True, "calls": 2, "tokens": 10, "cost_usd": 0.25})
+    progress.answer("priced", {"valid": True, "calls": 2, "tokens": 10, "cost_usd": 0.125})
+    progress.answer("unpriced", {"valid": True, "calls": 2, "tokens": 10, "cost_usd": None})
+    progress.answer("unpriced", {"valid": True, "calls": 2, "tokens": 10, "cost_usd": 0.5})
+    console = Console(file=io.StringIO(), width=200)
+    console.print(progress._table(width=200))
+    drawn = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "spent" in drawn and "$0.3750" in drawn and "unknown" in drawn
