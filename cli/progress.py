@@ -16,7 +16,9 @@ from typing import Any, TextIO
 from rich.console import Console, Group
 from rich.live import Live
 
+from aidanbench.analysis.cost import dollars_text
 from aidanbench.analysis.tables import Column, fitted_tables
+from aidanbench.services.pricing import add_dollars, question_dollars
 
 
 @dataclass
@@ -31,6 +33,8 @@ class ModelProgress:
     score: int = 0
     calls: int = 0
     tokens: int = 0
+    dollars: float | None = 0.0
+    """Spent so far on recorded answers and look-aheads (None once a price is unknown)."""
 
 
 @dataclass
@@ -87,6 +91,8 @@ class Progress:
         row.done += 1
         row.score += int(output.get("score") or 0)
         row.answers += len(output.get("answers") or [])
+        spent = question_dollars(output.get("answers") or [], output.get("speculative"))
+        row.dollars = add_dollars(row.dollars, spent)
 
     def answer(self, label: str, event: dict[str, Any]) -> None:
         row = self.rows[label]
@@ -94,6 +100,7 @@ class Progress:
         row.score += 1 if event.get("valid") else 0
         row.calls += int(event.get("calls", 0))
         row.tokens += int(event.get("tokens", 0))
+        row.dollars = add_dollars(row.dollars, event.get("cost_usd"))
 
     def _line(self, text: str) -> None:
         if not self.live:
@@ -106,13 +113,19 @@ class Progress:
         elapsed = time.monotonic() - self.started
         rows = list(self.rows.items())  # one atomic copy: events may add rows
         counters = [
-            (r.done, r.running, r.queued, r.errored, r.answers, r.score, r.calls, r.tokens)
+            (
+                *(r.done, r.running, r.queued, r.errored, r.answers, r.score, r.calls),
+                *(r.tokens, dollars_text(r.dollars)),
+            )
             for _, r in rows
         ]
         columns = [
             Column(header, [str(values[i]) for values in counters])
             for i, header in enumerate(
-                ("done", "running", "queued", "errors", "answers", "score", "API calls", "tokens")
+                (
+                    *("done", "running", "queued", "errors", "answers", "score", "API calls"),
+                    *("tokens", "spent"),
+                )
             )
         ]
         key = Column("model (temperature)", [label for label, _ in rows], "left")
