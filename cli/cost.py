@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from aidanbench.cli import estimate
 from aidanbench.cli.errors import UsageError, printable
 from aidanbench.services.pricing import PriceFileError, price_table
 from aidanbench.services.usage import LEDGER, forget_ledger, ledger, summarise_ledger
@@ -40,6 +41,12 @@ def register(p: argparse.ArgumentParser) -> None:
         metavar="USD",
         help="stop a question once it has cost this many dollars (a lower-bound score)",
     )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the tokens and dollars this run would cost (as `estimate`) and stop",
+    )
+    estimate.add_answers_from(p)
     p.add_argument(
         "--max-question-seconds",
         type=float,
@@ -71,6 +78,13 @@ def check(args: argparse.Namespace, models: Sequence[str], judge_model: str) -> 
                 f"{flag} needs prices, and {', '.join(printable(m) for m in unpriced)} "
                 "has none; give them with --prices FILE"
             )
+
+
+def dry_run(args: argparse.Namespace, spec: dict[str, Any], questions: Sequence[str]) -> int:
+    """``run --dry-run``: the estimate of this run; no call, nothing written."""
+    lines_per_question = spec["repeats"] * len(spec["temperatures"])
+    settings = {**spec["settings"], "repeats": lines_per_question}
+    return estimate.show(estimate.plan_estimate(args, spec["models"], questions, settings), False)
 
 
 def settings_fields(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:

@@ -295,6 +295,8 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     check_question_set(stored, questions, run_dir)
     cost.check(args, spec["models"], spec["settings"]["judge_model"])
     tasks = build_tasks(spec, questions, run_dir, cost.settings_fields(args, run_dir))
+    if args.dry_run:
+        return cost.dry_run(args, spec, questions)
     check_checkpoints(run_dir / rundir.CHECKPOINTS)
     if stored is None and (run_dir / rundir.CHECKPOINTS).exists():
         loop.run(check_recorded_measurements(tasks, run_dir / rundir.CHECKPOINTS))

@@ -423,3 +423,37 @@ def test_the_live_table_shows_what_is_spent_and_unknown() -> None:
     console.print(progress._table(width=200))
     drawn = console.file.getvalue()  # type: ignore[attr-defined]
     assert "spent" in drawn and "$0.3750" in drawn and "unknown" in drawn
+
+
+# --- estimate before spending ---------------------------------------------------------------
+
+
+def test_the_estimate_predicts_what_a_run_then_sends_without_calling_anything(
+    api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    brain = ScriptedBrain({q: 4 for q in QUESTIONS})  # the server counts characters / 4 + 1
+    run_dir = tmp_path / "run"
+    prices = str(prices_file(tmp_path))
+    with OpenAIStub(brain) as stub:
+        command = args(stub, run_dir, ["m-table"], "--prices", prices)
+        capsys.readouterr()
+        assert main([*command, "--dry-run", "--answers-from", str(tmp_path)]) == 2
+        assert main([*command, "--dry-run"]) == 0
+        dry = capsys.readouterr().out
+        assert stub.count() == 0 and not run_dir.exists(), "no call, nothing written"
+        assert "Estimate for 2 question line(s)" in dry and "m-table" in dry
+        assert main(command) == 0
+    sent = json.loads((run_dir / "metadata.json").read_text())["usage"]
+    capsys.readouterr()
+    estimate_args = ["estimate", "-m", "m-table", "--questions", "2", "--prices", prices]
+    estimate_args += ["--judge-model", "judge-model", "--embedding-model", "embedding-model"]
+    assert main([*estimate_args, "--answers-from", str(run_dir), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["answers_per_question"] == {"low": 5, "mean": 5.0, "high": 5}
+    expected = result["models"][0]["expected"]
+    assert expected == result["models"][0]["low"] == result["models"][0]["high"]
+    assert abs(expected["input_tokens"] - sent["input_tokens"]) < 0.05 * sent["input_tokens"]
+    assert result["unpriced_models"] == []
+    assert main([*estimate_args[:2], "m-unpriced", *estimate_args[3:]]) == 0
+    text = capsys.readouterr().out
+    assert "No price for: m-unpriced (cost unknown)" in text and "Run: unknown" in text
