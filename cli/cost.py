@@ -88,10 +88,12 @@ def dry_run(args: argparse.Namespace, spec: dict[str, Any], questions: Sequence[
 
 
 def settings_fields(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
-    """The cost fields of every task's settings (no ledger for a remote server)."""
+    """The cost fields of every task's settings. A remote server gets neither a ledger nor
+    a prices file (both are paths on this machine): its dollars use the bundled prices."""
     local = getattr(args, "server", None) is None
+    prices = None if args.prices is None or not local else str(args.prices.resolve())
     return {
-        "prices_path": None if args.prices is None else str(args.prices.resolve()),
+        "prices_path": prices,
         "usage_path": str(run_dir / LEDGER) if local else None,
         "max_question_cost": args.max_question_cost,
         "max_question_seconds": args.max_question_seconds,

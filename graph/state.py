@@ -191,8 +191,10 @@ class _QuestionProgress(TypedDict):
     question: str
     """The question."""
     stop_reason: str | None
-    """``coherence``, ``novelty``, ``llm_novelty``, ``max_answers``, ``judge_error`` or
-    ``error``; None while the question is still running."""
+    """``coherence``, ``novelty``, ``llm_novelty``, ``max_answers``, a cap (``budget``,
+    ``max_question_cost``, ``max_question_seconds``: the score is a lower bound, and a
+    higher cap continues the question), ``judge_error`` or ``error``; None while the
+    question is still running."""
     error: ErrorInfo | None
     """Details when ``stop_reason`` is an error kind; the thread can be invoked again."""
     score: int

@@ -457,3 +457,26 @@ def test_the_estimate_predicts_what_a_run_then_sends_without_calling_anything(
     assert main([*estimate_args[:2], "m-unpriced", *estimate_args[3:]]) == 0
     text = capsys.readouterr().out
     assert "No price for: m-unpriced (cost unknown)" in text and "Run: unknown" in text
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "not json",
+        json.dumps({"models": {"m": {"input": -1, "output": 1}}}),
+        json.dumps({"models": {"m": {"input": 1}}}),
+        json.dumps([1, 2]),
+    ],
+)
+def test_a_bad_prices_file_is_one_line_and_nothing_is_written(
+    content: str, api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "prices.json"
+    bad.write_text(content)
+    run_dir = tmp_path / "run"
+    with OpenAIStub(ScriptedBrain()) as stub:
+        assert main(args(stub, run_dir, ["m"], "--prices", str(bad))) == 2
+        assert stub.count() == 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "prices" in err
+    assert not run_dir.exists()
