@@ -53,6 +53,11 @@ def is_censored(stop_reason: str | None) -> bool:
     return stop_reason in CAP_REASONS
 
 
+def has_censored(stop_reasons: Iterable[str | None]) -> bool:
+    """Whether any of these stop reasons is a cap (a total over them is a lower bound)."""
+    return any(is_censored(reason) for reason in stop_reasons)
+
+
 def question_lines(path: str | Path) -> list[dict[str, Any]]:
     """The question lines of a run directory (empty for a results file)."""
     run_dir = Path(path)

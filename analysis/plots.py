@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from aidanbench.analysis.cost import has_censored
 from aidanbench.analysis.results import AnswerRow, QuestionResult
 from aidanbench.analysis.summary import (
     UNFINISHED,
@@ -162,6 +163,7 @@ def plot_scores(rows: Sequence[SummaryRow], path: Path) -> Path:
                 linewidth=1.2,
             )
         value = f"{values[i]:.1f}" if repeated else f"{values[i]:d}"
+        value = "≥ " + value if has_censored(row.stop_reasons) else value
         note = _plural(row.question_count, "question")
         note += f", {_plural(row.repeats, 'repeat')}" if repeated else ""
         right = interval[1] if interval else values[i]

@@ -28,6 +28,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from aidanbench.analysis.cost import has_censored, score_text
 from aidanbench.analysis.results import QuestionResult
 from aidanbench.analysis.tables import Column, fitted_tables
 from aidanbench.graph.thresholds import Thresholds
@@ -391,7 +392,11 @@ def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
 
     columns = [
         numbers("temp", [f"{row.temperature:g}" for row in rows]),
-        numbers("score", [str(row.score) for row in rows], style="bold"),
+        numbers(
+            "score",
+            [score_text(row.score, has_censored(row.stop_reasons)) for row in rows],
+            style="bold",
+        ),
     ]
     if repeated:
         per_repeat = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -240,6 +241,7 @@ def test_a_question_cost_cap_stops_exactly_and_a_higher_cap_continues(
         assert main(["report", str(run_dir)]) == 0
         text = capsys.readouterr().out
         assert "≥3" in text and "for score ≥ 6" in text and "2 question(s) censored" in text
+        assert re.search(r"m-table\s*│\s*0\.7\s*│\s*≥ 6\s*│", text), "summary: a lower bound"
 
         first = stub.requests
         higher = 5 * per_answer + 2 * TABLE_GENERATE  # the first look-ahead was discarded
