@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from aidanbench.analysis.cost import has_censored
 from aidanbench.analysis.summary import (
     UNFINISHED,
     GroupKey,
@@ -165,6 +166,7 @@ def plot_scores(rows: Sequence[SummaryRow], path: Path) -> Path:
             )
         value = f"{values[i]:.2f}" if by_novelty else f"{values[i]:g}"
         value = f"{values[i]:.1f}" if repeated and not by_novelty else value
+        value = "≥ " + value if has_censored(row.stop_reasons) else value
         note = _plural(row.question_count, "question")
         note += f", {_plural(row.repeats, 'repeat')}" if repeated else ""
         right = interval[1] if interval else values[i]

@@ -36,6 +36,8 @@ from typing import Any
 from aidanbench.core.records import question_result
 from aidanbench.core.results import QuestionResult
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.core.vocabulary import is_censored
+from aidanbench.services.pricing import answer_dollars, question_dollars
 
 METADATA = "metadata.json"
 RESULTS = "results.json"
@@ -114,8 +116,11 @@ def write_outputs(run_dir: Path, questions: Sequence[Mapping[str, Any]]) -> None
     for q in questions:
         key = {k: q[k] for k in ("model", "temperature", "question", "repeat")}
         for answer in q["answers"]:
-            answer_lines.append(json.dumps({**key, **answer}, ensure_ascii=False))
+            dollars = answer_dollars(answer.get("calls") or {})
+            line = {**key, **answer, "cost_usd": dollars}
+            answer_lines.append(json.dumps(line, ensure_ascii=False))
         summary = {k: v for k, v in q.items() if k != "answers"}
+        summary |= question_cost_fields(q)
         question_lines.append(json.dumps(summary, ensure_ascii=False))
     files[ANSWERS] = "".join(line + "\n" for line in answer_lines)
     files[QUESTIONS] = "".join(line + "\n" for line in question_lines)
@@ -123,6 +128,15 @@ def write_outputs(run_dir: Path, questions: Sequence[Mapping[str, Any]]) -> None
     atomic_write(run_dir / OUTPUTS, json.dumps(marker, indent=2))
     for name, text in files.items():
         atomic_write(run_dir / name, text)
+
+
+def question_cost_fields(line: Mapping[str, Any]) -> dict[str, Any]:
+    """A question line's dollars (null when unknown) and whether a cap cut it short
+    (``censored``: its score is a lower bound)."""
+    return {
+        "cost_usd": question_dollars(line.get("answers") or [], line.get("speculative")),
+        "censored": is_censored(line.get("stop_reason")),
+    }
 
 
 def _digest(data: bytes) -> str:

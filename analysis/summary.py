@@ -34,6 +34,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from aidanbench.analysis.cost import has_censored
 from aidanbench.analysis.tables import Column, fitted_tables
 from aidanbench.core.records import UNFINISHED as UNFINISHED
 from aidanbench.core.records import errored as errored
@@ -229,6 +230,11 @@ def question_order(results: Iterable[QuestionResult]) -> list[str]:
 def group_label(model: str, temperature: float, temperatures: int) -> str:
     """A model's name, with its temperature when several temperatures are shown."""
     return model if temperatures == 1 else f"{model} @ {temperature:g}"
+
+
+def censored_text(figure: str, censored: bool) -> str:
+    """A figure, as a lower bound (``≥ 12``) when a cap cut one of its questions short."""
+    return f"≥ {figure}" if censored else figure
 
 
 def short_names(models: Sequence[str]) -> dict[str, str]:
@@ -535,7 +541,13 @@ def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
 
     score = numbers(
         "score",
-        [f"{row.score:.1f}" if row.repeats > 1 else _figure(row.score, "count") for row in rows],
+        [
+            censored_text(
+                f"{row.score:.1f}" if row.repeats > 1 else _figure(row.score, "count"),
+                has_censored(row.stop_reasons),
+            )
+            for row in rows
+        ],
         None if by_novelty else "bold",
     )
     novelty_sum = numbers(

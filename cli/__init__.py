@@ -1,11 +1,11 @@
-"""The ``aidanbench`` command: run, demo, report, view, rescore, plot, calibrate."""
+"""The ``aidanbench`` command: run, estimate, demo, report, view, rescore, plot, calibrate."""
 
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
 
-COMMANDS = ("run", "demo", "report", "view", "rescore", "plot", "calibrate")
+COMMANDS = ("run", "estimate", "demo", "report", "view", "rescore", "plot", "calibrate")
 """Command modules of this package, in the order ``--help`` lists them."""
 
 

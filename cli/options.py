@@ -41,6 +41,10 @@ NO_FLAG: dict[str, str] = {
     "pauses)",
     "interrupt_every": "pauses a question for a person to inspect in Studio; the command "
     "line has nobody to resume it",
+    "prices_path": "given as --prices FILE, a setting of the run (resolved to a path on "
+    "this machine, and none for a --server run, which prices with the bundled table)",
+    "usage_path": "the command keeps the usage ledger in the run directory "
+    "(RUN_DIR/usage.jsonl), so every session of the run adds to one ledger",
 }
 """Settings fields that deliberately have no flag, each with the reason."""
 

@@ -1,7 +1,8 @@
 """``aidanbench plot``: PNG charts of run directories and original-schema results files.
 
 Writes ``scores.png``, ``questions.png``, ``trajectory.png`` and ``stop_reasons.png``
-(see ``aidanbench.analysis.plots``) and prints their paths, one per line.
+(see ``aidanbench.analysis.plots``), and for a run directory with known dollars
+``cost_vs_score.png`` (``aidanbench.analysis.cost``), and prints their paths, one per line.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from aidanbench.analysis.cost import COST_CHART, plot_cost_vs_score
 from aidanbench.analysis.plots import plot_all, select_question
 from aidanbench.cli.errors import UsageError
 from aidanbench.cli.report import add_reward_mode_argument, one_line, read_inputs
@@ -39,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     out = output_dir(args.out)
     try:
         written = plot_all(results, out, args.question, inputs.reward_mode)
+        written += [p for p in [plot_cost_vs_score(args.paths, out / COST_CHART)] if p]
     except OSError as exc:
         raise UsageError(f"cannot write charts to {out}: {one_line(exc)}") from exc
     for path in written:

@@ -21,6 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from aidanbench.analysis import cost
 from aidanbench.analysis.environment_metrics import line_metrics, rollout_means
 from aidanbench.analysis.inputs import combine, read_input
 from aidanbench.analysis.inputs import reward_mode as resolve_reward_mode
@@ -44,6 +45,7 @@ from aidanbench.analysis.summary import (
 from aidanbench.cli.errors import UsageError
 from aidanbench.core.results import QuestionResult
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.core.vocabulary import is_censored
 
 LineKey = tuple[str, float, str, int]
 """(model, temperature, question, repeat): one question line."""
@@ -129,7 +131,8 @@ def _cell(lines: Sequence[QuestionResult], marks: Mapping[LineKey, str]) -> str:
     parts = []
     for line in sorted(lines, key=lambda r: r.repeat):
         mark = "!" if errored(line) else ""
-        parts.append(f"{line.score}{mark}{marks.get(line_key(line), '')}")
+        bound = "≥" if is_censored(line.stop_reason) else ""
+        parts.append(f"{bound}{line.score}{mark}{marks.get(line_key(line), '')}")
     return "/".join(parts)
 
 
@@ -161,7 +164,8 @@ def question_table(
     temperatures = len({t for _, t in groups})
     table = Table(
         title="Valid answers per question",
-        caption="! errored (score is a lower bound); – not run; a/b: repeats" + legend,
+        caption="! errored (score is a lower bound); ≥ stopped by a cap (a lower bound); "
+        "– not run; a/b: repeats" + legend,
         caption_justify="left",
     )
     by_question: dict[tuple[str, float, str], list[QuestionResult]] = {}
@@ -348,7 +352,10 @@ def run(args: argparse.Namespace) -> int:
             comparison=comparison,
             reward_mode=inputs.reward_mode,
             notes=inputs.notes,
+            question_fields=cost.merged(cost.question_fields, args.paths),
+            run_fields=cost.merged(cost.run_fields, args.paths),
         )
+        payload["cost"] = cost.cost_payloads(args.paths)
         print(json.dumps(payload, indent=2))
         return 0
     console = make_console()
@@ -356,6 +363,8 @@ def run(args: argparse.Namespace) -> int:
     print_headline(rows, console)
     console.print(question_table(results, width=console.width))
     print_errors(results, console)
+    for text in cost.cost_lines_of(args.paths):
+        console.print(text, markup=False)
     if comparison is not None:
         console.print("\n" + comparison_text(comparison), markup=False)
     print_warnings([*inputs.notes, *warnings(results)], console)

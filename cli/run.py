@@ -21,9 +21,10 @@ from pydantic import ValidationError
 from aidanbench.analysis import rundir
 from aidanbench.analysis.summary import SummaryRow
 from aidanbench.analysis.view import write_view
-from aidanbench.cli import env_args, options, question_source
+from aidanbench.cli import cost, env_args, options, question_source
 from aidanbench.cli.errors import UsageError, printable
 from aidanbench.cli.inputs import check_run_args
+from aidanbench.core.settings import Settings
 from aidanbench.runner import loop
 from aidanbench.runner.engine import RunResult, execute, prepare
 from aidanbench.runner.spec import RunSpec, given_settings
@@ -70,6 +71,7 @@ def register(subparsers: Any) -> None:
         help="continue a run directory with the settings it was started with",
     )
     env_args.register(p)
+    cost.register(p)
     p.set_defaults(handler=handle)
 
 
@@ -104,6 +106,8 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
             server=args.server,
             concurrency=args.concurrency,
             use_stored_settings=args.use_stored_settings,
+            prices=args.prices,
+            max_cost=args.max_cost,
         )
     except ValidationError as exc:
         raise UsageError(options.validation_line(exc, getattr(args, "given_as", None))) from None
@@ -119,6 +123,10 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     env_args.apply(args)
     check_run_args(args)
     spec = run_spec(args)
+    judge = spec.settings.get("judge_model", Settings.model_fields["judge_model"].default)
+    cost.check(args, spec.models, judge)
+    if args.dry_run:
+        return cost.dry_run(args, spec)
     run_dir = spec.run_dir
     try:
         result = loop.run(until_terminated(_session(spec, services)))

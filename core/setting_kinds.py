@@ -52,12 +52,18 @@ OPERATIONAL_FIELDS: frozenset[str] = frozenset(
         "cache_path",
         "interrupt_on_reject",
         "interrupt_every",
+        "prices_path",
+        "usage_path",
+        "max_question_cost",
+        "max_question_seconds",
     }
 )
 """Fields that decide only how the scores are reached: each session of a run sets its own.
 
 ``pipeline`` is here because a look-ahead answer is discarded, never counted, when the
-current one fails: the chain is the same with it on or off."""
+current one fails: the chain is the same with it on or off. The spending caps are here
+because a question they stop is continued, not redone, when a later session raises them
+(its score is shown as a lower bound meanwhile)."""
 
 PER_THREAD_FIELDS: frozenset[str] = frozenset({"model", "temperature"})
 """Scoring fields that are part of a thread's key rather than of its model's record."""

@@ -155,6 +155,34 @@ class Settings(BaseModel):
         description="SQLite file caching embeddings and similarity judgements across "
         "restarts; None keeps them in memory.",
     )
+    # Cost: prices, the usage ledger and the per-question caps (services.pricing,
+    # services.usage, nodes.decide). A capped question's score is a lower bound; raising
+    # a cap and running again continues it.
+    prices_path: str | None = Field(
+        default=None,
+        description="JSON price table (README, Cost) whose models replace the bundled "
+        "list prices; None: the bundled table.",
+    )
+    usage_path: str | None = Field(
+        default=None,
+        description="JSON-lines file every request's usage is appended to (the CLI uses "
+        "RUN_DIR/usage.jsonl); None records none.",
+    )
+    max_question_cost: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Stop a question once its recorded answers and look-aheads cost this "
+        "many dollars (stop reason max_question_cost; its score is a lower bound).",
+    )
+    max_question_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Stop a question once it has run this many seconds (stop reason "
+        "max_question_seconds; its score is a lower bound).",
+    )
+
     interrupt_on_reject: bool = Field(
         default=False,
         description="Pause (interrupt) after each rejected answer so a person can inspect it.",

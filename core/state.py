@@ -39,6 +39,17 @@ class CallStats(TypedDict):
     """Completion tokens reported by the provider, summed over calls."""
     calls: int
     """Requests made (judge re-asks and per-pair similarity calls count; cache hits do not)."""
+    cached_input_tokens: NotRequired[int]
+    """Of ``input_tokens``, those read from the provider's prompt cache
+    (``prompt_tokens_details.cached_tokens``); absent in records made before it was kept."""
+    reasoning_tokens: NotRequired[int]
+    """Of ``output_tokens``, those spent reasoning
+    (``completion_tokens_details.reasoning_tokens``)."""
+    cost_usd: NotRequired[float | None]
+    """Dollars: the provider's reported cost where it gave one, else the price table's;
+    None when a call's model has no price (unknown, never 0)."""
+    provider_cost_calls: NotRequired[int]
+    """How many of ``calls`` carried the provider's own cost (``usage.cost``)."""
 
 
 @documented
@@ -166,8 +177,10 @@ class _QuestionProgress(TypedDict):
     question: str
     """The question."""
     stop_reason: StopReason | None
-    """``coherence``, ``novelty``, ``llm_novelty``, ``max_answers``, ``judge_error`` or
-    ``error``; None while the question is still running."""
+    """``coherence``, ``novelty``, ``llm_novelty``, ``max_answers``, a cap (``budget``,
+    ``max_question_cost``, ``max_question_seconds``: the score is a lower bound, and a
+    higher cap continues the question), ``judge_error`` or ``error``; None while the
+    question is still running."""
     error: ErrorInfo | None
     """Details when ``stop_reason`` is an error kind; the thread can be invoked again."""
     score: int

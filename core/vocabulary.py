@@ -14,18 +14,25 @@ ThresholdStop = Literal["coherence", "novelty", "llm_novelty"]
 """The benchmark's own rule ended the question: the recorded answer failed a threshold."""
 
 CapStop = Literal["max_answers"]
-"""One of our caps ended the question before the rule did: its score is a lower bound."""
+"""The answer cap (a scoring setting, part of what is measured) ended the question: its
+score is the cap, final for the run's settings."""
+
+BudgetStop = Literal["budget", "max_question_cost", "max_question_seconds"]
+"""A spending cap (operational: ``--max-cost``, ``--max-question-cost``,
+``--max-question-seconds``) ended the question: its score is a lower bound, and a rerun
+with a higher cap continues it from where it stopped."""
 
 ErrorKind = Literal["error", "judge_error"]
 """A failure ended the question: ``error`` (an API or configuration failure) or
 ``judge_error`` (a judge reply unreadable after every attempt). Never a score: invoking
 the thread again retries."""
 
-StopReason = Literal[ThresholdStop, CapStop, ErrorKind]
+StopReason = Literal[ThresholdStop, CapStop, BudgetStop, ErrorKind]
 """Why a question's chain ended."""
 
 THRESHOLD_STOPS: frozenset[str] = frozenset(get_args(ThresholdStop))
 CAP_STOPS: frozenset[str] = frozenset(get_args(CapStop))
+BUDGET_STOPS: frozenset[str] = frozenset(get_args(BudgetStop))
 ERROR_KINDS: frozenset[str] = frozenset(get_args(ErrorKind))
 FINAL_STOPS: frozenset[str] = THRESHOLD_STOPS | CAP_STOPS
 """Stops whose score stands: rerunning with the same settings changes nothing."""
@@ -38,8 +45,9 @@ def is_error_stop(stop_reason: str | None) -> bool:
 
 
 def is_censored(stop_reason: str | None) -> bool:
-    """Whether the question's score is a lower bound (a cap ended it, not the rule)."""
-    return stop_reason in CAP_STOPS
+    """Whether the question's score is a lower bound (*censored*): a spending cap ended
+    it, not the rule, and a higher cap would continue it."""
+    return stop_reason in BUDGET_STOPS
 
 
 Role = Literal["model", "judge", "embeddings"]

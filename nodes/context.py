@@ -25,6 +25,8 @@ from aidanbench.core.settings import Settings
 from aidanbench.core.state import CallStats, ErrorInfo
 from aidanbench.services import Services, ServicesFactory, key_values, role_host
 from aidanbench.services.errors import describe
+from aidanbench.services.pricing import Price, add_dollars, price_table
+from aidanbench.services.usage import reply_usage
 
 
 def settings_of(runtime: Runtime[Settings] | None) -> Settings:
@@ -55,37 +57,74 @@ class NodeContext:
         """Send a custom stream event (Studio, progress displays)."""
         self.runtime.stream_writer(event)
 
+    def price(self, role: str) -> Price | None:
+        """The price of ``role``'s model (``model``, ``judge``, ``embeddings``), or None."""
+        settings = self.settings
+        model = {
+            "model": settings.model,
+            "judge": settings.judge_model,
+            "embeddings": settings.embedding_model,
+        }[role]
+        return price_table(settings.prices_path).price(model)
+
     def failure(self, role: str, exc: BaseException) -> ErrorInfo:
         """The recorded form of a failed call by ``role``, with the run's keys redacted."""
         return describe(role, role_host(self.settings, role), exc, key_values(self.settings))
 
 
 def no_calls() -> CallStats:
-    """Cost of a role that made no request (cache hit or nothing to compare)."""
+    """Cost of a role that made no request (cache hit or nothing to compare): nothing."""
     return CallStats(served_model=None, latency_s=0.0, input_tokens=0, output_tokens=0, calls=0)
 
 
 def add_calls(total: CallStats, more: CallStats) -> CallStats:
-    """Two costs of the same role summed (re-asks, pairs)."""
-    return CallStats(
+    """Two costs of the same role summed (re-asks, pairs); dollars unknown if either is.
+
+    A role that made no request adds nothing (the other is returned as it is). Records
+    made before usage details were kept have none of them; two such records sum to one
+    without them, as before.
+    """
+    for nothing, other in ((total, more), (more, total)):
+        if nothing["calls"] == 0 and nothing["latency_s"] == 0 and not nothing["served_model"]:
+            return CallStats(**other)
+    summed = CallStats(
         served_model=more["served_model"] or total["served_model"],
         latency_s=total["latency_s"] + more["latency_s"],
         input_tokens=total["input_tokens"] + more["input_tokens"],
         output_tokens=total["output_tokens"] + more["output_tokens"],
         calls=total["calls"] + more["calls"],
     )
+    if "cost_usd" not in total and "cost_usd" not in more:
+        return summed
+    summed["cached_input_tokens"] = total.get("cached_input_tokens", 0) + more.get(
+        "cached_input_tokens", 0
+    )
+    summed["reasoning_tokens"] = total.get("reasoning_tokens", 0) + more.get("reasoning_tokens", 0)
+    summed["cost_usd"] = add_dollars(total.get("cost_usd"), more.get("cost_usd"))
+    summed["provider_cost_calls"] = total.get("provider_cost_calls", 0) + more.get(
+        "provider_cost_calls", 0
+    )
+    return summed
 
 
-def message_stats(message: AIMessage, latency_s: float) -> CallStats:
-    """Cost of one chat call, from the usage and model id the provider reported."""
-    usage: dict[str, Any] = dict(message.usage_metadata or {})
+def message_stats(message: AIMessage, latency_s: float, price: Price | None) -> CallStats:
+    """Cost of one chat call, from the usage and model id the provider reported.
+
+    Dollars are the provider's ``usage.cost`` when the reply carries one, else ``price``
+    applied to the tokens, else unknown (None).
+    """
+    usage = reply_usage(message)
     served = message.response_metadata.get("model_name") or message.response_metadata.get("model")
     return CallStats(
         served_model=str(served) if served else None,
         latency_s=latency_s,
-        input_tokens=int(usage.get("input_tokens", 0)),
-        output_tokens=int(usage.get("output_tokens", 0)),
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
         calls=1,
+        cached_input_tokens=usage.cached_input_tokens,
+        reasoning_tokens=usage.reasoning_tokens,
+        cost_usd=usage.dollars(price),
+        provider_cost_calls=int(usage.provider_cost is not None),
     )
 
 

@@ -28,8 +28,10 @@ from aidanbench.core.state import (
     ScoreOutcome,
 )
 from aidanbench.core.vocabulary import SCORER_BY_KEY, scorers
+from aidanbench.nodes.caps import budget_exhausted, cap_reached, unpriced_error
 from aidanbench.nodes.context import add_calls, no_calls, settings_of
 from aidanbench.nodes.metrics import chain_metrics
+from aidanbench.services.pricing import answer_dollars
 
 
 def branch_error(state: QuestionState, keys: list[str]) -> ErrorInfo | None:
@@ -134,15 +136,33 @@ def answer_event(record: AnswerRecord, score: int, stop: str | None) -> dict[str
         "stop_reason": stop,
         "calls": sum(c["calls"] for c in calls),
         "tokens": sum(c["input_tokens"] + c["output_tokens"] for c in calls),
+        "cost_usd": answer_dollars(record["calls"]),
     }
 
 
+def capped(
+    state: QuestionState, record: AnswerRecord, settings: Settings, budget_spent: bool
+) -> str | None:
+    """The cap (``nodes.caps``) that stops the question after ``record``, or None.
+
+    The question's spend counts its recorded answers, the discarded look-aheads and the
+    look-ahead already generated for the next turn: all of it was paid for.
+    """
+    spent = state.get("speculative") or no_calls()
+    lookahead = state.get("lookahead")
+    if lookahead is not None and "call" in lookahead:
+        spent = add_calls(spent, lookahead["call"])
+    answers = [*state.get("answers", []), record]
+    return cap_reached(answers, spent, settings, budget_spent=budget_spent)
+
+
 def decided(
-    state: QuestionState, settings: Settings, now: float
+    state: QuestionState, settings: Settings, now: float, *, budget_spent: bool = False
 ) -> tuple[dict[str, Any], AnswerRecord | None]:
     """The update ``decide`` returns, and the answer it records (None on an error stop).
 
-    ``now`` is the wall-clock time of the decision, which gives the answer's elapsed time.
+    ``now`` is the wall-clock time of the decision, which gives the answer's elapsed time;
+    ``budget_spent`` says the run's budget is spent (stop reason ``budget``).
     """
     keys = scoring_keys(settings.llm_novelty)
     candidate = state.get("candidate")
@@ -158,13 +178,18 @@ def decided(
     if stop is None and cap is not None and metrics["score"] >= cap:
         stop = "max_answers"
     update = {"answers": [record], **metrics, **{key: None for key in keys}}
+    if stop is None:
+        stop = capped(state, record, settings, budget_spent)
+        if stop == "unpriced":
+            error = unpriced_error(settings)
+            return update | _after(state, "error") | {"error": error}, record
     return update | _after(state, stop), record
 
 
 async def decide(state: QuestionState, runtime: Runtime[Settings]) -> dict[str, Any]:
     """Record the scored candidate; stop on the first failure, an error, or the cap."""
     settings = settings_of(runtime)
-    update, record = decided(state, settings, time.time())
+    update, record = decided(state, settings, time.time(), budget_spent=budget_exhausted(settings))
     if record is None:
         index = state["candidate"]["index"]  # type: ignore[index]
         runtime.stream_writer({"event": "error", "index": index, **update["error"]})

@@ -8,7 +8,8 @@ mix two measurements in one chain and label old scores with new thresholds. On a
 that stopped with an error it clears the error and every failed outcome, keeping
 whatever succeeded, so routing re-runs only the failed parts: a finished judge or
 embedding result is not recomputed. On a thread that finished by the benchmark's rule
-it changes nothing, and routing ends at once.
+it changes nothing, and routing ends at once. On a thread stopped by a cap
+(``nodes.caps``) it clears the stop when the cap no longer holds, so the chain goes on.
 
 One failure is not retried as it stands: a candidate answer the embeddings endpoint
 refused for its content (a 400, 413 or 422 on that text alone: too long, refused by a
@@ -29,7 +30,8 @@ from langgraph.runtime import Runtime
 
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import CallStats, Measured, QuestionState
-from aidanbench.core.vocabulary import ERROR_KINDS, SCORERS
+from aidanbench.core.vocabulary import BUDGET_STOPS, ERROR_KINDS, SCORERS
+from aidanbench.nodes.caps import budget_exhausted, continuation
 from aidanbench.nodes.context import add_calls, no_calls, settings_of
 from aidanbench.nodes.metrics import chain_metrics
 from aidanbench.nodes.prompts import prompts_sha256
@@ -81,6 +83,9 @@ async def prepare(state: QuestionState, runtime: Runtime[Settings]) -> dict[str,
                 "this thread was measured with other settings (differs in: "
                 f"{', '.join(differences)}); run it with the settings it recorded"
             )
+    if state.get("stop_reason") in BUDGET_STOPS:
+        spent = budget_exhausted(settings)
+        update |= continuation(state, settings, budget_spent=spent, now=time.time())
     if state.get("stop_reason") in ERROR_KINDS:
         update |= {"stop_reason": None, "error": None}
         if refused_for_content(state):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from aidanbench.core.errors import UsageError, printable
+from aidanbench.nodes.caps import budget_exhausted
 from aidanbench.nodes.prepare import measurement_differences
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.tasks import RunLines, Task
@@ -76,6 +77,8 @@ async def drive(
 
     async def run_one(task: Task, step: Plan) -> None:
         async with gate:
+            if budget_exhausted(task.settings):  # --max-cost reached: start nothing new
+                return
             progress.started_question(task.label)
             values = await questions.execute(task, step, progress)
             line = await lines.finished(task, values)

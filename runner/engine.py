@@ -22,7 +22,7 @@ from aidanbench.analysis import rundir
 from aidanbench.analysis.summary import SummaryRow, summarise
 from aidanbench.core.errors import UsageError
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
-from aidanbench.runner import store
+from aidanbench.runner import cost, store
 from aidanbench.runner.drive import Questions, drive
 from aidanbench.runner.local import check_recorded_measurements, local_questions
 from aidanbench.runner.preflight import check_reachable
@@ -109,6 +109,7 @@ async def execute(
         store.question_counts(meta, [*carried, *({"question": q} for q in spec.questions_list)])
         store.write_metadata(run_dir, meta)
         lines = RunLines(run_dir, carried=carried)
+        cost.arm(spec)
         try:
             with progress:
                 async with backend(spec, services) as questions:
@@ -128,6 +129,7 @@ async def execute(
         session["status"] = "finished"
         session["finished_at"] = meta["finished_at"] = store.now()
         meta["totals"] = totals(all_lines)
+        cost.finish(meta, spec)
         store.question_counts(meta, all_lines)
         store.write_metadata(run_dir, meta)
     return RunResult(run_dir, all_lines, meta["totals"], summarise(rundir.read_run_dir(run_dir)))

@@ -22,8 +22,11 @@ from typing import Any, TextIO
 from rich.console import Console, Group
 from rich.live import Live
 
+from aidanbench.analysis.cost import dollars_text
 from aidanbench.analysis.tables import Column, fitted_tables
+from aidanbench.core.vocabulary import is_error_stop
 from aidanbench.runner.tasks import LineCounts, line_counts
+from aidanbench.services.pricing import add_dollars
 
 
 @dataclass
@@ -38,6 +41,8 @@ class ModelProgress:
     score: int = 0
     calls: int = 0
     tokens: int = 0
+    dollars: float | None = 0.0
+    """Spent so far on recorded answers and look-aheads (None once a price is unknown)."""
 
 
 @dataclass
@@ -89,7 +94,7 @@ class Progress:
         row = self.rows[label]
         row.running -= 1
         stop = output.get("stop_reason")
-        if stop in ("error", "judge_error"):
+        if is_error_stop(stop):
             row.errored += 1
         else:
             row.done += 1
@@ -116,6 +121,7 @@ class Progress:
             score=1 if event.get("valid") else 0,
             calls=int(event.get("calls", 0)),
             tokens=int(event.get("tokens", 0)),
+            dollars=event.get("cost_usd", 0.0),
         )
         self._add(self.rows[label], counts, 1)
         flight = self._in_flight.get(key if key is not None else label, LineCounts())
@@ -124,6 +130,7 @@ class Progress:
             score=flight.score + counts.score,
             calls=flight.calls + counts.calls,
             tokens=flight.tokens + counts.tokens,
+            dollars=add_dollars(flight.dollars, counts.dollars),
         )
 
     def _settle(self, row: ModelProgress, key: str, output: dict[str, Any]) -> None:
@@ -138,6 +145,8 @@ class Progress:
         row.score += sign * counts.score
         row.calls += sign * counts.calls
         row.tokens += sign * counts.tokens
+        change = None if counts.dollars is None else sign * counts.dollars
+        row.dollars = add_dollars(row.dollars, change)
 
     def _line(self, text: str) -> None:
         if not self.live:
@@ -150,13 +159,19 @@ class Progress:
         elapsed = time.monotonic() - self.started
         rows = list(self.rows.items())  # one atomic copy: events may add rows
         counters = [
-            (r.done, r.running, r.queued, r.errored, r.answers, r.score, r.calls, r.tokens)
+            (
+                *(r.done, r.running, r.queued, r.errored, r.answers, r.score, r.calls),
+                *(r.tokens, dollars_text(r.dollars)),
+            )
             for _, r in rows
         ]
         columns = [
             Column(header, [str(values[i]) for values in counters])
             for i, header in enumerate(
-                ("done", "running", "queued", "errors", "answers", "score", "API calls", "tokens")
+                (
+                    *("done", "running", "queued", "errors", "answers", "score", "API calls"),
+                    *("tokens", "spent"),
+                )
             )
         ]
         key = Column("model (temperature)", [label for label, _ in rows], "left")

@@ -19,8 +19,9 @@ from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.runner.tasks import Task
+from aidanbench.services.usage import LEDGER
 
-RUN_FIELDS = frozenset({"model", "temperature", "cache_path"})
+RUN_FIELDS = frozenset({"model", "temperature", "cache_path", "prices_path", "usage_path"})
 """Settings fields a run sets itself, per task or from its directory."""
 
 
@@ -51,6 +52,18 @@ class RunSpec(BaseModel):
         default=None, description="Run the questions on this LangGraph server instead."
     )
     concurrency: int = Field(default=8, ge=1, description="Questions in flight.")
+    prices: Path | None = Field(
+        default=None,
+        description="A JSON price table replacing the bundled list prices of the models it "
+        "names (README, Cost).",
+    )
+    max_cost: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Dollars the run may spend over all its sessions; once reached no "
+        "question starts and those in flight stop at their next turn (stop reason budget).",
+    )
     use_stored_settings: bool = Field(
         default=False,
         description="Settings left out take the run directory's recorded values instead "
@@ -112,17 +125,24 @@ def given_settings(values: dict[str, Any]) -> dict[str, Any]:
     return given
 
 
+def run_fields(spec: RunSpec) -> dict[str, Any]:
+    """The settings a run sets itself from its directory: the cache, the usage ledger and
+    the price table. A server run gets neither ledger nor prices file (both are paths on
+    this machine): its dollars come from the bundled prices."""
+    local = spec.server is None
+    return {
+        "cache_path": str(spec.run_dir / rundir.CACHE),
+        "usage_path": str(spec.run_dir / LEDGER) if local else None,
+        "prices_path": str(spec.prices.resolve()) if local and spec.prices else None,
+    }
+
+
 def make_settings(
-    model: str, temperature: float, fields: dict[str, Any], run_dir: Path
+    model: str, temperature: float, fields: dict[str, Any], own: dict[str, Any]
 ) -> Settings:
     """One (model, temperature)'s settings; a bad value is one ``UsageError`` line."""
     try:
-        return Settings(
-            model=model,
-            temperature=temperature,
-            cache_path=str(run_dir / rundir.CACHE),
-            **fields,
-        )
+        return Settings(model=model, temperature=temperature, **own, **fields)
     except ValidationError as exc:
         raise UsageError(validation_line(exc)) from None
 
@@ -134,7 +154,7 @@ def build_tasks(
     tasks: list[Task] = []
     for model in spec.models:
         for temperature in spec.temperatures:
-            settings = make_settings(model, temperature, fields_of[model], spec.run_dir)
+            settings = make_settings(model, temperature, fields_of[model], run_fields(spec))
             for repeat in range(1, spec.repeats + 1):
                 tasks.extend(Task(settings, q, repeat) for q in questions)
     return tasks

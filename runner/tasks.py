@@ -23,6 +23,7 @@ from aidanbench.core.metric_names import environment_aliases
 from aidanbench.core.settings import Settings
 from aidanbench.core.vocabulary import ERROR_KINDS, FINAL_STOPS
 from aidanbench.nodes.prepare import measured_by
+from aidanbench.services.pricing import question_dollars
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,8 @@ class LineCounts:
     score: int = 0
     calls: int = 0
     tokens: int = 0
+    dollars: float | None = 0.0
+    """Dollars of the recorded answers and discarded look-aheads (None: a price unknown)."""
 
 
 def line_counts(line: Mapping[str, Any]) -> LineCounts:
@@ -130,6 +133,7 @@ def line_counts(line: Mapping[str, Any]) -> LineCounts:
         score=int(line.get("score") or 0),
         calls=sum(int(stats.get("calls", 0)) for roles in spent for stats in roles.values()),
         tokens=sum(rundir.call_tokens(roles) for roles in spent),
+        dollars=question_dollars(answers, line.get("speculative")),
     )
 
 

@@ -28,6 +28,7 @@ from typing import Literal
 
 import httpx2
 import openai
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_openai import ChatOpenAI
@@ -36,6 +37,8 @@ from pydantic import SecretStr
 from aidanbench.core.errors import ConfigError
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
 from aidanbench.services.embeddings import OpenAICompatibleEmbeddings
+from aidanbench.services.pricing import price_table
+from aidanbench.services.usage import EmbeddingUsage, LedgerCallback, ledger
 
 
 def api_key(variable: str, role: str) -> SecretStr:
@@ -60,9 +63,18 @@ def http_pool(settings: Settings, transport: Transport = "httpx") -> httpx2.Asyn
     )
 
 
+def ledger_callbacks(settings: Settings, role: str, model: str) -> list[BaseCallbackHandler] | None:
+    """The callback writing each of the client's requests to the run's usage ledger."""
+    if settings.usage_path is None:
+        return None
+    price = price_table(settings.prices_path).price(model)
+    return [LedgerCallback(ledger(settings.usage_path), role, model, price)]
+
+
 def model_under_test(settings: Settings, pool: httpx2.AsyncClient) -> BaseChatModel:
     """Chat client of the model under test, with its temperature and extra request fields."""
     return ChatOpenAI(
+        callbacks=ledger_callbacks(settings, "model", settings.model),
         model=settings.model,
         base_url=settings.base_url,
         api_key=api_key(settings.api_key_env, "model"),
@@ -77,6 +89,7 @@ def model_under_test(settings: Settings, pool: httpx2.AsyncClient) -> BaseChatMo
 def judge(settings: Settings, pool: httpx2.AsyncClient) -> BaseChatModel:
     """Chat client of the judge; no temperature is sent unless one is set."""
     return ChatOpenAI(
+        callbacks=ledger_callbacks(settings, "judge", settings.judge_model),
         model=settings.judge_model,
         base_url=settings.judge_base_url,
         api_key=api_key(settings.judge_api_key_env, "judge"),
@@ -104,4 +117,8 @@ def embeddings(settings: Settings, pool: httpx2.AsyncClient | None) -> Embedding
         max_retries=0,
         http_client=pool,
     )
-    return OpenAICompatibleEmbeddings(client, settings.embedding_model)
+    usage = None
+    if settings.usage_path is not None:
+        price = price_table(settings.prices_path).price(settings.embedding_model)
+        usage = EmbeddingUsage(ledger(settings.usage_path), settings.embedding_model, price)
+    return OpenAICompatibleEmbeddings(client, settings.embedding_model, usage)

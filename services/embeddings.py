@@ -26,6 +26,7 @@ import openai
 from langchain_core.embeddings import Embeddings
 
 from aidanbench.core.errors import MalformedReply
+from aidanbench.services.usage import EmbeddingUsage
 
 Vector = np.ndarray
 """One embedding as float32."""
@@ -124,20 +125,28 @@ class OpenAICompatibleEmbeddings(Embeddings):
     unusable vector, for callers outside the graph.
     """
 
-    def __init__(self, client: openai.AsyncOpenAI, model: str) -> None:
+    def __init__(
+        self, client: openai.AsyncOpenAI, model: str, usage: EmbeddingUsage | None = None
+    ) -> None:
         self.client = client
         self.model = model
+        self.usage = usage
+        """Where each request's usage is recorded (the run's ledger), if anywhere."""
 
     async def aembed_indexed(
         self, texts: list[str], expected_size: int | None = None
     ) -> list[tuple[Vector | None, str | None]]:
         """One (vector, None) or (None, reason) per text, in the order of ``texts``."""
+        if self.usage is not None:
+            self.usage.sent()
         try:
             reply = await self.client.embeddings.create(
                 model=self.model, input=texts, encoding_format="base64"
             )
         except (ValueError, LookupError, TypeError, AttributeError) as exc:
             raise MalformedReply(f"unreadable embeddings reply ({type(exc).__name__})") from exc
+        if self.usage is not None:
+            self.usage.replied(getattr(reply, "usage", None))
         return checked_vectors(reply, len(texts), expected_size)
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:

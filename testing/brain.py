@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, get_args
 
@@ -127,6 +127,12 @@ class Reply:
     served_model: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    """Sent as ``usage.prompt_tokens_details.cached_tokens`` when set."""
+    reasoning_tokens: int | None = None
+    """Sent as ``usage.completion_tokens_details.reasoning_tokens`` when set."""
+    cost: float | None = None
+    """Sent as ``usage.cost`` (OpenRouter's reported dollars) when set."""
 
 
 class Brain(Protocol):
@@ -304,3 +310,46 @@ def _same_idea(a: str, b: str) -> bool:
         return False
     idea_a, idea_b = _IDEA.match(a), _IDEA.match(b)
     return idea_a is not None and idea_b is not None and idea_a.group(1) == idea_b.group(1)
+
+
+@dataclass(frozen=True)
+class Metered:
+    """Fixed usage for every reply of one model: exact token counts, and a cost or none."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost: float | None = None
+
+
+class MeteredBrain:
+    """Another brain's answers, with the usage ``meters`` fixes per model name.
+
+    Every reply of a model named in ``meters`` reports exactly that usage (cached and
+    reasoning tokens, and ``usage.cost`` when given), so a test knows to the token and
+    the cent what each call costs; other models keep the inner brain's usage.
+    """
+
+    def __init__(self, inner: Brain, meters: Mapping[str, Metered]) -> None:
+        self.inner = inner
+        self.meters = MappingProxyType(dict(meters))
+
+    def chat(self, kind: Kind, model: str, prompt: str, body: Mapping[str, Any]) -> Reply:
+        """The inner brain's reply with the model's metered usage."""
+        reply = self.inner.chat(kind, model, prompt, body)
+        meter = self.meters.get(model)
+        if meter is None:
+            return reply
+        return replace(
+            reply,
+            prompt_tokens=meter.prompt_tokens,
+            completion_tokens=meter.completion_tokens,
+            cached_tokens=meter.cached_tokens,
+            reasoning_tokens=meter.reasoning_tokens,
+            cost=meter.cost,
+        )
+
+    def embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:
+        """The inner brain's vectors."""
+        return self.inner.embed(model, texts)

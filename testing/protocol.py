@@ -104,12 +104,21 @@ def embedding_inputs(body: dict[str, Any]) -> tuple[str, ...]:
     return tuple(texts)
 
 
-def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {
+def _usage(
+    prompt_tokens: int, completion_tokens: int, reply: Reply | None = None
+) -> dict[str, Any]:
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+    if reply is not None and reply.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+    if reply is not None and reply.reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reply.reasoning_tokens}
+    if reply is not None and reply.cost is not None:
+        usage["cost"] = reply.cost
+    return usage
 
 
 def chat_completion(
@@ -120,6 +129,7 @@ def chat_completion(
     usage = _usage(
         default_tokens(prompt) if reply.prompt_tokens is None else reply.prompt_tokens,
         default_tokens(reply.text) if reply.completion_tokens is None else reply.completion_tokens,
+        reply,
     )
     head = {"id": response_id, "created": int(time.time()), "model": served}
     if not stream:

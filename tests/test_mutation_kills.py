@@ -475,6 +475,7 @@ def test_answer_event_totals_calls_and_tokens() -> None:
         "stop_reason": None,
         "calls": 3,
         "tokens": 38,
+        "cost_usd": None,  # records without dollars (made before they were kept): unknown
     }
 
 

@@ -1,0 +1,74 @@
+"""``run``'s cost options: the price table, the run-wide budget and the dry run.
+
+``register`` adds the flags (the per-question caps are settings, whose flags come with
+the others), ``check`` refuses bad values before anything is written, and ``dry_run``
+prints the estimate instead of running. The run engine arms the budget and writes the
+ledger's totals (``runner.cost``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from aidanbench.cli import estimate
+from aidanbench.cli.errors import UsageError, printable
+from aidanbench.core.settings import Settings
+from aidanbench.runner.spec import RunSpec
+from aidanbench.services.pricing import PriceFileError, price_table
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    """Add the cost flags to ``run``."""
+    p.add_argument(
+        "--prices",
+        type=Path,
+        metavar="FILE",
+        help="JSON price table replacing the bundled list prices of the models it names",
+    )
+    p.add_argument(
+        "--max-cost",
+        type=float,
+        metavar="USD",
+        help="stop the run once it has spent this many dollars (all its sessions)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the tokens and dollars this run would cost (as `estimate`) and stop",
+    )
+    estimate.add_answers_from(p)
+
+
+def _positive(args: argparse.Namespace, name: str) -> None:
+    value = getattr(args, name, None)
+    if value is not None and not (math.isfinite(value) and value > 0):
+        flag = "--" + name.replace("_", "-")
+        raise UsageError(f"{flag} must be a positive finite number, got {value}")
+
+
+def check(args: argparse.Namespace, models: Sequence[str], judge_model: str) -> None:
+    """Refuse bad cost options before anything is written (``UsageError``)."""
+    for name in ("max_cost", "max_question_cost", "max_question_seconds"):
+        _positive(args, name)
+    try:
+        table = price_table(args.prices)
+    except PriceFileError as exc:
+        raise UsageError(printable(str(exc))) from None
+    if args.max_cost is not None or args.max_question_cost is not None:
+        unpriced = [m for m in [*models, judge_model] if table.price(m) is None]
+        if unpriced:
+            flag = "--max-cost" if args.max_cost is not None else "--max-question-cost"
+            raise UsageError(
+                f"{flag} needs prices, and {', '.join(printable(m) for m in unpriced)} "
+                "has none; give them with --prices FILE"
+            )
+
+
+def dry_run(args: argparse.Namespace, spec: RunSpec) -> int:
+    """``run --dry-run``: the estimate of this run; no call, nothing written."""
+    settings = Settings(model=spec.models[0], **spec.settings)
+    values = settings.model_dump() | {"repeats": spec.repeats * len(spec.temperatures)}
+    return estimate.show(estimate.plan_estimate(args, spec.models, spec.questions, values), False)

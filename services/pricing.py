@@ -1,0 +1,162 @@
+"""Dollars from tokens: the bundled, dated price table and the files that override it.
+
+A price is per million tokens, in US dollars, with three parts: ``input``,
+``cached_input`` (input read from the provider's prompt cache; ``null`` when no discount
+is known, then cached tokens cost the input price) and ``output`` (reasoning tokens are
+output tokens, as every provider bills them). The bundled ``prices.json`` holds list
+prices as of its ``date``; ``--prices FILE`` (same shape, ``models`` only required)
+replaces the bundled price of every model it names.
+
+A model with no price has an *unknown* cost (``None``), never 0: adding an unknown to
+anything gives unknown, so a total is only a number when every part of it is. A cost
+the provider reported with the reply (OpenRouter's ``usage.cost``) wins over the table.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+BUNDLED = "prices.json"
+"""The bundled table's file name inside ``aidanbench.services``."""
+
+PER = 1_000_000
+"""Prices are per this many tokens."""
+
+
+class PriceFileError(ValueError):
+    """A prices file that cannot be read or has the wrong shape (one line, for stderr)."""
+
+
+@dataclass(frozen=True)
+class Price:
+    """One model's price in dollars per million tokens."""
+
+    input: float
+    cached_input: float | None
+    output: float
+
+    def dollars(self, input_tokens: int, cached_input_tokens: int, output_tokens: int) -> float:
+        """What these tokens cost; cached tokens are part of ``input_tokens``."""
+        cached = min(max(cached_input_tokens, 0), input_tokens)
+        cached_rate = self.input if self.cached_input is None else self.cached_input
+        fresh = input_tokens - cached
+        return (fresh * self.input + cached * cached_rate + output_tokens * self.output) / PER
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """Prices by model id, with the provenance a report prints."""
+
+    models: Mapping[str, Price]
+    date: str | None
+    source: str
+
+    def price(self, model: str | None) -> Price | None:
+        """The model's price, or None when it has none (its cost is unknown)."""
+        return None if model is None else self.models.get(model)
+
+    def describe(self) -> dict[str, Any]:
+        """Provenance for ``metadata.json``: date, source and how many models."""
+        return {"date": self.date, "source": self.source, "models": len(self.models)}
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise PriceFileError(f"{where} must be a non-negative number, got {value!r}")
+    return float(value)
+
+
+def parse_prices(data: Any, origin: str) -> dict[str, Price]:
+    """The ``models`` of a price document, checked; ``PriceFileError`` naming the fault."""
+    models = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(models, dict):
+        raise PriceFileError(f'{origin}: expected an object with a "models" object')
+    out: dict[str, Price] = {}
+    for name, entry in models.items():
+        if not isinstance(entry, dict) or not {"input", "output"} <= set(entry):
+            raise PriceFileError(f'{origin}: {name!r} needs "input" and "output" prices')
+        cached = entry.get("cached_input")
+        where = f"{origin}: {name}"
+        out[name] = Price(
+            input=_number(entry["input"], f"{where}.input"),
+            cached_input=None if cached is None else _number(cached, f"{where}.cached_input"),
+            output=_number(entry["output"], f"{origin}: {name}.output"),
+        )
+    return out
+
+
+def bundled_document() -> dict[str, Any]:
+    """The bundled price document as stored."""
+    text = resources.files("aidanbench.services").joinpath(BUNDLED).read_text("utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+_tables: dict[str | None, PriceTable] = {}
+_lock = threading.Lock()
+
+
+def price_table(override: str | Path | None = None) -> PriceTable:
+    """The bundled table with ``override``'s models replacing theirs (read once per file)."""
+    key = None if override is None else str(Path(override).resolve())
+    with _lock:
+        if key in _tables:
+            return _tables[key]
+    bundled = bundled_document()
+    models = parse_prices(bundled, BUNDLED)
+    source = f"bundled list prices of {bundled.get('date')}"
+    date = bundled.get("date")
+    if override is not None:
+        try:
+            data = json.loads(Path(override).read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise PriceFileError(f"--prices {override}: {type(exc).__name__}: {exc}") from None
+        models |= parse_prices(data, f"--prices {override}")
+        date = data.get("date", date) if isinstance(data, dict) else date
+        source += f", overridden by {Path(override).name}"
+    table = PriceTable(models=models, date=date, source=source)
+    with _lock:
+        _tables[key] = table
+    return table
+
+
+def add_dollars(a: float | None, b: float | None) -> float | None:
+    """Sum of two costs; unknown when either is."""
+    return None if a is None or b is None else a + b
+
+
+PER_ANSWER_ROLES = ("generate", "judge", "similarity")
+"""Roles whose dollars an answer's record carries. Embedding requests are batched across
+questions, so their dollars are counted for the run (the usage ledger), not per answer."""
+
+
+def stats_dollars(stats: Mapping[str, Any] | None) -> float | None:
+    """Dollars of one role's ``CallStats``: 0 without calls, None when unknown."""
+    if not stats or not stats.get("calls"):
+        return 0.0
+    cost = stats.get("cost_usd")
+    return float(cost) if isinstance(cost, int | float) else None
+
+
+def answer_dollars(calls: Mapping[str, Mapping[str, Any]]) -> float | None:
+    """Dollars of one answer's generation and scoring (``PER_ANSWER_ROLES``)."""
+    total: float | None = 0.0
+    for role in PER_ANSWER_ROLES:
+        total = add_dollars(total, stats_dollars(calls.get(role)))
+    return total
+
+
+def question_dollars(
+    answers: Sequence[Mapping[str, Any]], speculative: Mapping[str, Any] | None
+) -> float | None:
+    """Dollars of a question's recorded answers and its discarded look-aheads."""
+    total = stats_dollars(speculative)
+    for answer in answers:
+        total = add_dollars(total, answer_dollars(answer.get("calls") or {}))
+    return total
