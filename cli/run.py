@@ -1,7 +1,9 @@
 """``aidanbench run``: score one or more models on AidanBench, resumably.
 
-The same command on the same run directory resumes: finished questions are skipped,
-unfinished ones continue from their last completed step, errored ones are retried.
+The arguments become a ``RunSpec`` and the run engine (``aidanbench.runner``) does the
+rest. The same command on the same run directory resumes: finished questions are skipped,
+unfinished ones continue from their last completed step, errored ones are retried; a
+command with more models, temperatures, questions or repeats grows the run.
 """
 
 from __future__ import annotations
