@@ -173,7 +173,7 @@ def decided(
         return {"stop_reason": error["kind"], "error": error}, None
     record = _record(state, candidate, keys, settings, now)
     metrics = chain_metrics([*state.get("answers", []), record], settings.reward_mode)
-    stop = record["stop_reason"]
+    stop: str | None = record["stop_reason"]
     cap = settings.max_answers
     if stop is None and cap is not None and metrics["score"] >= cap:
         stop = "max_answers"
