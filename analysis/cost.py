@@ -162,10 +162,29 @@ def merged(
 
 
 def cost_payloads(paths: Sequence[str | Path]) -> dict[str, Any]:
-    """``report --json``'s ``cost``: one input's, or each input's by its path."""
-    if len(paths) == 1:
-        return cost_payload(paths[0])
-    return {str(path): cost_payload(path) for path in paths}
+    """``report --json``'s ``cost`` over several inputs, as one input holding them all
+    would give it: their sent totals added (unknown when one input has none)."""
+    usages = [run_usage(path) for path in paths]
+    sent = None if any(u is None for u in usages) else _added([u for u in usages if u])
+    return {
+        "sent": sent,
+        "dollars": None if sent is None else sent.get("dollars"),
+        "unpriced_models": sorted({m for path in paths for m in unpriced_models(path)}),
+        "censoring": CENSORING,
+    }
+
+
+def _added(values: Sequence[Any]) -> Any:
+    """Usage records added field by field: numbers summed (unknown if one is), lists
+    merged, mappings added key by key."""
+    if any(v is None for v in values):
+        return None
+    if all(isinstance(v, Mapping) for v in values):
+        keys = sorted({k for v in values for k in v})
+        return {k: _added([v[k] for v in values if k in v]) for k in keys}
+    if all(isinstance(v, list) for v in values):
+        return sorted({item for v in values for item in v})
+    return sum(values)
 
 
 def cost_lines_of(paths: Sequence[str | Path]) -> list[str]:

@@ -38,7 +38,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--judge-model", default="o1-mini")
     p.add_argument("--embedding-model", default="text-embedding-3-large")
     p.add_argument("--llm-novelty", action="store_true")
-    p.add_argument("--no-pipeline", action="store_true")
+    p.add_argument("--no-pipeline", dest="pipeline", action="store_false")
     p.add_argument("--cot", action="store_true")
     p.add_argument("--prices", type=Path, metavar="FILE", help="JSON price table")
     add_answers_from(p)
@@ -127,7 +127,7 @@ def handle(args: argparse.Namespace) -> int:
         "embedding_model": args.embedding_model,
         "repeats": args.repeats,
         "llm_novelty": args.llm_novelty,
-        "pipeline": not args.no_pipeline,
+        "pipeline": args.pipeline,
         "cot": args.cot,
     }
     return show(plan_estimate(args, args.model, questions, settings), args.json)

@@ -142,7 +142,7 @@ def make_settings(
 ) -> Settings:
     """One (model, temperature)'s settings; a bad value is one ``UsageError`` line."""
     try:
-        return Settings(model=model, temperature=temperature, **own, **fields)
+        return Settings(model=model, temperature=temperature, **(fields | own))
     except ValidationError as exc:
         raise UsageError(validation_line(exc)) from None
 
