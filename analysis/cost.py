@@ -188,10 +188,9 @@ def _added(values: Sequence[Any]) -> Any:
 
 
 def cost_lines_of(paths: Sequence[str | Path]) -> list[str]:
-    """The report's cost lines for each input, headed by its path when there are several."""
-    if len(paths) == 1:
-        return cost_lines(paths[0])
-    return [f"{path}: {line}" for path in paths for line in cost_lines(path)]
+    """The text report's cost section over several inputs, as one input holding them all
+    would give it (the sent totals added)."""
+    return cost_lines(*paths)
 
 
 def cost_payload(path: str | Path) -> dict[str, Any]:
@@ -205,9 +204,9 @@ def cost_payload(path: str | Path) -> dict[str, Any]:
     }
 
 
-def cost_lines(path: str | Path) -> list[str]:
-    """The text report's cost section (empty for a results file)."""
-    lines = question_lines(path)
+def cost_lines(*paths: str | Path) -> list[str]:
+    """The text report's cost section (empty for results files)."""
+    lines = [line for path in paths for line in question_lines(path)]
     if not lines:
         return []
     out = ["", "Cost (recorded answers and discarded look-aheads, per model):"]
@@ -217,7 +216,7 @@ def cost_lines(path: str | Path) -> list[str]:
             f"  {model} @ {temperature:g}: {dollars_text(row['dollars'])} for score {score} "
             f"({dollars_text(row['dollars_per_valid_answer'])} per valid answer)"
         )
-    usage = run_usage(path)
+    usage = cost_payloads(paths)["sent"]
     if usage is not None:
         out.append(
             "Run total as sent (every call: retries, redone calls and embeddings included): "
@@ -225,7 +224,7 @@ def cost_lines(path: str | Path) -> list[str]:
             f"{usage.get('tokens')} tokens ({usage.get('cached_input_tokens')} cached input, "
             f"{usage.get('reasoning_tokens')} reasoning)"
         )
-    missing = unpriced_models(path)
+    missing = sorted({model for path in paths for model in unpriced_models(path)})
     if missing:
         out.append(f"No price for: {', '.join(missing)} (their cost is unknown)")
     censored = sum(1 for line in lines if is_censored(line.get("stop_reason")))
