@@ -10,13 +10,18 @@ from __future__ import annotations
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.text import Text
 
 from aidanbench.analysis.tables import Column, fitted_tables
+
+if TYPE_CHECKING:
+    from aidanbench.services.limits import EndpointStats
 
 
 @dataclass
@@ -41,6 +46,9 @@ class Progress:
     live: bool | None = None
     rows: dict[str, ModelProgress] = field(default_factory=lambda: defaultdict(ModelProgress))
     started: float = field(default_factory=time.monotonic)
+    endpoints: Callable[[], Mapping[str, EndpointStats]] | None = None
+    """Each endpoint's limit and 429s now (``OpenAIServices.endpoint_stats``), shown
+    under the table."""
     _live: Live | None = None
 
     def __post_init__(self) -> None:
@@ -119,4 +127,11 @@ class Progress:
         if width is None and self._live is not None:
             width = self._live.console.width
         title = f"AidanBench run — {elapsed:.0f}s elapsed"
-        return Group(*fitted_tables(key, columns, width, title=title))
+        return Group(*fitted_tables(key, columns, width, title=title), *self._endpoint_lines())
+
+    def _endpoint_lines(self) -> list[Text]:
+        if self.endpoints is None:
+            return []
+        from aidanbench.services.limits import describe
+
+        return [Text(describe(self.endpoints()))]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import errno
 import fcntl
 import json
@@ -94,7 +95,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--model-kwargs", type=env_args.json_object, default={}, metavar="JSON")
     p.add_argument("--no-pipeline", action="store_true", help="score before generating next")
     p.add_argument("--concurrency", type=int, default=8, metavar="N", help="questions in flight")
-    p.add_argument("--endpoint-concurrency", type=int, default=16, metavar="N")
+    p.add_argument(
+        "--endpoint-concurrency",
+        type=int,
+        default=256,
+        metavar="N",
+        help="most requests in flight per endpoint; the limit adapts below it (256)",
+    )
     p.add_argument("--requests-per-minute", type=float, metavar="N")
     p.add_argument("--request-timeout", type=float, default=300.0, metavar="SECONDS")
     p.add_argument("--max-retries", type=int, default=4)
@@ -311,6 +318,8 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
                     )
                 else:
                     factory = services or OpenAIServices("aiohttp")
+                    if isinstance(factory, OpenAIServices):
+                        progress.endpoints = factory.endpoint_stats
                     work = closing(
                         factory,
                         drive(
@@ -338,6 +347,10 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
                 "step completed before is saved: free space and run the same command again"
             ) from None
         meta["finished_at"] = _now()
+        if progress.endpoints is not None:
+            meta["endpoint_limits"] = {
+                host: dataclasses.asdict(stats) for host, stats in progress.endpoints().items()
+            }
         meta["totals"] = _totals(lines)
         rundir.atomic_write(run_dir / rundir.METADATA, json.dumps(meta, indent=2))
     _print_summary(run_dir, spec["reward_mode"])
