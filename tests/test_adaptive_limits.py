@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 import threading
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 
 import httpx2
 import openai
 import pytest
+from rich.console import Console
 
+from aidanbench.cli.main import main
+from aidanbench.cli.progress import Progress
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.services import OpenAIServices
 from aidanbench.services.limits import EndpointLimiter
 from aidanbench.testing import Fault, Latency, OpenAIStub, RequestInfo, ScriptedBrain
-from aidanbench.testing.faults import rate_limited
+from aidanbench.testing.faults import fail_times, rate_limited
+from aidanbench.testing.settings import TEST_KEY_VARIABLE
 
 from .graphs import run_question
 from .test_http import stub_settings
@@ -241,3 +248,32 @@ async def test_backs_off_under_a_provider_limit_without_a_429_storm(api_key: str
     assert scores == [3] * 12, "every question finishes with its scripted score"
     assert seen["backoffs"] >= 1, "the limit was cut (a fixed limit never is)"
     assert seen["rate_limited"] <= 0.25 * seen["requests"], seen
+
+
+def test_run_records_each_endpoint_limit_and_429s(api_key: str, tmp_path: Path) -> None:
+    questions = bundled_questions(2)
+    brain = ScriptedBrain({q: 2 for q in questions})
+    with OpenAIStub(brain, faults=fail_times("generate", 1, 429, match=questions[0])) as stub:
+        run_dir = tmp_path / "run"
+        url = stub.base_url
+        args = ["run", "--model", "m1", "--questions", "2", "--run-dir", str(run_dir)]
+        for role in ("", "judge-", "embedding-"):
+            args += [f"--{role}base-url", url, f"--{role}api-key-env", TEST_KEY_VARIABLE]
+        assert main(args) == 0
+        meta = json.loads((run_dir / "metadata.json").read_text())
+        (host,) = meta["endpoint_limits"]
+        stats = meta["endpoint_limits"][host]
+        assert host == f"127.0.0.1:{stub.port}"
+        refused = [r for r in stub.requests if r.status == 429]
+        assert refused and stats["rate_limited"] == len(refused)
+        assert stats["requests"] == stub.count()
+        assert stats["ceiling"] == 256 and stats["limit"] >= 1
+
+
+def test_live_table_shows_each_endpoint() -> None:
+    limiter = EndpointLimiter(32, initial=8)
+    progress = Progress(out=io.StringIO(), live=False, endpoints=lambda: {"api:1": limiter.stats()})
+    console = Console(file=io.StringIO(), width=120)
+    console.print(progress._table(width=120))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "api:1: 8 in flight allowed (ceiling 32), 0 now, 0 rate-limited" in text
