@@ -28,14 +28,12 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from aidanbench.analysis import rundir
-from aidanbench.analysis.view import write_view
 from aidanbench.cli import env_args, loop, question_source
 from aidanbench.cli.driver import Task, check_recorded_measurements, drive, errored
 from aidanbench.cli.errors import UsageError, printable
 from aidanbench.cli.inputs import check_run_args
 from aidanbench.cli.preflight import check_reachable
 from aidanbench.cli.progress import Progress
-from aidanbench.cli.remote import drive_remote
 from aidanbench.graph.questions import question_set_hash
 from aidanbench.graph.settings import LOCAL_EMBEDDING_MODEL, Settings
 from aidanbench.nodes.prompts import prompts_sha256
@@ -313,6 +311,8 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
         try:
             with progress:
                 if args.server is not None:
+                    from aidanbench.cli.remote import drive_remote  # only with --server
+
                     work = drive_remote(
                         tasks, run_dir, args.server, concurrency=args.concurrency, progress=progress
                     )
@@ -354,6 +354,8 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
         meta["totals"] = _totals(lines)
         rundir.atomic_write(run_dir / rundir.METADATA, json.dumps(meta, indent=2))
     _print_summary(run_dir, spec["reward_mode"])
+    from aidanbench.analysis.view import write_view  # after the run: not on its start-up
+
     print(f"report: {write_view([run_dir], run_dir / REPORT)}")
     failed = errored(lines)
     if failed:
