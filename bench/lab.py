@@ -364,7 +364,8 @@ def row(name: str, bound: float, r: dict[str, Any], plain: float | None) -> str:
     peaks = "/".join(str(s["peak_limit"]) for s in r["limits"].values()) or "-"
     return (
         f"{name:<28} {r['wall']:7.1f} s {r['wall'] / bound:5.2f}x bound  "
-        f"429s {r['rate_limited']:5d}  CPU/turn {1000 * r['cpu'] / max(1, r['turns']):5.1f} ms  "
+        f"requests {r['requests']:6d}  429s {r['rate_limited']:5d}  "
+        f"CPU/turn {1000 * r['cpu'] / max(1, r['turns']):5.1f} ms  "
         f"peak {r['peak_mb']:5.0f} MB  score {r['score']:5d}  errored {r['errored']}  "
         f"prompt chars {r['prompt_chars'] / 1e6:6.2f} M  peak limit {peaks}  "
         f"faster than (c) {ratio}"

@@ -8,7 +8,10 @@ a link's capacity (additive increase, multiplicative decrease):
 
 * it starts at ``INITIAL_LIMIT`` (or the ceiling, when lower) and, while requests
   succeed with the limit in use, grows by one per success (slow start) until the first
-  back-off, then by one per limit's worth of successes (one per round trip);
+  back-off, then by a tenth of the limit per round trip (at least one): a fixed share
+  of the limit, as Scalable TCP grows large windows, because with round trips of
+  seconds growing back by one per round trip after a halving takes minutes at a limit
+  of a hundred;
 * a rate-limit reply (429, or any error carrying ``Retry-After``) halves it, once per
   round trip: replies to requests started before the last halving were sent under the
   old limit, so they neither halve it again nor count as successes;
@@ -35,6 +38,10 @@ from aidanbench.services.errors import retry_after
 
 INITIAL_LIMIT = 16
 """Requests in flight an adaptive limiter starts with."""
+
+GROWTH = 0.1
+"""After the first back-off, what each success adds at least: a tenth of the limit per
+round trip once the limit is above ten."""
 
 DECREASE_FACTOR = 0.5
 """What a rate-limit reply multiplies the limit by."""
@@ -182,7 +189,7 @@ class EndpointLimiter:
                     self.limit = max(1.0, self.limit * DECREASE_FACTOR)
                     self.threshold = self.limit
         elif self.adaptive and busy and window == self._window and self.limit < self.ceiling:
-            step = 1.0 if self.limit < self.threshold else 1.0 / self.limit
+            step = 1.0 if self.limit < self.threshold else max(1.0 / self.limit, GROWTH)
             self.limit = min(float(self.ceiling), self.limit + step)
             self.peak = max(self.peak, self.limit)
         self._wake()

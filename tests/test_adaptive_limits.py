@@ -111,6 +111,23 @@ async def test_recovers_additively_after_a_backoff() -> None:
     assert 6.5 < limiter.limit < 7, "about one more per limit's worth of successes"
 
 
+async def test_a_high_limit_grows_back_a_tenth_per_round_trip() -> None:
+    """At round trips of seconds, +1 per round trip would take minutes to undo a halving."""
+    limiter = EndpointLimiter(256, initial=80)
+    slots = Slots(limiter)
+    await slots.take(80)
+    await slots.end(status_error(429))  # 80 -> 40, slow start over
+    while slots.held:
+        await slots.end()
+    for _ in range(40):  # one round trip's worth of busy successes
+        await slots.take(limiter.max_in_flight - limiter.in_flight)
+        blocked = asyncio.ensure_future(slots.take(1))
+        await asyncio.sleep(0)
+        await slots.end()
+        await blocked
+    assert limiter.limit == pytest.approx(44.0)
+
+
 async def test_retry_after_backs_off_other_errors_do_not() -> None:
     limiter = EndpointLimiter(64, initial=8)
     slots = Slots(limiter)
