@@ -6,7 +6,7 @@ Workloads, each in a child process of its own (so CPU seconds and peak memory ar
 run's alone) against a provider in another process (``bench.lab_serve``):
 
 * (a) the published run replayed (5 models, 49 chains, 1,112 valid answers) with every
-  default of ``aidanbench run`` (adaptive endpoint limits, aiohttp, uvloop, checkpoints,
+  default of ``aidanbench run`` (adaptive endpoint limits, aiohttp, checkpoints,
   score cache), all chains in flight; latencies generate 300 ms / judge 250 ms / embed
   50 ms, no rate limit. The scores must come out exactly as published.
 * (b) 10 models x 63 questions of scripted chains (lengths drawn per model and question,
@@ -24,10 +24,10 @@ memory (max RSS), prompt characters the provider received, and the ratio to (c).
 
 ``--variant`` runs (a)/(b) with one optimisation switched off, for deciding which earn
 their place: ``fixed-limit`` (the limit held at 16, no adaptation: the old default),
-``httpx`` (the httpx transport instead of aiohttp), ``std-loop`` (asyncio's loop instead
-of uvloop), ``no-batching`` (one embedding request per answer), ``plain-saver``
-(LangGraph's ``AsyncSqliteSaver`` instead of ``InlineCommitSaver``), ``write-always``
-(output files rewritten on every finished question).
+``httpx`` (the httpx transport instead of aiohttp), ``no-batching`` (one embedding
+request per answer), ``plain-saver`` (LangGraph's ``AsyncSqliteSaver`` instead of
+``InlineCommitSaver``), ``write-always`` (output files rewritten on every finished
+question). uvloop was measured the same way and removed.
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ VARIANTS = (
     "default",
     "fixed-limit",
     "httpx",
-    "std-loop",
     "no-batching",
     "plain-saver",
     "write-always",
@@ -316,7 +315,7 @@ def child(args: argparse.Namespace) -> None:
         from aidanbench.cli import loop
 
         run = graph_run(args.child, args.url, args)
-        result = asyncio.run(run) if args.variant == "std-loop" else loop.run(run)
+        result = loop.run(run)
     result["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(result))
 

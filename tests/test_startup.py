@@ -72,16 +72,3 @@ def test_the_command_is_the_first_word() -> None:
     assert command_named(["run", "--model", "report"]) == "run"
     assert command_named(["--help"]) == command_named(["bogus"]) == ""
     assert set(build_parser().parse_args(["report", "x"]).__dict__) >= {"command", "handler"}
-
-
-def test_the_command_line_runs_on_uvloop() -> None:
-    """What ``cli/loop.py`` buys is uvloop's cheaper event loop: pinned so it cannot
-    silently fall back to the standard loop while uvloop is installed."""
-    import asyncio
-
-    from aidanbench.cli import loop
-
-    async def kind() -> str:
-        return type(asyncio.get_running_loop()).__module__
-
-    assert loop.run(kind()).startswith("uvloop")
