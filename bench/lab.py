@@ -215,7 +215,7 @@ def apply_variant(variant: str) -> None:
         from aidanbench.runner import tasks
 
         tasks.WRITE_EVERY_S = 0.0
-        tasks.RunLines.__init__.__defaults__ = (0.0, time.monotonic)
+        tasks.RunLines.__init__.__defaults__ = (0.0, time.monotonic, ())
 
 
 def _unbatched(self: Any, loop: asyncio.AbstractEventLoop) -> None:
