@@ -19,7 +19,7 @@ measures, in this one process:
 * checkpoint bytes after 10, 50 and 100 answers of about 1.5 kB;
 * peak memory (max RSS) of the process.
 
-Everything runs on the event loop the command line uses (uvloop where installed).
+Everything runs on the event loop the command line uses (``runner.loop``).
 """
 
 from __future__ import annotations
@@ -374,17 +374,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--answer-size", type=int, default=400, help="characters per answer")
     p.add_argument("--overhead-turns", type=int, default=100)
     p.add_argument("--overhead-runs", type=int, default=5, help="framework runs (median)")
-    p.add_argument(
-        "--standard-loop",
-        action="store_true",
-        help="run on asyncio's own loop instead of the command line's (uvloop)",
-    )
     return p.parse_args()
 
 
 if __name__ == "__main__":
-    arguments = parse_args()
-    if arguments.standard_loop:
-        asyncio.run(main(arguments))
-    else:
-        loop.run(main(arguments))
+    loop.run(main(parse_args()))

@@ -4,16 +4,35 @@ Each command lives in its own module exposing ``register(subparsers)``, which ad
 parser whose ``handler(args) -> int`` does the work. Errors a user can fix are raised as
 ``UsageError`` and printed as one line on stderr with exit status 2; nothing written
 before them is removed.
+
+Only the command being run is imported: the command modules pull in LangGraph, the
+OpenAI client, numpy and the rest, which took seconds before ``--help`` could print a
+line. The top-level parser lists every command from ``SUMMARIES`` instead (a test keeps
+them equal to each module's own help).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from aidanbench.cli import COMMANDS
 from aidanbench.cli.errors import UsageError
+
+SUMMARIES = {
+    "run": "score models on AidanBench (resumable)",
+    "estimate": "tokens and dollars a planned run would cost (no API call)",
+    "demo": "run the benchmark offline on the published run (no key; a self-test)",
+    "report": "summarise scores of a run directory or results file",
+    "view": "write one offline HTML report (leaderboard, heat map, chains, comparison)",
+    "rescore": "recompute scores under other thresholds, without API calls",
+    "plot": "draw PNG charts of scores, per-question scores, a trajectory and stop reasons",
+    "calibrate": "calibrate the novelty threshold of an embedding model against a reference run",
+}
+"""Each command's one-line help, as its module registers it (shown by ``--help``)."""
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -23,10 +42,9 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full command-line parser (used by tests and by ``main``)."""
-    from aidanbench.cli import commands
-
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command-line parser; with ``only``, just that command's module is imported and
+    the others are listed by name and summary (``None``: every command in full)."""
     parser = OneLineParser(
         prog="aidanbench",
         description="AidanBench creativity benchmark as a LangGraph workflow.",
@@ -34,15 +52,28 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=OneLineParser
     )
-    for module in commands():
-        module.register(subparsers)
+    for name in COMMANDS:
+        if only is None or name == only:
+            importlib.import_module(f"aidanbench.cli.{name}").register(subparsers)
+        else:
+            subparsers.add_parser(name, help=SUMMARIES[name])
     return parser
+
+
+def command_named(argv: Sequence[str]) -> str:
+    """The command ``argv`` asks for ("" when none: the top-level parser has no options
+    but ``--help``, so the first word that is not an option is the command)."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in COMMANDS else ""
+    return ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(only=command_named(words))
+    args = parser.parse_args(words)
     try:
         status: int = args.handler(args)
     except UsageError as exc:

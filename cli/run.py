@@ -22,7 +22,6 @@ from pydantic import ValidationError
 
 from aidanbench.analysis import rundir
 from aidanbench.analysis.summary import SummaryRow
-from aidanbench.analysis.view import write_view
 from aidanbench.cli import cost, env_args, options, question_source
 from aidanbench.cli.errors import UsageError, printable
 from aidanbench.cli.inputs import check_run_args
@@ -148,6 +147,8 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
             "step completed before is saved: free space and run the same command again"
         ) from None
     _print_summary(result.summary, run_reward_mode(run_dir))
+    from aidanbench.analysis.view import write_view  # after the run: not on its start-up
+
     print(f"report: {write_view([run_dir], run_dir / REPORT)}")
     failed = result.errored
     if failed:

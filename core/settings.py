@@ -145,7 +145,10 @@ class Settings(BaseModel):
         "the question stops with reason error.",
     )
     max_concurrency: int = Field(
-        default=16, ge=1, description="Requests in flight per endpoint, shared by all questions."
+        default=256,
+        ge=1,
+        description="Most requests in flight per endpoint, shared by all questions: the "
+        "ceiling of the adaptive limit (it grows while requests succeed, halves on 429).",
     )
     requests_per_minute: float | None = Field(
         default=None, gt=0, description="Request rate per endpoint; None: unlimited."

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -112,7 +113,7 @@ async def execute(
         cost.arm(spec)
         try:
             with progress:
-                async with backend(spec, services) as questions:
+                async with backend(spec, services, progress) as questions:
                     all_lines = await drive(
                         tasks, questions, lines, concurrency=spec.concurrency, progress=progress
                     )
@@ -130,14 +131,21 @@ async def execute(
         session["finished_at"] = meta["finished_at"] = store.now()
         meta["totals"] = totals(all_lines)
         cost.finish(meta, spec)
+        if progress.endpoints is not None:
+            meta["endpoint_limits"] = {
+                host: dataclasses.asdict(stats) for host, stats in progress.endpoints().items()
+            }
         store.question_counts(meta, all_lines)
         store.write_metadata(run_dir, meta)
     return RunResult(run_dir, all_lines, meta["totals"], summarise(rundir.read_run_dir(run_dir)))
 
 
 @asynccontextmanager
-async def backend(spec: RunSpec, services: ServicesFactory | None) -> AsyncIterator[Questions]:
-    """The local graph (HTTP pools closed at the end) or the server named by the spec."""
+async def backend(
+    spec: RunSpec, services: ServicesFactory | None, progress: Progress
+) -> AsyncIterator[Questions]:
+    """The local graph (HTTP pools closed at the end) or the server named by the spec;
+    the live table shows the local endpoints' adaptive limits."""
     if spec.server is not None:
         from aidanbench.runner.remote import remote_questions
 
@@ -145,10 +153,13 @@ async def backend(spec: RunSpec, services: ServicesFactory | None) -> AsyncItera
             yield remote
         return
     if services is not None:
+        if isinstance(services, OpenAIServices):
+            progress.endpoints = services.endpoint_stats
         async with local_questions(spec.run_dir, services) as local:
             yield local
         return
     pools = OpenAIServices("aiohttp")
+    progress.endpoints = pools.endpoint_stats
     try:
         async with local_questions(spec.run_dir, pools) as local:
             yield local

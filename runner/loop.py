@@ -1,32 +1,23 @@
-"""The event loop the command line runs on.
+"""The event loop the command line runs on: asyncio's own.
 
-A run is one process driving many questions, and at short latencies it is CPU-bound in
-the event loop: every turn schedules a dozen tasks and waits on several sockets. uvloop
-does that work for less CPU (README, Performance, has the measurements;
-``python -m bench.speed --standard-loop`` compares). The command line uses uvloop where it
-exists; on Windows, where it does not, the standard loop runs the same code.
+uvloop was used here until the lab-scale benchmark (``python -m bench.lab --variants
+default,std-loop``) measured it: no faster on the published replay (33.9 s against
+34.7 s) nor on the 630-chain run (85.0 s against 79.4 s), below the 10% an optimisation
+must buy to be kept, so the command line no longer depends on it. ``run`` stays the one
+place that decides the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's loop constructor, or ``None`` (the standard loop) where it is missing."""
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
-
-
 def run(main: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run`` on the fastest loop available; Ctrl-C still raises
-    ``KeyboardInterrupt`` after cancelling ``main``."""
-    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+    """``asyncio.run``; Ctrl-C still raises ``KeyboardInterrupt`` after cancelling
+    ``main``."""
+    with asyncio.Runner() as runner:
         return runner.run(main)

@@ -16,17 +16,22 @@ from __future__ import annotations
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.text import Text
 
 from aidanbench.analysis.cost import dollars_text
 from aidanbench.analysis.tables import Column, fitted_tables
 from aidanbench.core.vocabulary import is_error_stop
 from aidanbench.runner.tasks import LineCounts, line_counts
 from aidanbench.services.pricing import add_dollars
+
+if TYPE_CHECKING:
+    from aidanbench.services.limits import EndpointStats
 
 
 @dataclass
@@ -53,6 +58,9 @@ class Progress:
     live: bool | None = None
     rows: dict[str, ModelProgress] = field(default_factory=lambda: defaultdict(ModelProgress))
     started: float = field(default_factory=time.monotonic)
+    endpoints: Callable[[], Mapping[str, EndpointStats]] | None = None
+    """Each endpoint's limit and 429s now (``OpenAIServices.endpoint_stats``), shown
+    under the table."""
     _live: Live | None = None
     _in_flight: dict[str, LineCounts] = field(default_factory=dict)
     _stored_before: dict[str, LineCounts] = field(default_factory=dict)
@@ -178,4 +186,11 @@ class Progress:
         if width is None and self._live is not None:
             width = self._live.console.width
         title = f"AidanBench run — {elapsed:.0f}s elapsed"
-        return Group(*fitted_tables(key, columns, width, title=title))
+        return Group(*fitted_tables(key, columns, width, title=title), *self._endpoint_lines())
+
+    def _endpoint_lines(self) -> list[Text]:
+        if self.endpoints is None:
+            return []
+        from aidanbench.services.limits import describe
+
+        return [Text(describe(self.endpoints()))]

@@ -16,7 +16,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from aidanbench.services.limits import EndpointStats
     from aidanbench.services.registry import (
+        DEFAULT_CACHE_BYTES,
         ROLES,
         OpenAIServices,
         Services,
@@ -31,7 +33,9 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "DEFAULT_CACHE_BYTES",
     "ROLES",
+    "EndpointStats",
     "OpenAIServices",
     "Services",
     "ServicesFactory",
@@ -44,12 +48,16 @@ __all__ = [
     "shared_cache",
 ]
 
+_HOME = {"EndpointStats": "aidanbench.services.limits"}
+"""Exported names that live outside ``services.registry``."""
+
 
 def __getattr__(name: str) -> Any:
-    """Import an exported name from ``services.registry`` on first access."""
+    """Import an exported name from its module on first access."""
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("aidanbench.services.registry"), name)
+    module = _HOME.get(name, "aidanbench.services.registry")
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 

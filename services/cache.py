@@ -14,8 +14,11 @@ vector read back that breaks those rules (a cache written by an older version) i
 treated as absent, so it is embedded again and replaced.
 
 Backed by an in-memory dict, written through to SQLite when a path is given (WAL mode;
-a few small writes per answer). One instance per path and process, shared by every
-question of a run. The in-memory layer is keyed by the text itself, not its digest: each
+a few small writes per answer). One instance per path and services instance, shared by
+every question of a run. A cache that outlives runs (the graph's default services, in a
+server or a notebook) is given ``max_bytes``: the in-memory layer then forgets the least
+recently used entries beyond it (a disk-backed cache reads them back; a memory-only one
+embeds or judges again). The in-memory layer is keyed by the text itself, not its digest: each
 turn looks up every earlier answer, and hashing them all again would make each turn's
 cost grow with the chain; a dict hit on a string already in state is a pointer comparison.
 Only the disk layer needs digests.
@@ -26,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -76,14 +80,28 @@ class UnusableVector(MalformedReply):
     """A vector the cache refuses to store (not finite, zero, or of the wrong length)."""
 
 
-class ScoreCache:
-    """Embeddings and similarity scores, in memory and optionally on disk."""
+SCORE_BYTES = 100
+"""What one cached similarity score is charged against ``max_bytes`` (key and int)."""
 
-    def __init__(self, path: str | Path | None = None) -> None:
+VECTOR_OVERHEAD_BYTES = 100
+"""What one cached vector is charged beyond its float32 data (key, array header)."""
+
+
+class ScoreCache:
+    """Embeddings and similarity scores, in memory and optionally on disk.
+
+    ``max_bytes`` bounds the in-memory layer (None: it keeps everything, for a cache that
+    lives as long as one run).
+    """
+
+    def __init__(self, path: str | Path | None = None, max_bytes: int | None = None) -> None:
         self.path = None if path is None else Path(path)
-        self._vectors: dict[tuple[str, str], np.ndarray] = {}
+        self.max_bytes = max_bytes
+        self.held_bytes = 0
+        """What the in-memory layer holds, as charged against ``max_bytes``."""
+        self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._sizes: dict[str, int | None] = {}
-        self._scores: dict[tuple[str, bytes], int] = {}
+        self._scores: OrderedDict[tuple[str, bytes], int] = OrderedDict()
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         if self.path is not None:
@@ -102,6 +120,10 @@ class ScoreCache:
                 absent = [t for t, v in zip(texts, found, strict=True) if v is None]
                 self._load_vectors(model, absent)
                 found = [memo.get((model, t)) for t in texts]
+            if self.max_bytes is not None:
+                for text, vector in zip(texts, found, strict=True):
+                    if vector is not None:
+                        memo.move_to_end((model, text))
         return found
 
     def size(self, model: str) -> int | None:
@@ -133,7 +155,33 @@ class ScoreCache:
             if row is not None and len(row[0]) % 4 == 0:
                 vector = np.frombuffer(row[0], dtype=np.float32)
                 if usable(vector, size):
-                    self._vectors[(model, text)] = vector
+                    self._hold_vector(model, text, vector)
+        self._evict()
+
+    def _hold_vector(self, model: str, text: str, vector: np.ndarray) -> None:
+        old = self._vectors.pop((model, text), None)
+        if old is not None:
+            self.held_bytes -= old.nbytes + VECTOR_OVERHEAD_BYTES
+        self._vectors[(model, text)] = vector
+        self.held_bytes += vector.nbytes + VECTOR_OVERHEAD_BYTES
+
+    def _hold_score(self, key: tuple[str, bytes], score: int) -> None:
+        if key not in self._scores:
+            self.held_bytes += SCORE_BYTES
+        self._scores[key] = score
+        self._scores.move_to_end(key)
+
+    def _evict(self) -> None:
+        """Forget least recently used entries until the layer fits in ``max_bytes``
+        (vectors first: they are the bulk; scores are a hundred bytes each)."""
+        if self.max_bytes is None:
+            return
+        while self.held_bytes > self.max_bytes and self._vectors:
+            _, vector = self._vectors.popitem(last=False)
+            self.held_bytes -= vector.nbytes + VECTOR_OVERHEAD_BYTES
+        while self.held_bytes > self.max_bytes and self._scores:
+            self._scores.popitem(last=False)
+            self.held_bytes -= SCORE_BYTES
 
     def put_vectors(
         self, model: str, items: Iterable[tuple[str, Sequence[float] | np.ndarray]]
@@ -150,7 +198,8 @@ class ScoreCache:
             if size is not None:
                 self._sizes[model] = size
             for text, vec in rows:
-                self._vectors[(model, text)] = vec
+                self._hold_vector(model, text, vec)
+            self._evict()
             if self._db is not None and rows:
                 self._db.executemany(
                     "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)",
@@ -162,13 +211,16 @@ class ScoreCache:
         key = (judge, digest(prompt))
         with self._lock:
             if key in self._scores:
+                if self.max_bytes is not None:
+                    self._scores.move_to_end(key)
                 return self._scores[key]
             if self._db is not None:
                 row = self._db.execute(
                     "SELECT score FROM similarities WHERE judge = ? AND digest = ?", key
                 ).fetchone()
                 if row is not None:
-                    self._scores[key] = int(row[0])
+                    self._hold_score(key, int(row[0]))
+                    self._evict()
                     return int(row[0])
         return None
 
@@ -176,7 +228,8 @@ class ScoreCache:
         """Store a similarity score for the rendered judge prompt."""
         key = (judge, digest(prompt))
         with self._lock:
-            self._scores[key] = score
+            self._hold_score(key, score)
+            self._evict()
             if self._db is not None:
                 self._db.execute(
                     "INSERT OR REPLACE INTO similarities VALUES (?, ?, ?)", (*key, score)

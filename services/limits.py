@@ -1,9 +1,26 @@
-"""Per-endpoint request limits shared by every question of a run.
+"""Per-endpoint request limits shared by every question, model and role of a run.
 
-Raising the number of questions in flight must not turn into a storm of rate-limit
-errors, so each endpoint (scheme, host and port) gets one limiter: at most
-``max_in_flight`` requests at once and, when set, at most ``per_minute`` request starts
-in any 60-second window.
+No user can know how many requests an endpoint takes at once: it depends on the
+provider's tier and changes with its load, and a fixed number is either too low (a
+multi-model run waits on its own limiter) or too high (a 429 storm). So each endpoint
+(scheme, host and port) gets one limiter whose in-flight limit adapts, the way TCP finds
+a link's capacity (additive increase, multiplicative decrease):
+
+* it starts at ``INITIAL_LIMIT`` (or the ceiling, when lower) and, while requests
+  succeed with the limit in use, grows by one per success (slow start) until the first
+  back-off, then by a tenth of the limit per round trip (at least one): a fixed share
+  of the limit, as Scalable TCP grows large windows, because with round trips of
+  seconds growing back by one per round trip after a halving takes minutes at a limit
+  of a hundred;
+* a rate-limit reply (429, or any error carrying ``Retry-After``) halves it, once per
+  round trip: replies to requests started before the last halving were sent under the
+  old limit, so they neither halve it again nor count as successes;
+* it never exceeds ``ceiling`` (``--endpoint-concurrency``) nor falls below one;
+* ``per_minute`` (``--requests-per-minute``), when set, is a hard sliding-window rate on
+  top: at most that many request starts in any 60 seconds.
+
+Every attempt takes a slot (``services.retry``), so retries count against the limit and
+the rate. Any other failure (a time-out, a 5xx) leaves the limit where it is.
 """
 
 from __future__ import annotations
@@ -11,37 +28,196 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import openai
+
+from aidanbench.services.errors import retry_after
+
+INITIAL_LIMIT = 16
+"""Requests in flight an adaptive limiter starts with."""
+
+GROWTH = 0.1
+"""After the first back-off, what each success adds at least: a tenth of the limit per
+round trip once the limit is above ten."""
+
+DECREASE_FACTOR = 0.5
+"""What a rate-limit reply multiplies the limit by."""
+
+
+def is_rate_limited(exc: BaseException) -> bool:
+    """Whether ``exc`` is the endpoint asking for fewer requests (429 or ``Retry-After``)."""
+    return isinstance(exc, openai.APIStatusError) and (
+        exc.status_code == 429 or retry_after(exc) is not None
+    )
+
+
+@dataclass(frozen=True)
+class EndpointStats:
+    """What one endpoint's limiter has seen (``EndpointLimiter.stats``)."""
+
+    limit: int
+    """Requests it lets in flight now."""
+    ceiling: int
+    """The most it may ever let in flight (``--endpoint-concurrency``)."""
+    peak_limit: int
+    """The highest limit it reached."""
+    in_flight: int
+    requests: int
+    """Attempts started."""
+    rate_limited: int
+    """Attempts answered with a rate-limit reply (429 or ``Retry-After``)."""
+    backoffs: int
+    """Times the limit was cut."""
+    per_minute: float | None
+    adaptive: bool
 
 
 class EndpointLimiter:
-    """A concurrency cap plus an optional sliding-window request rate."""
+    """An adaptive in-flight limit plus an optional sliding-window request rate.
 
-    def __init__(self, max_in_flight: int, per_minute: float | None = None) -> None:
-        self.max_in_flight = max_in_flight
+    ``adaptive=False`` holds the limit at ``max_in_flight`` (a plain semaphore). The
+    limiter binds to no event loop: a waiter's future belongs to the loop it waits on,
+    and every slot is returned when its request ends or is cancelled.
+    """
+
+    def __init__(
+        self,
+        max_in_flight: int,
+        per_minute: float | None = None,
+        *,
+        adaptive: bool = True,
+        initial: int = INITIAL_LIMIT,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.ceiling = max(1, max_in_flight)
         self.per_minute = per_minute
-        self._slots = asyncio.Semaphore(max_in_flight)
+        self.adaptive = adaptive
+        self.clock = clock
+        self.limit = float(min(initial, self.ceiling) if adaptive else self.ceiling)
+        self.threshold = float(self.ceiling)
+        """Where slow start ends (the limit after the last back-off)."""
+        self.peak = self.limit
+        self.in_flight = 0
+        self.requests = 0
+        self.rate_limited = 0
+        self.backoffs = 0
+        self._window = 0
+        """Counts back-offs: a reply to a request started in an earlier window is stale."""
+        self._waiters: deque[asyncio.Future[None]] = deque()
         self._starts: deque[float] = deque()
-        self._rate_lock = asyncio.Lock()
+
+    @property
+    def max_in_flight(self) -> int:
+        """Requests let in flight now (the adaptive limit, whole)."""
+        return max(1, int(self.limit))
+
+    def stats(self) -> EndpointStats:
+        """A snapshot of the limit and what the endpoint answered."""
+        return EndpointStats(
+            limit=self.max_in_flight,
+            ceiling=self.ceiling,
+            peak_limit=max(1, int(self.peak)),
+            in_flight=self.in_flight,
+            requests=self.requests,
+            rate_limited=self.rate_limited,
+            backoffs=self.backoffs,
+            per_minute=self.per_minute,
+            adaptive=self.adaptive,
+        )
+
+    def tighten(self, ceiling: int, per_minute: float | None) -> None:
+        """Apply another settings object's limits to this endpoint: the lower ones win,
+        so whoever asked for less of the endpoint gets no more than that."""
+        self.ceiling = min(self.ceiling, max(1, ceiling))
+        self.limit = min(self.limit, float(self.ceiling))
+        if not self.adaptive:
+            self.limit = float(self.ceiling)
+        if per_minute is not None:
+            self.per_minute = (
+                per_minute if self.per_minute is None else min(self.per_minute, per_minute)
+            )
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        """Hold one request slot, waiting for the rate window when needed."""
-        async with self._slots:
-            if self.per_minute is not None:
-                await self._wait_for_rate()
+        """Hold one request slot (waiting for the rate window when needed); what the
+        request raises adjusts the limit."""
+        window = await self._acquire()
+        try:
             yield
+        except BaseException as exc:
+            self._release(window, exc)
+            raise
+        self._release(window, None)
+
+    async def _acquire(self) -> int:
+        if self._waiters or self.in_flight >= self.max_in_flight:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self.in_flight -= 1  # handed a slot just as it was cancelled
+                    self._wake()
+                else:
+                    self._waiters.remove(waiter)
+                raise
+        else:
+            self.in_flight += 1
+        if self.per_minute is not None:
+            try:
+                await self._wait_for_rate()
+            except asyncio.CancelledError:
+                self.in_flight -= 1
+                self._wake()
+                raise
+        self.requests += 1
+        return self._window
+
+    def _release(self, window: int, exc: BaseException | None) -> None:
+        busy = bool(self._waiters) or self.in_flight >= self.max_in_flight
+        self.in_flight -= 1
+        if exc is not None:
+            if is_rate_limited(exc):
+                self.rate_limited += 1
+                if self.adaptive and window == self._window:
+                    self._window += 1
+                    self.backoffs += 1
+                    self.limit = max(1.0, self.limit * DECREASE_FACTOR)
+                    self.threshold = self.limit
+        elif self.adaptive and busy and window == self._window and self.limit < self.ceiling:
+            step = 1.0 if self.limit < self.threshold else max(1.0 / self.limit, GROWTH)
+            self.limit = min(float(self.ceiling), self.limit + step)
+            self.peak = max(self.peak, self.limit)
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.in_flight < self.max_in_flight:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.in_flight += 1
+                waiter.set_result(None)
 
     async def _wait_for_rate(self) -> None:
-        assert self.per_minute is not None
-        capacity = max(1, int(self.per_minute))
-        async with self._rate_lock:
-            while True:
-                now = time.monotonic()
-                while self._starts and now - self._starts[0] >= 60.0:
-                    self._starts.popleft()
-                if len(self._starts) < capacity:
-                    self._starts.append(now)
-                    return
-                await asyncio.sleep(60.0 - (now - self._starts[0]))
+        while self.per_minute is not None:
+            capacity = max(1, int(self.per_minute))
+            now = self.clock() if self.clock is not None else time.monotonic()
+            while self._starts and now - self._starts[0] >= 60.0:
+                self._starts.popleft()
+            if len(self._starts) < capacity:
+                self._starts.append(now)
+                return
+            await asyncio.sleep(60.0 - (now - self._starts[0]))
+
+
+def describe(stats: Mapping[str, EndpointStats]) -> str:
+    """One line per endpoint for people: its limit now, its ceiling and its 429s."""
+    return "\n".join(
+        f"{host}: {s.limit} in flight allowed (ceiling {s.ceiling}), {s.in_flight} now, "
+        f"{s.rate_limited} rate-limited"
+        + (f", {s.per_minute:g}/min" if s.per_minute is not None else "")
+        for host, s in stats.items()
+    )

@@ -22,7 +22,7 @@ from aidanbench.services import clients, retry
 from aidanbench.services.batching import EmbeddingBatcher
 from aidanbench.services.cache import ScoreCache, endpoint_key
 from aidanbench.services.errors import host_of
-from aidanbench.services.limits import EndpointLimiter
+from aidanbench.services.limits import EndpointLimiter, EndpointStats
 
 ROLES = ("model", "judge", "embeddings")
 
@@ -192,7 +192,8 @@ _caches_lock = threading.Lock()
 
 
 def shared_cache(path: str | Path) -> ScoreCache:
-    """One ``ScoreCache`` per file and process, shared by every question using it."""
+    """One ``ScoreCache`` per file and process, for test factories (``testing.fakes``)
+    that have no owner to close it; ``OpenAIServices`` owns its caches instead."""
     key = Path(path).resolve()
     with _caches_lock:
         if key not in _caches:
@@ -212,59 +213,113 @@ def role_host(settings: Settings, role: str) -> str:
     return host_of(url)
 
 
-_memory_caches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ScoreCache] = (
-    weakref.WeakKeyDictionary()
-)
-_limiters: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[tuple[str, int, float | None], EndpointLimiter]
-] = weakref.WeakKeyDictionary()
+DEFAULT_CACHE_BYTES = 256 * 2**20
+"""In-memory score cache of the graph's default services: a server or notebook loop
+lives longer than any run, so its cache forgets the least recently used entries beyond
+this (about 20,000 vectors of 3,072 floats, far more than one question's chain)."""
 
 
-def _limiter(loop: asyncio.AbstractEventLoop, host: str, settings: Settings) -> EndpointLimiter:
-    per_loop = _limiters.setdefault(loop, {})
-    key = (host, settings.max_concurrency, settings.requests_per_minute)
-    if key not in per_loop:
-        per_loop[key] = EndpointLimiter(settings.max_concurrency, settings.requests_per_minute)
-    return per_loop[key]
+@dataclass
+class _LoopState:
+    """What one event loop's questions share: services per settings, limiters per host."""
+
+    services: dict[str, Services] = field(default_factory=dict)
+    limiters: dict[str, EndpointLimiter] = field(default_factory=dict)
 
 
 class OpenAIServices:
-    """A ``ServicesFactory`` of OpenAI-compatible clients, built once per settings and loop.
+    """A ``ServicesFactory`` of OpenAI-compatible clients that owns what it builds.
 
-    Clients hold connection pools bound to the running loop, so a new loop (a new
-    ``asyncio.run``) gets new clients; limiters are shared by every settings object that
-    reaches the same endpoint on that loop. Without a ``cache_path`` the score cache lives
-    in memory for the loop's lifetime, shared by its questions.
+    An instance owns, and ``aclose`` releases: the clients (built once per settings and
+    event loop: their pools are bound to the loop, so a new ``asyncio.run`` gets new
+    ones), the score caches (one per ``cache_path``, else one in memory bounded by
+    ``cache_bytes``) and one endpoint limiter per host, shared by every model, role and
+    settings object reaching that host, whatever their other settings; where two settings
+    objects ask for different limits of one host, the lower ones hold
+    (``EndpointLimiter.tighten``). Use it as ``async with OpenAIServices() as factory:``
+    or call ``aclose`` on the loop that ran the questions when the run ends.
 
     ``transport`` picks the HTTP pools (``services.clients``): ``httpx`` pools need no
-    closing; ``aiohttp`` pools are cheaper per request and must be closed with
-    ``aclose`` on the loop that used them.
+    closing; ``aiohttp`` pools are cheaper per request and must be closed. ``adaptive``
+    lets each endpoint's in-flight limit adapt below its ceiling (``services.limits``);
+    off, the limit is the ceiling.
     """
 
-    def __init__(self, transport: clients.Transport = "httpx") -> None:
+    def __init__(
+        self,
+        transport: clients.Transport = "httpx",
+        *,
+        cache_bytes: int | None = None,
+        adaptive: bool = True,
+    ) -> None:
         self.transport = transport
-        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Services]] = (
+        self.cache_bytes = cache_bytes
+        self.adaptive = adaptive
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary()
         )
+        self._last: _LoopState | None = None
+        self._caches: dict[Path | None, ScoreCache] = {}
+        self._caches_lock = threading.Lock()
+
+    async def __aenter__(self) -> OpenAIServices:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def __call__(self, settings: Settings) -> Services:
-        loop = asyncio.get_running_loop()
-        per_loop = self._by_loop.setdefault(loop, {})
+        state = self._state()
         key = settings.model_dump_json()
-        if key not in per_loop:
-            per_loop[key] = self._build(loop, settings)
-        return per_loop[key]
+        if key not in state.services:
+            state.services[key] = self._build(state, settings)
+        return state.services[key]
 
-    def _build(self, loop: asyncio.AbstractEventLoop, settings: Settings) -> Services:
+    def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        state = self._loops.get(loop)
+        if state is None:
+            state = self._loops[loop] = _LoopState()
+        self._last = state
+        return state
+
+    def cache(self, path: str | Path | None) -> ScoreCache:
+        """This instance's score cache for ``path`` (None: the in-memory one)."""
+        key = None if path is None else Path(path).resolve()
+        with self._caches_lock:
+            if key not in self._caches:
+                self._caches[key] = ScoreCache(key, max_bytes=self.cache_bytes)
+            return self._caches[key]
+
+    def limiter(self, host: str, settings: Settings) -> EndpointLimiter:
+        """The running loop's limiter of ``host``, tightened to ``settings``' limits."""
+        limiters = self._state().limiters
+        found = limiters.get(host)
+        if found is None:
+            found = limiters[host] = EndpointLimiter(
+                settings.max_concurrency, settings.requests_per_minute, adaptive=self.adaptive
+            )
+        else:
+            found.tighten(settings.max_concurrency, settings.requests_per_minute)
+        return found
+
+    def endpoint_stats(self) -> dict[str, EndpointStats]:
+        """Each endpoint's current limit and rate-limit replies, by host (of the running
+        loop, or of the last loop that used this instance)."""
+        try:
+            state = self._loops.get(asyncio.get_running_loop()) or self._last
+        except RuntimeError:  # no running loop here (the live table's thread)
+            state = self._last
+        if state is None:
+            return {}
+        return {host: limiter.stats() for host, limiter in list(state.limiters.items())}
+
+    def _build(self, state: _LoopState, settings: Settings) -> Services:
         hosts = {role: role_host(settings, role) for role in ROLES}
         services = Services(
             build={},
-            cache=(
-                shared_cache(settings.cache_path)
-                if settings.cache_path
-                else _memory_caches.setdefault(loop, ScoreCache())
-            ),
-            limiters={role: _limiter(loop, hosts[role], settings) for role in ROLES},
+            cache=self.cache(settings.cache_path),
+            limiters={role: self.limiter(hosts[role], settings) for role in ROLES},
             request_timeout=settings.request_timeout,
             max_retries=settings.max_retries,
             embedding_namespace=embedding_namespace(settings),
@@ -284,24 +339,22 @@ class OpenAIServices:
         return services
 
     async def aclose(self) -> None:
-        """Close every pool made for the running loop's services."""
-        for services in self._by_loop.pop(asyncio.get_running_loop(), {}).values():
-            await services.aclose()
+        """Close the running loop's clients and every cache file this instance opened.
+
+        The in-memory cache is kept (later runs on this instance reuse it); a cache file
+        is opened again if a later run names it.
+        """
+        state = self._loops.pop(asyncio.get_running_loop(), None)
+        if state is not None:
+            for services in state.services.values():
+                await services.aclose()
+        with self._caches_lock:
+            files = [path for path in self._caches if path is not None]
+            for path in files:
+                self._caches.pop(path).close()
 
 
-default_services = OpenAIServices()
-"""The factory graphs use unless given another: httpx pools, nothing to close."""
-
-
-__all__ = [
-    "ConfigError",
-    "OpenAIServices",
-    "Services",
-    "ServicesFactory",
-    "default_services",
-    "embedding_namespace",
-    "judge_namespace",
-    "key_values",
-    "role_host",
-    "shared_cache",
-]
+default_services = OpenAIServices(cache_bytes=DEFAULT_CACHE_BYTES)
+"""The factory graphs use unless given another (Studio, ``langgraph dev``, a parent
+graph): httpx pools, nothing to close, an in-memory cache bounded by
+``DEFAULT_CACHE_BYTES``."""

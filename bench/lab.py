@@ -1,0 +1,461 @@
+"""The lab-scale benchmark: this project against a loop in the original's style.
+
+    python -m bench.lab [--runs 3] [--scale 0.1] [--rate 400] [--workloads a,b,c]
+
+Workloads, each in a child process of its own (so CPU seconds and peak memory are that
+run's alone) against a provider in another process (``bench.lab_serve``):
+
+* (a) the published run replayed (5 models, 49 chains, 1,112 valid answers) with every
+  default of ``aidanbench run`` (adaptive endpoint limits, aiohttp, checkpoints,
+  score cache), all chains in flight; latencies generate 300 ms / judge 250 ms / embed
+  50 ms, no rate limit. The scores must come out exactly as published.
+* (b) 10 models x 63 questions of scripted chains (lengths drawn per model and question,
+  mean ``--mean-length``, at most ``--max-length``), latencies drawn log-normally
+  (medians 3 s generate, 2 s judge, 0.3 s embed, sigma ``--sigma``: a long tail) times
+  ``--scale``, and a provider answering 429 above ``--rate`` requests per second.
+* (c) the same work as (b), same provider, through a plain loop in the original's style:
+  20 threads, each question generate -> judge -> embed one after another, the OpenAI
+  client's own retries (``max_retries=10``, which honour ``Retry-After``).
+
+For each: wall time against the longest question's pipelined bound (computed exactly
+from the provider's latency draws: g1 + sum over turns of max(judge, embed, next
+generate)), 429s the provider sent, CPU seconds per turn of the measuring process, peak
+memory (max RSS), prompt characters the provider received, and the ratio to (c).
+
+``--variant`` runs (a)/(b) with one optimisation switched off, for deciding which earn
+their place: ``fixed-limit`` (the limit held at 16, no adaptation: the old default),
+``httpx`` (the httpx transport instead of aiohttp), ``no-batching`` (one embedding
+request per answer), ``plain-saver`` (LangGraph's ``AsyncSqliteSaver`` instead of
+``InlineCommitSaver``), ``write-always`` (output files rewritten on every finished
+question). uvloop was measured the same way and removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from bench.lab_serve import LabBrain, chain_length, draw
+
+KEY = "AIDANBENCH_LAB_KEY"
+VARIANTS = (
+    "default",
+    "fixed-limit",
+    "httpx",
+    "no-batching",
+    "plain-saver",
+    "write-always",
+)
+LAB_MEDIANS = {"generate": 3.0, "coherence": 2.0, "embed": 0.3}
+
+
+def lab_models(n: int) -> list[str]:
+    return [f"lab-model-{i}" for i in range(n)]
+
+
+# --- the provider ---------------------------------------------------------------------
+
+
+@contextmanager
+def provider(args: Sequence[str]) -> Iterator[str]:
+    """``bench.lab_serve`` in a child process; yields its base URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.lab_serve", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=60)
+
+
+def server_stats(url: str, reset: bool = False) -> dict[str, int]:
+    root = url.removesuffix("/v1")
+    request = urllib.request.Request(f"{root}/stats", method="POST" if reset else "GET")
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        stats: dict[str, int] = json.loads(reply.read())
+    return stats
+
+
+# --- bounds ---------------------------------------------------------------------------
+
+
+def chain_bound(
+    model: str, question: str, answers: Sequence[str], medians: dict[str, float], sigma: float
+) -> float:
+    """The pipelined bound of one chain whose answers (the failing one last) are given:
+    g1 + sum over answers k of max(judge k, embed k, generate k+1)."""
+
+    def g(k: int) -> float:
+        return draw(medians["generate"], sigma, "g", model, question, k)
+
+    total = g(0)
+    for k, answer in enumerate(answers):
+        judge = draw(medians["coherence"], sigma, "j", question, answer)
+        embed = draw(medians["embed"], sigma, "e", answer)
+        total += max(judge, embed, g(k + 1))
+    return total
+
+
+def lab_bound(args: argparse.Namespace) -> float:
+    from aidanbench.graph.questions import bundled_questions
+    from aidanbench.nodes.parsing import extract_answer
+
+    questions = bundled_questions(args.questions)
+    models = lab_models(args.models)
+    brain = LabBrain(models, questions, args.mean_length, args.max_length)
+    medians = {k: v * args.scale for k, v in LAB_MEDIANS.items()}
+    longest = 0.0
+    for model in models:
+        for question in questions:
+            answers: list[str] = []
+            for _ in range(chain_length(model, question, args.mean_length, args.max_length) + 1):
+                answers.append(extract_answer(brain.generate(model, question, answers))[0])
+            longest = max(longest, chain_bound(model, question, answers, medians, args.sigma))
+    return longest
+
+
+def published_bound() -> float:
+    from aidanbench.testing.published import published_chains
+
+    turns = max(len(chain.answers) for chain in published_chains())
+    return 0.3 + turns * 0.3
+
+
+# --- one measured run (child process) -------------------------------------------------
+
+
+def lab_settings(url: str, model: str, run_dir: Path, variant: str) -> Any:
+    from aidanbench.core.settings import Settings
+
+    return Settings(
+        model=model,
+        base_url=url,
+        api_key_env=KEY,
+        judge_model="lab-judge",
+        judge_base_url=url,
+        judge_api_key_env=KEY,
+        embedding_model="lab-embedding",
+        embedding_base_url=url,
+        embedding_api_key_env=KEY,
+        cache_path=str(run_dir / "cache.sqlite"),
+        request_timeout=120,
+        max_retries=10,
+        max_concurrency=16 if variant == "fixed-limit" else 256,
+    )
+
+
+def tasks_for(workload: str, url: str, run_dir: Path, args: argparse.Namespace) -> list[Any]:
+    from aidanbench.cli.demo import demo_tasks
+    from aidanbench.graph.questions import bundled_questions
+    from aidanbench.runner.tasks import Task
+    from aidanbench.testing.published import published_chains
+
+    if workload == "a":
+        tasks = demo_tasks(published_chains(), url, run_dir)
+        if args.variant != "fixed-limit":
+            return tasks
+        return [
+            Task(t.settings.model_copy(update={"max_concurrency": 16}), t.question, t.repeat)
+            for t in tasks
+        ]
+    out = []
+    for model in lab_models(args.models):
+        settings = lab_settings(url, model, run_dir, args.variant)
+        out += [Task(settings, q, 1) for q in bundled_questions(args.questions)]
+    return out
+
+
+def apply_variant(variant: str) -> None:
+    """Switch one optimisation off for this process (``--variant``)."""
+    if variant == "no-batching":
+        from aidanbench.services import batching
+
+        batching.EmbeddingBatcher._schedule = _unbatched  # type: ignore[method-assign]
+    elif variant == "plain-saver":
+        from contextlib import asynccontextmanager
+
+        import aiosqlite
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        from aidanbench.runner import local
+
+        @asynccontextmanager
+        async def plain(path: Path) -> Any:
+            async with aiosqlite.connect(str(path)) as conn:
+                saver = AsyncSqliteSaver(conn)
+                await saver.setup()
+                yield saver
+
+        local.open_checkpointer = plain
+    elif variant == "write-always":
+        from aidanbench.runner import tasks
+
+        tasks.WRITE_EVERY_S = 0.0
+        tasks.RunLines.__init__.__defaults__ = (0.0, time.monotonic, ())
+
+
+def _unbatched(self: Any, loop: asyncio.AbstractEventLoop) -> None:
+    """Send each waiting call as its own request at once (no coalescing)."""
+    while self._waiting:
+        call = self._waiting.pop(0)
+        task = loop.create_task(self._send([call]))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+
+async def graph_run(workload: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
+    from aidanbench.runner.local import drive_local
+    from aidanbench.runner.progress import Progress
+    from aidanbench.services import OpenAIServices
+
+    transport: Literal["httpx", "aiohttp"] = "httpx" if args.variant == "httpx" else "aiohttp"
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp)
+        tasks = tasks_for(workload, url, run_dir, args)
+        cpu, start = time.process_time(), time.perf_counter()
+        async with OpenAIServices(transport, adaptive=args.variant != "fixed-limit") as factory:
+            lines = await drive_local(
+                tasks,
+                run_dir,
+                concurrency=len(tasks),
+                progress=Progress(out=io.StringIO()),
+                services=factory,
+            )
+            limits = {h: s.__dict__ for h, s in factory.endpoint_stats().items()}
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "turns": sum(len(line["answers"]) for line in lines),
+        "score": sum(int(line.get("score") or 0) for line in lines),
+        "errored": sum(1 for line in lines if line.get("error")),
+        "limits": limits,
+    }
+
+
+def plain_run(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The original's shape: 20 threads, each question one step after another."""
+    from openai import OpenAI
+
+    from aidanbench.graph.questions import bundled_questions
+    from aidanbench.nodes.novelty import cosine_novelty
+    from aidanbench.nodes.parsing import extract_answer, parse_score
+    from aidanbench.nodes.prompts import render_coherence, render_generate
+
+    client = OpenAI(base_url=url, api_key="lab", timeout=120, max_retries=10)
+    counted = {"turns": 0, "score": 0}
+    lock = threading.Lock()
+
+    def question(model: str, text: str) -> None:
+        answers: list[str] = []
+        vectors: list[list[float]] = []
+        while True:
+            reply = client.chat.completions.create(
+                model=model,
+                messages=[{"role": "user", "content": render_generate(text, answers)}],
+                temperature=0.7,
+            )
+            answer, _ = extract_answer(reply.choices[0].message.content or "")
+            judged = client.chat.completions.create(
+                model="lab-judge",
+                messages=[{"role": "user", "content": render_coherence(text, answer)}],
+            )
+            coherence = parse_score(judged.choices[0].message.content or "", "coherence_score")
+            vector = client.embeddings.create(model="lab-embedding", input=[answer]).data[0]
+            novelty = cosine_novelty(vector.embedding, vectors)
+            with lock:
+                counted["turns"] += 1
+            if not (coherence > 15 and novelty > 0.15):
+                return
+            answers.append(answer)
+            vectors.append(vector.embedding)
+            with lock:
+                counted["score"] += 1
+
+    work = [(m, q) for m in lab_models(args.models) for q in bundled_questions(args.questions)]
+    cpu, start = time.process_time(), time.perf_counter()
+    with ThreadPoolExecutor(20) as pool:
+        for done in [pool.submit(question, m, q) for m, q in work]:
+            done.result()
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {"wall": wall, "cpu": cpu, **counted, "errored": 0, "limits": {}}
+
+
+def child(args: argparse.Namespace) -> None:
+    os.environ.setdefault(KEY, "lab")
+    os.environ.setdefault("AIDANBENCH_DEMO_KEY", "lab")
+    apply_variant(args.variant)
+    if args.child == "c":
+        result = plain_run(args.url, args)
+    else:
+        from aidanbench.runner import loop
+
+        run = graph_run(args.child, args.url, args)
+        result = loop.run(run)
+    result["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(result))
+
+
+# --- the parent -----------------------------------------------------------------------
+
+
+def measure(workload: str, url: str, args: argparse.Namespace, variant: str) -> dict[str, Any]:
+    server_stats(url, reset=True)
+    command = [
+        sys.executable,
+        "-m",
+        "bench.lab",
+        "--child",
+        workload,
+        "--url",
+        url,
+        "--variant",
+        variant,
+        *common_args(args),
+    ]
+    done = subprocess.run(
+        command, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"workload {workload} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result.update(server_stats(url))
+    return result
+
+
+def common_args(args: argparse.Namespace) -> list[str]:
+    return [
+        f"--models={args.models}",
+        f"--questions={args.questions}",
+        f"--mean-length={args.mean_length}",
+        f"--max-length={args.max_length}",
+        f"--scale={args.scale}",
+        f"--sigma={args.sigma}",
+    ]
+
+
+def row(name: str, bound: float, r: dict[str, Any], plain: float | None) -> str:
+    ratio = f"{plain / r['wall']:.2f}x" if plain else "-"
+    peaks = "/".join(str(s["peak_limit"]) for s in r["limits"].values()) or "-"
+    return (
+        f"{name:<28} {r['wall']:7.1f} s {r['wall'] / bound:5.2f}x bound  "
+        f"requests {r['requests']:6d}  429s {r['rate_limited']:5d}  "
+        f"CPU/turn {1000 * r['cpu'] / max(1, r['turns']):5.1f} ms  "
+        f"peak {r['peak_mb']:5.0f} MB  score {r['score']:5d}  errored {r['errored']}  "
+        f"prompt chars {r['prompt_chars'] / 1e6:6.2f} M  peak limit {peaks}  "
+        f"faster than (c) {ratio}"
+    )
+
+
+def parent(args: argparse.Namespace) -> None:
+    workloads = args.workloads.split(",")
+    variants = args.variants.split(",")
+    lines = [
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}, load average at start {os.getloadavg()[0]:.1f}"
+    ]
+    results: dict[str, list[dict[str, Any]]] = {}
+    if "a" in workloads:
+        bound = published_bound()
+        lines.append(f"(a) published replay, 49 chains, bound {bound:.1f} s")
+        with provider(["published"]) as url:
+            for variant in variants:
+                for _ in range(args.runs):
+                    r = measure("a", url, args, variant)
+                    results.setdefault(f"a {variant}", []).append(r)
+                    lines.append(row(f"  (a) {variant}", bound, r, None))
+                    print(lines[-1], flush=True)
+    if "b" in workloads or "c" in workloads:
+        bound = lab_bound(args)
+        lines.append(
+            f"(b)/(c) {args.models} models x {args.questions} questions, medians 3/2/0.3 s "
+            f"x {args.scale}, sigma {args.sigma}, 429 above {args.rate}/s; bound {bound:.1f} s"
+        )
+        serve = [
+            "lab",
+            f"--lg={3.0 * args.scale}",
+            f"--lj={2.0 * args.scale}",
+            f"--le={0.3 * args.scale}",
+            f"--sigma={args.sigma}",
+            f"--models={args.models}",
+            f"--questions={args.questions}",
+            f"--mean-length={args.mean_length}",
+            f"--max-length={args.max_length}",
+            *([f"--rate={args.rate}"] if args.rate else []),
+        ]
+        with provider(serve) as url:
+            for _ in range(args.runs):
+                plain = None
+                if "c" in workloads:
+                    c = measure("c", url, args, "default")
+                    results.setdefault("c", []).append(c)
+                    plain = c["wall"]
+                    lines.append(row("  (c) original-style loop", bound, c, None))
+                    print(lines[-1], flush=True)
+                if "b" in workloads:
+                    for variant in variants:
+                        r = measure("b", url, args, variant)
+                        results.setdefault(f"b {variant}", []).append(r)
+                        lines.append(row(f"  (b) {variant}", bound, r, plain))
+                        print(lines[-1], flush=True)
+    print("\n".join(lines))
+    for name, runs in results.items():
+        walls = [r["wall"] for r in runs]
+        spread = f"{min(walls):.1f}-{max(walls):.1f}"
+        print(f"{name:<20} wall median {statistics.median(walls):.1f} s ({spread})")
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--workloads", default="a,b,c")
+    p.add_argument("--variants", default="default", help=f"comma-separated of {VARIANTS}")
+    p.add_argument("--models", type=int, default=10)
+    p.add_argument("--questions", type=int, default=63)
+    p.add_argument("--mean-length", type=float, default=4.0)
+    p.add_argument("--max-length", type=int, default=20)
+    p.add_argument("--scale", type=float, default=0.1, help="latency scale factor")
+    p.add_argument("--sigma", type=float, default=0.5, help="log-normal sigma (tail)")
+    p.add_argument("--rate", type=float, default=400.0, help="provider's requests/s (0: none)")
+    p.add_argument("--child", choices=("a", "b", "c"), help=argparse.SUPPRESS)
+    p.add_argument("--url", help=argparse.SUPPRESS)
+    p.add_argument("--variant", default="default", choices=VARIANTS, help=argparse.SUPPRESS)
+    return p.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    if args.child:
+        child(args)
+    else:
+        parent(args)
+
+
+if __name__ == "__main__":
+    main()

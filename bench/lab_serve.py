@@ -1,0 +1,234 @@
+"""The lab benchmark's provider: latency distributions and a rate limit, in its own process.
+
+    python -m bench.lab_serve published|lab [--lg S --lj S --le S --sigma X --rate N ...]
+
+Prints the base URL on the first line of stdout and serves until stdin closes. On one
+asyncio loop (see ``bench.serve`` for why not the threaded test stub).
+
+* ``published`` answers as the five models, judge and embedder of the bundled published
+  run (``PublishedRunBrain``); ``lab`` as ``--models`` models whose chains are scripted
+  (``LabBrain``: distinct answers per model, lengths drawn per model and question).
+* Each request waits a latency drawn from a log-normal distribution with the kind's
+  median (``--lg``, ``--lj``, ``--le``) and ``--sigma`` (0: always the median). The draw
+  is a function of what is asked (model, question, answer), so every run, the graph and
+  the plain loop alike, meets the same latencies, and the benchmark can compute each
+  question's pipelined bound exactly (``latency``). An embeddings batch waits as long as
+  its slowest text.
+* ``--rate N`` answers 429 (``Retry-After`` one second over N) to every request beyond
+  N per second (a token bucket holding ``--burst`` requests), as providers do.
+* ``GET /stats`` reports requests, 429s and prompt characters received; ``POST /stats``
+  resets them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import math
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from statistics import NormalDist
+from typing import Any
+
+from aiohttp import web
+
+from aidanbench.nodes.parsing import extract_answer
+from aidanbench.runner import loop
+from aidanbench.testing import ScriptedBrain, protocol
+from aidanbench.testing.brain import (
+    Kind,
+    Reply,
+    classify,
+    parse_coherence_prompt,
+    parse_generate_prompt,
+)
+
+_UNIT = NormalDist()
+
+
+def draw(median: float, sigma: float, *key: object) -> float:
+    """A log-normal latency for ``key``: the same key always waits the same time."""
+    if median <= 0:
+        return 0.0
+    digest = hashlib.sha256(repr(key).encode()).digest()
+    u = (int.from_bytes(digest[:8], "big") + 0.5) / 2**64
+    return median * math.exp(sigma * _UNIT.inv_cdf(u))
+
+
+def chain_length(model: str, question: str, mean: float, cap: int) -> int:
+    """Valid answers of ``model`` on ``question``: geometric-like with ``mean``, capped."""
+    digest = hashlib.sha256(f"{model}|{question}".encode()).digest()
+    u = (int.from_bytes(digest[:8], "big") + 0.5) / 2**64
+    return min(cap, int(-math.log(u) * mean))
+
+
+class LabBrain:
+    """Scripted chains per model: model-tagged answers, per-model lengths."""
+
+    def __init__(self, models: Sequence[str], questions: Sequence[str], mean: float, cap: int):
+        self.brains = {
+            m: ScriptedBrain({q: chain_length(m, q, mean, cap) for q in questions}, answer_size=400)
+            for m in models
+        }
+        self.any = next(iter(self.brains.values()))
+
+    def generate(self, model: str, question: str, previous: Sequence[str]) -> str:
+        reply = self.brains[model].generate(question, previous)
+        answer, _ = extract_answer(reply)
+        if answer in previous or "INCOHERENT" in answer:
+            return reply
+        return f"<answer>[{model}] {answer}</answer>"
+
+    def chat(self, kind: Kind, model: str, prompt: str, body: Mapping[str, Any]) -> Reply:
+        if kind == "generate":
+            return Reply(self.generate(model, *parse_generate_prompt(prompt)))
+        return self.any.chat(kind, model, prompt, body)
+
+    def embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:
+        return self.any.embed(model, texts)
+
+
+def latency(
+    kind: str,
+    model: str,
+    prompt: str,
+    texts: Sequence[str],
+    medians: Mapping[str, float],
+    sigma: float,
+) -> float:
+    """What a request waits: drawn from what it asks (see the module docstring)."""
+    if kind == "generate":
+        question, previous = parse_generate_prompt(prompt)
+        return draw(medians["generate"], sigma, "g", model, question, len(previous))
+    if kind == "coherence":
+        return draw(medians["coherence"], sigma, "j", *parse_coherence_prompt(prompt))
+    if kind == "similarity":
+        return draw(medians["coherence"], sigma, "s", prompt)
+    if kind == "embed":
+        return max((draw(medians["embed"], sigma, "e", t) for t in texts), default=0.0)
+    return 0.0
+
+
+class Bucket:
+    """A token bucket: ``rate`` requests per second, ``burst`` at once."""
+
+    def __init__(self, rate: float | None, burst: float) -> None:
+        self.rate, self.burst = rate, burst
+        self.tokens, self.at = burst, time.monotonic()
+
+    def admit(self) -> bool:
+        if self.rate is None:
+            return True
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
+
+
+def app(brain: Any, medians: Mapping[str, float], sigma: float, bucket: Bucket) -> web.Application:
+    stats = {"requests": 0, "rate_limited": 0, "prompt_chars": 0}
+
+    def refused() -> web.Response | None:
+        stats["requests"] += 1
+        if bucket.admit():
+            return None
+        stats["rate_limited"] += 1
+        retry = f"{1.0 / bucket.rate:.3f}" if bucket.rate else "1"
+        body = {"error": {"message": "Rate limit reached", "type": "requests", "code": None}}
+        return web.json_response(body, status=429, headers={"Retry-After": retry})
+
+    async def chat(request: web.Request) -> web.Response:
+        if (refusal := refused()) is not None:
+            return refusal
+        body = protocol.parse_json(await request.read())
+        model = protocol.model_of(body)
+        prompt = protocol.chat_prompt(body)
+        stats["prompt_chars"] += len(prompt)
+        kind = classify(prompt)
+        await asyncio.sleep(latency(kind, model, prompt, (), medians, sigma))
+        reply = brain.chat(kind, model, prompt, body)
+        payload = protocol.chat_completion(
+            reply, model, prompt, "chatcmpl-lab", stream=False, usage_chunk=False
+        )
+        assert not isinstance(payload, protocol.EventStream)
+        return web.Response(body=json.dumps(payload), content_type="application/json")
+
+    async def embeddings(request: web.Request) -> web.Response:
+        if (refusal := refused()) is not None:
+            return refusal
+        body = protocol.parse_json(await request.read())
+        model = protocol.model_of(body)
+        texts = protocol.embedding_inputs(body)
+        await asyncio.sleep(latency("embed", model, "", texts, medians, sigma))
+        payload = protocol.embeddings_response(
+            brain.embed(model, texts), model, texts, encoding_format=body.get("encoding_format")
+        )
+        return web.Response(body=json.dumps(payload), content_type="application/json")
+
+    async def read_stats(request: web.Request) -> web.Response:
+        return web.json_response(stats)
+
+    async def reset_stats(request: web.Request) -> web.Response:
+        stats.update(requests=0, rate_limited=0, prompt_chars=0)
+        bucket.tokens = bucket.burst
+        return web.json_response(stats)
+
+    application = web.Application()
+    application.router.add_post("/v1/chat/completions", chat)
+    application.router.add_post("/v1/embeddings", embeddings)
+    application.router.add_get("/stats", read_stats)
+    application.router.add_post("/stats", reset_stats)
+    return application
+
+
+def make_brain(args: argparse.Namespace) -> Any:
+    if args.mode == "published":
+        from aidanbench.testing.published import PublishedRunBrain, published_chains
+
+        return PublishedRunBrain(published_chains())
+    from aidanbench.graph.questions import bundled_questions
+
+    models = [f"lab-model-{i}" for i in range(args.models)]
+    return LabBrain(models, bundled_questions(args.questions), args.mean_length, args.max_length)
+
+
+async def serve(args: argparse.Namespace) -> None:
+    medians = {"generate": args.lg, "coherence": args.lj, "embed": args.le}
+    bucket = Bucket(args.rate, args.burst)
+    runner = web.AppRunner(app(make_brain(args), medians, args.sigma, bucket), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
+    await site.start()
+    print(f"http://127.0.0.1:{runner.addresses[0][1]}/v1", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await runner.cleanup()
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("mode", choices=("published", "lab"))
+    p.add_argument("--lg", type=float, default=0.3)
+    p.add_argument("--lj", type=float, default=0.25)
+    p.add_argument("--le", type=float, default=0.05)
+    p.add_argument("--sigma", type=float, default=0.0)
+    p.add_argument("--rate", type=float, default=None)
+    p.add_argument("--burst", type=float, default=20.0)
+    p.add_argument("--models", type=int, default=10)
+    p.add_argument("--questions", type=int, default=63)
+    p.add_argument("--mean-length", type=float, default=4.0)
+    p.add_argument("--max-length", type=int, default=20)
+    return p
+
+
+def main() -> None:
+    loop.run(serve(parser().parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Start-up times of the ``aidanbench`` command, measured from outside.
+
+    python -m bench.startup [--runs 5]
+
+* ``aidanbench --help``: wall time of the whole process;
+* ``aidanbench run``: from starting the process to the first request the local server
+  receives (every role at a local ``OpenAIStub``, one bundled question), which is what a
+  user waits for before anything happens.
+
+Prints the median and range of ``--runs`` runs of each. For the import chain behind
+them, use ``python -X importtime -m aidanbench.cli.main run --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from aidanbench.testing import OpenAIStub, ScriptedBrain
+from aidanbench.testing.settings import TEST_KEY_VARIABLE
+
+
+def command() -> list[str]:
+    """The installed console script, else the module."""
+    script = shutil.which("aidanbench", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "aidanbench.cli.main"]
+
+
+def help_seconds() -> float:
+    start = time.monotonic()
+    subprocess.run([*command(), "--help"], check=True, capture_output=True)
+    return time.monotonic() - start
+
+
+def first_request_seconds(stub: OpenAIStub) -> float:
+    """Seconds from starting ``aidanbench run`` to the server's first request."""
+    stub.clear()
+    url = stub.base_url
+    with tempfile.TemporaryDirectory() as tmp:
+        args = ["run", "--model", "m", "--questions", "1", "--run-dir", str(Path(tmp) / "r")]
+        for role in ("", "judge-", "embedding-"):
+            args += [f"--{role}base-url", url, f"--{role}api-key-env", TEST_KEY_VARIABLE]
+        env = {**os.environ, TEST_KEY_VARIABLE: "startup"}
+        start = time.monotonic()
+        subprocess.run([*command(), *args], check=True, capture_output=True, env=env)
+    chat = [r for r in stub.requests if r.path.endswith("/chat/completions")]
+    return min(r.started for r in chat) - start
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} s median ({min(values):.2f}-{max(values):.2f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=5)
+    runs = parser.parse_args().runs
+    helps = [help_seconds() for _ in range(runs)]
+    with OpenAIStub(ScriptedBrain(default_length=1)) as stub:
+        firsts = [first_request_seconds(stub) for _ in range(runs)]
+    print(f"aidanbench --help            {spread(helps)}")
+    print(f"aidanbench run, 1st request  {spread(firsts)}")
+    print(f"load average                 {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,296 @@
+"""Adaptive endpoint limits: grow while requests succeed, halve on 429, recover."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import threading
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+
+import httpx2
+import openai
+import pytest
+from rich.console import Console
+
+from aidanbench.cli.main import main
+from aidanbench.cli.progress import Progress
+from aidanbench.graph.questions import bundled_questions
+from aidanbench.services import OpenAIServices
+from aidanbench.services.limits import EndpointLimiter
+from aidanbench.testing import Fault, Latency, OpenAIStub, RequestInfo, ScriptedBrain
+from aidanbench.testing.faults import fail_times, rate_limited
+from aidanbench.testing.settings import TEST_KEY_VARIABLE
+
+from .graphs import run_question
+from .test_http import stub_settings
+
+
+def status_error(status: int, headers: dict[str, str] | None = None) -> openai.APIStatusError:
+    request = httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    response = httpx2.Response(status, headers=headers or {}, request=request)
+    return openai.APIStatusError(f"HTTP {status}", response=response, body=None)
+
+
+class Slots:
+    """Slots held open by hand, so each test decides exactly when each request ends."""
+
+    def __init__(self, limiter: EndpointLimiter) -> None:
+        self.limiter = limiter
+        self.held: list[AbstractAsyncContextManager[None]] = []
+
+    async def take(self, n: int) -> None:
+        for _ in range(n):
+            slot = self.limiter.slot()
+            await slot.__aenter__()
+            self.held.append(slot)
+
+    async def end(self, error: BaseException | None = None) -> None:
+        slot = self.held.pop(0)
+        if error is None:
+            await slot.__aexit__(None, None, None)
+        else:
+            assert not await slot.__aexit__(type(error), error, None)
+
+
+async def test_grows_one_per_success_while_the_limit_is_in_use() -> None:
+    limiter = EndpointLimiter(64, initial=4)
+    slots = Slots(limiter)
+    await slots.take(4)
+    blocked = asyncio.ensure_future(slots.take(1))  # a fifth request waits: demand > limit
+    await asyncio.sleep(0)
+    assert not blocked.done()
+    await slots.end()
+    assert limiter.limit == 5  # slow start: +1 per success
+    await asyncio.sleep(0)
+    assert blocked.done()
+    await slots.end()
+    assert limiter.limit == 5, "four in flight under a limit of five: not in use"
+    await slots.take(2)
+    await slots.end()
+    assert limiter.limit == 6
+
+
+async def test_idle_endpoint_does_not_grow() -> None:
+    limiter = EndpointLimiter(64, initial=4)
+    slots = Slots(limiter)
+    for _ in range(20):
+        await slots.take(1)
+        await slots.end()
+    assert limiter.limit == 4, "one request at a time never tests a higher limit"
+
+
+async def test_halves_once_per_round_trip_on_429() -> None:
+    limiter = EndpointLimiter(64, initial=16)
+    slots = Slots(limiter)
+    await slots.take(16)
+    for _ in range(16):  # sixteen 429s caused by one limit
+        await slots.end(status_error(429))
+    stats = limiter.stats()
+    assert (stats.limit, stats.rate_limited, stats.backoffs) == (8, 16, 1)
+    await slots.take(1)  # started after the cut: its 429 cuts again
+    await slots.end(status_error(429))
+    assert limiter.stats().limit == 4
+
+
+async def test_recovers_additively_after_a_backoff() -> None:
+    limiter = EndpointLimiter(64, initial=8)
+    slots = Slots(limiter)
+    await slots.take(8)
+    await slots.end(status_error(429))  # 8 -> 4, and slow start ends at 4
+    for _ in range(7):
+        await slots.end()
+    assert limiter.limit == 4
+    for _ in range(16):  # a success while more requests wait than the limit lets in
+        await slots.take(limiter.max_in_flight - limiter.in_flight)
+        blocked = asyncio.ensure_future(slots.take(1))
+        await asyncio.sleep(0)
+        await slots.end()
+        await blocked
+    assert 6.5 < limiter.limit < 7, "about one more per limit's worth of successes"
+
+
+async def test_a_high_limit_grows_back_a_tenth_per_round_trip() -> None:
+    """At round trips of seconds, +1 per round trip would take minutes to undo a halving."""
+    limiter = EndpointLimiter(256, initial=80)
+    slots = Slots(limiter)
+    await slots.take(80)
+    await slots.end(status_error(429))  # 80 -> 40, slow start over
+    while slots.held:
+        await slots.end()
+    for _ in range(40):  # one round trip's worth of busy successes
+        await slots.take(limiter.max_in_flight - limiter.in_flight)
+        blocked = asyncio.ensure_future(slots.take(1))
+        await asyncio.sleep(0)
+        await slots.end()
+        await blocked
+    assert limiter.limit == pytest.approx(44.0)
+
+
+async def test_retry_after_backs_off_other_errors_do_not() -> None:
+    limiter = EndpointLimiter(64, initial=8)
+    slots = Slots(limiter)
+    await slots.take(3)
+    await slots.end(status_error(500))
+    await slots.end(TimeoutError())
+    assert limiter.limit == 8 and limiter.rate_limited == 0
+    await slots.end(status_error(503, {"Retry-After": "1"}))
+    assert limiter.limit == 4 and limiter.rate_limited == 1
+
+
+async def test_bounded_by_ceiling_and_one() -> None:
+    limiter = EndpointLimiter(5, initial=16)
+    assert limiter.limit == 5
+    slots = Slots(limiter)
+    for _ in range(10):
+        await slots.take(1)
+        await slots.end(status_error(429))
+    assert limiter.stats().limit == 1
+    limiter.tighten(3, 60.0)
+    assert (limiter.ceiling, limiter.per_minute) == (3, 60.0)
+
+
+async def test_a_cancelled_waiter_leaks_no_slot() -> None:
+    limiter = EndpointLimiter(1, adaptive=False)
+    slots = Slots(limiter)
+    await slots.take(1)
+    blocked = asyncio.ensure_future(slots.take(1))
+    await asyncio.sleep(0)
+    blocked.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await blocked
+    await slots.end()
+    assert limiter.in_flight == 0
+    await slots.take(1)  # the slot is free again
+    assert limiter.in_flight == 1
+
+
+class Provider:
+    """An endpoint simulated on the event loop: a request takes ``ticks`` loop steps, and
+    one beyond ``capacity`` in flight is refused at once with a 429. Deterministic: no
+    clock, only the loop's order."""
+
+    def __init__(self, capacity: int, ticks: int = 5) -> None:
+        self.capacity = capacity
+        self.ticks = ticks
+        self.in_flight = 0
+        self.refused = 0
+        self.attempts = 0
+
+    async def request(self) -> None:
+        self.attempts += 1
+        if self.in_flight >= self.capacity:
+            self.refused += 1
+            raise status_error(429)
+        self.in_flight += 1
+        try:
+            for _ in range(self.ticks):
+                await asyncio.sleep(0)
+        finally:
+            self.in_flight -= 1
+
+    async def load(self, limiter: EndpointLimiter, workers: int, each: int) -> None:
+        """``workers`` callers each getting ``each`` requests through, retrying 429s."""
+
+        async def worker() -> None:
+            done = 0
+            while done < each:
+                try:
+                    async with limiter.slot():
+                        await self.request()
+                    done += 1
+                except openai.APIStatusError:
+                    await asyncio.sleep(0)
+
+        await asyncio.gather(*(worker() for _ in range(workers)))
+
+
+async def test_a_simulated_provider_sees_no_429_storm_and_the_limit_recovers() -> None:
+    limiter = EndpointLimiter(64)
+    provider = Provider(capacity=6)
+    await provider.load(limiter, workers=40, each=20)
+    assert provider.refused <= 0.1 * provider.attempts, (provider.refused, provider.attempts)
+    assert limiter.stats().limit <= 8, "settled near the provider's capacity"
+    provider.capacity = 40  # the provider raises its limit: the limit climbs back
+    await provider.load(limiter, workers=40, each=20)
+    assert limiter.stats().limit >= 12
+
+
+async def test_a_fixed_limit_storms_the_simulated_provider() -> None:
+    """The same load with the limit held at its ceiling: most attempts are refused."""
+    limiter = EndpointLimiter(64, adaptive=False)
+    provider = Provider(capacity=6)
+    await provider.load(limiter, workers=40, each=20)
+    assert provider.refused >= provider.attempts / 2
+
+
+class Capacity:
+    """A provider that answers 429 to every request beyond ``capacity`` in flight."""
+
+    def __init__(self, stub: OpenAIStub, capacity: int) -> None:
+        self.stub = stub
+        self.capacity = capacity
+        self.started = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, info: RequestInfo) -> Fault | None:
+        with self.lock:
+            in_flight = self.started - len(self.stub.requests)
+            self.started += 1
+            return rate_limited(0.01) if in_flight >= self.capacity else None
+
+
+async def run_against_capacity(adaptive: bool) -> tuple[list[int], dict[str, int]]:
+    questions = bundled_questions(12)
+    brain = ScriptedBrain({q: 3 for q in questions})
+    latency = Latency(generate=0.04, coherence=0.04, embed=0.04)
+    with OpenAIStub(brain, latency=latency) as stub:
+        stub.faults = Capacity(stub, 6)
+        settings = stub_settings(stub, max_concurrency=16, max_retries=12)
+        async with OpenAIServices(adaptive=adaptive) as factory:
+            outs = await asyncio.gather(*(run_question(factory, q, settings) for q in questions))
+            (stats,) = factory.endpoint_stats().values()
+        refused = sum(1 for r in stub.requests if r.status == 429)
+    assert refused == stats.rate_limited
+    return [out["score"] for out in outs], {
+        "requests": stats.requests,
+        "rate_limited": stats.rate_limited,
+        "backoffs": stats.backoffs,
+    }
+
+
+async def test_backs_off_under_a_provider_limit_without_a_429_storm(api_key: str) -> None:
+    scores, seen = await run_against_capacity(True)
+    assert scores == [3] * 12, "every question finishes with its scripted score"
+    assert seen["backoffs"] >= 1, "the limit was cut (a fixed limit never is)"
+    assert seen["rate_limited"] <= 0.25 * seen["requests"], seen
+
+
+def test_run_records_each_endpoint_limit_and_429s(api_key: str, tmp_path: Path) -> None:
+    questions = bundled_questions(2)
+    brain = ScriptedBrain({q: 2 for q in questions})
+    with OpenAIStub(brain, faults=fail_times("generate", 1, 429, match=questions[0])) as stub:
+        run_dir = tmp_path / "run"
+        url = stub.base_url
+        args = ["run", "--model", "m1", "--questions", "2", "--run-dir", str(run_dir)]
+        for role in ("", "judge-", "embedding-"):
+            args += [f"--{role}base-url", url, f"--{role}api-key-env", TEST_KEY_VARIABLE]
+        assert main(args) == 0
+        meta = json.loads((run_dir / "metadata.json").read_text())
+        (host,) = meta["endpoint_limits"]
+        stats = meta["endpoint_limits"][host]
+        assert host == f"127.0.0.1:{stub.port}"
+        refused = [r for r in stub.requests if r.status == 429]
+        assert refused and stats["rate_limited"] == len(refused)
+        assert stats["requests"] == stub.count()
+        assert stats["ceiling"] == 256 and stats["limit"] >= 1
+
+
+def test_live_table_shows_each_endpoint() -> None:
+    limiter = EndpointLimiter(32, initial=8)
+    progress = Progress(out=io.StringIO(), live=False, endpoints=lambda: {"api:1": limiter.stats()})
+    console = Console(file=io.StringIO(), width=120)
+    console.print(progress._table(width=120))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "api:1: 8 in flight allowed (ceiling 32), 0 now, 0 rate-limited" in text

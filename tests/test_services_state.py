@@ -1,0 +1,76 @@
+"""A services instance owns its clients, caches and limiters, and closes them."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+
+from aidanbench.graph.questions import bundled_questions
+from aidanbench.services import DEFAULT_CACHE_BYTES, OpenAIServices, default_services
+from aidanbench.services.cache import VECTOR_OVERHEAD_BYTES, ScoreCache
+from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain
+
+from .graphs import run_question
+from .test_http import stub_settings
+
+
+async def test_one_limiter_per_host_whatever_the_other_settings(api_key: str) -> None:
+    """Two models with different limit values on one host share one limit: the lower."""
+    questions = bundled_questions(4)
+    brain = ScriptedBrain({q: 2 for q in questions})
+    latency = Latency(generate=0.03, coherence=0.03, embed=0.03)
+    with OpenAIStub(brain, latency=latency) as stub:
+        async with OpenAIServices() as factory:
+            first = stub_settings(stub, model="model-a", max_concurrency=2)
+            second = stub_settings(stub, model="model-b", max_concurrency=3)
+            assert factory(first).limiters["model"] is factory(second).limiters["judge"]
+            outs = await asyncio.gather(
+                *(run_question(factory, q, s) for q in questions for s in (first, second))
+            )
+            assert [out["score"] for out in outs] == [2] * 8
+            assert stub.max_concurrency() <= 2  # not 2 + 3 from two limiters
+            assert list(factory.endpoint_stats()) == [f"127.0.0.1:{stub.port}"]
+
+
+async def test_instances_own_their_caches_and_limiters(stub: OpenAIStub) -> None:
+    settings = stub_settings(stub)
+    one, other = OpenAIServices(), OpenAIServices()
+    assert one(settings).cache is not other(settings).cache
+    assert one(settings).limiters["model"] is not other(settings).limiters["model"]
+
+
+async def test_closing_closes_clients_and_cache_files(
+    stub: OpenAIStub, api_key: str, tmp_path: Path
+) -> None:
+    question = bundled_questions(1)[0]
+    stub.brain = ScriptedBrain({question: 2})
+    settings = stub_settings(stub, cache_path=str(tmp_path / "cache.sqlite"))
+    async with OpenAIServices("aiohttp") as factory:
+        services = factory(settings)
+        out = await run_question(factory, question, settings)
+        assert out["score"] == 2
+        pools = list(services.pools)
+        cache = services.cache
+        assert pools and cache._db is not None
+    assert all(pool.is_closed for pool in pools)
+    assert cache._db is None, "the cache file is closed with the run"
+
+
+def test_default_factory_bounds_its_memory_cache() -> None:
+    assert default_services.cache_bytes == DEFAULT_CACHE_BYTES
+    size = 8
+    per_vector = 4 * size + VECTOR_OVERHEAD_BYTES
+    cache = ScoreCache(max_bytes=10 * per_vector)
+    for i in range(25):
+        cache.put_vectors("m", [(f"text {i}", np.ones(size) * (i + 1))])
+        cache.vectors("m", ["text 0"])  # kept in use: never the one evicted
+    assert cache.held_bytes <= 10 * per_vector
+    found = cache.vectors("m", ["text 0", "text 1", "text 24"])
+    assert found[0] is not None and found[2] is not None
+    assert found[1] is None, "the least recently used vector is forgotten"
+
+
+async def test_default_services_use_the_bounded_cache(stub: OpenAIStub) -> None:
+    assert default_services(stub_settings(stub)).cache.max_bytes == DEFAULT_CACHE_BYTES

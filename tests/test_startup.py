@@ -1,0 +1,74 @@
+"""``aidanbench --help`` answers without loading the benchmark's heavy dependencies."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import subprocess
+import sys
+
+from aidanbench.cli import COMMANDS
+from aidanbench.cli.main import SUMMARIES, build_parser, command_named
+
+HEAVY = (
+    "langgraph",
+    "langchain_core",
+    "openai",
+    "httpx",
+    "aiohttp",
+    "numpy",
+    "matplotlib",
+    "torch",
+)
+
+PROBE = """
+import sys
+from aidanbench.cli.main import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+heavy = sorted({name.split(".")[0] for name in sys.modules} & set(sys.argv[0].split(",")))
+print("LOADED", ",".join(heavy), file=sys.stderr)
+"""
+
+
+def loaded_by(*argv: str) -> tuple[str, list[str]]:
+    """stdout of ``aidanbench ARGV`` in a fresh interpreter, and the heavy modules it loaded."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.replace("sys.argv[0]", repr(",".join(HEAVY))), *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    line = [x for x in done.stderr.splitlines() if x.startswith("LOADED")][-1]
+    return done.stdout, [x for x in line.removeprefix("LOADED").strip().split(",") if x]
+
+
+def test_help_loads_no_heavy_module() -> None:
+    out, heavy = loaded_by("--help")
+    assert "calibrate" in out and "score models on AidanBench" in out
+    assert heavy == []
+
+
+def test_a_command_loads_what_it_needs() -> None:
+    """The probe can see heavy modules: ``run --help`` imports the run command."""
+    out, heavy = loaded_by("run", "--help")
+    assert "--endpoint-concurrency" in out
+    assert "langgraph" in heavy
+
+
+def test_summaries_are_the_commands_own_help() -> None:
+    for name in COMMANDS:
+        parser = argparse.ArgumentParser()
+        subparsers = parser.add_subparsers()
+        importlib.import_module(f"aidanbench.cli.{name}").register(subparsers)
+        (action,) = subparsers._choices_actions
+        assert action.help == SUMMARIES[name], name
+
+
+def test_the_command_is_the_first_word() -> None:
+    assert command_named(["run", "--model", "report"]) == "run"
+    assert command_named(["--help"]) == command_named(["bogus"]) == ""
+    assert set(build_parser().parse_args(["report", "x"]).__dict__) >= {"command", "handler"}
