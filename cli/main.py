@@ -26,7 +26,7 @@ SUMMARIES = {
     "run": "score models on AidanBench (resumable)",
     "estimate": "tokens and dollars a planned run would cost (no API call)",
     "demo": "run the benchmark offline on the published run (no key; a self-test)",
-    "report": "summarise scores of a run directory or results file",
+    "report": "summarise scores of run directories or results files",
     "view": "write one offline HTML report (leaderboard, heat map, chains, comparison)",
     "rescore": "recompute scores under other thresholds, without API calls",
     "plot": "draw PNG charts of scores, per-question scores, a trajectory and stop reasons",
