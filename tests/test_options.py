@@ -105,7 +105,7 @@ def test_flags_shared_by_other_commands_keep_the_settings_defaults() -> None:
                 default = default.value
             assert (action.dest, default) == (flag.field, flag.default), (name, flag.name)
             commands.add(name)
-    assert commands == {"run", "calibrate"}
+    assert commands == {"run", "calibrate", "estimate"}
 
 
 def non_default(flag: options.Flag) -> tuple[list[str], Any]:
