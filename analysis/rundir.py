@@ -219,15 +219,6 @@ def read_only_uri(path: Path) -> str:
     return f"file:{quoted}?mode=ro&immutable=1"
 
 
-def call_tokens(calls: Mapping[str, Mapping[str, Any]] | None) -> int:
-    """Input plus output tokens over a ``{role: CallStats}`` mapping."""
-    if not calls:
-        return 0
-    return sum(
-        int(c.get("input_tokens", 0)) + int(c.get("output_tokens", 0)) for c in calls.values()
-    )
-
-
 def _read_jsonl(path: Path, data: bytes) -> list[dict[str, Any]]:
     lines = []
     try:

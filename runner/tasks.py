@@ -122,18 +122,16 @@ class LineCounts:
 
 
 def line_counts(line: Mapping[str, Any]) -> LineCounts:
-    """Answers, score, API calls and tokens of a question line, discarded look-aheads
-    included: the one definition both the live table and the run's totals use."""
-    answers = line.get("answers") or []
-    spent = [answer.get("calls") or {} for answer in answers]
-    if line.get("speculative"):
-        spent.append({"speculative": line["speculative"]})
+    """Answers, score, API calls, tokens and dollars of a question line, discarded
+    look-aheads included, counted from its record (``core.records``): the live table
+    counts as the run's totals do."""
+    result = records.question_result(line)
     return LineCounts(
-        answers=len(answers),
+        answers=len(result.answers),
         score=int(line.get("score") or 0),
-        calls=sum(int(stats.get("calls", 0)) for roles in spent for stats in roles.values()),
-        tokens=sum(rundir.call_tokens(roles) for roles in spent),
-        dollars=question_dollars(answers, line.get("speculative")),
+        calls=result.api_calls,
+        tokens=result.tokens,
+        dollars=question_dollars(line.get("answers") or [], line.get("speculative")),
     )
 
 
