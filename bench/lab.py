@@ -151,7 +151,7 @@ def published_bound() -> float:
 def lab_settings(url: str, model: str, run_dir: Path, variant: str) -> Any:
     from aidanbench.core.settings import Settings
 
-    return Settings(
+    settings = Settings(
         model=model,
         base_url=url,
         api_key_env=KEY,
@@ -164,8 +164,10 @@ def lab_settings(url: str, model: str, run_dir: Path, variant: str) -> Any:
         cache_path=str(run_dir / "cache.sqlite"),
         request_timeout=120,
         max_retries=10,
-        max_concurrency=16 if variant == "fixed-limit" else 256,
     )
+    if variant == "fixed-limit":
+        return settings.model_copy(update={"max_concurrency": 16})
+    return settings  # the default ceiling (--endpoint-concurrency)
 
 
 def tasks_for(workload: str, url: str, run_dir: Path, args: argparse.Namespace) -> list[Any]:
@@ -257,11 +259,30 @@ async def graph_run(workload: str, url: str, args: argparse.Namespace) -> dict[s
     }
 
 
-def plain_run(url: str, args: argparse.Namespace) -> dict[str, Any]:
+def plain_work(workload: str, args: argparse.Namespace) -> list[tuple[str, str, float, str, str]]:
+    """(model, question, temperature, judge, embedder) of each chain the plain loop runs:
+    the published run's 49 on (a), the lab's models x questions on (b)."""
+    if workload == "a":
+        from aidanbench.cli.demo import EMBEDDING_MODEL, JUDGE_MODEL
+        from aidanbench.testing.published import published_chains
+
+        return [
+            (c.model, c.question, c.temperature, JUDGE_MODEL, EMBEDDING_MODEL)
+            for c in published_chains()
+        ]
+    from aidanbench.graph.questions import bundled_questions
+
+    return [
+        (m, q, 0.7, "lab-judge", "lab-embedding")
+        for m in lab_models(args.models)
+        for q in bundled_questions(args.questions)
+    ]
+
+
+def plain_run(workload: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
     """The original's shape: 20 threads, each question one step after another."""
     from openai import OpenAI
 
-    from aidanbench.graph.questions import bundled_questions
     from aidanbench.nodes.novelty import cosine_novelty
     from aidanbench.nodes.parsing import extract_answer, parse_score
     from aidanbench.nodes.prompts import render_coherence, render_generate
@@ -270,22 +291,22 @@ def plain_run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     counted = {"turns": 0, "score": 0}
     lock = threading.Lock()
 
-    def question(model: str, text: str) -> None:
+    def question(model: str, text: str, temperature: float, judge: str, embedder: str) -> None:
         answers: list[str] = []
         vectors: list[list[float]] = []
         while True:
             reply = client.chat.completions.create(
                 model=model,
                 messages=[{"role": "user", "content": render_generate(text, answers)}],
-                temperature=0.7,
+                temperature=temperature,
             )
             answer, _ = extract_answer(reply.choices[0].message.content or "")
             judged = client.chat.completions.create(
-                model="lab-judge",
+                model=judge,
                 messages=[{"role": "user", "content": render_coherence(text, answer)}],
             )
             coherence = parse_score(judged.choices[0].message.content or "", "coherence_score")
-            vector = client.embeddings.create(model="lab-embedding", input=[answer]).data[0]
+            vector = client.embeddings.create(model=embedder, input=[answer]).data[0]
             novelty = cosine_novelty(vector.embedding, vectors)
             with lock:
                 counted["turns"] += 1
@@ -296,10 +317,10 @@ def plain_run(url: str, args: argparse.Namespace) -> dict[str, Any]:
             with lock:
                 counted["score"] += 1
 
-    work = [(m, q) for m in lab_models(args.models) for q in bundled_questions(args.questions)]
+    work = plain_work(workload, args)
     cpu, start = time.process_time(), time.perf_counter()
     with ThreadPoolExecutor(20) as pool:
-        for done in [pool.submit(question, m, q) for m, q in work]:
+        for done in [pool.submit(question, *chain) for chain in work]:
             done.result()
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     return {"wall": wall, "cpu": cpu, **counted, "errored": 0, "limits": {}}
@@ -309,8 +330,8 @@ def child(args: argparse.Namespace) -> None:
     os.environ.setdefault(KEY, "lab")
     os.environ.setdefault("AIDANBENCH_DEMO_KEY", "lab")
     apply_variant(args.variant)
-    if args.child == "c":
-        result = plain_run(args.url, args)
+    if args.child in ("c", "ca"):
+        result = plain_run("a" if args.child == "ca" else "b", args.url, args)
     else:
         from aidanbench.runner import loop
 
@@ -358,16 +379,21 @@ def common_args(args: argparse.Namespace) -> list[str]:
     ]
 
 
-def row(name: str, bound: float, r: dict[str, Any], plain: float | None) -> str:
-    ratio = f"{plain / r['wall']:.2f}x" if plain else "-"
+def row(name: str, bound: float, r: dict[str, Any], plain: dict[str, Any] | None) -> str:
+    """One measured run; against (c) when ``plain`` is the original-style run beside it."""
+    versus = "-"
+    if plain:
+        chars = r["prompt_chars"] / plain["prompt_chars"] - 1
+        versus = f"{plain['wall'] / r['wall']:.2f}x faster, {100 * chars:+.1f}% prompt chars"
     peaks = "/".join(str(s["peak_limit"]) for s in r["limits"].values()) or "-"
     return (
         f"{name:<28} {r['wall']:7.1f} s {r['wall'] / bound:5.2f}x bound  "
         f"requests {r['requests']:6d}  429s {r['rate_limited']:5d}  "
         f"CPU/turn {1000 * r['cpu'] / max(1, r['turns']):5.1f} ms  "
+        f"CPU {r['cpu'] / r['wall']:4.2f} cores  "
         f"peak {r['peak_mb']:5.0f} MB  score {r['score']:5d}  errored {r['errored']}  "
         f"prompt chars {r['prompt_chars'] / 1e6:6.2f} M  peak limit {peaks}  "
-        f"faster than (c) {ratio}"
+        f"against (c): {versus}"
     )
 
 
@@ -383,17 +409,25 @@ def parent(args: argparse.Namespace) -> None:
         bound = published_bound()
         lines.append(f"(a) published replay, 49 chains, bound {bound:.1f} s")
         with provider(["published"]) as url:
-            for variant in variants:
-                for _ in range(args.runs):
+            for _ in range(args.runs):
+                plain = None
+                if "c" in workloads:
+                    c = measure("ca", url, args, "default")
+                    results.setdefault("c on (a)", []).append(c)
+                    plain = c
+                    lines.append(row("  (c) original-style on (a)", bound, c, None))
+                    print(lines[-1], flush=True)
+                for variant in variants:
                     r = measure("a", url, args, variant)
                     results.setdefault(f"a {variant}", []).append(r)
-                    lines.append(row(f"  (a) {variant}", bound, r, None))
+                    lines.append(row(f"  (a) {variant}", bound, r, plain))
                     print(lines[-1], flush=True)
     if "b" in workloads or "c" in workloads:
         bound = lab_bound(args)
         lines.append(
             f"(b)/(c) {args.models} models x {args.questions} questions, medians 3/2/0.3 s "
-            f"x {args.scale}, sigma {args.sigma}, 429 above {args.rate}/s; bound {bound:.1f} s"
+            f"x {args.scale}, sigma {args.sigma}, 429 above {args.rate}/s "
+            f"(burst {args.burst or args.rate:g}); bound {bound:.1f} s"
         )
         serve = [
             "lab",
@@ -405,7 +439,8 @@ def parent(args: argparse.Namespace) -> None:
             f"--questions={args.questions}",
             f"--mean-length={args.mean_length}",
             f"--max-length={args.max_length}",
-            *([f"--rate={args.rate}"] if args.rate else []),
+            *([f"--rate={args.rate}", f"--burst={args.burst or args.rate}"] if args.rate else []),
+            *([f"--trace={args.trace}"] if args.trace else []),
         ]
         with provider(serve) as url:
             for _ in range(args.runs):
@@ -413,7 +448,7 @@ def parent(args: argparse.Namespace) -> None:
                 if "c" in workloads:
                     c = measure("c", url, args, "default")
                     results.setdefault("c", []).append(c)
-                    plain = c["wall"]
+                    plain = c
                     lines.append(row("  (c) original-style loop", bound, c, None))
                     print(lines[-1], flush=True)
                 if "b" in workloads:
@@ -443,7 +478,14 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--scale", type=float, default=0.1, help="latency scale factor")
     p.add_argument("--sigma", type=float, default=0.5, help="log-normal sigma (tail)")
     p.add_argument("--rate", type=float, default=400.0, help="provider's requests/s (0: none)")
-    p.add_argument("--child", choices=("a", "b", "c"), help=argparse.SUPPRESS)
+    p.add_argument(
+        "--burst",
+        type=float,
+        default=None,
+        help="requests the provider's bucket holds at once (default: one second of --rate)",
+    )
+    p.add_argument("--trace", help="the (b) provider's per-request trace file (bench.lab_serve)")
+    p.add_argument("--child", choices=("a", "b", "c", "ca"), help=argparse.SUPPRESS)
     p.add_argument("--url", help=argparse.SUPPRESS)
     p.add_argument("--variant", default="default", choices=VARIANTS, help=argparse.SUPPRESS)
     return p.parse_args()

@@ -16,6 +16,10 @@ asyncio loop (see ``bench.serve`` for why not the threaded test stub).
   its slowest text.
 * ``--rate N`` answers 429 (``Retry-After`` one second over N) to every request beyond
   N per second (a token bucket holding ``--burst`` requests), as providers do.
+* ``--trace FILE`` appends one JSON line per request answered: kind, model, question
+  and answers so far (generate), arrival, drawn latency, end (monotonic seconds); it
+  shows where a chain waited (the gap between one generate's end and the next's
+  arrival is time spent in the client, not the provider).
 * ``GET /stats`` reports requests, 429s and prompt characters received; ``POST /stats``
   resets them.
 """
@@ -31,7 +35,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from statistics import NormalDist
-from typing import Any
+from typing import Any, TextIO
 
 from aiohttp import web
 
@@ -131,7 +135,13 @@ class Bucket:
         return False
 
 
-def app(brain: Any, medians: Mapping[str, float], sigma: float, bucket: Bucket) -> web.Application:
+def app(
+    brain: Any,
+    medians: Mapping[str, float],
+    sigma: float,
+    bucket: Bucket,
+    trace: TextIO | None = None,
+) -> web.Application:
     stats = {"requests": 0, "rate_limited": 0, "prompt_chars": 0}
 
     def refused() -> web.Response | None:
@@ -151,7 +161,12 @@ def app(brain: Any, medians: Mapping[str, float], sigma: float, bucket: Bucket) 
         prompt = protocol.chat_prompt(body)
         stats["prompt_chars"] += len(prompt)
         kind = classify(prompt)
-        await asyncio.sleep(latency(kind, model, prompt, (), medians, sigma))
+        arrived = time.monotonic()
+        await asyncio.sleep(wait := latency(kind, model, prompt, (), medians, sigma))
+        if trace is not None:
+            what = parse_generate_prompt(prompt) if kind == "generate" else ("", [])
+            line = [kind, model, what[0][:50], len(what[1]), arrived, wait, time.monotonic()]
+            trace.write(json.dumps(line) + "\n")
         reply = brain.chat(kind, model, prompt, body)
         payload = protocol.chat_completion(
             reply, model, prompt, "chatcmpl-lab", stream=False, usage_chunk=False
@@ -165,7 +180,11 @@ def app(brain: Any, medians: Mapping[str, float], sigma: float, bucket: Bucket) 
         body = protocol.parse_json(await request.read())
         model = protocol.model_of(body)
         texts = protocol.embedding_inputs(body)
-        await asyncio.sleep(latency("embed", model, "", texts, medians, sigma))
+        arrived = time.monotonic()
+        await asyncio.sleep(wait := latency("embed", model, "", texts, medians, sigma))
+        if trace is not None:
+            line = ["embed", model, "", len(texts), arrived, wait, time.monotonic()]
+            trace.write(json.dumps(line) + "\n")
         payload = protocol.embeddings_response(
             brain.embed(model, texts), model, texts, encoding_format=body.get("encoding_format")
         )
@@ -201,13 +220,17 @@ def make_brain(args: argparse.Namespace) -> Any:
 async def serve(args: argparse.Namespace) -> None:
     medians = {"generate": args.lg, "coherence": args.lj, "embed": args.le}
     bucket = Bucket(args.rate, args.burst)
-    runner = web.AppRunner(app(make_brain(args), medians, args.sigma, bucket), access_log=None)
+    trace = open(args.trace, "a") if args.trace else None  # noqa: SIM115, ASYNC230 (once)
+    application = app(make_brain(args), medians, args.sigma, bucket, trace)
+    runner = web.AppRunner(application, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
     await site.start()
     print(f"http://127.0.0.1:{runner.addresses[0][1]}/v1", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
     await runner.cleanup()
+    if trace is not None:
+        trace.close()
 
 
 def parser() -> argparse.ArgumentParser:
@@ -223,6 +246,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--questions", type=int, default=63)
     p.add_argument("--mean-length", type=float, default=4.0)
     p.add_argument("--max-length", type=int, default=20)
+    p.add_argument("--trace", help="append a JSON line per request served to this file")
     return p
 
 

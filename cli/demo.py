@@ -120,7 +120,6 @@ def demo_tasks(chains: Sequence[QuestionResult], base_url: str, run_dir: Path) -
                 embedding_model=EMBEDDING_MODEL,
                 embedding_base_url=base_url,
                 embedding_api_key_env=KEY_VARIABLE,
-                max_concurrency=256,
                 cache_path=str(run_dir / rundir.CACHE),
             )
     return [Task(settings[c.model], c.question, 1) for c in chains]

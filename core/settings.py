@@ -145,10 +145,11 @@ class Settings(BaseModel):
         "the question stops with reason error.",
     )
     max_concurrency: int = Field(
-        default=256,
+        default=1024,
         ge=1,
         description="Most requests in flight per endpoint, shared by all questions: the "
-        "ceiling of the adaptive limit (it grows while requests succeed, halves on 429).",
+        "ceiling of the adaptive limit (it grows while requests succeed, halves on 429), "
+        "lowered to what the process's open-file limit allows.",
     )
     requests_per_minute: float | None = Field(
         default=None, gt=0, description="Request rate per endpoint; None: unlimited."

@@ -8,9 +8,10 @@ exactly one attempt per call (``max_retries=0``): the one retry layer is
 the request rate and is bounded as a whole. Embeddings go through
 ``services.embeddings``, which places vectors by their ``index``.
 
-Each client gets an HTTP connection pool of its own, made on the running event loop.
-Left to itself langchain-openai shares one pool per base URL across the process, and a
-pool made on one event loop fails ("Event loop is closed") when a second
+Each host gets an HTTP connection pool of its own, made on the running event loop and
+shared by the clients reaching it (``services.registry``). Left to itself
+langchain-openai shares one pool per base URL across the process, and a pool made on one
+event loop fails ("Event loop is closed") when a second
 ``asyncio.run`` reaches the same endpoint: a notebook, a test suite, a server worker.
 
 Pools come in two transports. ``httpx`` (the OpenAI client's default) needs no closing,
@@ -53,9 +54,12 @@ Transport = Literal["httpx", "aiohttp"]
 """The HTTP transport under the OpenAI client (see the module docstring)."""
 
 
-def http_pool(settings: Settings, transport: Transport = "httpx") -> httpx2.AsyncClient:
-    """A connection pool for one client, sized to the endpoint's concurrency limit."""
-    size = settings.max_concurrency
+def http_pool(
+    settings: Settings, transport: Transport = "httpx", size: int | None = None
+) -> httpx2.AsyncClient:
+    """A connection pool of ``size`` connections (default: the endpoint's concurrency
+    limit); ``services.registry`` shares one per host among the clients reaching it."""
+    size = settings.max_concurrency if size is None else size
     make = openai.DefaultAioHttpClient if transport == "aiohttp" else openai.DefaultAsyncHttpxClient
     return make(
         timeout=settings.request_timeout,

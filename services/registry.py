@@ -44,7 +44,8 @@ class Services:
     cache: ScoreCache
     limiters: dict[str, EndpointLimiter]
     pools: list[httpx2.AsyncClient] = field(default_factory=list)
-    """HTTP pools the built clients use, closed by ``aclose``."""
+    """HTTP pools the built clients use: one per host, shared with every other settings
+    object reaching that host, and closed with the factory (``OpenAIServices.aclose``)."""
     request_timeout: float | None = None
     """Seconds one attempt may take, all of it (None: unbounded)."""
     max_retries: int = 0
@@ -54,13 +55,11 @@ class Services:
     _built: dict[str, object] = field(default_factory=dict)
     _batcher: EmbeddingBatcher | None = None
 
-    async def aclose(self) -> None:
-        """Close the clients' HTTP pools (clients built afterwards get new ones)."""
-        pools, self.pools = self.pools, []
+    def forget(self) -> None:
+        """Drop the built clients (their pools are closed by their factory)."""
         self._built.clear()
         self._batcher = None
-        for pool in pools:
-            await pool.aclose()
+        self.pools = []
 
     def _get(self, role: str) -> object:
         if role not in self._built:
@@ -213,6 +212,39 @@ def role_host(settings: Settings, role: str) -> str:
     return host_of(url)
 
 
+OPEN_FILES_RESERVE = 256
+"""Open files kept back from connections: the checkpoint and cache databases, output
+files, the server's sockets, whatever a parent process embedding the graph holds."""
+
+
+def connections_allowed(wanted: int, taken: int) -> int:
+    """How many connections one more endpoint may hold, at most ``wanted``.
+
+    Each connection is an open file. The soft limit is raised toward what the endpoints
+    need (up to the hard limit: no privilege needed), and what is left of it after
+    ``taken`` connections of other endpoints and ``OPEN_FILES_RESERVE`` caps the ceiling,
+    so a high ``--endpoint-concurrency`` on a machine with a low limit (1,024 on many
+    Linux systems, 256 on macOS) waits for a connection instead of failing with "Too many
+    open files" in the middle of a run.
+    """
+    try:
+        import resource
+    except ImportError:  # Windows: no such limit to respect
+        return wanted
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = taken + wanted + OPEN_FILES_RESERVE
+    if soft != resource.RLIM_INFINITY and soft < need:
+        raised = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(1, min(wanted, soft - OPEN_FILES_RESERVE - taken))
+
+
 DEFAULT_CACHE_BYTES = 256 * 2**20
 """In-memory score cache of the graph's default services: a server or notebook loop
 lives longer than any run, so its cache forgets the least recently used entries beyond
@@ -225,6 +257,8 @@ class _LoopState:
 
     services: dict[str, Services] = field(default_factory=dict)
     limiters: dict[str, EndpointLimiter] = field(default_factory=dict)
+    pools: dict[str, httpx2.AsyncClient] = field(default_factory=dict)
+    """One HTTP connection pool per host, sized to its limiter's ceiling."""
 
 
 class OpenAIServices:
@@ -296,8 +330,10 @@ class OpenAIServices:
         limiters = self._state().limiters
         found = limiters.get(host)
         if found is None:
+            taken = sum(limiter.ceiling for limiter in limiters.values())
+            ceiling = connections_allowed(settings.max_concurrency, taken)
             found = limiters[host] = EndpointLimiter(
-                settings.max_concurrency, settings.requests_per_minute, adaptive=self.adaptive
+                ceiling, settings.requests_per_minute, adaptive=self.adaptive
             )
         else:
             found.tighten(settings.max_concurrency, settings.requests_per_minute)
@@ -325,16 +361,20 @@ class OpenAIServices:
             embedding_namespace=embedding_namespace(settings),
         )
 
-        def pool() -> httpx2.AsyncClient:
-            made = clients.http_pool(settings, self.transport)
+        def pool(role: str) -> httpx2.AsyncClient:
+            host = hosts[role]
+            made = state.pools.get(host)
+            if made is None:
+                size = state.limiters[host].ceiling
+                made = state.pools[host] = clients.http_pool(settings, self.transport, size)
             services.pools.append(made)
             return made
 
         local = settings.embedding_model == LOCAL_EMBEDDING_MODEL
         services.build.update(
-            model=lambda: clients.model_under_test(settings, pool()),
-            judge=lambda: clients.judge(settings, pool()),
-            embeddings=lambda: clients.embeddings(settings, None if local else pool()),
+            model=lambda: clients.model_under_test(settings, pool("model")),
+            judge=lambda: clients.judge(settings, pool("judge")),
+            embeddings=lambda: clients.embeddings(settings, None if local else pool("embeddings")),
         )
         return services
 
@@ -347,7 +387,9 @@ class OpenAIServices:
         state = self._loops.pop(asyncio.get_running_loop(), None)
         if state is not None:
             for services in state.services.values():
-                await services.aclose()
+                services.forget()
+            for pool in state.pools.values():
+                await pool.aclose()
         with self._caches_lock:
             files = [path for path in self._caches if path is not None]
             for path in files:

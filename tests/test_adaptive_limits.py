@@ -8,6 +8,7 @@ import json
 import threading
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import openai
@@ -16,8 +17,9 @@ from rich.console import Console
 
 from aidanbench.cli.main import main
 from aidanbench.cli.progress import Progress
+from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
-from aidanbench.services import OpenAIServices
+from aidanbench.services import OpenAIServices, clients
 from aidanbench.services.limits import EndpointLimiter
 from aidanbench.testing import Fault, Latency, OpenAIStub, RequestInfo, ScriptedBrain
 from aidanbench.testing.faults import fail_times, rate_limited
@@ -284,7 +286,8 @@ def test_run_records_each_endpoint_limit_and_429s(api_key: str, tmp_path: Path) 
         refused = [r for r in stub.requests if r.status == 429]
         assert refused and stats["rate_limited"] == len(refused)
         assert stats["requests"] == stub.count()
-        assert stats["ceiling"] == 256 and stats["limit"] >= 1
+        assert stats["ceiling"] == Settings.model_fields["max_concurrency"].default
+        assert stats["limit"] >= 1
 
 
 def test_live_table_shows_each_endpoint() -> None:
@@ -294,3 +297,30 @@ def test_live_table_shows_each_endpoint() -> None:
     console.print(progress._table(width=120))
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "api:1: 8 in flight allowed (ceiling 32), 0 now, 0 rate-limited" in text
+
+
+def test_the_command_line_runs_on_aiohttp_pools(
+    api_key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``aidanbench run`` sends every request through the aiohttp transport, the one kept
+    for costing less CPU per request than httpx (README, Performance: the ``httpx``
+    variant of ``bench.lab``): a change of default, or an OpenAI client without its
+    aiohttp extra, fails here instead of silently costing the CPU back."""
+    made: list[object] = []
+    real_pool = clients.http_pool
+
+    def recording_pool(*args: Any, **kwargs: Any) -> Any:
+        pool = real_pool(*args, **kwargs)
+        made.append(pool)
+        return pool
+
+    monkeypatch.setattr(clients, "http_pool", recording_pool)
+    questions = bundled_questions(2)
+    with OpenAIStub(ScriptedBrain({q: 2 for q in questions})) as stub:
+        args = ["run", "--model", "m1", "--questions", "2", "--run-dir", str(tmp_path / "run")]
+        for role in ("", "judge-", "embedding-"):
+            args += [f"--{role}base-url", stub.base_url, f"--{role}api-key-env", TEST_KEY_VARIABLE]
+        assert main(args) == 0
+        assert stub.count() > 0
+    assert len(made) == 1, "one pool for the one host every role reaches"
+    assert all(isinstance(pool, openai.DefaultAioHttpClient) for pool in made), made

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -74,3 +76,46 @@ def test_default_factory_bounds_its_memory_cache() -> None:
 
 async def test_default_services_use_the_bounded_cache(stub: OpenAIStub) -> None:
     assert default_services(stub_settings(stub)).cache.max_bytes == DEFAULT_CACHE_BYTES
+
+
+async def test_one_connection_pool_per_host_whatever_the_settings(api_key: str) -> None:
+    """Every model and role reaching one host shares one pool: connections opened for one
+    model are reused by the next instead of each settings object keeping its own idle
+    connections (and open files) to the same server."""
+    questions = bundled_questions(2)
+    brain = ScriptedBrain({q: 2 for q in questions})
+    with OpenAIStub(brain) as stub:
+        async with OpenAIServices("aiohttp") as factory:
+            first = stub_settings(stub, model="model-a")
+            second = stub_settings(stub, model="model-b", judge_model="judge-b")
+            outs = await asyncio.gather(
+                *(run_question(factory, q, s) for q in questions for s in (first, second))
+            )
+            assert [out["score"] for out in outs] == [2] * 4
+            pools = [*factory(first).pools, *factory(second).pools]
+            assert len(pools) == 6, "three roles of two settings objects each took a pool"
+            assert len({id(pool) for pool in pools}) == 1
+
+
+CONNECTIONS_ALLOWED = """
+import resource, sys
+from aidanbench.services.registry import OPEN_FILES_RESERVE, connections_allowed
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (400, 600))  # a low hard limit, like macOS
+print(connections_allowed(1024, 0), connections_allowed(1024, 100))
+print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], OPEN_FILES_RESERVE)
+"""
+
+
+def test_endpoint_ceiling_fits_the_open_file_limit() -> None:
+    """A ceiling above what the process may open is lowered to what it may (after raising
+    the soft limit as far as the hard one allows), so a run at a high
+    ``--endpoint-concurrency`` waits for connections instead of failing mid-run with "Too
+    many open files"."""
+    done = subprocess.run(
+        [sys.executable, "-c", CONNECTIONS_ALLOWED], capture_output=True, text=True, check=True
+    )
+    first, raised = done.stdout.splitlines()
+    soft, reserve = (int(x) for x in raised.split())
+    assert soft == 600, "the soft limit is raised to the hard one"
+    assert first.split() == [str(600 - reserve), str(600 - reserve - 100)]
