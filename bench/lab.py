@@ -8,7 +8,8 @@ run's alone) against a provider in another process (``bench.lab_serve``):
 * (a) the published run replayed (5 models, 49 chains, 1,112 valid answers) with every
   default of ``aidanbench run`` (adaptive endpoint limits, aiohttp, checkpoints,
   score cache), all chains in flight; latencies generate 300 ms / judge 250 ms / embed
-  50 ms, no rate limit. The scores must come out exactly as published.
+  50 ms, no rate limit unless ``--a-rate`` sets one. The scores must come out exactly
+  as published.
 * (b) 10 models x 63 questions of scripted chains (lengths drawn per model and question,
   mean ``--mean-length``, at most ``--max-length``), latencies drawn log-normally
   (medians 3 s generate, 2 s judge, 0.3 s embed, sigma ``--sigma``: a long tail) times
@@ -408,7 +409,10 @@ def parent(args: argparse.Namespace) -> None:
     if "a" in workloads:
         bound = published_bound()
         lines.append(f"(a) published replay, 49 chains, bound {bound:.1f} s")
-        with provider(["published"]) as url:
+        limited = [f"--rate={args.a_rate}", f"--burst={args.a_rate}"] if args.a_rate else []
+        if args.a_rate:
+            lines.append(f"    provider answering 429 above {args.a_rate:g} requests/s")
+        with provider(["published", *limited]) as url:
             for _ in range(args.runs):
                 plain = None
                 if "c" in workloads:
@@ -483,6 +487,12 @@ def parse_args() -> argparse.Namespace:
         type=float,
         default=None,
         help="requests the provider's bucket holds at once (default: one second of --rate)",
+    )
+    p.add_argument(
+        "--a-rate",
+        type=float,
+        default=0.0,
+        help="(a)'s provider answers 429 above this many requests/s (0: no limit)",
     )
     p.add_argument("--trace", help="the (b) provider's per-request trace file (bench.lab_serve)")
     p.add_argument("--child", choices=("a", "b", "c", "ca"), help=argparse.SUPPRESS)
