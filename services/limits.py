@@ -12,6 +12,9 @@ a link's capacity (additive increase, multiplicative decrease):
   of the limit, as Scalable TCP grows large windows, because with round trips of
   seconds growing back by one per round trip after a halving takes minutes at a limit
   of a hundred;
+* a request still in flight ``ACCEPTED_AFTER_S`` after it started counts as a success
+  then, not when its answer comes back: refusals come back at once and answers after
+  seconds, so growth is paced by that, not by the slowest round trip;
 * a rate-limit reply (429, or any error carrying ``Retry-After``) halves it, once per
   round trip: replies to requests started before the last halving were sent under the
   old limit, so they neither halve it again nor count as successes;
@@ -26,6 +29,7 @@ the rate. Any other failure (a time-out, a 5xx) leaves the limit where it is.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -46,6 +50,12 @@ which the limit halves per round trip like any other."""
 GROWTH = 0.1
 """After the first back-off, what each success adds at least: a tenth of the limit per
 round trip once the limit is above ten."""
+
+ACCEPTED_AFTER_S = 0.5
+"""A request in flight this long without a refusal counts as accepted for growth.
+Providers refuse at once (a 429 comes back in milliseconds, before any work), while an
+answer takes seconds: counting only answers paced slow start by the slowest round trip
+(a 3-second generation), counting acceptance paces it by this."""
 
 DECREASE_FACTOR = 0.5
 """What a rate-limit reply multiplies the limit by."""
@@ -79,6 +89,21 @@ class EndpointStats:
     adaptive: bool
 
 
+class _Accepted:
+    """One request's early acceptance: its timer, and whether it has counted."""
+
+    __slots__ = ("counted", "timer")
+
+    def __init__(self) -> None:
+        self.counted = False
+        self.timer: asyncio.TimerHandle | None = None
+
+    def cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
 class EndpointLimiter:
     """An adaptive in-flight limit plus an optional sliding-window request rate.
 
@@ -95,11 +120,15 @@ class EndpointLimiter:
         adaptive: bool = True,
         initial: int = INITIAL_LIMIT,
         clock: Callable[[], float] | None = None,
+        accepted_after: float | None = None,
     ) -> None:
         self.ceiling = max(1, max_in_flight)
         self.per_minute = per_minute
         self.adaptive = adaptive
         self.clock = clock
+        self.accepted_after = ACCEPTED_AFTER_S if accepted_after is None else accepted_after
+        """Seconds in flight after which a request counts as accepted for growth
+        (``math.inf``: only an answer counts)."""
         self.limit = float(min(initial, self.ceiling) if adaptive else self.ceiling)
         self.threshold = float(self.ceiling)
         """Where slow start ends (the limit after the last back-off)."""
@@ -149,12 +178,19 @@ class EndpointLimiter:
         """Hold one request slot (waiting for the rate window when needed); what the
         request raises adjusts the limit."""
         window = await self._acquire()
+        accepted = _Accepted()
+        if self.adaptive and math.isfinite(self.accepted_after):
+            accepted.timer = asyncio.get_running_loop().call_later(
+                self.accepted_after, self._accepted, window, accepted
+            )
         try:
             yield
         except BaseException as exc:
-            self._release(window, exc)
+            accepted.cancel()
+            self._release(window, exc, accepted.counted)
             raise
-        self._release(window, None)
+        accepted.cancel()
+        self._release(window, None, accepted.counted)
 
     async def _acquire(self) -> int:
         if self._waiters or self.in_flight >= self.max_in_flight:
@@ -181,8 +217,8 @@ class EndpointLimiter:
         self.requests += 1
         return self._window
 
-    def _release(self, window: int, exc: BaseException | None) -> None:
-        busy = bool(self._waiters) or self.in_flight >= self.max_in_flight
+    def _release(self, window: int, exc: BaseException | None, counted: bool = False) -> None:
+        busy = self._busy()
         self.in_flight -= 1
         if exc is not None:
             if is_rate_limited(exc):
@@ -192,11 +228,28 @@ class EndpointLimiter:
                     self.backoffs += 1
                     self.limit = max(1.0, self.limit * DECREASE_FACTOR)
                     self.threshold = self.limit
-        elif self.adaptive and busy and window == self._window and self.limit < self.ceiling:
+        elif busy and not counted:
+            self._grow(window)
+        self._wake()
+
+    def _busy(self) -> bool:
+        """Whether the limit is in use: only then does a success say it could be higher."""
+        return bool(self._waiters) or self.in_flight >= self.max_in_flight
+
+    def _grow(self, window: int) -> None:
+        if self.adaptive and window == self._window and self.limit < self.ceiling:
             step = 1.0 if self.limit < self.threshold else max(1.0 / self.limit, GROWTH)
             self.limit = min(float(self.ceiling), self.limit + step)
             self.peak = max(self.peak, self.limit)
-        self._wake()
+
+    def _accepted(self, window: int, accepted: _Accepted) -> None:
+        """A request still in flight ``accepted_after`` seconds in was not refused: it
+        counts for growth now, not when its answer comes back."""
+        accepted.timer = None
+        if self._busy():
+            accepted.counted = True
+            self._grow(window)
+            self._wake()
 
     def _wake(self) -> None:
         while self._waiters and self.in_flight < self.max_in_flight:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import math
 import threading
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -19,7 +20,7 @@ from aidanbench.cli.main import main
 from aidanbench.cli.progress import Progress
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
-from aidanbench.services import OpenAIServices, clients
+from aidanbench.services import OpenAIServices, clients, limits
 from aidanbench.services.limits import EndpointLimiter
 from aidanbench.testing import Fault, Latency, OpenAIStub, RequestInfo, ScriptedBrain
 from aidanbench.testing.faults import fail_times, rate_limited
@@ -72,6 +73,34 @@ async def test_grows_one_per_success_while_the_limit_is_in_use() -> None:
     await slots.take(2)
     await slots.end()
     assert limiter.limit == 6
+
+
+async def test_a_request_in_flight_long_enough_counts_as_accepted() -> None:
+    """Slow start is paced by how fast a refusal would come back, not by the answers: four
+    requests still in flight after ``accepted_after`` let more in, once each."""
+    limiter = EndpointLimiter(64, initial=4, accepted_after=0.02)
+    slots = Slots(limiter)
+    await slots.take(4)
+    blocked = asyncio.ensure_future(slots.take(4))  # demand beyond the limit
+    await asyncio.wait_for(blocked, 10)  # let in while none of the first four has ended
+    assert limiter.limit >= 8, "each unrefused request added one while the limit was in use"
+    grown = limiter.limit
+    for _ in range(8):
+        await slots.end()
+    assert limiter.limit == grown, "an accepted request does not count again when it ends"
+
+
+async def test_without_early_acceptance_only_answers_grow_the_limit() -> None:
+    """The control of the test above: the same requests, none answered, no growth."""
+    limiter = EndpointLimiter(64, initial=4, accepted_after=math.inf)
+    slots = Slots(limiter)
+    await slots.take(4)
+    blocked = asyncio.ensure_future(slots.take(1))
+    await asyncio.sleep(0.1)
+    assert limiter.limit == 4 and not blocked.done()
+    await slots.end()
+    assert limiter.limit == 5
+    await blocked
 
 
 async def test_idle_endpoint_does_not_grow() -> None:
@@ -243,10 +272,12 @@ class Capacity:
             return rate_limited(0.01) if in_flight >= self.capacity else None
 
 
-async def run_against_capacity(adaptive: bool) -> tuple[list[int], dict[str, int]]:
+async def run_against_capacity(
+    adaptive: bool, seconds: float = 0.04
+) -> tuple[list[int], dict[str, int]]:
     questions = bundled_questions(12)
     brain = ScriptedBrain({q: 3 for q in questions})
-    latency = Latency(generate=0.04, coherence=0.04, embed=0.04)
+    latency = Latency(generate=seconds, coherence=seconds, embed=seconds)
     with OpenAIStub(brain, latency=latency) as stub:
         stub.faults = Capacity(stub, 6)
         settings = stub_settings(stub, max_concurrency=16, max_retries=12)
@@ -266,6 +297,18 @@ async def test_backs_off_under_a_provider_limit_without_a_429_storm(api_key: str
     scores, seen = await run_against_capacity(True)
     assert scores == [3] * 12, "every question finishes with its scripted score"
     assert seen["backoffs"] >= 1, "the limit was cut (a fixed limit never is)"
+    assert seen["rate_limited"] <= 0.25 * seen["requests"], seen
+
+
+async def test_early_acceptance_backs_off_without_a_429_storm(
+    api_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Answers slower than the acceptance time: the limit grows on acceptance, and the
+    provider's refusals (which come back at once) still cut it before a storm."""
+    monkeypatch.setattr(limits, "ACCEPTED_AFTER_S", 0.05)
+    scores, seen = await run_against_capacity(True, seconds=0.3)
+    assert scores == [3] * 12
+    assert seen["backoffs"] >= 1
     assert seen["rate_limited"] <= 0.25 * seen["requests"], seen
 
 
