@@ -398,6 +398,33 @@ def row(name: str, bound: float, r: dict[str, Any], plain: dict[str, Any] | None
     )
 
 
+def one_round(
+    url: str,
+    args: argparse.Namespace,
+    bound: float,
+    workload: str,
+    variants: Sequence[str],
+    plain: tuple[str, str, str] | None,
+    lines: list[str],
+    results: dict[str, list[dict[str, Any]]],
+) -> None:
+    """One interleaved round on one provider: the original-style loop first when
+    ``plain`` (its child workload, result key and label) is given, then ``workload`` with
+    each variant, each row against that loop's run."""
+    against = None
+    if plain is not None:
+        child_workload, key, label = plain
+        against = measure(child_workload, url, args, "default")
+        results.setdefault(key, []).append(against)
+        lines.append(row(f"  {label}", bound, against, None))
+        print(lines[-1], flush=True)
+    for variant in variants:
+        r = measure(workload, url, args, variant)
+        results.setdefault(f"{workload} {variant}", []).append(r)
+        lines.append(row(f"  ({workload}) {variant}", bound, r, against))
+        print(lines[-1], flush=True)
+
+
 def parent(args: argparse.Namespace) -> None:
     workloads = args.workloads.split(",")
     variants = args.variants.split(",")
@@ -413,19 +440,9 @@ def parent(args: argparse.Namespace) -> None:
         if args.a_rate:
             lines.append(f"    provider answering 429 above {args.a_rate:g} requests/s")
         with provider(["published", *limited]) as url:
+            plain = ("ca", "c on (a)", "(c) original-style on (a)") if "c" in workloads else None
             for _ in range(args.runs):
-                plain = None
-                if "c" in workloads:
-                    c = measure("ca", url, args, "default")
-                    results.setdefault("c on (a)", []).append(c)
-                    plain = c
-                    lines.append(row("  (c) original-style on (a)", bound, c, None))
-                    print(lines[-1], flush=True)
-                for variant in variants:
-                    r = measure("a", url, args, variant)
-                    results.setdefault(f"a {variant}", []).append(r)
-                    lines.append(row(f"  (a) {variant}", bound, r, plain))
-                    print(lines[-1], flush=True)
+                one_round(url, args, bound, "a", variants, plain, lines, results)
     if "b" in workloads or "c" in workloads:
         bound = lab_bound(args)
         lines.append(
@@ -447,20 +464,10 @@ def parent(args: argparse.Namespace) -> None:
             *([f"--trace={args.trace}"] if args.trace else []),
         ]
         with provider(serve) as url:
+            plain = ("c", "c", "(c) original-style loop") if "c" in workloads else None
+            graph_variants = variants if "b" in workloads else []
             for _ in range(args.runs):
-                plain = None
-                if "c" in workloads:
-                    c = measure("c", url, args, "default")
-                    results.setdefault("c", []).append(c)
-                    plain = c
-                    lines.append(row("  (c) original-style loop", bound, c, None))
-                    print(lines[-1], flush=True)
-                if "b" in workloads:
-                    for variant in variants:
-                        r = measure("b", url, args, variant)
-                        results.setdefault(f"b {variant}", []).append(r)
-                        lines.append(row(f"  (b) {variant}", bound, r, plain))
-                        print(lines[-1], flush=True)
+                one_round(url, args, bound, "b", graph_variants, plain, lines, results)
     print("\n".join(lines))
     for name, runs in results.items():
         walls = [r["wall"] for r in runs]
