@@ -54,12 +54,9 @@ Transport = Literal["httpx", "aiohttp"]
 """The HTTP transport under the OpenAI client (see the module docstring)."""
 
 
-def http_pool(
-    settings: Settings, transport: Transport = "httpx", size: int | None = None
-) -> httpx2.AsyncClient:
-    """A connection pool of ``size`` connections (default: the endpoint's concurrency
-    limit); ``services.registry`` shares one per host among the clients reaching it."""
-    size = settings.max_concurrency if size is None else size
+def http_pool(settings: Settings, transport: Transport, size: int) -> httpx2.AsyncClient:
+    """A connection pool of ``size`` connections (the host limiter's ceiling);
+    ``services.registry`` shares one per host among the clients reaching it."""
     make = openai.DefaultAioHttpClient if transport == "aiohttp" else openai.DefaultAsyncHttpxClient
     return make(
         timeout=settings.request_timeout,
