@@ -28,7 +28,8 @@ their place: ``fixed-limit`` (the limit held at 16, no adaptation: the old defau
 ``httpx`` (the httpx transport instead of aiohttp), ``no-batching`` (one embedding
 request per answer), ``plain-saver`` (LangGraph's ``AsyncSqliteSaver`` instead of
 ``InlineCommitSaver``), ``write-always`` (output files rewritten on every finished
-question). uvloop was measured the same way and removed.
+question), ``chatopenai`` (langchain-openai's ``ChatOpenAI`` for the chat roles instead of
+``OpenAIChat``). uvloop was measured the same way and removed.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ VARIANTS = (
     "no-batching",
     "plain-saver",
     "write-always",
+    "chatopenai",
 )
 LAB_MEDIANS = {"generate": 3.0, "coherence": 2.0, "embed": 0.3}
 
@@ -240,7 +242,11 @@ async def graph_run(workload: str, url: str, args: argparse.Namespace) -> dict[s
         run_dir = Path(tmp)
         tasks = tasks_for(workload, url, run_dir, args)
         cpu, start = time.process_time(), time.perf_counter()
-        async with OpenAIServices(transport, adaptive=args.variant != "fixed-limit") as factory:
+        chat: Literal["langchain", "openai"] = (
+            "langchain" if args.variant == "chatopenai" else "openai"
+        )
+        adaptive = args.variant != "fixed-limit"
+        async with OpenAIServices(transport, chat=chat, adaptive=adaptive) as factory:
             lines = await drive_local(
                 tasks,
                 run_dir,

@@ -142,7 +142,7 @@ async def whole_run(url: str, questions: list[str], checkpointed: bool) -> RunTi
     ``checkpointed`` runs them through ``aidanbench run``'s driver (SQLite checkpoints
     and score cache in a temporary run directory) instead of the bare graph.
     """
-    services = OpenAIServices("aiohttp")
+    services = OpenAIServices("aiohttp", chat="openai")
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp)
         settings = bench_settings(

@@ -223,7 +223,7 @@ async def _drive(
     tasks: list[Task], run_dir: Path, concurrency: int, progress: Progress
 ) -> list[dict[str, Any]]:
     """The run engine's local drive loop on HTTP pools closed when it ends."""
-    factory = OpenAIServices("aiohttp")
+    factory = OpenAIServices("aiohttp", chat="openai")
     try:
         return await drive_local(
             tasks, run_dir, concurrency=concurrency, progress=progress, services=factory

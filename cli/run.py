@@ -118,7 +118,8 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     """Run (or resume, or grow) the benchmark through the run engine; print the summary.
 
     ``services`` defaults to OpenAI-compatible clients on aiohttp pools, closed when the
-    run ends (``services.clients`` says why this transport here). Every check of the
+    run ends, with ``OpenAIChat`` for the chat roles (``services.clients`` and
+    ``services.chat`` say why these here). Every check of the
     arguments and of the run directory comes before the first write.
     """
     env_args.apply(args)

@@ -158,7 +158,7 @@ async def backend(
         async with local_questions(spec.run_dir, services) as local:
             yield local
         return
-    pools = OpenAIServices("aiohttp")
+    pools = OpenAIServices("aiohttp", chat="openai")
     progress.endpoints = pools.endpoint_stats
     try:
         async with local_questions(spec.run_dir, pools) as local:

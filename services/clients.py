@@ -37,6 +37,7 @@ from pydantic import SecretStr
 
 from aidanbench.core.errors import ConfigError
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
+from aidanbench.services.chat import ChatLedger, OpenAIChat
 from aidanbench.services.embeddings import OpenAICompatibleEmbeddings
 from aidanbench.services.pricing import price_table
 from aidanbench.services.usage import EmbeddingUsage, LedgerCallback, ledger
@@ -52,6 +53,10 @@ def api_key(variable: str, role: str) -> SecretStr:
 
 Transport = Literal["httpx", "aiohttp"]
 """The HTTP transport under the OpenAI client (see the module docstring)."""
+
+ChatKind = Literal["langchain", "openai"]
+"""``langchain``: ``ChatOpenAI``, whose calls LangSmith and Studio trace; ``openai``:
+``services.chat.OpenAIChat``, the same request for less CPU, traced by nobody."""
 
 
 def http_pool(settings: Settings, transport: Transport, size: int) -> httpx2.AsyncClient:
@@ -72,8 +77,40 @@ def ledger_callbacks(settings: Settings, role: str, model: str) -> list[BaseCall
     return [LedgerCallback(ledger(settings.usage_path), role, model, price)]
 
 
-def model_under_test(settings: Settings, pool: httpx2.AsyncClient) -> BaseChatModel:
+def chat_ledger(settings: Settings, role: str, model: str) -> ChatLedger | None:
+    """Where ``OpenAIChat`` records its requests (None: the run keeps no ledger)."""
+    if settings.usage_path is None:
+        return None
+    price = price_table(settings.prices_path).price(model)
+    return ChatLedger(ledger(settings.usage_path), role, model, price)
+
+
+def openai_client(
+    base_url: str | None, key: SecretStr, settings: Settings, pool: httpx2.AsyncClient | None
+) -> openai.AsyncOpenAI:
+    """An OpenAI client making one attempt per call (``services.retry`` retries)."""
+    return openai.AsyncOpenAI(
+        api_key=key.get_secret_value(),
+        base_url=base_url,
+        timeout=settings.request_timeout,
+        max_retries=0,
+        http_client=pool,
+    )
+
+
+def model_under_test(
+    settings: Settings, pool: httpx2.AsyncClient, kind: ChatKind = "langchain"
+) -> BaseChatModel | OpenAIChat:
     """Chat client of the model under test, with its temperature and extra request fields."""
+    if kind == "openai":
+        key = api_key(settings.api_key_env, "model")
+        return OpenAIChat(
+            openai_client(settings.base_url, key, settings, pool),
+            settings.model,
+            settings.temperature,
+            dict(settings.model_kwargs) or None,
+            chat_ledger(settings, "model", settings.model),
+        )
     return ChatOpenAI(
         callbacks=ledger_callbacks(settings, "model", settings.model),
         model=settings.model,
@@ -87,8 +124,19 @@ def model_under_test(settings: Settings, pool: httpx2.AsyncClient) -> BaseChatMo
     )
 
 
-def judge(settings: Settings, pool: httpx2.AsyncClient) -> BaseChatModel:
+def judge(
+    settings: Settings, pool: httpx2.AsyncClient, kind: ChatKind = "langchain"
+) -> BaseChatModel | OpenAIChat:
     """Chat client of the judge; no temperature is sent unless one is set."""
+    if kind == "openai":
+        key = api_key(settings.judge_api_key_env, "judge")
+        return OpenAIChat(
+            openai_client(settings.judge_base_url, key, settings, pool),
+            settings.judge_model,
+            settings.judge_temperature,
+            None,
+            chat_ledger(settings, "judge", settings.judge_model),
+        )
     return ChatOpenAI(
         callbacks=ledger_callbacks(settings, "judge", settings.judge_model),
         model=settings.judge_model,
@@ -111,13 +159,8 @@ def embeddings(settings: Settings, pool: httpx2.AsyncClient | None) -> Embedding
         from aidanbench.services.local_embeddings import local_embeddings
 
         return local_embeddings()
-    client = openai.AsyncOpenAI(
-        api_key=api_key(settings.embedding_api_key_env, "embeddings").get_secret_value(),
-        base_url=settings.embedding_base_url,
-        timeout=settings.request_timeout,
-        max_retries=0,
-        http_client=pool,
-    )
+    key = api_key(settings.embedding_api_key_env, "embeddings")
+    client = openai_client(settings.embedding_base_url, key, settings, pool)
     usage = None
     if settings.usage_path is not None:
         price = price_table(settings.prices_path).price(settings.embedding_model)

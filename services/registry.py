@@ -21,10 +21,14 @@ from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
 from aidanbench.services import clients, retry
 from aidanbench.services.batching import EmbeddingBatcher
 from aidanbench.services.cache import ScoreCache, endpoint_key
+from aidanbench.services.chat import OpenAIChat
 from aidanbench.services.errors import host_of
 from aidanbench.services.limits import EndpointLimiter, EndpointStats
 
 ROLES = ("model", "judge", "embeddings")
+
+ChatClient = BaseChatModel | OpenAIChat
+"""A chat role's client: any LangChain chat model, or the direct ``OpenAIChat``."""
 
 
 @dataclass
@@ -79,17 +83,17 @@ class Services:
                 continue
 
     @property
-    def model(self) -> BaseChatModel:
+    def model(self) -> ChatClient:
         """The model under test."""
         client = self._get("model")
-        assert isinstance(client, BaseChatModel)
+        assert isinstance(client, BaseChatModel | OpenAIChat)
         return client
 
     @property
-    def judge(self) -> BaseChatModel:
+    def judge(self) -> ChatClient:
         """The judge (coherence and similarity)."""
         client = self._get("judge")
-        assert isinstance(client, BaseChatModel)
+        assert isinstance(client, BaseChatModel | OpenAIChat)
         return client
 
     @property
@@ -124,6 +128,8 @@ class Services:
         client = self.model if role == "model" else self.judge
 
         async def request() -> AIMessage:
+            if isinstance(client, OpenAIChat):
+                return await client.reply(prompt)
             try:
                 reply = await client.ainvoke([HumanMessage(prompt)])
             except (ValueError, LookupError, TypeError, AttributeError) as exc:
@@ -274,7 +280,10 @@ class OpenAIServices:
     or call ``aclose`` on the loop that ran the questions when the run ends.
 
     ``transport`` picks the HTTP pools (``services.clients``): ``httpx`` pools need no
-    closing; ``aiohttp`` pools are cheaper per request and must be closed. ``adaptive``
+    closing; ``aiohttp`` pools are cheaper per request and must be closed. ``chat`` picks
+    the chat clients: ``langchain`` (``ChatOpenAI``, traced by LangSmith and Studio) or
+    ``openai`` (``services.chat.OpenAIChat``: the same request for less CPU, untraced).
+    ``adaptive``
     lets each endpoint's in-flight limit adapt below its ceiling (``services.limits``);
     off, the limit is the ceiling.
     """
@@ -283,10 +292,12 @@ class OpenAIServices:
         self,
         transport: clients.Transport = "httpx",
         *,
+        chat: clients.ChatKind = "langchain",
         cache_bytes: int | None = None,
         adaptive: bool = True,
     ) -> None:
         self.transport = transport
+        self.chat = chat
         self.cache_bytes = cache_bytes
         self.adaptive = adaptive
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
@@ -372,8 +383,8 @@ class OpenAIServices:
 
         local = settings.embedding_model == LOCAL_EMBEDDING_MODEL
         services.build.update(
-            model=lambda: clients.model_under_test(settings, pool("model")),
-            judge=lambda: clients.judge(settings, pool("judge")),
+            model=lambda: clients.model_under_test(settings, pool("model"), self.chat),
+            judge=lambda: clients.judge(settings, pool("judge"), self.chat),
             embeddings=lambda: clients.embeddings(settings, None if local else pool("embeddings")),
         )
         return services

@@ -82,10 +82,11 @@ def stub() -> Iterator[OpenAIStub]:
 
 @pytest.fixture(params=["httpx", "aiohttp"])
 async def services(request: pytest.FixtureRequest) -> AsyncIterator[ServicesFactory]:
-    """Both transports: the graph's default (httpx) and the command line's (aiohttp)."""
+    """Both client stacks: the graph's default (``ChatOpenAI`` on httpx) and the command
+    line's (``OpenAIChat`` on aiohttp)."""
     if request.param == "httpx":
         yield default_services
         return
-    factory = OpenAIServices("aiohttp")
+    factory = OpenAIServices("aiohttp", chat="openai")
     yield factory
     await factory.aclose()
