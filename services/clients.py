@@ -19,7 +19,9 @@ so it suits every embedding of the graph whose lifetime nobody manages (Studio, 
 notebook, a parent agent). ``aiohttp`` costs less CPU per request (httpx's pool checks
 every idle connection on each request; README, Performance, has the figures), which is
 what a long run at high concurrency spends its CPU on; its sessions must be closed, so the
-command line, which owns its run from start to end, uses it and closes it.
+command line, which owns its run from start to end, uses it and closes it. The command
+line's chat clients are ``services.chat.OpenAIChat`` for the same reason, and it never
+loads ``langchain_openai``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import openai
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
-from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
 from aidanbench.core.errors import ConfigError
@@ -111,6 +112,8 @@ def model_under_test(
             dict(settings.model_kwargs) or None,
             chat_ledger(settings, "model", settings.model),
         )
+    from langchain_openai import ChatOpenAI  # 0.1-0.2 s to load; unused by the command line
+
     return ChatOpenAI(
         callbacks=ledger_callbacks(settings, "model", settings.model),
         model=settings.model,
@@ -137,6 +140,8 @@ def judge(
             None,
             chat_ledger(settings, "judge", settings.judge_model),
         )
+    from langchain_openai import ChatOpenAI  # 0.1-0.2 s to load; unused by the command line
+
     return ChatOpenAI(
         callbacks=ledger_callbacks(settings, "judge", settings.judge_model),
         model=settings.judge_model,

@@ -6,9 +6,13 @@ import argparse
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 from aidanbench.cli import COMMANDS
 from aidanbench.cli.main import SUMMARIES, build_parser, command_named
+from aidanbench.graph.questions import bundled_questions
+from aidanbench.testing import OpenAIStub, ScriptedBrain
+from aidanbench.testing.settings import TEST_KEY_VARIABLE
 
 HEAVY = (
     "langgraph",
@@ -33,10 +37,11 @@ print("LOADED", ",".join(heavy), file=sys.stderr)
 """
 
 
-def loaded_by(*argv: str) -> tuple[str, list[str]]:
-    """stdout of ``aidanbench ARGV`` in a fresh interpreter, and the heavy modules it loaded."""
+def loaded_by(*argv: str, watched: tuple[str, ...] = HEAVY) -> tuple[str, list[str]]:
+    """stdout of ``aidanbench ARGV`` in a fresh interpreter, and which of the ``watched``
+    modules it loaded."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.replace("sys.argv[0]", repr(",".join(HEAVY))), *argv],
+        [sys.executable, "-c", PROBE.replace("sys.argv[0]", repr(",".join(watched))), *argv],
         capture_output=True,
         text=True,
         timeout=120,
@@ -57,6 +62,18 @@ def test_a_command_loads_what_it_needs() -> None:
     out, heavy = loaded_by("run", "--help")
     assert "--endpoint-concurrency" in out
     assert "langgraph" in heavy
+
+
+def test_a_run_never_loads_langchain_openai(api_key: str, tmp_path: Path) -> None:
+    """The command line chats through ``OpenAIChat`` (``services.chat``), so loading
+    ``langchain_openai`` (0.1-0.2 s) before the first request would buy nothing."""
+    with OpenAIStub(ScriptedBrain({bundled_questions(1)[0]: 2})) as stub:
+        args = ["run", "--model", "m", "--questions", "1", "--run-dir", str(tmp_path / "r")]
+        for role in ("", "judge-", "embedding-"):
+            args += [f"--{role}base-url", stub.base_url, f"--{role}api-key-env", TEST_KEY_VARIABLE]
+        _, loaded = loaded_by(*args, watched=("langgraph", "openai", "langchain_openai"))
+        assert stub.count("generate") > 0, "the run reached the provider"
+    assert loaded == ["langgraph", "openai"], "the probe sees what a run loads"
 
 
 def test_summaries_are_the_commands_own_help() -> None:
