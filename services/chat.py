@@ -75,6 +75,13 @@ def usage_metadata(usage: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def is_blocks(content: Any) -> bool:
+    """Whether ``content`` is a list of content blocks (text and reasoning parts, as some
+    providers send), which ``ChatOpenAI`` passes on and ``nodes.context.reply_text``
+    reads."""
+    return isinstance(content, list) and all(isinstance(b, str | dict) for b in content)
+
+
 def read_reply(body: bytes) -> AIMessage:
     """The message of a chat completion's JSON body; ``MalformedReply`` for anything
     that is not one (not JSON, an ``error`` object, no choices, no message)."""
@@ -93,7 +100,7 @@ def read_reply(body: bytes) -> AIMessage:
     if not isinstance(message, dict):
         raise MalformedReply("reply's choice has no message")
     content = message.get("content")
-    if content is not None and not isinstance(content, str):
+    if not (content is None or isinstance(content, str) or is_blocks(content)):
         raise MalformedReply(f"reply's content is a {type(content).__name__}, not text")
     usage = payload.get("usage")
     usage = usage if isinstance(usage, dict) else None

@@ -19,6 +19,7 @@ import pytest
 from aidanbench.cli.main import main
 from aidanbench.core.errors import MalformedReply
 from aidanbench.graph.questions import bundled_questions
+from aidanbench.nodes.context import reply_text
 from aidanbench.nodes.prompts import render_coherence, render_generate
 from aidanbench.services import chat as chat_module
 from aidanbench.services import clients
@@ -52,7 +53,7 @@ async def both_replies(stub: OpenAIStub, role: str, prompt: str, **settings: Any
     try:
         replies = []
         for kind in ("langchain", "openai"):
-            client = build(chosen, pool, kind)  # type: ignore[arg-type]
+            client = build(chosen, pool, kind)
             if isinstance(client, OpenAIChat):
                 replies.append(await client.reply(prompt))
             else:
@@ -113,13 +114,35 @@ def reported(value: Any) -> Any:
     return value
 
 
+def as_blocks(payload: dict[str, Any], info: RequestInfo) -> Any:
+    """A reply whose content is a list of blocks, reasoning first (as Mistral's
+    reasoning models answer)."""
+    if "choices" not in payload:
+        return payload
+    choice = dict(payload["choices"][0])
+    text = choice["message"]["content"]
+    blocks = [{"type": "thinking", "thinking": "hmm"}, {"type": "text", "text": text}]
+    choice["message"] = {**choice["message"], "content": blocks}
+    return {**payload, "choices": [choice]}
+
+
+async def test_both_clients_pass_content_blocks_on(api_key: str) -> None:
+    prompt = render_generate(QUESTION, [])
+    with OpenAIStub(ScriptedBrain({QUESTION: 2})) as stub:
+        stub.faults = when("generate", Fault(rewrite=as_blocks))
+        langchain, direct = await both_replies(stub, "model", prompt)
+    assert direct.content == langchain.content and isinstance(direct.content, list)
+    assert "<answer>" in reply_text(direct)
+
+
 BAD_REPLIES = {
     "not JSON": b"<html>502</html>",
     "a list": b"[]",
     "an error object": b'{"error": {"message": "upstream", "code": 502}}',
     "no choices": b'{"choices": []}',
     "a choice without a message": b'{"choices": [{"index": 0}]}',
-    "content that is not text": b'{"choices": [{"message": {"content": [1, 2]}}]}',
+    "content that is not text": b'{"choices": [{"message": {"content": 12}}]}',
+    "blocks that are not blocks": b'{"choices": [{"message": {"content": [1, 2]}}]}',
 }
 
 
