@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import signal
 import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,6 +20,19 @@ REFERENCE_RUN = reference.published_run()
 
 KEY_VARIABLES = ("OPENAI_API_KEY", "AIDANBENCH_TEST_KEY")
 TEST_KEY = "sk-test-0000-not-a-real-key"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Let Ctrl-C reach the commands the tests start and interrupt.
+
+    A non-interactive shell starts a background job (``cmd &``) with SIGINT ignored, an
+    ignored signal stays ignored across ``exec``, and Python installs no Ctrl-C handler
+    when it starts with SIGINT ignored: the tests that send SIGINT to a run (and expect
+    it to stop, say how to resume and exit 130) would then see it ignored. A handler set
+    here is reset to the default in every child, as a terminal's Ctrl-C would find it.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _loopback(address: Any) -> bool:
