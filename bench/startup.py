@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from aidanbench.testing import OpenAIStub, ScriptedBrain
-from aidanbench.testing.settings import TEST_KEY_VARIABLE
+from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_flags
 
 
 def command() -> list[str]:
@@ -45,8 +45,7 @@ def first_request_seconds(stub: OpenAIStub) -> float:
     url = stub.base_url
     with tempfile.TemporaryDirectory() as tmp:
         args = ["run", "--model", "m", "--questions", "1", "--run-dir", str(Path(tmp) / "r")]
-        for role in ("", "judge-", "embedding-"):
-            args += [f"--{role}base-url", url, f"--{role}api-key-env", TEST_KEY_VARIABLE]
+        args += stub_flags(url)
         env = {**os.environ, TEST_KEY_VARIABLE: "startup"}
         start = time.monotonic()
         subprocess.run([*command(), *args], check=True, capture_output=True, env=env)

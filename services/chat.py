@@ -33,7 +33,7 @@ from langgraph.config import get_config
 
 from aidanbench.core.errors import MalformedReply
 from aidanbench.services.pricing import Price
-from aidanbench.services.usage import UsageLedger, reply_usage
+from aidanbench.services.usage import UsageLedger, call_site, reply_usage, usage_metadata
 
 
 @dataclass(frozen=True)
@@ -49,30 +49,9 @@ class ChatLedger:
 def caller() -> dict[str, Any]:
     """The thread and LangGraph node making the current call (None outside a graph)."""
     try:
-        metadata = get_config().get("metadata") or {}
+        return call_site(get_config().get("metadata"))
     except RuntimeError:  # not inside a runnable
-        metadata = {}
-    return {"thread": metadata.get("thread_id"), "node": metadata.get("langgraph_node")}
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def usage_metadata(usage: Mapping[str, Any]) -> dict[str, Any]:
-    """LangChain's ``usage_metadata`` of an OpenAI ``usage`` object, as langchain-openai
-    maps it (``services.usage.reply_usage`` reads it back)."""
-    inputs = usage.get("prompt_tokens_details") or {}
-    outputs = usage.get("completion_tokens_details") or {}
-    input_tokens = _int(usage.get("prompt_tokens"))
-    output_tokens = _int(usage.get("completion_tokens"))
-    return {
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "total_tokens": _int(usage.get("total_tokens")) or input_tokens + output_tokens,
-        "input_token_details": {"cache_read": _int(inputs.get("cached_tokens"))},
-        "output_token_details": {"reasoning": _int(outputs.get("reasoning_tokens"))},
-    }
+        return call_site(None)
 
 
 def is_blocks(content: Any) -> bool:

@@ -27,7 +27,7 @@ loads ``langchain_openai``.
 from __future__ import annotations
 
 import os
-from typing import Literal
+from typing import Any, Literal
 
 import httpx2
 import openai
@@ -70,16 +70,8 @@ def http_pool(settings: Settings, transport: Transport, size: int) -> httpx2.Asy
     )
 
 
-def ledger_callbacks(settings: Settings, role: str, model: str) -> list[BaseCallbackHandler] | None:
-    """The callback writing each of the client's requests to the run's usage ledger."""
-    if settings.usage_path is None:
-        return None
-    price = price_table(settings.prices_path).price(model)
-    return [LedgerCallback(ledger(settings.usage_path), role, model, price)]
-
-
 def chat_ledger(settings: Settings, role: str, model: str) -> ChatLedger | None:
-    """Where ``OpenAIChat`` records its requests (None: the run keeps no ledger)."""
+    """Where a chat client records its requests (None: the run keeps no ledger)."""
     if settings.usage_path is None:
         return None
     price = price_table(settings.prices_path).price(model)
@@ -99,31 +91,56 @@ def openai_client(
     )
 
 
+def chat_client(
+    settings: Settings,
+    pool: httpx2.AsyncClient,
+    kind: ChatKind,
+    role: str,
+    *,
+    base_url: str | None,
+    key_env: str,
+    model: str,
+    temperature: float | None,
+    extra_body: dict[str, Any] | None = None,
+) -> BaseChatModel | OpenAIChat:
+    """One chat role's client of ``kind``, writing to the run's usage ledger if any."""
+    key = api_key(key_env, role)
+    record = chat_ledger(settings, role, model)
+    if kind == "openai":
+        client = openai_client(base_url, key, settings, pool)
+        return OpenAIChat(client, model, temperature, extra_body, record)
+    from langchain_openai import ChatOpenAI  # 0.1-0.2 s to load; unused by the command line
+
+    callbacks: list[BaseCallbackHandler] | None = None
+    if record is not None:
+        callbacks = [LedgerCallback(record.ledger, role, model, record.price)]
+    return ChatOpenAI(
+        callbacks=callbacks,
+        model=model,
+        base_url=base_url,
+        api_key=key,
+        temperature=temperature,
+        timeout=settings.request_timeout,
+        max_retries=0,
+        extra_body=extra_body,
+        http_async_client=pool,
+    )
+
+
 def model_under_test(
     settings: Settings, pool: httpx2.AsyncClient, kind: ChatKind = "langchain"
 ) -> BaseChatModel | OpenAIChat:
     """Chat client of the model under test, with its temperature and extra request fields."""
-    if kind == "openai":
-        key = api_key(settings.api_key_env, "model")
-        return OpenAIChat(
-            openai_client(settings.base_url, key, settings, pool),
-            settings.model,
-            settings.temperature,
-            dict(settings.model_kwargs) or None,
-            chat_ledger(settings, "model", settings.model),
-        )
-    from langchain_openai import ChatOpenAI  # 0.1-0.2 s to load; unused by the command line
-
-    return ChatOpenAI(
-        callbacks=ledger_callbacks(settings, "model", settings.model),
-        model=settings.model,
+    return chat_client(
+        settings,
+        pool,
+        kind,
+        "model",
         base_url=settings.base_url,
-        api_key=api_key(settings.api_key_env, "model"),
+        key_env=settings.api_key_env,
+        model=settings.model,
         temperature=settings.temperature,
-        timeout=settings.request_timeout,
-        max_retries=0,
         extra_body=dict(settings.model_kwargs) or None,
-        http_async_client=pool,
     )
 
 
@@ -131,26 +148,15 @@ def judge(
     settings: Settings, pool: httpx2.AsyncClient, kind: ChatKind = "langchain"
 ) -> BaseChatModel | OpenAIChat:
     """Chat client of the judge; no temperature is sent unless one is set."""
-    if kind == "openai":
-        key = api_key(settings.judge_api_key_env, "judge")
-        return OpenAIChat(
-            openai_client(settings.judge_base_url, key, settings, pool),
-            settings.judge_model,
-            settings.judge_temperature,
-            None,
-            chat_ledger(settings, "judge", settings.judge_model),
-        )
-    from langchain_openai import ChatOpenAI  # 0.1-0.2 s to load; unused by the command line
-
-    return ChatOpenAI(
-        callbacks=ledger_callbacks(settings, "judge", settings.judge_model),
-        model=settings.judge_model,
+    return chat_client(
+        settings,
+        pool,
+        kind,
+        "judge",
         base_url=settings.judge_base_url,
-        api_key=api_key(settings.judge_api_key_env, "judge"),
+        key_env=settings.judge_api_key_env,
+        model=settings.judge_model,
         temperature=settings.judge_temperature,
-        timeout=settings.request_timeout,
-        max_retries=0,
-        http_async_client=pool,
     )
 
 

@@ -21,7 +21,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,22 @@ def reply_usage(message: AIMessage) -> Usage:
         reasoning_tokens=_int(outputs.get("reasoning")),
         provider_cost=_cost(message.response_metadata.get("token_usage")),
     )
+
+
+def usage_metadata(usage: Mapping[str, Any]) -> dict[str, Any]:
+    """LangChain's ``usage_metadata`` of an OpenAI ``usage`` object, as langchain-openai
+    maps it (``reply_usage`` reads it back); ``services.chat`` builds its replies with it."""
+    inputs = usage.get("prompt_tokens_details") or {}
+    outputs = usage.get("completion_tokens_details") or {}
+    input_tokens = _int(usage.get("prompt_tokens"))
+    output_tokens = _int(usage.get("completion_tokens"))
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "total_tokens": _int(usage.get("total_tokens")) or input_tokens + output_tokens,
+        "input_token_details": {"cache_read": _int(inputs.get("cached_tokens"))},
+        "output_token_details": {"reasoning": _int(outputs.get("reasoning_tokens"))},
+    }
 
 
 def raw_usage(raw: Any) -> Usage:
@@ -265,7 +281,7 @@ def forget_ledger(path: str | Path) -> None:
         found.close()
 
 
-def _where(metadata: dict[str, Any] | None) -> dict[str, Any]:
+def call_site(metadata: dict[str, Any] | None) -> dict[str, Any]:
     """The thread and node a request was made for, from LangGraph's run metadata."""
     metadata = metadata or {}
     return {"thread": metadata.get("thread_id"), "node": metadata.get("langgraph_node")}
@@ -295,7 +311,7 @@ class LedgerCallback(AsyncCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        where = _where(metadata)
+        where = call_site(metadata)
         self._where[run_id] = where
         self.ledger.sent(self.role, self.model, where)
 

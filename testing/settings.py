@@ -10,6 +10,15 @@ TEST_KEY_VARIABLE = "AIDANBENCH_TEST_KEY"
 """The variable the test and benchmark settings read their (fake) key from."""
 
 
+def stub_flags(base_url: str) -> list[str]:
+    """``aidanbench run`` flags pointing every role at ``base_url`` with the test key: the
+    command line's ``stub_settings``."""
+    flags = []
+    for role in ("", "judge-", "embedding-"):
+        flags += [f"--{role}base-url", base_url, f"--{role}api-key-env", TEST_KEY_VARIABLE]
+    return flags
+
+
 def stub_settings(base_url: str, **overrides: Any) -> Settings:
     """Model, judge and embeddings all at ``base_url``, keyed by ``TEST_KEY_VARIABLE``.
 

@@ -24,7 +24,7 @@ from aidanbench.services import OpenAIServices, clients, limits
 from aidanbench.services.limits import EndpointLimiter
 from aidanbench.testing import Fault, Latency, OpenAIStub, RequestInfo, ScriptedBrain
 from aidanbench.testing.faults import fail_times, rate_limited
-from aidanbench.testing.settings import TEST_KEY_VARIABLE
+from aidanbench.testing.settings import stub_flags
 
 from .graphs import run_question
 from .test_http import stub_settings
@@ -319,8 +319,7 @@ def test_run_records_each_endpoint_limit_and_429s(api_key: str, tmp_path: Path) 
         run_dir = tmp_path / "run"
         url = stub.base_url
         args = ["run", "--model", "m1", "--questions", "2", "--run-dir", str(run_dir)]
-        for role in ("", "judge-", "embedding-"):
-            args += [f"--{role}base-url", url, f"--{role}api-key-env", TEST_KEY_VARIABLE]
+        args += stub_flags(url)
         assert main(args) == 0
         meta = json.loads((run_dir / "metadata.json").read_text())
         (host,) = meta["endpoint_limits"]
@@ -361,8 +360,7 @@ def test_the_command_line_runs_on_aiohttp_pools(
     questions = bundled_questions(2)
     with OpenAIStub(ScriptedBrain({q: 2 for q in questions})) as stub:
         args = ["run", "--model", "m1", "--questions", "2", "--run-dir", str(tmp_path / "run")]
-        for role in ("", "judge-", "embedding-"):
-            args += [f"--{role}base-url", stub.base_url, f"--{role}api-key-env", TEST_KEY_VARIABLE]
+        args += stub_flags(stub.base_url)
         assert main(args) == 0
         assert stub.count() > 0
     assert len(made) == 1, "one pool for the one host every role reaches"

@@ -26,7 +26,7 @@ from aidanbench.services import clients
 from aidanbench.services.chat import OpenAIChat, read_reply
 from aidanbench.services.usage import reply_usage
 from aidanbench.testing import Fault, OpenAIStub, RequestInfo, ScriptedBrain, when
-from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_settings
+from aidanbench.testing.settings import stub_flags, stub_settings
 
 QUESTION = bundled_questions(1)[0]
 
@@ -174,8 +174,7 @@ def test_the_command_line_chats_through_openai_chat(
     questions = bundled_questions(2)
     with OpenAIStub(ScriptedBrain({q: 2 for q in questions})) as stub:
         args = ["run", "--model", "m1", "--questions", "2", "--run-dir", str(tmp_path / "run")]
-        for role in ("", "judge-", "embedding-"):
-            args += [f"--{role}base-url", stub.base_url, f"--{role}api-key-env", TEST_KEY_VARIABLE]
+        args += stub_flags(stub.base_url)
         assert main(args) == 0
         chats = [r for r in stub.requests if r.path.endswith("/chat/completions")]
     assert chats and len(replied) == len(chats)

@@ -36,6 +36,7 @@ from aidanbench.testing import (
     RequestInfo,
     ScriptedBrain,
 )
+from aidanbench.testing.settings import stub_flags
 
 from .conftest import REPO
 
@@ -72,8 +73,7 @@ def args(
     out = ["run", "--questions", str(questions), "--run-dir", str(run_dir)]
     for model in models:
         out += ["--model", model]
-    for role in ("", "judge-", "embedding-"):
-        out += [f"--{role}base-url", url, f"--{role}api-key-env", "AIDANBENCH_TEST_KEY"]
+    out += stub_flags(url)
     return [*out, "--judge-model", "judge-model", "--embedding-model", "embedding-model", *extra]
 
 

@@ -12,7 +12,7 @@ from aidanbench.cli import COMMANDS
 from aidanbench.cli.main import SUMMARIES, build_parser, command_named
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.testing import OpenAIStub, ScriptedBrain
-from aidanbench.testing.settings import TEST_KEY_VARIABLE
+from aidanbench.testing.settings import stub_flags
 
 HEAVY = (
     "langgraph",
@@ -69,8 +69,7 @@ def test_a_run_never_loads_langchain_openai(api_key: str, tmp_path: Path) -> Non
     ``langchain_openai`` (0.1-0.2 s) before the first request would buy nothing."""
     with OpenAIStub(ScriptedBrain({bundled_questions(1)[0]: 2})) as stub:
         args = ["run", "--model", "m", "--questions", "1", "--run-dir", str(tmp_path / "r")]
-        for role in ("", "judge-", "embedding-"):
-            args += [f"--{role}base-url", stub.base_url, f"--{role}api-key-env", TEST_KEY_VARIABLE]
+        args += stub_flags(stub.base_url)
         _, loaded = loaded_by(*args, watched=("langgraph", "openai", "langchain_openai"))
         assert stub.count("generate") > 0, "the run reached the provider"
     assert loaded == ["langgraph", "openai"], "the probe sees what a run loads"
