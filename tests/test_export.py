@@ -18,10 +18,13 @@ from typing import Any
 
 import pytest
 
-inspect_log = pytest.importorskip("inspect_ai.log", reason="needs the [export] extra")
-hub = pytest.importorskip("huggingface_hub", reason="needs the [export] extra")
-jsonschema = pytest.importorskip("jsonschema", reason="needs jsonschema ([dev] extra)")
+pytest.importorskip("inspect_ai.log", reason="needs the [export] extra")
+pytest.importorskip("huggingface_hub", reason="needs the [export] extra")
+pytest.importorskip("jsonschema", reason="needs jsonschema ([dev] extra)")
 
+import huggingface_hub as hub
+import inspect_ai.log as inspect_log
+import jsonschema
 import yaml
 
 from aidanbench.cli.main import main
@@ -229,9 +232,9 @@ def test_the_published_results_file_exports_with_unknowns_left_unknown(
     totals = {}
     for path in written:
         log = inspect_log.read_eval_log(str(path))
-        totals[log.eval.model] = {s.name: s for s in log.results.scores}["score"].metrics[
-            "total"
-        ].value
+        totals[log.eval.model] = (
+            {s.name: s for s in log.results.scores}["score"].metrics["total"].value
+        )
         assert log.eval.model_roles is None
         assert log.eval.metadata["cost"] is None
         assert log.eval.metadata["aidanbench"]["judge_model"] is None
@@ -273,9 +276,7 @@ def test_variants_repeats_and_intervals_come_through(
     errored = [s for s in logs["model-b"].samples if s.error is not None]
     assert len(errored) == 1 and "503" in errored[0].error.message
 
-    written = export(
-        capsys, str(run_dir), "--format", "every-eval-ever", "-o", str(tmp_path / "e")
-    )
+    written = export(capsys, str(run_dir), "--format", "every-eval-ever", "-o", str(tmp_path / "e"))
     (aggregate,) = [p for p in written if p.suffix == ".json" and "acme" in p.parts]
     assert aggregate.parent.name == "model-a@high"
     record = json.loads(aggregate.read_text("utf-8"))
@@ -300,7 +301,7 @@ def test_a_question_line_with_unknown_cost_exports_unknown(
 ) -> None:
     line = question_line("m", "Why?", chain(2))
     for answer in line["answers"]:
-        answer["calls"] = {role: {**stats, "cost_usd": None} for role, stats in answer["calls"].items()}
+        answer["calls"] = {role: {**c, "cost_usd": None} for role, c in answer["calls"].items()}
     run_dir = write_run_dir(tmp_path / "run", [line])
     written = export(capsys, str(run_dir), "--format", "every-eval-ever", "-o", str(tmp_path / "e"))
     record = json.loads(next(p for p in written if p.suffix == ".json").read_text("utf-8"))
