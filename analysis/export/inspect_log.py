@@ -25,6 +25,7 @@ from aidanbench.analysis.export.record import (
     line_key,
     model_path,
     question_number,
+    role_usage,
 )
 from aidanbench.core.results import AnswerRow, QuestionResult
 from aidanbench.core.vocabulary import FINAL_STOPS
@@ -154,8 +155,11 @@ def results(record: RunRecord, row: Row) -> Any:
     )
 
 
-def model_usage(record: RunRecord, row: Row) -> dict[str, Any]:
-    """Tokens and dollars per model, where every call recorded them."""
+def model_usage(
+    record: RunRecord, row: Row, lines: list[QuestionResult] | None = None
+) -> dict[str, Any]:
+    """Tokens and dollars per model over ``lines`` (default: the row's), where every
+    call recorded them."""
     from inspect_ai.model import ModelUsage
 
     names = {
@@ -164,8 +168,10 @@ def model_usage(record: RunRecord, row: Row) -> dict[str, Any]:
         "similarity": record.judge_model or "judge",
         "embed": record.embedding_model or "embeddings",
     }
+    chosen = row.lines if lines is None else lines
     usage: dict[str, Any] = {}
-    for role, figures in row.usage().items():
+    calls = (a.extra.get("calls") or {} for line in chosen for a in line.answers)
+    for role, figures in role_usage(calls).items():
         tokens_in, tokens_out = figures["input_tokens"], figures["output_tokens"]
         if tokens_in is None or tokens_out is None:
             continue
@@ -218,6 +224,8 @@ def sample(record: RunRecord, row: Row, line: QuestionResult) -> Any:
             "censored": cost.get("censored"),
             "answers": [answer_detail(a) for a in line.answers],
         },
+        model_usage=model_usage(record, row, [line]),
+        total_time=last.elapsed_s if last else None,
         error=None
         if line.error is None
         else EvalError(message=line.error, traceback="", traceback_ansi=""),

@@ -51,12 +51,6 @@ class Row:
     def temperature(self) -> float:
         return self.summary.temperature
 
-    def usage(self) -> dict[str, dict[str, int | float | None]]:
-        """Requests, tokens and dollars per role (``generate``, ``judge``, ``embed``,
-        ``similarity``) over every answer, from the answers' recorded calls; a figure a
-        call did not record makes that role's figure unknown (None)."""
-        return role_usage(a.extra.get("calls") or {} for line in self.lines for a in line.answers)
-
 
 @dataclass(frozen=True)
 class RunRecord:
