@@ -18,6 +18,6 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     ) from exc
 
 from aidanbench.verifiers_seed.args import EnvArgs, Thresholds
-from aidanbench.verifiers_seed.env import AidanBenchEnv, load_environment
+from aidanbench.verifiers_seed.env import AidanBenchSeedEnv, load_environment
 
-__all__ = ["AidanBenchEnv", "EnvArgs", "Thresholds", "load_environment"]
+__all__ = ["AidanBenchSeedEnv", "EnvArgs", "Thresholds", "load_environment"]

@@ -174,7 +174,7 @@ def _reader(name: str) -> Any:
     return read
 
 
-class AidanBenchEnv(vf.Environment):
+class AidanBenchSeedEnv(vf.Environment):
     """Ask each question until an answer fails; reward the number of valid answers."""
 
     def __init__(self, args: EnvArgs) -> None:
@@ -244,6 +244,6 @@ def question_list(args: EnvArgs) -> list[str]:
     return bundled_questions(args.num_questions)
 
 
-def load_environment(**kwargs: Any) -> AidanBenchEnv:
+def load_environment(**kwargs: Any) -> AidanBenchSeedEnv:
     """What ``vf-eval aidanbench -a JSON`` calls with the JSON's keys."""
-    return AidanBenchEnv(EnvArgs.model_validate(kwargs))
+    return AidanBenchSeedEnv(EnvArgs.model_validate(kwargs))
