@@ -1,11 +1,22 @@
-"""The ``aidanbench`` command: run, estimate, demo, report, view, rescore, plot, calibrate."""
+"""The ``aidanbench`` command: run, estimate, demo, report, view, rescore, plot, calibrate,
+export."""
 
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
 
-COMMANDS = ("run", "estimate", "demo", "report", "view", "rescore", "plot", "calibrate")
+COMMANDS = (
+    "run",
+    "estimate",
+    "demo",
+    "report",
+    "view",
+    "rescore",
+    "plot",
+    "calibrate",
+    "export",
+)
 """Command modules of this package, in the order ``--help`` lists them."""
 
 

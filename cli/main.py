@@ -31,6 +31,7 @@ SUMMARIES = {
     "rescore": "recompute scores under other thresholds, without API calls",
     "plot": "draw PNG charts of scores, per-question scores, a trajectory and stop reasons",
     "calibrate": "calibrate the novelty threshold of an embedding model against a reference run",
+    "export": "write runs as Inspect logs, Every Eval Ever records or Hub eval results",
 }
 """Each command's one-line help, as its module registers it (shown by ``--help``)."""
 

@@ -3,6 +3,8 @@
 # types, and the whole offline test suite. Used as-is by CI (.ci/run).
 # The [verifiers] extra gets a second environment (.venv-vf): verifiers pins openai
 # below 3, the base install resolves to openai 3, and each must be tested as installed.
+# The [verifiers-seed] extra (verifiers 0.1, the seed's vf-eval command line) gets a third
+# (.venv-vf-seed): the two verifiers lines cannot share an environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,7 +14,7 @@ python -m pip install -q --upgrade pip
 # torch first, pinned: it resolves to the CPU build on this machine kind; an unpinned
 # torch would pull several GB of CUDA packages.
 python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[dev,local,server,hf]" --config-settings editable_mode=strict
+python -m pip install -q -e ".[dev,local,server,hf,export]" --config-settings editable_mode=strict
 python -m pip check
 
 # The HTML report's tests drive a real browser, Debian's chromium (CI runs this as root).
@@ -37,3 +39,13 @@ python3 -m venv .venv-vf
 .venv-vf/bin/mypy package verifiers_env
 .venv-vf/bin/python -m pytest tests/test_verifiers_env.py tests/test_http.py tests/test_faults.py \
     tests/test_golden.py tests/test_question_graph.py tests/test_packaging.py
+
+# The seed's command line (vf-install, vf-eval -n -r -T -a -b -k) on verifiers 0.1. vf-install
+# runs uv, which the test runs offline, building with this environment's setuptools.
+python3 -m venv .venv-vf-seed
+.venv-vf-seed/bin/python -m pip install -q --upgrade pip
+.venv-vf-seed/bin/python -m pip install -q -e ".[dev,verifiers-seed]" "setuptools>=69" uv \
+    --config-settings editable_mode=strict
+.venv-vf-seed/bin/python -m pip check
+.venv-vf-seed/bin/mypy package verifiers_seed
+.venv-vf-seed/bin/python -m pytest tests/test_verifiers_seed.py tests/test_packaging.py

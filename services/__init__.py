@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         repaired,
         role_host,
         shared_cache,
+        with_policy,
     )
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "repaired",
     "role_host",
     "shared_cache",
+    "with_policy",
 ]
 
 _HOME = {"EndpointStats": "aidanbench.services.limits"}

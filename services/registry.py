@@ -411,3 +411,23 @@ default_services = OpenAIServices(cache_bytes=DEFAULT_CACHE_BYTES)
 """The factory graphs use unless given another (Studio, ``langgraph dev``, a parent
 graph): httpx pools, nothing to close, an in-memory cache bounded by
 ``DEFAULT_CACHE_BYTES``."""
+
+
+def with_policy(shared: Services, policy: ChatClient) -> Services:
+    """``shared``'s judge, embeddings, cache and batcher, with ``policy`` as the model
+    under test.
+
+    For an evaluation framework that owns the policy call (the verifiers environments):
+    each episode brings its own ``policy``, with a limiter of its own so it never waits
+    for a judge's slot, while judge and embedding clients stay shared by every episode.
+    """
+    return Services(
+        build={
+            "model": lambda: policy,
+            "judge": lambda: shared.judge,
+            "embeddings": lambda: shared.embeddings,
+        },
+        cache=shared.cache,
+        limiters={**shared.limiters, "model": EndpointLimiter(1, None)},
+        _batcher=shared.embedder,
+    )

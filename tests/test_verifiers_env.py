@@ -33,6 +33,7 @@ from aidanbench.testing import (
     unit_vector,
     when,
 )
+from tests.offline_subprocess import outside_guard
 
 PLAN = {
     "What is one use for a paperclip?": 3,
@@ -43,47 +44,6 @@ PLAN = {
 
 ROLLOUTS = 2
 
-OUTSIDE_GUARD = """\
-import ipaddress, os, socket
-
-_log = os.environ["AIDANBENCH_OUTSIDE_LOG"]
-_connect, _connect_ex = socket.socket.connect, socket.socket.connect_ex
-
-
-def _outside(address):
-    if not isinstance(address, tuple) or not address:
-        return False
-    host = address[0]
-    if host == "localhost":
-        return False
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return True
-
-
-def _refuse(address):
-    with open(_log, "a") as f:
-        f.write(repr(address) + "\\n")
-    raise ConnectionRefusedError(f"offline test: refused {address!r}")
-
-
-def connect(self, address):
-    if _outside(address):
-        _refuse(address)
-    return _connect(self, address)
-
-
-def connect_ex(self, address):
-    if _outside(address):
-        _refuse(address)
-    return _connect_ex(self, address)
-
-
-socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
-"""
-"""A ``sitecustomize`` for the ``vf-eval`` subprocess: the suite's offline rule, there."""
-
 
 def run_vf_eval(
     stub: OpenAIStub, tmp_path: Path, api_key: str, *extra: str, rollouts: int = ROLLOUTS
@@ -91,9 +51,7 @@ def run_vf_eval(
     """``vf-eval aidanbench`` on the plan's questions; returns the process and run dir."""
     questions = tmp_path / "questions.json"
     questions.write_text(json.dumps(list(PLAN)))
-    guard = tmp_path / "guard"
-    guard.mkdir()
-    (guard / "sitecustomize.py").write_text(OUTSIDE_GUARD)
+    guard = outside_guard(tmp_path)
     env = {
         key: value
         for key, value in os.environ.items()

@@ -20,8 +20,7 @@ import verifiers.v1 as vf
 
 from aidanbench.core.settings import Settings
 from aidanbench.graph import build_question_graph
-from aidanbench.services import Services, default_services
-from aidanbench.services.limits import EndpointLimiter
+from aidanbench.services import Services, default_services, with_policy
 from aidanbench.verifiers_env.harness import AidanBenchHarnessConfig
 from aidanbench.verifiers_env.policy import InteractionModel
 from aidanbench.verifiers_env.rewards import INFO_KEY, summary
@@ -76,21 +75,6 @@ class AidanBenchEnv(vf.Env[AidanBenchEnvConfig]):
 
 
 def episode_services(settings: Settings, policy: InteractionModel) -> Services:
-    """The run's judge and embedding clients, cache and batcher, with ``policy`` as the
-    model under test.
-
-    Judge and embedding clients are shared by every episode of the run (built once per
-    settings and event loop by ``default_services``); the policy is this episode's own
-    interaction, with a limiter of its own so it never waits for a judge's slot.
-    """
-    shared = default_services(settings)
-    return Services(
-        build={
-            "model": lambda: policy,
-            "judge": lambda: shared.judge,
-            "embeddings": lambda: shared.embeddings,
-        },
-        cache=shared.cache,
-        limiters={**shared.limiters, "model": EndpointLimiter(1, None)},
-        _batcher=shared.embedder,
-    )
+    """The run's judge and embedding clients, cache and batcher (built once per settings
+    and event loop by ``default_services``), with this episode's ``policy``."""
+    return with_policy(default_services(settings), policy)

@@ -1,0 +1,131 @@
+"""The Hugging Face Hub's evaluation results: ``.eval_results/*.yaml`` in model repos.
+
+The Hub's current convention (``huggingface_hub.EvalResultEntry``, read back by
+``parse_eval_result_entries``) keeps a model's scores as YAML files in its repo's
+``.eval_results/`` folder; each entry names a benchmark dataset on the Hub and a task of
+it, the value, the date, an optional source link and free-text notes. The Hub shows the
+entries on the model page and on the benchmark dataset's leaderboard once that dataset
+is registered as a benchmark.
+
+Written here: ``DIR/<model>/.eval_results/aidanbench.yaml`` per model (one file per
+temperature, ``aidanbench_t<T>.yaml``, when a model ran at several: the convention wants
+each variant in its own file), ready to upload to that model's repo. The value is the
+row's headline (the score, or the novelty sum under that reward mode); the notes carry
+the temperature, judge, embedding model, thresholds, repeats, interval, cost and hashes.
+The format has no room for per-question detail: link the Inspect log with
+``--hf-source-url``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from aidanbench.analysis.export.record import Row, RunRecord, model_path
+
+BENCHMARK_FILE = "aidanbench"
+
+
+def _hub() -> Any:
+    try:
+        import huggingface_hub
+        import yaml  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            "--format hf needs huggingface-hub: pip install 'aidanbench[export]'"
+        ) from exc
+    return huggingface_hub
+
+
+def write(
+    records: Sequence[RunRecord],
+    out: Path,
+    *,
+    dataset: str | None = None,
+    task: str = "default",
+    source_url: str | None = None,
+    **_: Any,
+) -> list[Path]:
+    """Write each model's ``.eval_results`` file for the rows of ``records``."""
+    if not dataset:
+        raise ValueError(
+            "--format hf needs --hf-dataset REPO_ID: the Hub benchmark dataset the results "
+            "are of (the question set)"
+        )
+    hub = _hub()
+    import yaml
+
+    rows = [(record, row) for record in records for row in record.rows]
+    seen: dict[tuple[str, float], RunRecord] = {}
+    for record, row in rows:
+        key = (row.model, row.temperature)
+        if key in seen:
+            raise ValueError(
+                f"{row.model} at temperature {row.temperature} is in both {seen[key].path} "
+                f"and {record.path}; export them separately"
+            )
+        seen[key] = record
+    temperatures: dict[str, set[float]] = {}
+    for _record, row in rows:
+        temperatures.setdefault(row.model, set()).add(row.temperature)
+    written = []
+    for record, row in rows:
+        entry = hub.EvalResultEntry(
+            dataset_id=dataset,
+            task_id=task,
+            value=row.summary.reward,
+            date=record.finished_at or record.started_at,
+            source_url=source_url,
+            source_name="AidanBench run" if source_url else None,
+            notes=notes(record, row),
+        )
+        developer, model_dir = model_path(row.model)
+        folder = out / (model_dir if developer == "unknown" else f"{developer}__{model_dir}")
+        name = BENCHMARK_FILE
+        if len(temperatures[row.model]) > 1:
+            name += f"_t{row.temperature:g}"
+        path = folder / ".eval_results" / f"{name}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = hub.eval_result_entries_to_yaml([entry])
+        path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+        written.append(path)
+    return written
+
+
+def notes(record: RunRecord, row: Row) -> str:
+    """The row's setup and figures in one line (``unknown`` where not recorded)."""
+    summary = row.summary
+    thresholds = record.thresholds
+
+    def known(value: Any) -> str:
+        return "unknown" if value is None else str(value)
+
+    parts = [
+        f"{BENCHMARK_FILE} {record.reward_mode} "
+        + ("(valid answers)" if record.reward_mode == "count" else "(novelty sum)"),
+        f"model {row.model}",
+        f"temperature {row.temperature:g}",
+        f"judge {known(record.judge_model)}",
+        f"embeddings {known(record.embedding_model)}",
+        "thresholds "
+        + (
+            "unknown"
+            if thresholds is None
+            else f"coherence > {thresholds.coherence:g}, novelty > {thresholds.novelty:g}"
+            + (
+                ""
+                if thresholds.llm_novelty is None
+                else f", llm novelty > {thresholds.llm_novelty:g}"
+            )
+        ),
+        f"{summary.question_count} questions (sha256 {record.questions_sha256[:12]})",
+        f"prompts sha256 {(record.prompts_sha256 or 'unknown')[:12]}",
+        f"{summary.repeats} repeat{'s' if summary.repeats != 1 else ''}",
+    ]
+    interval = summary.reward_interval
+    if interval is not None:
+        parts.append(f"95% CI {interval[0]:g}-{interval[1]:g} (bootstrap over questions)")
+    dollars = (row.cost or {}).get("cost_usd")
+    parts.append("cost unknown" if dollars is None else f"cost ${dollars:.2f}")
+    return "; ".join(parts)

@@ -1,0 +1,237 @@
+"""An Inspect evaluation log per model: what ``inspect view`` opens and Every Eval Ever
+converts.
+
+One log per (model, temperature) of a run, one sample per question chain: the sample's
+id is the question's number in the run's set and its epoch the repeat, its input the
+question, its messages the model's replies in order (each with its coherence, novelty,
+validity and, for the last, why the chain stopped), its score the number of valid
+answers. The log's results give the row's score (valid answers summed over questions,
+mean over repeats; with repeats its bootstrap interval) and novelty sum, as ``report``
+prints them; its spec names the judge and embedding models (``model_roles``), the
+thresholds, the prompt and question-set hashes and the cost in ``metadata``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from aidanbench.analysis.export.record import (
+    Row,
+    RunRecord,
+    answer_detail,
+    installed_version,
+    line_key,
+    model_path,
+    question_number,
+    role_usage,
+)
+from aidanbench.core.results import AnswerRow, QuestionResult
+from aidanbench.core.vocabulary import FINAL_STOPS
+
+TASK = "aidanbench"
+
+
+def _inspect() -> Any:
+    try:
+        import inspect_ai.log
+    except ImportError as exc:
+        raise ImportError(
+            "--format inspect needs inspect-ai: pip install 'aidanbench[export]'"
+        ) from exc
+    import inspect_ai
+
+    return inspect_ai
+
+
+def write(record: RunRecord, out: Path, stem: str) -> list[Path]:
+    """Write one ``.eval`` log per row of ``record`` into ``out``; return their paths."""
+    _inspect()
+    from inspect_ai.log import write_eval_log
+
+    written = []
+    for row in record.rows:
+        developer, model = model_path(row.model)
+        path = out / f"{stem}_{developer}__{model}_t{row.temperature:g}.eval"
+        write_eval_log(eval_log(record, row), path, format="eval")
+        written.append(path)
+    return written
+
+
+def eval_log(record: RunRecord, row: Row) -> Any:
+    """The row as an ``inspect_ai.log.EvalLog``."""
+    from inspect_ai.log import EvalConfig, EvalDataset, EvalError, EvalLog, EvalSpec, EvalStats
+    from inspect_ai.model import GenerateConfig, ModelConfig
+
+    roles: dict[str, ModelConfig | list[ModelConfig]] = {
+        role: ModelConfig(model=name)
+        for role, name in (("judge", record.judge_model), ("embedding", record.embedding_model))
+        if name is not None
+    }
+    samples = [sample(record, row, line) for line in row.lines]
+    unfinished = [line for line in row.lines if line.stop_reason not in FINAL_STOPS]
+    created = record.started_at or datetime.now(UTC).isoformat(timespec="seconds")
+    spec = EvalSpec(
+        created=created,
+        task=TASK,
+        task_version=1,
+        dataset=EvalDataset(
+            name=TASK,
+            samples=len(record.questions),
+            sample_ids=list(range(1, len(record.questions) + 1)),
+        ),
+        model=row.model,
+        model_generate_config=GenerateConfig(temperature=row.temperature),
+        model_roles=roles or None,
+        config=EvalConfig(epochs=row.summary.repeats),
+        revision=_revision(record),
+        packages={"aidanbench": record.package_version or installed_version()},
+        metadata={
+            "aidanbench": record.provenance(),
+            "row": row.summary.to_dict(),
+            "cost": row.cost,
+        },
+    )
+    return EvalLog(
+        status="success" if not unfinished else "error",
+        eval=spec,
+        results=results(record, row),
+        stats=EvalStats(
+            started_at=record.started_at or "",
+            completed_at=record.finished_at or "",
+            model_usage=model_usage(record, row),
+        ),
+        error=None
+        if not unfinished
+        else EvalError(
+            message=f"{len(unfinished)} question line(s) ended on an error or did not finish",
+            traceback="",
+            traceback_ansi="",
+        ),
+        samples=samples,
+    )
+
+
+def _revision(record: RunRecord) -> Any:
+    from inspect_ai.log import EvalRevision
+
+    if record.git_commit is None:
+        return None
+    return EvalRevision(type="git", origin="", commit=record.git_commit)
+
+
+def results(record: RunRecord, row: Row) -> Any:
+    """The row's figures as ``report`` prints them (one number everywhere)."""
+    from inspect_ai.log import EvalMetric, EvalResults, EvalScore
+
+    summary = row.summary
+
+    def metrics(value: float, interval: tuple[float, float] | None) -> dict[str, Any]:
+        found = {"total": EvalMetric(name="total", value=value)}
+        if interval is not None:
+            found["ci_lower"] = EvalMetric(name="ci_lower", value=interval[0])
+            found["ci_upper"] = EvalMetric(name="ci_upper", value=interval[1])
+        return found
+
+    return EvalResults(
+        total_samples=len(row.lines),
+        completed_samples=summary.finished,
+        scores=[
+            EvalScore(
+                name="score",
+                scorer=TASK,
+                metrics=metrics(summary.score, summary.score_interval),
+                metadata={"definition": "valid answers summed over questions, mean over repeats"},
+            ),
+            EvalScore(
+                name="novelty_sum",
+                scorer=TASK,
+                metrics=metrics(summary.novelty_sum, summary.novelty_sum_interval),
+                metadata={"definition": "embedding novelty of valid answers, summed"},
+            ),
+        ],
+        metadata={"reward_mode": record.reward_mode, "headline": summary.reward},
+    )
+
+
+def model_usage(
+    record: RunRecord, row: Row, lines: list[QuestionResult] | None = None
+) -> dict[str, Any]:
+    """Tokens and dollars per model over ``lines`` (default: the row's), where every
+    call recorded them."""
+    from inspect_ai.model import ModelUsage
+
+    names = {
+        "generate": row.model,
+        "judge": record.judge_model or "judge",
+        "similarity": record.judge_model or "judge",
+        "embed": record.embedding_model or "embeddings",
+    }
+    chosen = row.lines if lines is None else lines
+    usage: dict[str, Any] = {}
+    calls = (a.extra.get("calls") or {} for line in chosen for a in line.answers)
+    for role, figures in role_usage(calls).items():
+        tokens_in, tokens_out = figures["input_tokens"], figures["output_tokens"]
+        if tokens_in is None or tokens_out is None:
+            continue
+        name = names.get(role, role)
+        known = usage.get(name)
+        reasoning = figures["reasoning_tokens"]
+        add = ModelUsage(
+            input_tokens=int(tokens_in),
+            output_tokens=int(tokens_out),
+            total_tokens=int(tokens_in) + int(tokens_out),
+            reasoning_tokens=None if reasoning is None else int(reasoning),
+            total_cost=None if figures["cost_usd"] is None else float(figures["cost_usd"]),
+        )
+        usage[name] = add if known is None else known + add
+    return usage
+
+
+def sample(record: RunRecord, row: Row, line: QuestionResult) -> Any:
+    """One question chain as an Inspect sample."""
+    from inspect_ai.log import EvalError, EvalSample
+    from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput
+    from inspect_ai.scorer import Score
+
+    replies = [
+        ChatMessageAssistant(content=_reply(a), model=row.model, metadata=answer_detail(a))
+        for a in line.answers
+    ]
+    cost = row.line_cost.get(line_key(line), {})
+    last = line.answers[-1] if line.answers else None
+    return EvalSample(
+        id=question_number(record, line.question),
+        epoch=line.repeat,
+        input=line.question,
+        target="",
+        messages=[ChatMessageUser(content=line.question), *replies],
+        output=ModelOutput.from_content(row.model, _reply(last) if last else ""),
+        scores={
+            "score": Score(
+                value=line.score,
+                explanation=f"{line.score} valid answers; stopped on {line.stop_reason}",
+            ),
+            "novelty_sum": Score(value=line.novelty_sum),
+        },
+        metadata={
+            "question": line.question,
+            "repeat": line.repeat,
+            "stop_reason": line.stop_reason,
+            "error": line.error,
+            "cost_usd": cost.get("cost_usd"),
+            "censored": cost.get("censored"),
+            "answers": [answer_detail(a) for a in line.answers],
+        },
+        model_usage=model_usage(record, row, [line]),
+        total_time=last.elapsed_s if last else None,
+        error=None
+        if line.error is None
+        else EvalError(message=line.error, traceback="", traceback_ansi=""),
+    )
+
+
+def _reply(answer: AnswerRow) -> str:
+    raw = answer.extra.get("raw_reply")
+    return raw if isinstance(raw, str) and raw else answer.answer

@@ -1,0 +1,296 @@
+"""One run as every export format reads it: provenance, rows, question lines, cost.
+
+This is the only place the exporters read a run: ``read_run`` gathers what the run
+directory's readers give (``analysis.rundir`` for the lines and metadata,
+``analysis.summary`` for each row's figures and interval, ``analysis.cost`` for dollars)
+into one ``RunRecord``. When the run directory gets one typed record of its own, only
+this module changes.
+
+A figure the run did not record stays ``None`` here (a results file in the original
+schema records no judge, prompts or cost), and every format writes it as unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from aidanbench.analysis import cost, rundir
+from aidanbench.analysis.inputs import read_input
+from aidanbench.analysis.summary import COUNTING, INTERVAL_METHOD, SummaryRow, summarise
+from aidanbench.core.results import AnswerRow, QuestionResult
+from aidanbench.core.thresholds import Thresholds
+from aidanbench.graph.questions import question_set_hash
+
+LineKey = tuple[str, float, str, int]
+"""(model, temperature, question, repeat): one question line."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One model at one temperature of a run: its summary and its question lines."""
+
+    summary: SummaryRow
+    lines: list[QuestionResult]
+    """Question lines in question order, then repeat."""
+    cost: Mapping[str, Any] | None
+    """``cost_usd``, ``dollars_per_valid_answer``, ``censored_questions``,
+    ``score_is_lower_bound`` as ``report --json`` gives them; None for a results file."""
+    line_cost: Mapping[LineKey, Mapping[str, Any]] = field(default_factory=dict)
+    """Each line's ``cost_usd`` (None: unknown) and ``censored``."""
+
+    @property
+    def model(self) -> str:
+        """The model as the run names it (a variant keeps its ``NAME@LABEL``)."""
+        return self.summary.model
+
+    @property
+    def temperature(self) -> float:
+        return self.summary.temperature
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run directory or an original-schema results file, with its provenance."""
+
+    path: Path
+    metadata: Mapping[str, Any] | None
+    """``metadata.json``; None for a results file."""
+    rows: list[Row]
+    questions: list[str]
+    """The question set in the run's order."""
+    reward_mode: str
+
+    @property
+    def name(self) -> str:
+        return self.path.name or str(self.path)
+
+    @property
+    def is_run_dir(self) -> bool:
+        return self.metadata is not None
+
+    def _meta(self, *keys: str) -> Any:
+        value: Any = self.metadata or {}
+        for key in keys:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        return value
+
+    @property
+    def judge_model(self) -> str | None:
+        return self._meta("settings", "judge_model") or _shared(
+            line.judge_model for row in self.rows for line in row.lines
+        )
+
+    @property
+    def embedding_model(self) -> str | None:
+        return self._meta("settings", "embedding_model") or _shared(
+            line.embedding_model for row in self.rows for line in row.lines
+        )
+
+    @property
+    def thresholds(self) -> Thresholds | None:
+        """The thresholds every line was scored with (a results file: the benchmark's,
+        with which its validity was recomputed); None when the lines differ."""
+        return _shared(line.thresholds or Thresholds() for row in self.rows for line in row.lines)
+
+    @property
+    def prompts_sha256(self) -> str | None:
+        return self._meta("prompts_sha256") or _shared(
+            line.prompts_sha256 for row in self.rows for line in row.lines
+        )
+
+    @property
+    def questions_sha256(self) -> str:
+        """The recorded hash of the question set, or the same hash of the file's set."""
+        return self._meta("questions_sha256") or question_set_hash(self.questions)
+
+    @property
+    def repeats(self) -> int:
+        return max((row.summary.repeats for row in self.rows), default=1)
+
+    @property
+    def started_at(self) -> str | None:
+        """When the run started (ISO 8601); None for a results file."""
+        return _iso(self._meta("started_at"))
+
+    @property
+    def finished_at(self) -> str | None:
+        """When the run last ended (ISO 8601); None for a results file or a run still going."""
+        return _iso(self._meta("finished_at"))
+
+    @property
+    def package_version(self) -> str | None:
+        return self._meta("package_version")
+
+    @property
+    def git_commit(self) -> str | None:
+        return self._meta("git_commit")
+
+    def scoring_settings(self, model: str) -> dict[str, Any]:
+        """The model's scoring settings as the run recorded them (cot, model_kwargs,
+        caps…); empty for a results file."""
+        found = self._meta("scoring_settings", model)
+        return dict(found) if isinstance(found, Mapping) else {}
+
+    def provenance(self) -> dict[str, Any]:
+        """What every export records about the run (JSON-ready; unknown is None)."""
+        thresholds = self.thresholds
+        return {
+            "source": str(self.path),
+            "kind": "run directory" if self.is_run_dir else "results file (original schema)",
+            "judge_model": self.judge_model,
+            "embedding_model": self.embedding_model,
+            "thresholds": None
+            if thresholds is None
+            else {
+                "coherence": thresholds.coherence,
+                "novelty": thresholds.novelty,
+                "llm_novelty": thresholds.llm_novelty,
+                "rule": "an answer is valid when every score is strictly greater (>)",
+            },
+            "prompts_sha256": self.prompts_sha256,
+            "questions_sha256": self.questions_sha256,
+            "questions": len(self.questions),
+            "repeats": self.repeats,
+            "reward_mode": self.reward_mode,
+            "counting": COUNTING,
+            "interval_method": INTERVAL_METHOD,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "aidanbench_version": self.package_version,
+            "git_commit": self.git_commit,
+            "questions_source": self._meta("questions_source"),
+        }
+
+
+def read_run(path: Path) -> RunRecord:
+    """The run at ``path`` (a run directory or a results file in the original schema).
+
+    Raises ``ValueError`` (or ``OSError``) naming the problem, as ``report`` does.
+    """
+    source = read_input(path)
+    reward_mode = source.reward_mode or "count"
+    metadata = rundir.read_metadata(path) if path.is_dir() else None
+    questions = list(dict.fromkeys(line.question for line in source.results))
+    order = {q: n for n, q in enumerate(questions)}
+    by_key = cost.run_fields(path) if metadata is not None else {}
+    line_cost = cost.question_fields(path) if metadata is not None else {}
+    rows = []
+    for summary in summarise(source.results, reward_mode):
+        lines = sorted(
+            (
+                line
+                for line in source.results
+                if (line.model, line.temperature) == (summary.model, summary.temperature)
+            ),
+            key=lambda line: (order[line.question], line.repeat),
+        )
+        key = (summary.model, summary.temperature)
+        rows.append(
+            Row(
+                summary=summary,
+                lines=lines,
+                cost=by_key.get(key) if metadata is not None else None,
+                line_cost={k: v for k, v in line_cost.items() if k[:2] == key},
+            )
+        )
+    return RunRecord(
+        path=path, metadata=metadata, rows=rows, questions=questions, reward_mode=reward_mode
+    )
+
+
+def role_usage(
+    calls: Iterable[Mapping[str, Mapping[str, Any]]],
+) -> dict[str, dict[str, int | float | None]]:
+    """Per role: requests, input, output and reasoning tokens, dollars; None when a call
+    that was made did not record the figure."""
+    totals: dict[str, dict[str, int | float | None]] = {}
+    for by_role in calls:
+        for role, stats in by_role.items():
+            row = totals.setdefault(
+                role,
+                {
+                    "calls": 0,
+                    "input_tokens": 0,
+                    "output_tokens": 0,
+                    "reasoning_tokens": 0,
+                    "cost_usd": 0.0,
+                },
+            )
+            made = int(stats.get("calls") or 0)
+            row["calls"] = int(row["calls"] or 0) + made
+            if not made:
+                continue
+            for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cost_usd"):
+                value, total = stats.get(name), row[name]
+                row[name] = None if value is None or total is None else total + value
+    return totals
+
+
+def line_key(line: QuestionResult) -> LineKey:
+    return line.model, line.temperature, line.question, line.repeat
+
+
+def question_number(record: RunRecord, question: str) -> int:
+    """1-based position of ``question`` in the run's question set."""
+    return record.questions.index(question) + 1
+
+
+def _iso(value: Any) -> str | None:
+    """A recorded time in ISO 8601's extended form (``+00:00``), None when absent."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value).isoformat()
+    except ValueError:
+        return None
+
+
+def _shared(values: Iterable[Any]) -> Any:
+    found = set(values)
+    return found.pop() if len(found) == 1 else None
+
+
+def read_runs(paths: Sequence[Path]) -> list[RunRecord]:
+    """Every path's run, in order."""
+    return [read_run(path) for path in paths]
+
+
+def installed_version() -> str:
+    """This package's installed version (a results file records none of its own)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("aidanbench")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def model_path(model: str) -> tuple[str, str]:
+    """(developer, model folder) of a model name: ``openai/gpt-4o`` → ``openai``, ``gpt-4o``;
+    a name without a developer prefix is filed under ``unknown``."""
+    developer, _, rest = model.partition("/") if "/" in model else ("unknown", "", model)
+    return _safe(developer), _safe(rest.replace("/", "__"))
+
+
+def _safe(part: str) -> str:
+    cleaned = "".join(c if c.isprintable() and c not in '\\:*?"<>|' else "_" for c in part)
+    return cleaned.strip(". ") or "_"
+
+
+def answer_detail(answer: AnswerRow) -> dict[str, Any]:
+    """One answer's scores as every export records them."""
+    return {
+        "index": answer.index,
+        "answer": answer.answer,
+        "coherence": answer.coherence,
+        "novelty": answer.novelty,
+        "llm_novelty": answer.llm_novelty,
+        "valid": answer.valid,
+        "stop_reason": answer.extra.get("stop_reason"),
+        "used_answer_tag": answer.used_answer_tag,
+        "elapsed_s": answer.elapsed_s,
+    }

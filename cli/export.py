@@ -1,0 +1,87 @@
+"""``aidanbench export``: runs in Inspect, Every Eval Ever or Hugging Face Hub format.
+
+Reads every input first (a bad one is one line and nothing is written), then writes the
+files under ``--out`` and prints their paths, one per line. The formats' libraries are
+the ``[export]`` extra (``aidanbench.analysis.export``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from aidanbench.analysis.export import FORMATS, export
+from aidanbench.cli.errors import UsageError
+from aidanbench.cli.plot import output_dir
+from aidanbench.cli.report import one_line
+from aidanbench.core.errors import printable
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler of ``aidanbench export``."""
+    if args.format == "hf" and not args.hf_dataset:
+        raise UsageError(
+            "--format hf needs --hf-dataset REPO_ID: the Hub benchmark dataset the results "
+            "are of (the question set)"
+        )
+    paths = [Path(p) for p in args.paths]
+    for path in paths:
+        if not path.exists():
+            raise UsageError(f"no such file or directory: {printable(str(path))}")
+    out = output_dir(args.out)
+    try:
+        written = export(
+            paths,
+            args.format,
+            out,
+            organization=args.organization,
+            dataset=args.hf_dataset,
+            task=args.hf_task,
+            source_url=args.hf_source_url,
+        )
+    except ImportError as exc:
+        raise UsageError(one_line(exc)) from exc
+    except (ValueError, KeyError, OSError) as exc:
+        raise UsageError(printable(one_line(exc))) from exc
+    for path in written:
+        print(printable(str(path)))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``export`` command."""
+    parser = subparsers.add_parser(
+        "export",
+        help="write runs as Inspect logs, Every Eval Ever records or Hub eval results",
+        description=(
+            "Write each model of each run (run directory or results file) in FORMAT under "
+            "DIR: inspect (one Inspect .eval log per model, one sample per question chain; "
+            "'inspect view DIR'), every-eval-ever (aggregate JSON and per-chain JSONL in "
+            "its datastore layout, data/aidanbench/DEVELOPER/MODEL/), hf (the Hub's "
+            ".eval_results/aidanbench.yaml per model repo). Needs the [export] extra."
+        ),
+    )
+    parser.add_argument("paths", nargs="+", metavar="RUN", help="run directories or results files")
+    parser.add_argument("--format", required=True, choices=FORMATS, help="the format to write")
+    parser.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+    parser.add_argument(
+        "--organization",
+        default="unknown",
+        metavar="NAME",
+        help="every-eval-ever: who ran the evaluation (source_organization_name)",
+    )
+    parser.add_argument(
+        "--hf-dataset",
+        metavar="REPO_ID",
+        help="hf: the Hub dataset (registered as a benchmark) the results are of",
+    )
+    parser.add_argument(
+        "--hf-task", default="default", metavar="ID", help="hf: the benchmark's task id"
+    )
+    parser.add_argument(
+        "--hf-source-url",
+        metavar="URL",
+        help="hf: a link to the run's details (for example the uploaded Inspect logs)",
+    )
+    parser.set_defaults(handler=run)

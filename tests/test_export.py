@@ -1,0 +1,310 @@
+"""``aidanbench export``: each format read back by its own library or schema.
+
+The demo run (the published 2024 run replayed through ``aidanbench demo``) is exported in
+every format; Inspect's ``read_eval_log``, the Hub's ``parse_eval_result_entries`` and
+``jsonschema`` with Every Eval Ever's own schemas (bundled in ``tests/data``) read the
+files back, and the published totals, the report's figures and each answer's scores
+must come through intact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("inspect_ai.log", reason="needs the [export] extra")
+pytest.importorskip("huggingface_hub", reason="needs the [export] extra")
+pytest.importorskip("jsonschema", reason="needs jsonschema ([dev] extra)")
+
+import huggingface_hub as hub
+import inspect_ai.log as inspect_log
+import jsonschema
+import yaml
+
+from aidanbench.cli.main import main
+from tests.builders import (
+    REFERENCE_SCORES,
+    REFERENCE_TOTALS,
+    chain,
+    question_line,
+    two_model_lines,
+    write_run_dir,
+)
+from tests.conftest import REFERENCE_RUN
+
+COMMAND = Path(sys.executable).with_name("aidanbench")
+SCHEMAS = Path(__file__).parent / "data" / "every_eval_ever"
+SCHEMA_SHA256 = {
+    "eval.schema.json": "215f04c9a0d7a13f83c49ccd85f97018f39ad1e49af7a3a561841418e9ee08c9",
+    "instance_level_eval.schema.json": (
+        "b16b7fa7f0aa32763444179d94ffb2336ddb12c3fd2903835fe491666c1ff3e6"
+    ),
+}
+PUBLISHED_ANSWERS = 1161
+"""Answers of the published run, failing ones included (reference README)."""
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The published run replayed by ``aidanbench demo`` into a run directory."""
+    run_dir = tmp_path_factory.mktemp("demo") / "run"
+    done = subprocess.run(
+        [str(COMMAND), "demo", "--run-dir", str(run_dir), "--latency-scale", "0"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run_dir
+
+
+def export(capsys: pytest.CaptureFixture[str], *args: str) -> list[Path]:
+    """``aidanbench export ARGS``; the paths it printed."""
+    status = main(["export", *args])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    return [Path(line) for line in captured.out.splitlines()]
+
+
+def report(capsys: pytest.CaptureFixture[str], path: Path) -> dict[str, Any]:
+    """``report --json``'s run rows by model: the figures every export must repeat."""
+    assert main(["report", str(path), "--json"]) == 0
+    return {run["model"]: run for run in json.loads(capsys.readouterr().out)["runs"]}
+
+
+def validator(name: str) -> Any:
+    schema = json.loads((SCHEMAS / name).read_text("utf-8"))
+    jsonschema.Draft7Validator.check_schema(schema)
+    return jsonschema.Draft7Validator(schema)
+
+
+def test_bundled_schemas_are_the_recorded_files() -> None:
+    for name, digest in SCHEMA_SHA256.items():
+        assert hashlib.sha256((SCHEMAS / name).read_bytes()).hexdigest() == digest, name
+    assert "MIT License" in (SCHEMAS / "LICENSE").read_text()
+
+
+@pytest.mark.slow
+def test_inspect_logs_read_back_with_the_published_totals(
+    demo_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    figures = report(capsys, demo_run)
+    metadata = json.loads((demo_run / "metadata.json").read_text())
+    written = export(capsys, str(demo_run), "--format", "inspect", "-o", str(tmp_path))
+    assert len(written) == len(REFERENCE_TOTALS)
+    answers = 0
+    for path in written:
+        log = inspect_log.read_eval_log(str(path))
+        model = log.eval.model
+        assert log.status == "success"
+        assert log.eval.task == "aidanbench"
+        assert log.eval.model_generate_config.temperature == 0.7
+        assert log.eval.model_roles["judge"].model == "o1-mini"
+        assert log.eval.model_roles["embedding"].model == "text-embedding-3-large"
+        provenance = log.eval.metadata["aidanbench"]
+        assert provenance["prompts_sha256"] == metadata["prompts_sha256"]
+        assert provenance["questions_sha256"] == metadata["questions_sha256"]
+        assert provenance["thresholds"]["coherence"] == 15.0
+        assert provenance["thresholds"]["novelty"] == 0.15
+        assert provenance["repeats"] == 1
+        assert log.eval.metadata["cost"]["cost_usd"] == figures[model]["cost_usd"]
+        score = {s.name: s for s in log.results.scores}["score"]
+        assert score.metrics["total"].value == REFERENCE_TOTALS[model]
+        assert log.results.total_samples == len(REFERENCE_SCORES[model])
+        by_id = {s.id: s for s in log.samples}
+        assert [by_id[n].scores["score"].value for n in sorted(by_id)] == REFERENCE_SCORES[model]
+        for sample in log.samples:
+            assert sample.epoch == 1
+            detail = sample.metadata["answers"]
+            assert len(detail) == len(sample.messages) - 1 == sample.scores["score"].value + 1
+            assert sum(a["valid"] for a in detail) == sample.scores["score"].value
+            assert detail[-1]["valid"] is False
+            assert detail[-1]["stop_reason"] == sample.metadata["stop_reason"]
+            answers += len(detail)
+    assert answers == PUBLISHED_ANSWERS
+
+
+@pytest.mark.slow
+def test_every_eval_ever_records_follow_its_schemas(
+    demo_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    aggregate_schema = validator("eval.schema.json")
+    instance_schema = validator("instance_level_eval.schema.json")
+    figures = report(capsys, demo_run)
+    written = export(capsys, str(demo_run), "--format", "every-eval-ever", "-o", str(tmp_path))
+    aggregates = [p for p in written if p.suffix == ".json"]
+    assert len(aggregates) == len(REFERENCE_TOTALS)
+    answers = 0
+    for path in aggregates:
+        record = json.loads(path.read_text("utf-8"))
+        assert not list(aggregate_schema.iter_errors(record))
+        model = record["model_info"]["name"]
+        results = {r["evaluation_result_id"]: r for r in record["evaluation_results"]}
+        assert results["aidanbench.score"]["score_details"]["score"] == REFERENCE_TOTALS[model]
+        assert results["aidanbench.novelty_sum"]["score_details"]["score"] == pytest.approx(
+            figures[model]["novelty_sum"]
+        )
+        config = results["aidanbench.score"]["metric_config"]
+        judge = config["llm_scoring"]["judges"][0]["model_info"]["name"]
+        assert judge == "o1-mini"
+        details = config["additional_details"]
+        assert details["embedding_model"] == "text-embedding-3-large"
+        assert json.loads(details["thresholds"])["coherence"] == 15.0
+        score_details = results["aidanbench.score"]["score_details"]["details"]
+        assert json.loads(score_details["cost_usd"]) == figures[model]["cost_usd"]
+
+        detailed = record["detailed_evaluation_results"]
+        samples = tmp_path / detailed["file_path"]
+        assert samples.parent == path.parent and samples.name == f"{path.stem}_samples.jsonl"
+        assert hashlib.sha256(samples.read_bytes()).hexdigest() == detailed["checksum"]
+        lines = [json.loads(line) for line in samples.read_text("utf-8").splitlines()]
+        assert len(lines) == detailed["total_rows"] == len(REFERENCE_SCORES[model])
+        for line in lines:
+            assert not list(instance_schema.iter_errors(line))
+            assert line["evaluation_id"] == record["evaluation_id"]
+            per_answer = json.loads(line["metadata"]["answers"])
+            assert len(per_answer) == len(line["answer_attribution"])
+            assert sum(a["valid"] for a in per_answer) == line["evaluation"]["score"]
+            assert line["answer_attribution"][-1]["is_terminal"]
+            answers += len(per_answer)
+        by_sample = sorted(lines, key=lambda line: line["sample_id"])
+        assert [line["evaluation"]["score"] for line in by_sample] == REFERENCE_SCORES[model]
+    assert answers == PUBLISHED_ANSWERS
+
+
+@pytest.mark.slow
+def test_hub_eval_results_parse_with_the_published_totals(
+    demo_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    written = export(
+        capsys,
+        str(demo_run),
+        *("--format", "hf", "-o", str(tmp_path)),
+        *("--hf-dataset", "someone/aidanbench", "--hf-source-url", "https://example.org/logs"),
+    )
+    assert len(written) == len(REFERENCE_TOTALS)
+    found = {}
+    for path in written:
+        assert path.parent.name == ".eval_results" and path.name == "aidanbench.yaml"
+        (entry,) = hub.parse_eval_result_entries(yaml.safe_load(path.read_text("utf-8")))
+        assert entry.dataset_id == "someone/aidanbench"
+        assert entry.task_id == "default"
+        assert entry.source_url == "https://example.org/logs"
+        assert "judge o1-mini" in entry.notes and "embeddings text-embedding-3-large" in entry.notes
+        assert "coherence > 15, novelty > 0.15" in entry.notes
+        model = entry.notes.split("; ")[1].removeprefix("model ")
+        found[model] = entry.value
+    assert found == REFERENCE_TOTALS
+
+
+def test_hf_without_a_dataset_is_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    status = main(["export", str(REFERENCE_RUN), "--format", "hf", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.count("\n") == 1 and "--hf-dataset" in err
+    assert not out.exists()
+
+
+def test_a_bad_input_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    out = tmp_path / "out"
+    status = main(["export", str(REFERENCE_RUN), str(bad), "--format", "inspect", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "bad.json" in err
+    assert not list(out.glob("*"))
+
+
+def test_the_published_results_file_exports_with_unknowns_left_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A results file records no judge, prompts or cost: the exports say unknown, never 0."""
+    written = export(capsys, str(REFERENCE_RUN), "--format", "inspect", "-o", str(tmp_path / "i"))
+    totals = {}
+    for path in written:
+        log = inspect_log.read_eval_log(str(path))
+        totals[log.eval.model] = (
+            {s.name: s for s in log.results.scores}["score"].metrics["total"].value
+        )
+        assert log.eval.model_roles is None
+        assert log.eval.metadata["cost"] is None
+        assert log.eval.metadata["aidanbench"]["judge_model"] is None
+    assert totals == REFERENCE_TOTALS
+    written = export(
+        capsys, str(REFERENCE_RUN), "--format", "every-eval-ever", "-o", str(tmp_path / "e")
+    )
+    schema = validator("eval.schema.json")
+    for path in (p for p in written if p.suffix == ".json"):
+        record = json.loads(path.read_text("utf-8"))
+        assert not list(schema.iter_errors(record))
+        result = record["evaluation_results"][0]
+        assert "llm_scoring" not in result["metric_config"]
+        assert result["metric_config"]["additional_details"]["judge_model"] == "unknown"
+        assert result["score_details"]["details"]["cost_usd"] == "unknown"
+
+
+def test_variants_repeats_and_intervals_come_through(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A variant label stays in the model's name; with repeats, each format carries the
+    report's bootstrap interval."""
+    lines = two_model_lines()
+    for line in lines:
+        if line["model"] == "model-a":
+            line["model"] = "acme/model-a@high"
+            line["answers"] = [{**a} for a in line["answers"]]
+    run_dir = write_run_dir(tmp_path / "run", lines)
+    figures = report(capsys, run_dir)
+    interval = figures["acme/model-a@high"]["score_interval"]
+    assert interval is not None
+
+    written = export(capsys, str(run_dir), "--format", "inspect", "-o", str(tmp_path / "i"))
+    logs = {log.eval.model: log for log in map(inspect_log.read_eval_log, map(str, written))}
+    metrics = {s.name: s for s in logs["acme/model-a@high"].results.scores}["score"].metrics
+    assert [metrics["ci_lower"].value, metrics["ci_upper"].value] == interval
+    assert metrics["total"].value == figures["acme/model-a@high"]["score"]
+    assert logs["model-b"].status == "error"
+    errored = [s for s in logs["model-b"].samples if s.error is not None]
+    assert len(errored) == 1 and "503" in errored[0].error.message
+
+    written = export(capsys, str(run_dir), "--format", "every-eval-ever", "-o", str(tmp_path / "e"))
+    (aggregate,) = [p for p in written if p.suffix == ".json" and "acme" in p.parts]
+    assert aggregate.parent.name == "model-a@high"
+    record = json.loads(aggregate.read_text("utf-8"))
+    assert not list(validator("eval.schema.json").iter_errors(record))
+    ci = record["evaluation_results"][0]["score_details"]["uncertainty"]["confidence_interval"]
+    assert [ci["lower"], ci["upper"]] == interval
+
+    written = export(
+        capsys,
+        str(run_dir),
+        *("--format", "hf", "-o", str(tmp_path / "h"), "--hf-dataset", "x/aidanbench"),
+    )
+    (mine,) = [p for p in written if "model-a@high" in str(p)]
+    (entry,) = hub.parse_eval_result_entries(yaml.safe_load(mine.read_text("utf-8")))
+    assert entry.value == figures["acme/model-a@high"]["score"]
+    assert f"95% CI {interval[0]:g}-{interval[1]:g}" in entry.notes
+    assert "2 repeats" in entry.notes
+
+
+def test_a_question_line_with_unknown_cost_exports_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = question_line("m", "Why?", chain(2))
+    for answer in line["answers"]:
+        answer["calls"] = {role: {**c, "cost_usd": None} for role, c in answer["calls"].items()}
+    run_dir = write_run_dir(tmp_path / "run", [line])
+    written = export(capsys, str(run_dir), "--format", "every-eval-ever", "-o", str(tmp_path / "e"))
+    record = json.loads(next(p for p in written if p.suffix == ".json").read_text("utf-8"))
+    assert record["evaluation_results"][0]["score_details"]["details"]["cost_usd"] == "unknown"
+    samples = next(p for p in written if p.suffix == ".jsonl").read_text("utf-8")
+    assert json.loads(samples)["metadata"]["cost_usd"] == "unknown"

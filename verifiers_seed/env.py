@@ -1,0 +1,249 @@
+"""AidanBench on the verifiers 0.1 environment API: the seed's ``vf-eval`` command line.
+
+``vf-eval aidanbench -m MODEL -n N -r R -T TEMP -a JSON`` imports the module
+``aidanbench`` and calls its ``load_environment(**JSON)``. The environment runs each
+question (one rollout) through the project's per-question graph, exactly as
+``aidanbench run`` and the current-verifiers environment do: the prompts, the ``<answer>``
+parsing, the judge, the embeddings, the pass rule and the stop at the first invalid
+answer are the graph's. Only the model under test is swapped: each answer is one
+``Environment.get_model_response`` call on the client ``vf-eval`` built from ``-b`` and
+``-k``, with its sampling arguments (``-T``, ``-t``, ``-S``), sent the answer's fresh
+prompt alone (never a growing chat).
+
+The rollout's completion reads as the conversation a multi-turn environment shows
+(reply, next prompt, reply...), and its state carries the question's result under
+``aidanbench``. The rubric reports the seed's metric names. verifiers 0.1 has no failed
+rollout: a question that stops on an error (a policy, judge or embedding call that
+failed after its retries, an unreadable judge) raises, so ``vf-eval`` exits non-zero
+with the cause instead of printing a reward of 0.
+"""
+
+from __future__ import annotations
+
+import math
+from copy import deepcopy
+from typing import Any
+
+import verifiers as vf
+from datasets import Dataset
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import ConfigDict
+
+from aidanbench.graph import build_question_graph
+from aidanbench.graph.question_sources import load_questions
+from aidanbench.graph.questions import bundled_questions
+from aidanbench.nodes.prompts import render_generate
+from aidanbench.services import default_services, with_policy
+from aidanbench.verifiers_seed.args import EnvArgs
+
+STATE_KEY = "aidanbench"
+"""Key of the question's result (answers, scores, stop reason) in the rollout's state."""
+
+METRICS = {
+    "aidanbench_score": "score",
+    "format_reward": "format_reward",
+    "avg_coherence": "avg_coherence",
+    "avg_embedding_novelty": "avg_embedding_novelty",
+    "sum_embedding_novelty": "sum_embedding_novelty",
+    "avg_llm_novelty": "avg_llm_novelty",
+}
+"""The seed's metric names → the question graph's output key holding each."""
+
+REWARDS = {"count": "aidanbench_score", "novelty_sum": "sum_embedding_novelty"}
+"""Reward mode → the metric that is the reward (weight 1; every other weighs 0)."""
+
+
+class AidanBenchError(RuntimeError):
+    """A question stopped on an error instead of an answer: the evaluation fails."""
+
+
+class ClientPolicy(BaseChatModel):
+    """The model under test as the question graph sees it: each call is one
+    ``get_model_response`` of the rollout's client, recorded on the rollout's state."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    env: Any
+    """The environment whose ``get_model_response`` sends the request."""
+    client: Any
+    """``vf-eval``'s ``AsyncOpenAI`` client (``-b``, ``-k``)."""
+    model_name: str
+    sampling_args: dict[str, Any]
+    state: dict[str, Any]
+    """The rollout's state: each prompt and reply is appended to its completion."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "verifiers-client"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        raise NotImplementedError("the policy is reached asynchronously only")
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        prompt = [{"role": "user", "content": _prompt_of(messages)}]
+        response = await self.env.get_model_response(
+            self.client,
+            self.model_name,
+            prompt,
+            sampling_args=deepcopy(self.sampling_args),
+            message_type="chat",
+        )
+        if response is None or response.id == "overlong-prompt":
+            raise AidanBenchError("the policy's context is too short for the prompt")
+        choice = response.choices[0] if response.choices else None
+        text = (choice.message.content or "") if choice and choice.message else ""
+        state = self.state
+        if state["turn"] > 0:
+            state["completion"].extend(prompt)
+        state["completion"].append({"role": "assistant", "content": text})
+        state["responses"].append(response)
+        state["turn"] += 1
+        metadata = {
+            "finish_reason": choice.finish_reason if choice else None,
+            "model_name": response.model,
+        }
+        message = AIMessage(content=text, response_metadata=metadata)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _prompt_of(messages: list[BaseMessage]) -> str:
+    if len(messages) != 1 or not isinstance(messages[0], HumanMessage):
+        raise ValueError("the policy is asked one user prompt at a time")
+    content = messages[0].content
+    if not isinstance(content, str):
+        raise ValueError("the policy's prompt must be text")
+    return content
+
+
+class AidanBenchRubric(vf.Rubric):
+    """The seed's metrics, read from the question's result on the rollout's state.
+
+    The reward is the mode's metric alone. A metric without a value (no valid answer
+    to average) is NaN, never 0: verifiers 0.1 keeps one float per metric and rollout,
+    so its average over rollouts is then NaN too. ``avg_llm_novelty`` is reported only
+    when the similarity judge is on.
+    """
+
+    def __init__(self, reward_mode: str, use_llm_similarity: bool) -> None:
+        self.names = [n for n in METRICS if use_llm_similarity or n != "avg_llm_novelty"]
+        self.reward_name = REWARDS[reward_mode]
+        funcs = [_reader(name) for name in self.names]
+        weights = [float(name == self.reward_name) for name in self.names]
+        super().__init__(funcs=funcs, weights=weights)
+
+    async def score_rollout(
+        self,
+        prompt: Any,
+        completion: Any,
+        answer: str,
+        state: dict[str, Any],
+        task: str = "default",
+        info: Any = None,
+        example_id: int | None = None,
+        **kwargs: Any,
+    ) -> vf.RolloutScore:
+        metrics = {name: _metric(state, name) for name in self.names}
+        return vf.RolloutScore(reward=metrics[self.reward_name], metrics=metrics)
+
+
+def _metric(state: dict[str, Any], name: str) -> float:
+    value = state[STATE_KEY][METRICS[name]]
+    return math.nan if value is None else float(value)
+
+
+def _reader(name: str) -> Any:
+    def read(state: dict[str, Any], **kwargs: Any) -> float:
+        return _metric(state, name)
+
+    read.__name__ = name
+    return read
+
+
+class AidanBenchSeedEnv(vf.Environment):
+    """Ask each question until an answer fails; reward the number of valid answers."""
+
+    def __init__(self, args: EnvArgs) -> None:
+        self.args = args
+        questions = question_list(args)
+        rows = [
+            {
+                "prompt": [{"role": "user", "content": render_generate(q, [], cot=args.cot)}],
+                "answer": "",
+                "info": {"question": q},
+                "task": "aidanbench",
+            }
+            for q in questions
+        ]
+        super().__init__(
+            eval_dataset=Dataset.from_list(rows),
+            rubric=AidanBenchRubric(args.reward_mode, args.use_llm_similarity),
+            message_type="chat",
+        )
+
+    async def rollout(
+        self,
+        client: Any,
+        model: str,
+        prompt: Any,
+        completion: Any = None,
+        answer: str = "",
+        state: Any = None,
+        task: str = "default",
+        info: Any = None,
+        example_id: int = 0,
+        sampling_args: Any = None,
+        **kwargs: Any,
+    ) -> tuple[Any, Any]:
+        info = info if info is not None else {}
+        completion = completion if completion is not None else []
+        state = state or await self.init_state(prompt, completion, answer, task, info, example_id)
+        sampling = dict(sampling_args or {})
+        settings = self.args.settings(model, sampling.get("temperature"))
+        policy = ClientPolicy(
+            env=self,
+            client=client,
+            model_name=model,
+            sampling_args=sampling,
+            state=state,
+        )
+        services = with_policy(default_services(settings), policy)
+        graph = build_question_graph(services=lambda _: services).compile()
+        out = await graph.ainvoke({"question": info["question"]}, context=settings)
+        error = out.get("error")
+        if error is not None:
+            raise AidanBenchError(f"{info['question']!r}: {error['kind']}: {error['message']}")
+        state[STATE_KEY] = {
+            "stop_reason": out["stop_reason"],
+            **{key: out.get(key) for key in {*METRICS.values(), "reward"}},
+            "answers": [dict(record) for record in out["answers"]],
+        }
+        return state["completion"], state
+
+
+def question_list(args: EnvArgs) -> list[str]:
+    """The questions the arguments name, in order; a bad list is an error, never a fallback."""
+    if args.questions is not None:
+        return load_questions(args.questions, limit=args.num_questions)
+    if args.questions_path is not None:
+        return load_questions(args.questions_path, limit=args.num_questions)
+    return bundled_questions(args.num_questions)
+
+
+def load_environment(**kwargs: Any) -> AidanBenchSeedEnv:
+    """What ``vf-eval aidanbench -a JSON`` calls with the JSON's keys."""
+    return AidanBenchSeedEnv(EnvArgs.model_validate(kwargs))
