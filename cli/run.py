@@ -51,6 +51,7 @@ def register(subparsers: Any) -> None:
         ),
         required={"model"},
     )
+    options.add_variant_flag(p)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--questions", type=int, metavar="N", help="the first N bundled questions")
     which.add_argument("--questions-file", type=Path, metavar="PATH", help="your own questions")
@@ -103,6 +104,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
             questions_source=question_set.source,
             repeats=args.repeats,
             settings=given_settings(options.settings_values(args)),
+            variants=options.variants(args),
             run_dir=args.run_dir,
             server=args.server,
             concurrency=args.concurrency,
@@ -126,7 +128,7 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     check_run_args(args)
     spec = run_spec(args)
     judge = spec.settings.get("judge_model", Settings.model_fields["judge_model"].default)
-    cost.check(args, spec.models, judge)
+    cost.check(args, spec, judge)
     if args.dry_run:
         return cost.dry_run(args, spec)
     run_dir = spec.run_dir
