@@ -31,7 +31,8 @@ from pydantic.fields import FieldInfo
 
 from aidanbench.cli.env_args import json_object
 from aidanbench.cli.errors import UsageError, printable
-from aidanbench.core.settings import Settings, variant_label, variant_problem
+from aidanbench.core.settings import Settings, variant_problem
+from aidanbench.runner.spec import unused_variants
 
 NO_FLAG: dict[str, str] = {
     "cache_path": "the command keeps the cache in the run directory (RUN_DIR/cache.sqlite), "
@@ -254,8 +255,7 @@ def variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         if problem is not None:
             raise UsageError(f"--variant {printable(label)}: {printable(problem)}")
         found[label] = fields
-    used = {variant_label(model) for model in getattr(args, "model", None) or []}
-    unused = [label for label in found if label not in used]
+    unused = unused_variants(getattr(args, "model", None) or [], found)
     if unused:
         raise UsageError(
             f"--variant {printable(unused[0])} is defined but no -m names NAME@"

@@ -44,7 +44,7 @@ from aidanbench.analysis.summary import (
     truncation_text,
     warnings,
 )
-from aidanbench.cli.errors import UsageError
+from aidanbench.cli.errors import UsageError, printable
 from aidanbench.core.results import QuestionResult
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import is_censored
@@ -260,7 +260,7 @@ def print_truncation(rows: Sequence[SummaryRow], paths: Sequence[str], console: 
     if found:
         console.print("\nAnswers cut by the token limit:", markup=False)
         for text in found:
-            console.print(f"  {text}", markup=False)
+            console.print(f"  {printable(text)}", markup=False)
 
 
 def print_warnings(found: Sequence[str], console: Console) -> None:

@@ -149,7 +149,7 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
             f"no space left to write in {printable(str(run_dir))} ({one_line(exc)}); every "
             "step completed before is saved: free space and run the same command again"
         ) from None
-    _print_summary(result.summary, run_reward_mode(run_dir))
+    _print_summary(result.summary, run_reward_mode(run_dir), run_dir)
     from aidanbench.analysis.view import write_view  # after the run: not on its start-up
 
     print(f"report: {write_view([run_dir], run_dir / REPORT)}")
@@ -231,13 +231,15 @@ def run_reward_mode(run_dir: Path) -> str:
     return str(spec.get("reward_mode") or "count")
 
 
-def _print_summary(rows: list[SummaryRow], reward_mode: str) -> None:
-    """The summary table, then the headline score of each row under the reward mode."""
+def _print_summary(rows: list[SummaryRow], reward_mode: str, run_dir: Path) -> None:
+    """The summary table, the headline score of each row under the reward mode, and the
+    rows with answers cut by the token limit (``report``'s lines)."""
     from aidanbench.analysis.summary import render_summary
-    from aidanbench.cli.report import make_console
+    from aidanbench.cli.report import make_console, print_truncation
 
     console = make_console()
     render_summary(rows, console)
     for row in rows:
         value = row.score if reward_mode == "count" else f"{row.novelty_sum:.2f}"
         console.print(f"headline ({reward_mode}): {row.model} @ {row.temperature:g}: {value}")
+    print_truncation(rows, [str(run_dir)], console)

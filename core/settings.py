@@ -313,7 +313,7 @@ def token_limit_field(model: str, fields: Mapping[str, Any]) -> str:
 
 
 VARIANT_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+-]*")
-"""What a variant label may be: it is part of thread ids and file names' rows."""
+"""What a variant label may be: it becomes part of the row's name and its thread ids."""
 
 
 def variant_problem(label: str, fields: Any) -> str | None:

@@ -138,8 +138,8 @@ class Reply:
     reasoning: str | None = None
     """Sent as ``message.reasoning`` (OpenRouter's reasoning text) when set."""
     blocks: tuple[Mapping[str, Any], ...] | None = None
-    """Sent as the message's content instead of ``text``: a list of content blocks
-    (reasoning blocks, as Mistral's thinking models send)."""
+    """Sent as the message's content instead of ``text`` (unstreamed replies): a list of
+    content blocks (reasoning blocks, as Mistral's thinking models send)."""
     refusal: str | None = None
     """Sent as ``message.refusal`` (OpenAI's refusal text)."""
 

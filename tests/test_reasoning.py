@@ -10,8 +10,10 @@ thinking blocks. Where the graph is run directly, both chat clients are used (th
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -161,7 +163,10 @@ def cut_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     brain = ReasoningBrain(ScriptedBrain({q: 3 for q in QUESTIONS}), models={"r"}, cut=[CUT])
     with pytest.MonkeyPatch.context() as patch, OpenAIStub(brain) as stub:
         patch.setenv("AIDANBENCH_TEST_KEY", "sk-test-0000-not-a-real-key")
+        patch.setattr("sys.stdout", io.StringIO())
         assert main(run_args(stub, run_dir, "r", "plain")) == 0
+        printed = sys.stdout.getvalue()
+    assert "Answers cut by the token limit:\n  r: 1 of 8 answers cut" in printed, "the run says so"
     return run_dir
 
 
