@@ -10,19 +10,31 @@ lengths of its (model, question) lines, and its mean answer length.
 The range: ``low`` gives every question the 10th percentile chain, ``high`` the 90th,
 and ``expected`` averages each question's cost over the whole distribution (so the long
 chains' quadratic cost counts fully). Tokens are characters / 4, the usual rule of
-thumb for English; judge replies count ``JUDGE_OUTPUT_TOKENS`` visible tokens, and the
-hidden reasoning tokens of reasoning models are not known ahead, so for them the figures
-are a floor.
+thumb for English; judge replies count ``JUDGE_OUTPUT_TOKENS`` visible tokens.
+
+Hidden reasoning tokens (billed as output) are added per request of each role: measured
+when the distribution's run recorded them for that model (the mean per generation, or
+per judge call), else given (``--reasoning-tokens``), else assumed from the request: up
+to its own reasoning budget, or its reasoning effort's published budget band
+(``EFFORT_BANDS``), the ``low`` / ``expected`` / ``high`` columns taking the band's
+bottom / middle / top; none for a model not known to reason. Every figure says which of
+these it is.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aidanbench.core.settings import (
+    OPENAI_REASONING_PREFIXES,
+    TOKEN_LIMIT_FIELDS,
+    Settings,
+    token_limit_field,
+)
 from aidanbench.nodes.prompts import render_coherence, render_generate, render_similarity
 from aidanbench.services.pricing import PriceTable, add_dollars
 
@@ -31,6 +43,51 @@ CHARS_PER_TOKEN = 4
 
 JUDGE_OUTPUT_TOKENS = 10
 """Visible tokens of a judge's reply (``<coherence_score>80</coherence_score>``)."""
+
+
+EFFORT_BANDS: dict[str, tuple[int, int]] = {
+    "none": (0, 0),
+    "minimal": (0, 1_024),
+    "low": (0, 1_024),
+    "medium": (1_024, 8_192),
+    "high": (8_192, 32_768),
+    "xhigh": (16_384, 65_536),
+}
+"""Hidden reasoning tokens per request assumed at each reasoning effort, as a band, when
+nothing better is known: the effort-to-budget bands gateways publish, not measurements
+(Requesty maps budgets up to 1,024 tokens to low, up to 8,192 to medium and above to
+high; OpenGateway puts high at about 16-32k and its top tier at 32-64k). The estimate's
+``low``, ``expected`` and ``high`` columns take each band's bottom, middle and top."""
+
+DEFAULT_EFFORT = "medium"
+"""The effort of an OpenAI reasoning model whose request names none (OpenAI's default
+for every reasoning model before gpt-5.1)."""
+
+NO_DEFAULT_REASONING = ("gpt-5.",)
+"""Model names (after any provider prefix) whose default effort is ``none``: gpt-5.1 and
+later reason only when asked (OpenAI's documentation of ``reasoning_effort``)."""
+
+
+def default_effort(model: str) -> str | None:
+    """The effort ``model`` reasons at when its request names none; None: not known to
+    reason."""
+    bare = model.rsplit("/", 1)[-1].lower()
+    if bare.startswith(NO_DEFAULT_REASONING):
+        return "none"
+    return DEFAULT_EFFORT if bare.startswith(OPENAI_REASONING_PREFIXES) else None
+
+
+REASONING_SOURCE = (
+    "reasoning tokens per request: measured from --answers-from where it recorded them "
+    "for the model (or judge), else --reasoning-tokens (--judge-reasoning-tokens), else "
+    "assumed from the request: up to its reasoning budget, else its effort's band (low "
+    "0-1,024, medium 1,024-8,192, high 8,192-32,768 tokens; an OpenAI reasoning model "
+    "whose request names none at its default, medium (none from gpt-5.1); published "
+    "gateway budget bands, not measurements; the low, "
+    "expected and high columns take the band's bottom, middle and top), none for models "
+    "not known to reason"
+)
+"""How the estimate counts reasoning tokens, printed with it."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +100,11 @@ class AnswerCounts:
     """Mean characters of an answer."""
     source: str
     """Where they come from."""
+    reasoning: Mapping[str, tuple[float, int]] = field(default_factory=dict)
+    """Per model under test: mean reasoning tokens per generation, over how many
+    answers recorded them."""
+    judge_reasoning: Mapping[str, tuple[float, int]] = field(default_factory=dict)
+    """Per judge model: mean reasoning tokens per judge call, over how many calls."""
 
     def quantile(self, q: float) -> int:
         """The chain length at quantile ``q`` (nearest rank)."""
@@ -62,7 +124,28 @@ def answer_counts(path: Path | None = None) -> AnswerCounts:
     if not lengths or not texts:
         raise ValueError(f"{source} has no answers to estimate from")
     name = "the published 2024 run" if path is None else str(path)
-    return AnswerCounts(lengths, statistics.fmean(len(t) for t in texts), name)
+    model: dict[str, list[float]] = {}
+    judge: dict[str, list[float]] = {}
+    for result in results:
+        for answer in result.answers:
+            spent = answer.extra.get("reasoning_tokens")
+            if isinstance(spent, int):
+                model.setdefault(result.model, []).append(spent)
+            stats = (answer.extra.get("calls") or {}).get("judge") or {}
+            calls = stats.get("calls")
+            if result.judge_model and isinstance(stats.get("reasoning_tokens"), int) and calls:
+                judge.setdefault(result.judge_model, []).extend(
+                    [stats["reasoning_tokens"] / calls] * calls
+                )
+    return AnswerCounts(
+        lengths,
+        statistics.fmean(len(t) for t in texts),
+        name,
+        {m: (statistics.fmean(v), len(v)) for m, v in model.items()},
+        # a judge's usage records 0 where the provider reported no reasoning: only a
+        # judge that reported some was measured
+        {m: (statistics.fmean(v), len(v)) for m, v in judge.items() if any(v)},
+    )
 
 
 def tokens(chars: float) -> float:
@@ -82,6 +165,102 @@ class Plan:
     llm_novelty: bool = False
     pipeline: bool = True
     cot: bool = False
+    model_settings: Mapping[str, Settings] = field(default_factory=dict)
+    """Each model's settings where it has more than a name: the name it is sent and
+    priced as (a variant's NAME) and its request fields (effort, token limit)."""
+    reasoning_tokens: float | None = None
+    """Hidden reasoning tokens per request of the models under test, as the user assumes
+    them (``--reasoning-tokens``); None: measured or assumed (module docstring)."""
+    judge_reasoning_tokens: float | None = None
+    """The same per judge call (``--judge-reasoning-tokens``)."""
+
+    def settings_of(self, model: str) -> Settings:
+        """``model``'s settings (its name alone when the plan gives none)."""
+        return self.model_settings.get(model) or Settings(model=model)
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """Hidden reasoning tokens per request of one role at the estimate's ``low``,
+    ``expected`` and ``high`` (one figure when measured or given), and what they rest on."""
+
+    low: float
+    expected: float
+    high: float
+    basis: str
+
+    @classmethod
+    def one(cls, tokens: float, basis: str) -> Reasoning:
+        """The same figure in every column."""
+        return cls(tokens, tokens, tokens, basis)
+
+    def at(self, column: str) -> float:
+        """The figure of the ``low``, ``expected`` or ``high`` column."""
+        value: float = getattr(self, column)
+        return value
+
+    def as_dict(self) -> dict[str, Any]:
+        """The figures and their basis, for JSON."""
+        return {"low": self.low, "expected": self.expected, "high": self.high, "basis": self.basis}
+
+
+def requested_budget(fields: Mapping[str, Any]) -> tuple[int | None, str | None]:
+    """The reasoning budget a request states (``reasoning.max_tokens``,
+    ``thinking.budget_tokens``) and its effort (``reasoning_effort``, ``reasoning.effort``)."""
+    found = fields.get("reasoning"), fields.get("thinking")
+    reasoning: Mapping[str, Any] = found[0] if isinstance(found[0], dict) else {}
+    thinking: Mapping[str, Any] = found[1] if isinstance(found[1], dict) else {}
+    budget = reasoning.get("max_tokens", thinking.get("budget_tokens"))
+    effort = fields.get("reasoning_effort", reasoning.get("effort"))
+    return (
+        budget if isinstance(budget, int) and not isinstance(budget, bool) else None,
+        effort if isinstance(effort, str) else None,
+    )
+
+
+def assumed_reasoning(model: str, fields: Mapping[str, Any], answer_tokens: float) -> Reasoning:
+    """Reasoning tokens per request assumed from a request (module docstring): up to its
+    own reasoning budget, else its effort's band, never above its token limit."""
+    budget, effort = requested_budget(fields)
+    if budget is not None:
+        band, basis = (0, budget), "assumed: up to the request's reasoning budget"
+    else:
+        effort = effort or default_effort(model)
+        if effort is None:
+            return Reasoning.one(0.0, "none: not known to reason")
+        band = EFFORT_BANDS.get(effort, EFFORT_BANDS[DEFAULT_EFFORT])
+        basis = f"assumed: effort {effort}'s published budget band"
+    figures = [float(band[0]), (band[0] + band[1]) / 2, float(band[1])]
+    limit = next((fields[f] for f in TOKEN_LIMIT_FIELDS if isinstance(fields.get(f), int)), None)
+    if limit is not None and figures[2] > limit - answer_tokens:
+        figures = [min(f, max(0.0, limit - answer_tokens)) for f in figures]
+        basis += f", capped by {token_limit_field(model, fields)} {limit:,}"
+    return Reasoning(figures[0], figures[1], figures[2], basis)
+
+
+def model_reasoning(model: str, plan: Plan, counts: AnswerCounts) -> Reasoning:
+    """Reasoning tokens per generation of ``model`` (module docstring)."""
+    measured = counts.reasoning.get(model)
+    if measured is not None:
+        mean, n = measured
+        return Reasoning.one(mean, f"measured: mean of {n:,} answers in {counts.source}")
+    if plan.reasoning_tokens is not None:
+        return Reasoning.one(plan.reasoning_tokens, "given (--reasoning-tokens)")
+    settings = plan.settings_of(model)
+    return assumed_reasoning(
+        settings.provider_model, settings.request_fields, tokens(counts.answer_chars)
+    )
+
+
+def judge_reasoning(plan: Plan, counts: AnswerCounts) -> Reasoning:
+    """Reasoning tokens per judge call (measured, else assumed from the judge's name)."""
+    measured = counts.judge_reasoning.get(plan.judge_model)
+    if measured is not None:
+        mean, n = measured
+        return Reasoning.one(mean, f"measured: mean of {n:,} judge calls in {counts.source}")
+    if plan.judge_reasoning_tokens is not None:
+        return Reasoning.one(plan.judge_reasoning_tokens, "given (--judge-reasoning-tokens)")
+    return assumed_reasoning(plan.judge_model, {}, JUDGE_OUTPUT_TOKENS)
 
 
 @dataclass
@@ -91,31 +270,57 @@ class Usage:
     input: float = 0.0
     output: float = 0.0
     calls: float = 0.0
+    reasoning: float = 0.0
+    """Of ``output``, hidden reasoning tokens."""
 
     def add(self, other: Usage, weight: float = 1.0) -> None:
         self.input += other.input * weight
         self.output += other.output * weight
         self.calls += other.calls * weight
+        self.reasoning += other.reasoning * weight
 
 
-def question_usage(question: str, n: int, answer_chars: float, plan: Plan) -> dict[str, Usage]:
-    """Tokens per role of one question whose chain reaches ``n`` answers."""
+def question_usage(
+    question: str,
+    n: int,
+    answer_chars: float,
+    plan: Plan,
+    reasoning: Mapping[str, float] | None = None,
+) -> dict[str, Usage]:
+    """Tokens per role of one question whose chain reaches ``n`` answers; ``reasoning``
+    gives the hidden reasoning tokens per request of ``model`` and ``judge`` (billed as
+    output, counted in ``output`` and apart in ``reasoning``)."""
+    hidden = reasoning or {}
     probe = "x" * max(1, round(answer_chars))
     first = len(render_generate(question, [], cot=plan.cot))
     one = len(render_generate(question, [probe], cot=plan.cot))
     each = len(render_generate(question, [probe, probe], cot=plan.cot)) - one
     generations = n + (1 if plan.pipeline else 0)  # the last look-ahead is discarded
-    gen = Usage(calls=generations, output=generations * tokens(answer_chars))
+    thought = hidden.get("model", 0.0)
+    gen = Usage(
+        calls=generations,
+        output=generations * (tokens(answer_chars) + thought),
+        reasoning=generations * thought,
+    )
     for k in range(generations):  # generation k + 1 lists k earlier answers
         gen.input += tokens(first if k == 0 else one + (k - 1) * each)
+    judged = hidden.get("judge", 0.0)
     coherence = len(render_coherence(question, probe))
-    judge = Usage(calls=n, input=n * tokens(coherence), output=n * JUDGE_OUTPUT_TOKENS)
+    judge = Usage(
+        calls=n,
+        input=n * tokens(coherence),
+        output=n * (JUDGE_OUTPUT_TOKENS + judged),
+        reasoning=n * judged,
+    )
     roles = {"model": gen, "judge": judge}
     if plan.llm_novelty:
         pairs = n * (n - 1) / 2
         pair = len(render_similarity(question, probe, probe))
         roles["similarity"] = Usage(
-            calls=pairs, input=pairs * tokens(pair), output=pairs * JUDGE_OUTPUT_TOKENS
+            calls=pairs,
+            input=pairs * tokens(pair),
+            output=pairs * (JUDGE_OUTPUT_TOKENS + judged),
+            reasoning=pairs * judged,
         )
     roles["embeddings"] = Usage(calls=n, input=n * tokens(answer_chars))
     return roles
@@ -123,7 +328,8 @@ def question_usage(question: str, n: int, answer_chars: float, plan: Plan) -> di
 
 def _dollars(roles: dict[str, Usage], model: str, plan: Plan, prices: PriceTable) -> float | None:
     total: float | None = 0.0
-    names = {"model": model, "judge": plan.judge_model, "similarity": plan.judge_model}
+    names = {"model": plan.settings_of(model).provider_model}
+    names |= {"judge": plan.judge_model, "similarity": plan.judge_model}
     names["embeddings"] = plan.embedding_model
     for role, usage in roles.items():
         price = prices.price(names[role])
@@ -137,14 +343,21 @@ def estimate(plan: Plan, counts: AnswerCounts, prices: PriceTable) -> dict[str, 
     low, high = counts.quantile(0.1), counts.quantile(0.9)
     weights = {n: counts.lengths.count(n) / len(counts.lengths) for n in set(counts.lengths)}
     models = []
+    judged = judge_reasoning(plan, counts)
     for model in plan.models:
-        row: dict[str, Any] = {"model": model}
+        thought = model_reasoning(model, plan, counts)
+        row: dict[str, Any] = {
+            "model": model,
+            "sent_as": plan.settings_of(model).provider_model,
+            "reasoning_per_request": {"model": thought.as_dict(), "judge": judged.as_dict()},
+        }
         for name, spread in (("low", {low: 1.0}), ("expected", weights), ("high", {high: 1.0})):
+            hidden = {"model": thought.at(name), "judge": judged.at(name)}
             roles: dict[str, Usage] = {}
             dollars: float | None = 0.0
             for question in plan.questions:
                 for n, weight in spread.items():
-                    one = question_usage(question, n, counts.answer_chars, plan)
+                    one = question_usage(question, n, counts.answer_chars, plan, hidden)
                     for role, usage in one.items():
                         roles.setdefault(role, Usage()).add(usage, weight * plan.repeats)
                     cost = _dollars(one, model, plan, prices)
@@ -154,16 +367,14 @@ def estimate(plan: Plan, counts: AnswerCounts, prices: PriceTable) -> dict[str, 
             row[name] = {
                 "input_tokens": round(sum(u.input for u in roles.values())),
                 "output_tokens": round(sum(u.output for u in roles.values())),
+                "reasoning_tokens": round(sum(u.reasoning for u in roles.values())),
                 "calls": round(sum(u.calls for u in roles.values())),
                 "dollars": dollars,
             }
         models.append(row)
+    sent = [plan.settings_of(m).provider_model for m in plan.models]
     unpriced = sorted(
-        {
-            m
-            for m in [*plan.models, plan.judge_model, plan.embedding_model]
-            if prices.price(m) is None
-        }
+        {m for m in [*sent, plan.judge_model, plan.embedding_model] if prices.price(m) is None}
     )
     total = {
         name: _sum_dollars([row[name]["dollars"] for row in models])
@@ -184,8 +395,7 @@ def estimate(plan: Plan, counts: AnswerCounts, prices: PriceTable) -> dict[str, 
         "unpriced_models": unpriced,
         "assumptions": (
             f"{CHARS_PER_TOKEN} characters per token; judge replies {JUDGE_OUTPUT_TOKENS} "
-            "tokens; hidden reasoning tokens not included (a floor for reasoning models); "
-            "no prompt-cache discount"
+            f"visible tokens; {REASONING_SOURCE}; no prompt-cache discount"
         ),
     }
 

@@ -13,13 +13,17 @@ with is resolved here.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from aidanbench.analysis.rundir import read_metadata, read_results
 from aidanbench.analysis.summary import REWARD_MODES
 from aidanbench.core.results import QuestionResult
+from aidanbench.core.settings import Settings, token_limit_field
 from aidanbench.core.thresholds import Thresholds
 
 DEFAULT_REWARD_MODE = "count"
@@ -49,6 +53,22 @@ def read_input(path: Path, thresholds: Thresholds | None = None) -> Input:
         recorded = spec.get("reward_mode") if isinstance(spec, dict) else None
         mode = recorded if recorded in REWARD_MODES else None
     return Input(path, results, mode)
+
+
+def token_limit_field_of(model: str, metadata: Mapping[str, Any] | None) -> str:
+    """The request field that raises ``model``'s token limit (``Settings.token_limit_field``)
+    under the request fields its run recorded for it (model kwargs, variant fields)."""
+    scoring = (metadata or {}).get("scoring_settings")
+    record = scoring.get(model) if isinstance(scoring, dict) else None
+    fields = {
+        name: record[name]
+        for name in ("model_kwargs", "variant_fields")
+        if isinstance(record, dict) and isinstance(record.get(name), dict)
+    }
+    try:
+        return Settings(model=model, **fields).token_limit_field
+    except ValidationError:  # a record this version cannot read: judge by the name
+        return token_limit_field(model, {})
 
 
 def _names(inputs: Sequence[Input]) -> list[str]:

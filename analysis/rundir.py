@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from aidanbench.core.records import question_result
-from aidanbench.core.results import QuestionResult
+from aidanbench.core.results import QuestionResult, truncated_answers
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import is_censored
 from aidanbench.services.pricing import answer_dollars, question_dollars
@@ -131,11 +131,14 @@ def write_outputs(run_dir: Path, questions: Sequence[Mapping[str, Any]]) -> None
 
 
 def question_cost_fields(line: Mapping[str, Any]) -> dict[str, Any]:
-    """A question line's dollars (null when unknown) and whether a cap cut it short
-    (``censored``: its score is a lower bound)."""
+    """A question line's dollars (null when unknown), whether a cap cut it short
+    (``censored``: its score is a lower bound), and how many of its answers the token
+    limit cut (``truncated_answers``: null when none recorded whether it did)."""
+    answers = line.get("answers") or []
     return {
-        "cost_usd": question_dollars(line.get("answers") or [], line.get("speculative")),
+        "cost_usd": question_dollars(answers, line.get("speculative")),
         "censored": is_censored(line.get("stop_reason")),
+        "truncated_answers": truncated_answers(a.get("truncated") for a in answers),
     }
 
 

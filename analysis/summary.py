@@ -147,6 +147,11 @@ class SummaryRow:
     """Recorded answers, failing ones included."""
     api_calls: int = 0
     """Requests of every answer and discarded look-ahead; 0 when not recorded."""
+    truncated_answers: int | None = 0
+    """Answers cut by the token limit (``finish_reason`` ``length``), scored as they came
+    (the benchmark scores the text it gets); None when no answer recorded its finish."""
+    finish_unknown: int = 0
+    """Answers whose finish reason was not recorded, so whether they were cut is unknown."""
 
     @property
     def reward(self) -> float:
@@ -338,6 +343,8 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
         judge_model=_shared(line.judge_model for line in lines),
         answers=counted.answers,
         api_calls=counted.api_calls,
+        truncated_answers=counted.truncated_answers,
+        finish_unknown=counted.finish_unknown,
     )
 
 
@@ -488,6 +495,32 @@ def _number(value: float | None, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
+def _count(value: int | None) -> str:
+    return "–" if value is None else str(value)
+
+
+TRUNCATION = (
+    "cut by the token limit (finish_reason length) and scored as they came, as the "
+    "benchmark scores the text it gets"
+)
+"""What a cut answer is and how it counts, said wherever cut answers are counted."""
+
+
+def truncation_text(row: SummaryRow, limit_field: str, temperatures: int = 1) -> str | None:
+    """One line for a row with answers the token limit cut: how many, and which request
+    field raises the limit; None when none was cut."""
+    if not row.truncated_answers:
+        return None
+    label = group_label(row.model, row.temperature, temperatures)
+    unknown = (
+        f" ({row.finish_unknown} more without a recorded finish)" if row.finish_unknown else ""
+    )
+    return (
+        f"{label}: {row.truncated_answers} of {row.answers} answers {TRUNCATION}{unknown}; "
+        f"raise {limit_field} (--model-kwargs, or the model's --variant) to let them finish"
+    )
+
+
 def _stops(counts: dict[str, int]) -> str:
     return ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items(), key=lambda i: -i[1]))
 
@@ -599,6 +632,8 @@ def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
         columns.append(
             numbers("tokens", [f"{row.tokens:,}" if row.tokens else "–" for row in rows])
         )
+    if any(row.truncated_answers for row in rows):
+        columns.append(numbers("cut by\nlimit", [_count(row.truncated_answers) for row in rows]))
     columns.append(
         Column("stop reasons", [_stops(row.stop_reasons) for row in rows], "left", wraps=True)
     )

@@ -24,6 +24,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from aidanbench.analysis.inputs import token_limit_field_of
 from aidanbench.analysis.rundir import atomic_write, read_metadata, read_results
 from aidanbench.analysis.summary import (
     caption,
@@ -35,6 +36,7 @@ from aidanbench.analysis.summary import (
     question_order,
     short_names,
     summarise,
+    truncation_text,
     warnings,
 )
 from aidanbench.core.results import AnswerRow, QuestionResult
@@ -176,7 +178,8 @@ def raw_code(raw: Any, answer: str) -> str | int | None:
 
 
 def _chain(line: QuestionResult) -> list[list[Any]]:
-    """Answers as ``[index, text, coherence, novelty, llm novelty, valid, raw reply]``."""
+    """Answers as ``[index, text, coherence, novelty, llm novelty, valid, raw reply,
+    cut by the token limit]`` (the last true, false or null when not recorded)."""
     return [
         [
             a.index,
@@ -186,6 +189,7 @@ def _chain(line: QuestionResult) -> list[list[Any]]:
             _finite(a.llm_novelty),
             a.valid,
             raw_code(a.extra.get("raw_reply"), a.answer),
+            a.truncated,
         ]
         for a in line.answers
     ]
@@ -213,6 +217,7 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
     group_docs: list[dict[str, Any]] = []
     lines: list[dict[str, Any]] = []
     chains: list[list[list[list[Any]]]] = []
+    truncation: list[str] = []
     for g, row in enumerate(rows):
         key = (row.model, row.temperature)
         source = origin[key]
@@ -220,6 +225,8 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
         settings = meta.get("settings") or {}
         recorded = row.thresholds is not None
         shown = row.thresholds or source.read_thresholds
+        cut = truncation_text(row, token_limit_field_of(row.model, meta), temperatures)
+        truncation += [cut] if cut else []
         group_docs.append(
             {
                 "label": group_label(names[row.model], row.temperature, temperatures),
@@ -248,6 +255,7 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
                     "stop": line.stop_reason,
                     "error": line.error,
                     "finished": line.finished,
+                    "cut": line.truncated_answers,
                     "t": _thresholds_dict(thresholds),
                     "fail": failure(line.answers, line.stop_reason, thresholds),
                 }
@@ -272,6 +280,7 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
         "lines": lines,
         "models": models,
         "comparisons": comparisons,
+        "truncation": truncation,
         "warnings": [
             w.replace(
                 "--compare A B gives a paired difference",

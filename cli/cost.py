@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
 from pathlib import Path
 
 from aidanbench.cli import estimate
@@ -40,6 +39,7 @@ def register(p: argparse.ArgumentParser) -> None:
         help="print the tokens and dollars this run would cost (as `estimate`) and stop",
     )
     estimate.add_answers_from(p)
+    estimate.add_reasoning_tokens(p)
 
 
 def _positive(args: argparse.Namespace, name: str) -> None:
@@ -49,8 +49,9 @@ def _positive(args: argparse.Namespace, name: str) -> None:
         raise UsageError(f"{flag} must be a positive finite number, got {value}")
 
 
-def check(args: argparse.Namespace, models: Sequence[str], judge_model: str) -> None:
-    """Refuse bad cost options before anything is written (``UsageError``)."""
+def check(args: argparse.Namespace, spec: RunSpec, judge_model: str) -> None:
+    """Refuse bad cost options before anything is written (``UsageError``). Models are
+    priced by the name they are sent as (a variant's NAME)."""
     for name in ("max_cost", "max_question_cost", "max_question_seconds"):
         _positive(args, name)
     try:
@@ -58,7 +59,8 @@ def check(args: argparse.Namespace, models: Sequence[str], judge_model: str) -> 
     except PriceFileError as exc:
         raise UsageError(printable(str(exc))) from None
     if args.max_cost is not None or args.max_question_cost is not None:
-        unpriced = [m for m in [*models, judge_model] if table.price(m) is None]
+        sent = [spec.provider_model(m) for m in spec.models]
+        unpriced = [m for m in dict.fromkeys([*sent, judge_model]) if table.price(m) is None]
         if unpriced:
             flag = "--max-cost" if args.max_cost is not None else "--max-question-cost"
             raise UsageError(
@@ -71,4 +73,5 @@ def dry_run(args: argparse.Namespace, spec: RunSpec) -> int:
     """``run --dry-run``: the estimate of this run; no call, nothing written."""
     settings = Settings(model=spec.models[0], **spec.settings)
     values = settings.model_dump() | {"repeats": spec.repeats * len(spec.temperatures)}
-    return estimate.show(estimate.plan_estimate(args, spec.models, spec.questions, values), False)
+    result = estimate.plan_estimate(args, spec.models, spec.questions, values, spec.variants)
+    return estimate.show(result, False)

@@ -266,7 +266,7 @@ def handle(args: argparse.Namespace) -> int:
         meta["finished_at"] = store.now()
         meta["totals"] = run_totals(lines)
         store.write_metadata(run_dir, meta)
-    _print_summary(summarise(rundir.read_run_dir(run_dir)), "count")
+    _print_summary(summarise(rundir.read_run_dir(run_dir)), "count", run_dir)
     print(f"report: {write_view([run_dir], run_dir / REPORT)}")
     failed = errored(lines)
     for line in failed:

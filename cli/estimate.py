@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from aidanbench.analysis.cost import dollars_text
 from aidanbench.analysis.estimate import Plan, answer_counts, estimate
-from aidanbench.cli import question_source
+from aidanbench.cli import options, question_source
 from aidanbench.cli.errors import UsageError, printable
+from aidanbench.core.settings import Settings, variant_label
 from aidanbench.services.pricing import PriceFileError, price_table
 
 
@@ -30,6 +34,9 @@ def register(subparsers: Any) -> None:
         "API call. Takes run's model, question and scoring options.",
     )
     p.add_argument("-m", "--model", action="append", required=True, help="model (repeatable)")
+    options.add_settings_flags(p, only={"model_kwargs"})
+    options.add_variant_flag(p)
+    add_reasoning_tokens(p)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--questions", type=int, metavar="N", help="the first N bundled questions")
     which.add_argument("--questions-file", type=Path, metavar="PATH", help="your own questions")
@@ -57,11 +64,58 @@ def add_answers_from(p: argparse.ArgumentParser) -> None:
     )
 
 
+REASONING_FLAGS = ("reasoning_tokens", "judge_reasoning_tokens")
+
+
+def add_reasoning_tokens(p: argparse.ArgumentParser) -> None:
+    """``--reasoning-tokens`` and ``--judge-reasoning-tokens``, shared with ``run --dry-run``."""
+    p.add_argument(
+        "--reasoning-tokens",
+        type=float,
+        metavar="N",
+        help="hidden reasoning tokens to assume per request of the models under test where "
+        "--answers-from recorded none for them (default: the request's reasoning budget, "
+        "or its effort's: README, Cost)",
+    )
+    p.add_argument(
+        "--judge-reasoning-tokens",
+        type=float,
+        metavar="N",
+        help="the same per judge call (default: none, or the effort budget of a reasoning "
+        "judge such as o1-mini)",
+    )
+
+
+def model_settings(
+    models: Sequence[str], model_kwargs: dict[str, Any], variants: dict[str, dict[str, Any]]
+) -> dict[str, Settings]:
+    """Each model's settings as far as the estimate needs them: the name it is sent and
+    priced as, and its request fields (a ``UsageError`` line for bad ones)."""
+    found = {}
+    for model in models:
+        label = variant_label(model)
+        fields = variants.get(label) if label is not None else None
+        try:
+            found[model] = Settings(model=model, model_kwargs=model_kwargs, variant_fields=fields)
+        except ValidationError as exc:
+            raise UsageError(options.validation_line(exc)) from None
+    return found
+
+
 def plan_estimate(
-    args: argparse.Namespace, models: Sequence[str], questions: Sequence[str], settings: Any
+    args: argparse.Namespace,
+    models: Sequence[str],
+    questions: Sequence[str],
+    settings: Any,
+    variants: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The estimate of ``models`` on ``questions`` under ``settings`` (``UsageError`` on
-    a bad prices file or distribution)."""
+    """The estimate of ``models`` (their ``variants``) on ``questions`` under ``settings``
+    (``UsageError`` on a bad prices file, distribution or assumption)."""
+    for name in REASONING_FLAGS:
+        assumed = getattr(args, name, None)
+        if assumed is not None and not (math.isfinite(assumed) and assumed >= 0):
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(f"{flag} must be a finite number ≥ 0, got {assumed}")
     try:
         prices = price_table(args.prices)
         counts = answer_counts(args.answers_from)
@@ -76,8 +130,18 @@ def plan_estimate(
         llm_novelty=settings["llm_novelty"],
         pipeline=settings["pipeline"],
         cot=settings["cot"],
+        model_settings=model_settings(models, settings.get("model_kwargs") or {}, variants or {}),
+        reasoning_tokens=getattr(args, "reasoning_tokens", None),
+        judge_reasoning_tokens=getattr(args, "judge_reasoning_tokens", None),
     )
     return estimate(plan, counts, prices)
+
+
+def per_request(figures: dict[str, Any]) -> str:
+    """``8,192 (basis)``, or ``1,024 / 4,608 / 8,192 (basis)`` for low / expected / high."""
+    values = [figures[name] for name in ("low", "expected", "high")]
+    shown = " / ".join(f"{v:,.0f}" for v in values) if len(set(values)) > 1 else f"{values[0]:,.0f}"
+    return f"{shown} ({figures['basis']})"
 
 
 def render(result: dict[str, Any]) -> str:
@@ -89,16 +153,25 @@ def render(result: dict[str, Any]) -> str:
         f"(10th percentile / mean / 90th) and {result['answer_tokens']:.0f}-token answers, "
         f"from {result['distribution']}; prices: {result['prices']['source']}.",
         "",
-        f"{'model':<40} {'':>9} {'input tokens':>14} {'output tokens':>14} {'dollars':>12}",
+        f"{'model':<40} {'':>9} {'input tokens':>14} {'output tokens':>14} "
+        f"{'of which reasoning':>18} {'dollars':>12}",
     ]
     for row in result["models"]:
         for name in ("low", "expected", "high"):
             figures = row[name]
             lines.append(
-                f"{row['model'] if name == 'low' else '':<40} {name:>9} "
+                f"{printable(row['model']) if name == 'low' else '':<40} {name:>9} "
                 f"{figures['input_tokens']:>14,} {figures['output_tokens']:>14,} "
-                f"{dollars_text(figures['dollars']):>12}"
+                f"{figures['reasoning_tokens']:>18,} {dollars_text(figures['dollars']):>12}"
             )
+    lines.append("")
+    for row in result["models"]:
+        hidden = row["reasoning_per_request"]
+        sent = "" if row["sent_as"] == row["model"] else f" (sent as {printable(row['sent_as'])})"
+        lines.append(
+            f"Reasoning tokens per request, {printable(row['model'])}{sent}: "
+            f"{per_request(hidden['model'])}; judge {per_request(hidden['judge'])}"
+        )
     total = result["dollars"]
     lines.append("")
     lines.append(
@@ -129,5 +202,7 @@ def handle(args: argparse.Namespace) -> int:
         "llm_novelty": args.llm_novelty,
         "pipeline": args.pipeline,
         "cot": args.cot,
+        "model_kwargs": args.model_kwargs,
     }
-    return show(plan_estimate(args, args.model, questions, settings), args.json)
+    variants = options.variants(args)
+    return show(plan_estimate(args, args.model, questions, settings, variants), args.json)

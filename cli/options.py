@@ -30,8 +30,9 @@ from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
 from aidanbench.cli.env_args import json_object
-from aidanbench.cli.errors import printable
-from aidanbench.core.settings import Settings
+from aidanbench.cli.errors import UsageError, printable
+from aidanbench.core.settings import Settings, variant_problem
+from aidanbench.runner.spec import unused_variants
 
 NO_FLAG: dict[str, str] = {
     "cache_path": "the command keeps the cache in the run directory (RUN_DIR/cache.sqlite), "
@@ -45,6 +46,8 @@ NO_FLAG: dict[str, str] = {
     "this machine, and none for a --server run, which prices with the bundled table)",
     "usage_path": "the command keeps the usage ledger in the run directory "
     "(RUN_DIR/usage.jsonl), so every session of the run adds to one ledger",
+    "variant_fields": "given per label as --variant LABEL=JSON, for each model named "
+    "NAME@LABEL (one row per variant)",
 }
 """Settings fields that deliberately have no flag, each with the reason."""
 
@@ -209,6 +212,56 @@ def add_settings_flags(
         elif not needed:
             options["default"] = flag.default
         parser.add_argument(*flag.names, **options)
+
+
+def variant_arg(text: str) -> tuple[str, dict[str, Any]]:
+    """``LABEL=JSON``: a variant's label and its request fields (a JSON object)."""
+    label, equals, fields = text.partition("=")
+    if not equals or not label:
+        raise argparse.ArgumentTypeError(
+            'takes LABEL=JSON, e.g. high=\'{"reasoning_effort": "high"}\''
+        )
+    try:
+        return label, json_object(fields)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{label}: {exc}") from None
+
+
+def add_variant_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--variant LABEL=JSON`` (repeatable): the request fields of the models named
+    ``NAME@LABEL`` (``variants`` reads them back)."""
+    parser.add_argument(
+        "--variant",
+        dest="variant",
+        action="append",
+        type=variant_arg,
+        metavar="LABEL=JSON",
+        help="request fields of the variant LABEL: -m NAME@LABEL is a row of its own, sent "
+        "as NAME with these fields merged after --model-kwargs (e.g. -m o3-mini@high "
+        '--variant high=\'{"reasoning_effort": "high"}\'). Repeatable. A name whose '
+        "label no --variant defines is sent as it is.",
+    )
+
+
+def variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """The ``--variant`` definitions by label; a label given twice, bad fields or a label
+    no ``-m NAME@LABEL`` uses are one ``UsageError`` line (fields are never echoed: they
+    may hold a pasted key)."""
+    found: dict[str, dict[str, Any]] = {}
+    for label, fields in getattr(args, "variant", None) or []:
+        if label in found:
+            raise UsageError(f"--variant {printable(label)} is given twice")
+        problem = variant_problem(label, fields)
+        if problem is not None:
+            raise UsageError(f"--variant {printable(label)}: {printable(problem)}")
+        found[label] = fields
+    unused = unused_variants(getattr(args, "model", None) or [], found)
+    if unused:
+        raise UsageError(
+            f"--variant {printable(unused[0])} is defined but no -m names NAME@"
+            f"{printable(unused[0])}"
+        )
+    return found
 
 
 def settings_values(args: argparse.Namespace) -> dict[str, Any]:

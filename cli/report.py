@@ -23,8 +23,9 @@ from rich.table import Table
 
 from aidanbench.analysis import cost
 from aidanbench.analysis.environment_metrics import line_metrics, rollout_means
-from aidanbench.analysis.inputs import combine, read_input
+from aidanbench.analysis.inputs import combine, read_input, token_limit_field_of
 from aidanbench.analysis.inputs import reward_mode as resolve_reward_mode
+from aidanbench.analysis.rundir import read_metadata
 from aidanbench.analysis.summary import (
     COUNTING,
     HEADLINE,
@@ -40,9 +41,10 @@ from aidanbench.analysis.summary import (
     render_summary,
     short_names,
     summarise,
+    truncation_text,
     warnings,
 )
-from aidanbench.cli.errors import UsageError
+from aidanbench.cli.errors import UsageError, printable
 from aidanbench.core.results import QuestionResult
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import is_censored
@@ -222,6 +224,45 @@ def print_errors(results: Sequence[QuestionResult], console: Console) -> None:
         )
 
 
+def recorded_settings(paths: Sequence[str]) -> dict[str, Any]:
+    """The scoring settings the inputs' run directories recorded, by model, as one
+    metadata document (``token_limit_field_of`` reads it)."""
+    scoring: dict[str, Any] = {}
+    for path in paths:
+        if Path(path).is_dir():
+            found = (read_metadata(Path(path)) or {}).get("scoring_settings")
+            scoring.update(found if isinstance(found, dict) else {})
+    return {"scoring_settings": scoring}
+
+
+def truncation_fields(
+    rows: Sequence[SummaryRow], paths: Sequence[str]
+) -> dict[tuple[str, float], dict[str, Any]]:
+    """``report --json``'s key of each run: the request field that raises its token limit."""
+    recorded = recorded_settings(paths)
+    return {
+        (row.model, row.temperature): {
+            "token_limit_field": token_limit_field_of(row.model, recorded)
+        }
+        for row in rows
+    }
+
+
+def print_truncation(rows: Sequence[SummaryRow], paths: Sequence[str], console: Console) -> None:
+    """A line per row with answers the token limit cut, naming the field to raise."""
+    recorded = recorded_settings(paths)
+    temperatures = len({row.temperature for row in rows})
+    found = [
+        text
+        for row in rows
+        if (text := truncation_text(row, token_limit_field_of(row.model, recorded), temperatures))
+    ]
+    if found:
+        console.print("\nAnswers cut by the token limit:", markup=False)
+        for text in found:
+            console.print(f"  {printable(text)}", markup=False)
+
+
 def print_warnings(found: Sequence[str], console: Console) -> None:
     """Warnings, one per line, after everything else."""
     for text in found:
@@ -259,6 +300,7 @@ def question_entry(result: QuestionResult, number: int) -> dict[str, Any]:
         "stop_reason": result.stop_reason,
         "repeat": result.repeat,
         "error": result.error,
+        "truncated_answers": result.truncated_answers,
     }
 
 
@@ -313,6 +355,17 @@ def report_payload(
     return payload
 
 
+def merged_fields(
+    *parts: Mapping[tuple[str, float], Mapping[str, Any]],
+) -> dict[tuple[str, float], dict[str, Any]]:
+    """Per-run keys of several sources, merged run by run."""
+    out: dict[tuple[str, float], dict[str, Any]] = {}
+    for part in parts:
+        for key, fields in part.items():
+            out.setdefault(key, {}).update(fields)
+    return out
+
+
 def compare(
     results: Sequence[QuestionResult], names: Sequence[str] | None, reward_mode: str = "count"
 ) -> PairedComparison | None:
@@ -353,7 +406,9 @@ def run(args: argparse.Namespace) -> int:
             reward_mode=inputs.reward_mode,
             notes=inputs.notes,
             question_fields=cost.merged(cost.question_fields, args.paths),
-            run_fields=cost.merged(cost.run_fields, args.paths),
+            run_fields=merged_fields(
+                cost.merged(cost.run_fields, args.paths), truncation_fields(rows, args.paths)
+            ),
         )
         payload["cost"] = cost.cost_payloads(args.paths)
         print(json.dumps(payload, indent=2))
@@ -363,6 +418,7 @@ def run(args: argparse.Namespace) -> int:
     print_headline(rows, console)
     console.print(question_table(results, width=console.width))
     print_errors(results, console)
+    print_truncation(rows, args.paths, console)
     for text in cost.cost_lines_of(args.paths):
         console.print(text, markup=False)
     if comparison is not None:

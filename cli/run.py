@@ -51,6 +51,7 @@ def register(subparsers: Any) -> None:
         ),
         required={"model"},
     )
+    options.add_variant_flag(p)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--questions", type=int, metavar="N", help="the first N bundled questions")
     which.add_argument("--questions-file", type=Path, metavar="PATH", help="your own questions")
@@ -103,6 +104,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
             questions_source=question_set.source,
             repeats=args.repeats,
             settings=given_settings(options.settings_values(args)),
+            variants=options.variants(args),
             run_dir=args.run_dir,
             server=args.server,
             concurrency=args.concurrency,
@@ -126,7 +128,7 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     check_run_args(args)
     spec = run_spec(args)
     judge = spec.settings.get("judge_model", Settings.model_fields["judge_model"].default)
-    cost.check(args, spec.models, judge)
+    cost.check(args, spec, judge)
     if args.dry_run:
         return cost.dry_run(args, spec)
     run_dir = spec.run_dir
@@ -147,7 +149,7 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
             f"no space left to write in {printable(str(run_dir))} ({one_line(exc)}); every "
             "step completed before is saved: free space and run the same command again"
         ) from None
-    _print_summary(result.summary, run_reward_mode(run_dir))
+    _print_summary(result.summary, run_reward_mode(run_dir), run_dir)
     from aidanbench.analysis.view import write_view  # after the run: not on its start-up
 
     print(f"report: {write_view([run_dir], run_dir / REPORT)}")
@@ -229,13 +231,15 @@ def run_reward_mode(run_dir: Path) -> str:
     return str(spec.get("reward_mode") or "count")
 
 
-def _print_summary(rows: list[SummaryRow], reward_mode: str) -> None:
-    """The summary table, then the headline score of each row under the reward mode."""
+def _print_summary(rows: list[SummaryRow], reward_mode: str, run_dir: Path) -> None:
+    """The summary table, the headline score of each row under the reward mode, and the
+    rows with answers cut by the token limit (``report``'s lines)."""
     from aidanbench.analysis.summary import render_summary
-    from aidanbench.cli.report import make_console
+    from aidanbench.cli.report import make_console, print_truncation
 
     console = make_console()
     render_summary(rows, console)
     for row in rows:
         value = row.score if reward_mode == "count" else f"{row.novelty_sum:.2f}"
         console.print(f"headline ({reward_mode}): {row.model} @ {row.temperature:g}: {value}")
+    print_truncation(rows, [str(run_dir)], console)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NotRequired
 
 from typing_extensions import TypedDict
 
-from aidanbench.core.results import AnswerRow, QuestionResult
+from aidanbench.core.results import AnswerRow, QuestionResult, truncated_answers
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import is_error_stop
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 UNFINISHED = "unfinished"
 """Stop-reason label of a line with no stop reason (interrupted or still running)."""
 
-ANSWER_EXTRAS = ("raw_reply", "calls", "flags", "stop_reason")
+ANSWER_EXTRAS = ("raw_reply", "calls", "flags", "stop_reason", "finish_reason", "reasoning_tokens")
 """Answer-record keys kept in ``AnswerRow.extra`` (the view shows them)."""
 
 
@@ -125,6 +125,11 @@ class Totals:
     """Requests of every answer and of discarded look-aheads (cache hits do not count)."""
     tokens: int
     """Input plus output tokens of those requests; 0 when not recorded."""
+    truncated_answers: int | None = None
+    """Answers cut by the token limit (``finish_reason`` ``length``), scored as they
+    came; None when no answer recorded its finish reason."""
+    finish_unknown: int = 0
+    """Answers whose finish reason was not recorded (made before it was kept)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values."""
@@ -151,6 +156,8 @@ def totals(results: Iterable[QuestionResult]) -> Totals:
         stop_reasons=dict(Counter(r.stop_reason or UNFINISHED for r in lines)),
         api_calls=sum(r.api_calls for r in lines),
         tokens=sum(r.tokens for r in lines),
+        truncated_answers=truncated_answers(a.truncated for r in lines for a in r.answers),
+        finish_unknown=sum(r.finish_unknown for r in lines),
     )
 
 
@@ -184,6 +191,7 @@ def answer_row(record: Mapping[str, Any]) -> AnswerRow:
         used_answer_tag=record.get("used_answer_tag"),
         tokens=call_tokens(calls),
         calls=call_count(calls),
+        truncated=record.get("truncated"),
         extra={k: record[k] for k in ANSWER_EXTRAS if k in record},
     )
 

@@ -37,7 +37,22 @@ class AnswerRow:
     tokens: int = 0
     calls: int = 0
     """Requests made for this answer, every role (cache hits do not count)."""
+    truncated: bool | None = None
+    """Cut by the token limit (``finish_reason`` ``length``); None when not recorded."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+def truncated_answers(flags: Iterable[bool | None]) -> int | None:
+    """How many answers the token limit cut, of answers flagged ``truncated`` or not;
+    None when there are answers and none of them recorded it (unknown, not 0).
+
+    Every count of cut answers (``questions.jsonl``, ``report``, the HTML page) is this.
+    """
+    given = list(flags)
+    known = [flag for flag in given if flag is not None]
+    if given and not known:
+        return None
+    return sum(known)
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,16 @@ class QuestionResult:
     def api_calls(self) -> int:
         """Requests of every answer, discarded look-aheads included."""
         return sum(a.calls for a in self.answers) + self.speculative_calls
+
+    @property
+    def truncated_answers(self) -> int | None:
+        """Answers cut by the token limit (scored as they came); None when unknown."""
+        return truncated_answers(a.truncated for a in self.answers)
+
+    @property
+    def finish_unknown(self) -> int:
+        """Answers whose finish reason was not recorded (whether they were cut is unknown)."""
+        return sum(1 for a in self.answers if a.truncated is None)
 
     @property
     def finished(self) -> bool:

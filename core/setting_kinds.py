@@ -21,6 +21,7 @@ SCORING_FIELDS: frozenset[str] = frozenset(
         "model",
         "temperature",
         "model_kwargs",
+        "variant_fields",
         "cot",
         "judge_model",
         "judge_temperature",

@@ -8,10 +8,12 @@ built from these settings outside the graph state.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from aidanbench.core.credentials import secret_paths, url_credential
 from aidanbench.core.thresholds import Thresholds
@@ -24,7 +26,8 @@ LOCAL_INSTALL = "pip install -e '.[local]'"
 
 
 REQUEST_FIELDS: dict[str, str] = {
-    "model": "the request's model is the model setting, the name the results carry",
+    "model": "the request's model is the model setting (a variant's NAME), the name the "
+    "results carry",
     "messages": "the request's messages are the benchmark's prompt",
     "temperature": "the request's temperature is the temperature setting, the one the "
     "results record",
@@ -65,6 +68,13 @@ class Settings(BaseModel):
         "reasoning_effort, provider routing…), recorded with the results. They cannot "
         "set the fields the request is built from (model, messages, temperature, n, "
         "stream, stream_options).",
+    )
+    variant_fields: dict[str, Any] | None = Field(
+        default=None,
+        description="Request fields of the model's variant: when set, ``model`` is "
+        "NAME@LABEL, the row's name in every output, and the request sends NAME with these "
+        "fields merged after model_kwargs (run: --variant LABEL=JSON). None: the model is "
+        "sent as named, '@' and all.",
     )
     cot: bool = Field(default=False, description="Use the chain-of-thought generate prompt.")
 
@@ -211,24 +221,42 @@ class Settings(BaseModel):
             raise ValueError(f"base URL must look like https://host/v1, got {value!r}")
         return value
 
-    @field_validator("model_kwargs")
+    @field_validator("model_kwargs", "variant_fields")
     @classmethod
-    def _no_credentials(cls, value: dict[str, Any]) -> dict[str, Any]:
-        found = next(secret_paths(value), None)
-        if found is not None:
-            raise ValueError(
-                f"model_kwargs must not carry credentials ({found!r} looks like one); keys "
-                "are read only from the api_key_env variable"
-            )
+    def _extra_request_fields(
+        cls, value: dict[str, Any] | None, info: ValidationInfo
+    ) -> dict[str, Any] | None:
+        problem = None if value is None else extra_fields_problem(value)
+        if problem is not None:
+            raise ValueError(f"{info.field_name} {problem}")
         return value
 
-    @field_validator("model_kwargs")
-    @classmethod
-    def _no_request_fields(cls, value: dict[str, Any]) -> dict[str, Any]:
-        found = next((key for key in REQUEST_FIELDS if key in value), None)
-        if found is not None:
-            raise ValueError(f"model_kwargs must not set {found!r}: {REQUEST_FIELDS[found]}")
-        return value
+    @model_validator(mode="after")
+    def _variant_named(self) -> Settings:
+        if self.variant_fields is not None and variant_label(self.model) is None:
+            raise ValueError(
+                f"variant_fields are set but model {self.model!r} names no variant (NAME@LABEL)"
+            )
+        return self
+
+    @property
+    def provider_model(self) -> str:
+        """The model name sent to the provider (and priced): ``model`` without its
+        ``@LABEL`` when it is a variant, else ``model`` as it is (some providers' ids hold
+        an ``@``, as Vertex's ``claude-3-5-sonnet@20240620``)."""
+        if self.variant_fields is None:
+            return self.model
+        return self.model.rpartition("@")[0]
+
+    @property
+    def token_limit_field(self) -> str:
+        """The request field that raises the model's token limit (``token_limit_field``)."""
+        return token_limit_field(self.provider_model, self.request_fields)
+
+    @property
+    def request_fields(self) -> dict[str, Any]:
+        """The extra fields of the model's requests: ``model_kwargs``, then the variant's."""
+        return {**self.model_kwargs, **(self.variant_fields or {})}
 
     @property
     def thresholds(self) -> Thresholds:
@@ -245,6 +273,65 @@ class Settings(BaseModel):
         if self.novelty_threshold is not None:
             return self.novelty_threshold
         return default_novelty_threshold(self.embedding_model)
+
+
+def extra_fields_problem(fields: dict[str, Any]) -> str | None:
+    """Why request fields given by the user (``model_kwargs``, a variant's) cannot be
+    sent, or None: a credential (they are recorded in metadata) or a field the request is
+    built from (``REQUEST_FIELDS``)."""
+    found = next(secret_paths(fields), None)
+    if found is not None:
+        return (
+            f"must not carry credentials ({found!r} looks like one); keys are read only "
+            "from the api_key_env variable"
+        )
+    core = next((key for key in REQUEST_FIELDS if key in fields), None)
+    if core is not None:
+        return f"must not set {core!r}: {REQUEST_FIELDS[core]}"
+    return None
+
+
+TOKEN_LIMIT_FIELDS = ("max_completion_tokens", "max_tokens")
+"""Request fields that cap a reply's tokens: OpenAI's reasoning models take only the first
+(their hidden reasoning counts against it); most other endpoints take the second."""
+
+OPENAI_REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+"""Model names (after any ``openai/`` prefix) of OpenAI's reasoning models."""
+
+
+def token_limit_field(model: str, fields: Mapping[str, Any]) -> str:
+    """The request field that raises ``model``'s token limit: the one its request fields
+    already set, else ``max_completion_tokens`` for OpenAI's reasoning models, else
+    ``max_tokens``."""
+    for name in TOKEN_LIMIT_FIELDS:
+        if name in fields:
+            return name
+    bare = model.rsplit("/", 1)[-1].lower()
+    if bare.startswith(OPENAI_REASONING_PREFIXES):
+        return TOKEN_LIMIT_FIELDS[0]
+    return TOKEN_LIMIT_FIELDS[1]
+
+
+VARIANT_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+-]*")
+"""What a variant label may be: it becomes part of the row's name and its thread ids."""
+
+
+def variant_problem(label: str, fields: Any) -> str | None:
+    """Why ``label`` and its request ``fields`` cannot define a variant, or None."""
+    if not VARIANT_LABEL.fullmatch(label):
+        return (
+            f"label {label!r} must start with a letter or digit and hold only letters, "
+            "digits and . _ : + -"
+        )
+    if not isinstance(fields, dict):
+        return f"fields must be a JSON object, got {type(fields).__name__}"
+    return extra_fields_problem(fields)
+
+
+def variant_label(model: str) -> str | None:
+    """The ``LABEL`` of ``NAME@LABEL`` (the text after the last ``@``), or None."""
+    name, at, label = model.rpartition("@")
+    return label if at and name and label else None
 
 
 BENCHMARK_NOVELTY_THRESHOLD = 0.15

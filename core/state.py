@@ -66,6 +66,12 @@ class Candidate(TypedDict):
     """Whether the reply used the ``<answer>`` tag (format adherence)."""
     call: NotRequired[CallStats]
     """Cost of the generation."""
+    finish_reason: NotRequired[str | None]
+    """Why the provider stopped generating (``stop``, ``length``…); None when the reply
+    said nothing."""
+    reasoning_tokens: NotRequired[int | None]
+    """Hidden reasoning tokens of the generation; None when the provider reported none
+    (no usage, or no ``completion_tokens_details``)."""
     error: NotRequired[ErrorInfo]
     """Set instead of the fields above when generation failed."""
 
@@ -114,6 +120,17 @@ class AnswerRecord(TypedDict):
     """Cost per role: ``generate``, ``judge``, ``embed`` and ``similarity`` when on."""
     flags: list[str]
     """Notes such as ``judge_markup_neutralised`` (answer tried to speak to the judge)."""
+    finish_reason: NotRequired[str | None]
+    """Why the provider stopped the generation: ``stop``, ``length`` (the token limit),
+    ``content_filter``…; None when the reply gave none. Absent in records made before
+    it was kept."""
+    truncated: NotRequired[bool | None]
+    """Cut by the token limit (``finish_reason`` ``length``): the text was scored as it
+    came, as the benchmark does; None when the finish reason is unknown."""
+    served_model: NotRequired[str | None]
+    """Model id the provider reported serving the generation (``calls.generate``'s)."""
+    reasoning_tokens: NotRequired[int | None]
+    """Hidden reasoning tokens of the generation; None when the provider did not say."""
 
 
 ANSWER_SNAPSHOT_EVERY = 10_000

@@ -50,6 +50,19 @@ def is_censored(stop_reason: str | None) -> bool:
     return stop_reason in BUDGET_STOPS
 
 
+LENGTH = "length"
+"""``finish_reason`` of a reply stopped by the token limit (``max_tokens``,
+``max_completion_tokens``): its text is cut, or empty when reasoning used the budget."""
+
+CONTENT_FILTER = "content_filter"
+"""``finish_reason`` of a reply stopped by the provider's content filter."""
+
+
+def is_truncated(finish_reason: str | None) -> bool | None:
+    """Whether a reply was cut by the token limit; None when its finish reason is unknown."""
+    return None if finish_reason is None else finish_reason == LENGTH
+
+
 Role = Literal["model", "judge", "embeddings"]
 """Who an API call went to; error records and messages name it."""
 

@@ -59,7 +59,7 @@ def unpriced_error(settings: Settings) -> ErrorInfo:
         kind="error",
         role="model",
         message=(
-            f"max_question_cost is set but the cost of {settings.model} or "
+            f"max_question_cost is set but the cost of {settings.provider_model} or "
             f"{settings.judge_model} is unknown (no price); give one with a prices file"
         ),
         status=None,

@@ -61,7 +61,7 @@ class NodeContext:
         """The price of ``role``'s model (``model``, ``judge``, ``embeddings``), or None."""
         settings = self.settings
         model = {
-            "model": settings.model,
+            "model": settings.provider_model,
             "judge": settings.judge_model,
             "embeddings": settings.embedding_model,
         }[role]
@@ -133,6 +133,39 @@ def stopwatch() -> Iterator[Callable[[], float]]:
     """Yields a function returning seconds elapsed since entry."""
     start = time.perf_counter()
     yield lambda: time.perf_counter() - start
+
+
+def finish_reason(message: AIMessage) -> str | None:
+    """Why the provider stopped the reply (``stop``, ``length``, ``content_filter``…), as
+    both chat clients keep it in ``response_metadata``; None when the reply gave none."""
+    found = message.response_metadata.get("finish_reason")
+    return found if isinstance(found, str) and found else None
+
+
+def reasoning_tokens(message: AIMessage) -> int | None:
+    """The reply's hidden reasoning tokens (``usage.completion_tokens_details
+    .reasoning_tokens``, as both chat clients keep the raw usage); None when the provider
+    reported no usage or no such detail: unknown, not 0."""
+    usage = message.response_metadata.get("token_usage")
+    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+    found = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return found if isinstance(found, int) and not isinstance(found, bool) else None
+
+
+REASONING_BLOCKS = ("reasoning", "thinking")
+"""Types of content blocks holding a model's reasoning rather than its answer."""
+
+
+def reasoning_text(message: AIMessage) -> str:
+    """Reasoning a reply carries apart from its answer: a provider's reasoning field
+    (kept by the chat clients in ``additional_kwargs``) or reasoning content blocks."""
+    found = message.additional_kwargs.get("reasoning")
+    parts = [found] if isinstance(found, str) else []
+    if not isinstance(message.content, str):
+        for block in message.content:
+            if isinstance(block, dict) and block.get("type") in REASONING_BLOCKS:
+                parts.append(str(block.get("reasoning") or block.get("thinking") or "…"))
+    return "".join(parts)
 
 
 def reply_text(message: AIMessage) -> str:

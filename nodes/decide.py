@@ -27,7 +27,7 @@ from aidanbench.core.state import (
     QuestionState,
     ScoreOutcome,
 )
-from aidanbench.core.vocabulary import SCORER_BY_KEY, scorers
+from aidanbench.core.vocabulary import SCORER_BY_KEY, is_truncated, scorers
 from aidanbench.nodes.caps import budget_exhausted, cap_reached, unpriced_error
 from aidanbench.nodes.context import add_calls, no_calls, settings_of
 from aidanbench.nodes.metrics import chain_metrics
@@ -81,6 +81,10 @@ def _record(
         elapsed_s=round(now - started, 3),
         calls=calls,
         flags=flags,
+        finish_reason=candidate.get("finish_reason"),
+        truncated=is_truncated(candidate.get("finish_reason")),
+        served_model=calls["generate"]["served_model"],
+        reasoning_tokens=candidate.get("reasoning_tokens"),
     )
 
 

@@ -10,11 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import Candidate, ErrorInfo, QuestionState
-from aidanbench.nodes.context import NodeContext, message_stats, reply_text, stopwatch
+from aidanbench.core.vocabulary import CONTENT_FILTER, LENGTH
+from aidanbench.nodes.context import (
+    NodeContext,
+    finish_reason,
+    message_stats,
+    reasoning_text,
+    reasoning_tokens,
+    reply_text,
+    stopwatch,
+)
 from aidanbench.nodes.parsing import extract_answer
 from aidanbench.nodes.prompts import render_generate
 from aidanbench.services import ServicesFactory, role_host
@@ -26,8 +36,8 @@ def previous_answers(state: QuestionState) -> list[str]:
     return [a["answer"] for a in state.get("answers", []) if a["valid"]]
 
 
-def empty_answer(ctx: NodeContext) -> ErrorInfo:
-    """The error of a reply with nothing to score.
+def empty_answer(ctx: NodeContext, reply: AIMessage, raw: str) -> ErrorInfo:
+    """The error of a reply with nothing to score, naming why it is empty.
 
     An empty answer cannot be embedded (every embeddings endpoint refuses empty input)
     and so can never be scored: it is a failed generation, retryable, and invoking the
@@ -36,10 +46,37 @@ def empty_answer(ctx: NodeContext) -> ErrorInfo:
     return ErrorInfo(
         kind="error",
         role="model",
-        message=f"model at {role_host(ctx.settings, 'model')}: empty answer",
+        message=f"model at {role_host(ctx.settings, 'model')}: empty answer: "
+        + empty_cause(reply, raw, ctx.settings.token_limit_field),
         status=None,
         retryable=True,
     )
+
+
+def empty_cause(reply: AIMessage, raw: str, limit_field: str) -> str:
+    """Why a reply has no answer text: the token limit (and the request field raising
+    it), the content filter, a refusal, text only in the reply's reasoning, or nothing."""
+    finish = finish_reason(reply)
+    spent = reasoning_tokens(reply)
+    reasoning = reasoning_text(reply)
+    if finish == LENGTH:
+        used = "" if spent is None else f", {spent:,} reasoning tokens"
+        return (
+            f"cut by the token limit before any answer text (finish_reason length{used}); "
+            f"raise {limit_field} (--model-kwargs, or the model's --variant)"
+        )
+    if finish == CONTENT_FILTER:
+        return "stopped by the provider's content filter (finish_reason content_filter)"
+    refusal = reply.additional_kwargs.get("refusal")
+    if isinstance(refusal, str) and refusal.strip():
+        return f"the model refused: {' '.join(refusal.split())[:160]}"
+    if reasoning.strip():
+        return (
+            f"the reply's text is only in its reasoning ({len(reasoning):,} characters), "
+            f"its content is empty (finish_reason {finish or 'not given'})"
+        )
+    what = "an empty <answer> tag" if raw.strip() else "no text"
+    return f"{what} (finish_reason {finish or 'not given'})"
 
 
 async def ask_model(ctx: NodeContext, question: str, previous: list[str], index: int) -> Candidate:
@@ -56,13 +93,15 @@ async def ask_model(ctx: NodeContext, question: str, previous: list[str], index:
     raw = reply_text(reply)
     answer, tagged = extract_answer(raw)
     if not answer.strip():
-        return Candidate(index=index, error=empty_answer(ctx))
+        return Candidate(index=index, error=empty_answer(ctx, reply, raw))
     return Candidate(
         index=index,
         answer=answer,
         raw_reply=raw,
         used_answer_tag=tagged,
         call=message_stats(reply, elapsed(), ctx.price("model")),
+        finish_reason=finish_reason(reply),
+        reasoning_tokens=reasoning_tokens(reply),
     )
 
 

@@ -9,20 +9,31 @@ the run directory decides); a field left out takes its default, or with
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from aidanbench.analysis import rundir
 from aidanbench.core.errors import UsageError, printable
-from aidanbench.core.settings import Settings
+from aidanbench.core.settings import Settings, variant_label, variant_problem
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.runner.tasks import Task
 from aidanbench.services.usage import LEDGER
 
-RUN_FIELDS = frozenset({"model", "temperature", "cache_path", "prices_path", "usage_path"})
-"""Settings fields a run sets itself, per task or from its directory."""
+RUN_FIELDS = frozenset(
+    {"model", "temperature", "variant_fields", "cache_path", "prices_path", "usage_path"}
+)
+"""Settings fields a run sets itself, per task (a variant's fields from ``variants``) or
+from its directory."""
 
 
 class RunSpec(BaseModel):
@@ -46,6 +57,12 @@ class RunSpec(BaseModel):
     settings: dict[str, Any] = Field(
         default_factory=dict,
         description="Settings fields given for this session (not model, temperature, cache_path).",
+    )
+    variants: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Request fields of each variant label: a model named NAME@LABEL is a "
+        "row of its own, sent as NAME with LABEL's fields merged into its requests after "
+        "model_kwargs. A name whose label is not here is sent as it is.",
     )
     run_dir: Path = Field(description="The run directory (created, or grown and resumed).")
     server: str | None = Field(
@@ -105,10 +122,43 @@ class RunSpec(BaseModel):
             raise ValueError(f"set by the run, not in settings: {', '.join(reserved)}")
         return value
 
+    @field_validator("variants")
+    @classmethod
+    def _variant_fields(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for label, fields in value.items():
+            problem = variant_problem(label, fields)
+            if problem is not None:
+                raise ValueError(f"variant {label!r}: {problem}")
+        return value
+
+    @model_validator(mode="after")
+    def _variants_used(self) -> RunSpec:
+        unused = unused_variants(self.models, self.variants)
+        if unused:
+            raise ValueError(
+                f"variant {unused[0]!r} is defined but no model is named NAME@{unused[0]}"
+            )
+        return self
+
+    def variant_fields(self, model: str) -> dict[str, Any] | None:
+        """The request fields of ``model``'s variant, or None when it names none defined."""
+        label = variant_label(model)
+        return None if label is None else self.variants.get(label)
+
+    def provider_model(self, model: str) -> str:
+        """The name ``model`` is sent and priced as (``Settings.provider_model``)."""
+        return Settings(model=model, variant_fields=self.variant_fields(model)).provider_model
+
     @property
     def questions_list(self) -> list[str]:
         """The questions, each once, in order."""
         return list(dict.fromkeys(self.questions))
+
+
+def unused_variants(models: Sequence[str], variants: Mapping[str, Any]) -> list[str]:
+    """Labels of ``variants`` that no model names (a typo, most likely)."""
+    used = {variant_label(model) for model in models}
+    return sorted(label for label in variants if label not in used)
 
 
 def given_settings(values: dict[str, Any]) -> dict[str, Any]:
@@ -153,8 +203,12 @@ def build_tasks(
     """Every (model, temperature, repeat, question) of the session, in a stable order."""
     tasks: list[Task] = []
     for model in spec.models:
+        own = run_fields(spec)
+        variant = spec.variant_fields(model)
+        if variant is not None:
+            own["variant_fields"] = variant
         for temperature in spec.temperatures:
-            settings = make_settings(model, temperature, fields_of[model], run_fields(spec))
+            settings = make_settings(model, temperature, fields_of[model], own)
             for repeat in range(1, spec.repeats + 1):
                 tasks.extend(Task(settings, q, repeat) for q in questions)
     return tasks

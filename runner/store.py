@@ -31,7 +31,7 @@ from aidanbench.core.setting_kinds import (
     operational_settings,
     scoring_settings,
 )
-from aidanbench.core.settings import Settings
+from aidanbench.core.settings import Settings, variant_label
 from aidanbench.graph.questions import question_set_hash
 from aidanbench.nodes.prompts import prompts_sha256
 from aidanbench.runner.spec import RunSpec
@@ -172,6 +172,8 @@ def refuse_scoring_changes(
 def scoring_change_line(run_dir: Path, model: str, name: str, stored: Any, given: Any) -> str:
     """The refusal of a scoring change, naming the setting and what to do instead."""
     flag = "--" + name.replace("_", "-")
+    if name == "variant_fields":
+        flag = f"--variant {variant_label(model) or 'LABEL'}=JSON"
     if name == "prompts_sha256":
         what = "with other prompt texts (prompts_sha256 differs)"
     else:
@@ -267,9 +269,10 @@ def grown_metadata(
             **{
                 k: v
                 for k, v in first.model_dump(mode="json").items()
-                if k not in ("model", "temperature", "cache_path")
+                if k not in ("model", "temperature", "variant_fields", "cache_path")
             },
         },
+        "variants": {**(old.get("variants") or {}), **spec.variants},
     }
     scoring = stored_scoring(stored)
     for task in tasks:

@@ -145,6 +145,7 @@ def totals(lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "api_calls": counted.api_calls,
         "tokens": counted.tokens,
         "errored": counted.errored,
+        "truncated_answers": counted.truncated_answers,
     }
 
 

@@ -8,8 +8,10 @@ its CPU on exactly that (README, Performance). ``OpenAIChat`` sends the same req
 body (``model``, ``messages``, ``stream: false``, ``temperature`` when set, the extra
 fields) through the same OpenAI client, so errors, headers and timeouts are the
 client's own, reads the JSON itself and returns the ``AIMessage`` ``ChatOpenAI`` would:
-its text, ``usage_metadata`` and ``response_metadata`` (``model_name``, the raw
-``token_usage``).
+its text, ``usage_metadata``, ``response_metadata`` (``model_name``, the raw
+``token_usage``, ``finish_reason``) and the ``refusal`` in ``additional_kwargs``, with
+the reasoning text some providers send beside the content
+(``services.langchain_chat`` keeps it for ``ChatOpenAI`` too).
 
 What it gives up is LangChain's callbacks: nothing appears in a LangSmith trace or in
 Studio's run tree. So the graph's own default factory (Studio, notebooks, a parent
@@ -43,7 +45,10 @@ class ChatLedger:
     ledger: UsageLedger
     role: str
     model: str
+    """The name the lines carry: the row's (a variant's ``NAME@LABEL``)."""
     price: Price | None
+    priced_as: str | None = None
+    """The model ``price`` is of, when not ``model`` (a variant's ``NAME``)."""
 
 
 def caller() -> dict[str, Any]:
@@ -59,6 +64,31 @@ def is_blocks(content: Any) -> bool:
     providers send), which ``ChatOpenAI`` passes on and ``nodes.context.reply_text``
     reads."""
     return isinstance(content, list) and all(isinstance(b, str | dict) for b in content)
+
+
+REASONING_FIELDS = ("reasoning", "reasoning_content")
+"""Message fields where OpenAI-compatible providers put a reply's reasoning text
+(OpenRouter's ``reasoning``; DeepSeek's and vLLM's ``reasoning_content``); OpenAI itself
+sends none."""
+
+
+def reasoning_of(message: Mapping[str, Any]) -> str | None:
+    """The reasoning text a chat message carries beside its content, or None."""
+    for name in REASONING_FIELDS:
+        text = message.get(name)
+        if isinstance(text, str) and text:
+            return text
+    return None
+
+
+def message_extras(message: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``additional_kwargs`` of a reply: its ``refusal`` (as ``ChatOpenAI`` keeps it)
+    and its reasoning text when the provider sent one (``REASONING_FIELDS``)."""
+    extras: dict[str, Any] = {"refusal": message.get("refusal")}
+    reasoning = reasoning_of(message)
+    if reasoning is not None:
+        extras["reasoning"] = reasoning
+    return extras
 
 
 def read_reply(body: bytes) -> AIMessage:
@@ -92,6 +122,7 @@ def read_reply(body: bytes) -> AIMessage:
     }
     return AIMessage(
         content=content or "",
+        additional_kwargs=message_extras(message),
         response_metadata=metadata,
         usage_metadata=usage_metadata(usage) if usage is not None else None,
     )
@@ -137,5 +168,7 @@ class OpenAIChat:
         if self.ledger is not None:
             record = self.ledger
             usage = reply_usage(message)
-            record.ledger.replied(record.role, record.model, usage, record.price, where)
+            record.ledger.replied(
+                record.role, record.model, usage, record.price, where, record.priced_as
+            )
         return message

@@ -70,12 +70,13 @@ def http_pool(settings: Settings, transport: Transport, size: int) -> httpx2.Asy
     )
 
 
-def chat_ledger(settings: Settings, role: str, model: str) -> ChatLedger | None:
-    """Where a chat client records its requests (None: the run keeps no ledger)."""
+def chat_ledger(settings: Settings, role: str, model: str, name: str) -> ChatLedger | None:
+    """Where a chat client records its requests (None: the run keeps no ledger): under
+    ``name`` (a variant's ``NAME@LABEL``), priced as ``model``, the name sent."""
     if settings.usage_path is None:
         return None
     price = price_table(settings.prices_path).price(model)
-    return ChatLedger(ledger(settings.usage_path), role, model, price)
+    return ChatLedger(ledger(settings.usage_path), role, name, price, model)
 
 
 def openai_client(
@@ -102,19 +103,24 @@ def chat_client(
     model: str,
     temperature: float | None,
     extra_body: dict[str, Any] | None = None,
+    name: str | None = None,
 ) -> BaseChatModel | OpenAIChat:
-    """One chat role's client of ``kind``, writing to the run's usage ledger if any."""
+    """One chat role's client of ``kind`` asking for ``model``, writing to the run's usage
+    ledger under ``name`` (default: ``model``) if the run keeps one."""
     key = api_key(key_env, role)
-    record = chat_ledger(settings, role, model)
+    record = chat_ledger(settings, role, model, name or model)
     if kind == "openai":
         client = openai_client(base_url, key, settings, pool)
         return OpenAIChat(client, model, temperature, extra_body, record)
-    from langchain_openai import ChatOpenAI  # 0.1-0.2 s to load; unused by the command line
+    # 0.1-0.2 s to load langchain_openai; unused by the command line
+    from aidanbench.services.langchain_chat import ReasoningChatOpenAI
 
     callbacks: list[BaseCallbackHandler] | None = None
     if record is not None:
-        callbacks = [LedgerCallback(record.ledger, role, model, record.price)]
-    return ChatOpenAI(
+        callbacks = [
+            LedgerCallback(record.ledger, role, record.model, record.price, record.priced_as)
+        ]
+    return ReasoningChatOpenAI(
         callbacks=callbacks,
         model=model,
         base_url=base_url,
@@ -130,7 +136,8 @@ def chat_client(
 def model_under_test(
     settings: Settings, pool: httpx2.AsyncClient, kind: ChatKind = "langchain"
 ) -> BaseChatModel | OpenAIChat:
-    """Chat client of the model under test, with its temperature and extra request fields."""
+    """Chat client of the model under test, with its temperature and extra request fields
+    (a variant's included): it asks for ``provider_model``."""
     return chat_client(
         settings,
         pool,
@@ -138,9 +145,10 @@ def model_under_test(
         "model",
         base_url=settings.base_url,
         key_env=settings.api_key_env,
-        model=settings.model,
+        model=settings.provider_model,
         temperature=settings.temperature,
-        extra_body=dict(settings.model_kwargs) or None,
+        extra_body=settings.request_fields or None,
+        name=settings.model,
     )
 
 

@@ -186,7 +186,7 @@ def summarise_ledger(path: Path) -> dict[str, Any]:
         if line.get("node") == "generate_next":
             lookahead.add(line)
         if line.get("event") == "usage" and line.get("cost_usd") is None:
-            unpriced.add(str(line.get("model")))
+            unpriced.add(str(line.get("priced_as") or line.get("model")))
     return {
         **overall.as_dict(),
         "speculative": lookahead.as_dict(),
@@ -234,14 +234,22 @@ class UsageLedger:
         self.write({"event": "sent", "role": role, "model": model, **where})
 
     def replied(
-        self, role: str, model: str, usage: Usage, price: Price | None, where: dict[str, Any]
+        self,
+        role: str,
+        model: str,
+        usage: Usage,
+        price: Price | None,
+        where: dict[str, Any],
+        priced_as: str | None = None,
     ) -> None:
-        """A reply arrived with this usage."""
+        """A reply arrived with this usage; ``priced_as`` names the model the price is of
+        when it is not ``model`` (a variant ``NAME@LABEL`` is priced as ``NAME``)."""
         self.write(
             {
                 "event": "usage",
                 "role": role,
                 "model": model,
+                **({"priced_as": priced_as} if priced_as not in (None, model) else {}),
                 **where,
                 "input_tokens": usage.input_tokens,
                 "cached_input_tokens": usage.cached_input_tokens,
@@ -296,8 +304,16 @@ class LedgerCallback(AsyncCallbackHandler):
 
     run_inline = True
 
-    def __init__(self, ledger: UsageLedger, role: str, model: str, price: Price | None) -> None:
+    def __init__(
+        self,
+        ledger: UsageLedger,
+        role: str,
+        model: str,
+        price: Price | None,
+        priced_as: str | None = None,
+    ) -> None:
         self.ledger, self.role, self.model, self.price = ledger, role, model, price
+        self.priced_as = priced_as
         self._where: dict[UUID, dict[str, Any]] = {}
 
     async def on_chat_model_start(
@@ -333,7 +349,9 @@ class LedgerCallback(AsyncCallbackHandler):
                     if usage.provider_cost is None:
                         raw = (response.llm_output or {}).get("token_usage")
                         usage = replace(usage, provider_cost=_cost(raw))
-                    self.ledger.replied(self.role, self.model, usage, self.price, where)
+                    self.ledger.replied(
+                        self.role, self.model, usage, self.price, where, self.priced_as
+                    )
                     return
 
     async def on_llm_error(

@@ -2,7 +2,9 @@
 
 ``OpenAIStub`` answers chat completions and embeddings on 127.0.0.1 from a ``Brain``; the
 default ``ScriptedBrain`` plays a model, a judge and an embedder whose answers follow a
-per-question chain plan, so a benchmark run against it has known scores. ``Latency`` makes
+per-question chain plan, so a benchmark run against it has known scores; ``ReasoningBrain``
+answers as a reasoning model does (hidden reasoning, the token limit, content filters,
+text only in a reasoning field). ``Latency`` makes
 calls take time (in parallel threads, as a remote API would) and fault hooks inject
 HTTP errors, connection resets, hangs, malformed 200 replies, reordered or damaged
 embeddings, bodies dripping in byte by byte and errors quoting the caller's key::
@@ -52,6 +54,7 @@ from .faults import (
     reordered_embeddings,
     when,
 )
+from .reasoning import ReasoningBrain
 from .server import Latency, OpenAIStub, RecordedRequest
 
 __all__ = [
@@ -72,6 +75,7 @@ __all__ = [
     "Metered",
     "MeteredBrain",
     "OpenAIStub",
+    "ReasoningBrain",
     "RecordedRequest",
     "Reply",
     "RequestInfo",

@@ -133,6 +133,15 @@ class Reply:
     """Sent as ``usage.completion_tokens_details.reasoning_tokens`` when set."""
     cost: float | None = None
     """Sent as ``usage.cost`` (OpenRouter's reported dollars) when set."""
+    finish_reason: str = "stop"
+    """Sent as the choice's ``finish_reason`` (``length``: cut by the token limit)."""
+    reasoning: str | None = None
+    """Sent as ``message.reasoning`` (OpenRouter's reasoning text) when set."""
+    blocks: tuple[Mapping[str, Any], ...] | None = None
+    """Sent as the message's content instead of ``text`` (unstreamed replies): a list of
+    content blocks (reasoning blocks, as Mistral's thinking models send)."""
+    refusal: str | None = None
+    """Sent as ``message.refusal`` (OpenAI's refusal text)."""
 
 
 class Brain(Protocol):

@@ -126,25 +126,32 @@ def chat_completion(
 ) -> dict[str, Any] | EventStream:
     """A ``chat.completion`` object, or its SSE equivalent when the client streams."""
     served = reply.served_model or model
+    completion = default_tokens(reply.text) + (reply.reasoning_tokens or 0)
     usage = _usage(
         default_tokens(prompt) if reply.prompt_tokens is None else reply.prompt_tokens,
-        default_tokens(reply.text) if reply.completion_tokens is None else reply.completion_tokens,
+        completion if reply.completion_tokens is None else reply.completion_tokens,
         reply,
     )
     head = {"id": response_id, "created": int(time.time()), "model": served}
+    content: Any = reply.text if reply.blocks is None else [dict(b) for b in reply.blocks]
     if not stream:
+        message = {"role": "assistant", "content": content, "refusal": reply.refusal}
+        if reply.reasoning is not None:
+            message["reasoning"] = reply.reasoning
         choice = {
             "index": 0,
-            "message": {"role": "assistant", "content": reply.text, "refusal": None},
+            "message": message,
             "logprobs": None,
-            "finish_reason": "stop",
+            "finish_reason": reply.finish_reason,
         }
         return {**head, "object": "chat.completion", "choices": [choice], "usage": usage}
     chunk = {**head, "object": "chat.completion.chunk"}
     delta = {"role": "assistant", "content": reply.text}
+    if reply.reasoning is not None:
+        delta["reasoning"] = reply.reasoning
     events = [
         {**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-        {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": reply.finish_reason}]},
     ]
     if usage_chunk:
         events.append({**chunk, "choices": [], "usage": usage})

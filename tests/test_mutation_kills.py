@@ -337,7 +337,8 @@ def turn(index: int = 2, coherence: float = 80.0, novelty: float = 0.5, **extra:
 
 def test_a_valid_answer_is_recorded_and_the_look_ahead_becomes_the_candidate() -> None:
     ahead = candidate(3)
-    update, rec = decided(turn(lookahead=ahead), Settings(), now=112.3456)
+    cut = candidate(2, finish_reason="length", reasoning_tokens=17)
+    update, rec = decided(turn(lookahead=ahead, candidate=cut), Settings(), now=112.3456)
     assert rec == {
         "index": 2,
         "answer": "answer 2",
@@ -351,6 +352,10 @@ def test_a_valid_answer_is_recorded_and_the_look_ahead_becomes_the_candidate() -
         "elapsed_s": 12.346,
         "calls": {"generate": stats(), "judge": stats(), "embed": stats(0, (0, 0), None)},
         "flags": ["f1", "f2"],
+        "finish_reason": "length",
+        "truncated": True,
+        "served_model": "m",
+        "reasoning_tokens": 17,
     }
     assert update["answers"] == [rec]
     assert update["candidate"] is ahead and update["lookahead"] is None

@@ -29,6 +29,7 @@ from aidanbench.testing import (
     Kind,
     Latency,
     OpenAIStub,
+    ReasoningBrain,
     Reply,
     ScriptedBrain,
     classify,
@@ -404,3 +405,65 @@ def test_stop_releases_the_port_and_restarts() -> None:
         assert stub.count() == round_number + 1  # records survive a restart
     with pytest.raises(RuntimeError):
         _ = stub.base_url
+
+
+def post_chat(stub: OpenAIStub, prompt: str, **fields: Any) -> dict[str, Any]:
+    """One raw chat completion, as the wire carries it."""
+    body = {"model": "r", "messages": [{"role": "user", "content": prompt}], **fields}
+    conn = http.client.HTTPConnection("127.0.0.1", stub.port, timeout=10)
+    try:
+        conn.request(
+            "POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"}
+        )
+        reply: dict[str, Any] = json.loads(conn.getresponse().read())
+    finally:
+        conn.close()
+    return reply
+
+
+def test_the_reasoning_brain_answers_as_reasoning_models_do() -> None:
+    """Reasoning by effort counted against the token limit (length: cut or empty), the
+    content filter, text only in ``message.reasoning`` or in thinking blocks, and
+    ``completion_tokens_details.reasoning_tokens`` (or no details at all)."""
+    prompt = generate_prompt(QUESTION)
+    first = f"Idea 1 for {question_id(QUESTION)}"
+    scripted = ScriptedBrain({QUESTION: 3})
+    with OpenAIStub(ReasoningBrain(scripted, style="field")) as stub:
+        plain = post_chat(stub, prompt, reasoning_effort="high")
+        choice, usage = plain["choices"][0], plain["usage"]
+        assert choice["finish_reason"] == "stop" and first in choice["message"]["content"]
+        assert choice["message"]["reasoning"] == "Thinking (high) before answering."
+        assert usage["completion_tokens_details"] == {"reasoning_tokens": 128}
+        text_tokens = len(choice["message"]["content"]) // 4 + 1
+        assert usage["completion_tokens"] == 128 + text_tokens
+
+        cut = post_chat(stub, prompt, reasoning={"effort": "low"}, max_completion_tokens=12)
+        assert cut["choices"][0]["finish_reason"] == "length"
+        assert cut["choices"][0]["message"]["content"] == choice["message"]["content"][:16]
+        assert cut["usage"]["completion_tokens_details"] == {"reasoning_tokens": 8}
+
+        empty = post_chat(stub, prompt, max_tokens=20)  # medium effort: 32 > 20
+        assert empty["choices"][0]["finish_reason"] == "length"
+        assert empty["choices"][0]["message"]["content"] == ""
+        assert empty["usage"]["completion_tokens_details"] == {"reasoning_tokens": 20}
+
+    brain = ReasoningBrain(
+        scripted, style="blocks", filtered=[first], report_reasoning=False, models={"r"}
+    )
+    with OpenAIStub(brain) as stub:
+        filtered = post_chat(stub, prompt)
+        assert filtered["choices"][0]["finish_reason"] == "content_filter"
+        assert filtered["choices"][0]["message"]["content"] == [
+            {
+                "type": "thinking",
+                "thinking": [{"type": "text", "text": "Thinking (medium) before answering."}],
+            }
+        ]
+        assert "completion_tokens_details" not in filtered["usage"]
+        untouched = post_chat(stub, prompt, model="other")
+        assert untouched["choices"][0]["message"]["content"].startswith("<answer>")
+
+    with OpenAIStub(ReasoningBrain(scripted, style="field", reasoning_only=[first])) as stub:
+        hidden = post_chat(stub, prompt)["choices"][0]
+        assert hidden["message"]["content"] == "" and first in hidden["message"]["reasoning"]
+        assert hidden["finish_reason"] == "stop"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from aidanbench.analysis.rundir import read_results
+from aidanbench.analysis.rundir import read_lines, read_results, write_outputs
 from aidanbench.analysis.summary import paired_comparison
 from aidanbench.analysis.view import write_view
 from aidanbench.core.results import QuestionResult
@@ -337,3 +337,40 @@ def test_screenshots_of_the_published_run(page: Page, tmp_path: Path) -> None:
     assert page.evaluate("document.getElementById('chain').scrollWidth") <= 390
     phone = page.screenshot(shots / "chain-390.png")
     assert png_size(phone) == (390, 844)
+
+
+def test_an_answer_cut_by_the_token_limit_is_shown_where_it_counts(
+    page: Page, tmp_path: Path
+) -> None:
+    """The leaderboard counts cut answers, a line names the field to raise, the heat map
+    marks the cell and the chain flags the answer (issue #25)."""
+    run_dir = make_run_dir(tmp_path / "run")
+    lines = read_lines(run_dir)
+    for line in lines:
+        for answer in line["answers"]:
+            answer["finish_reason"], answer["truncated"] = "stop", False
+    cut = lines[0]["answers"][1]
+    cut["finish_reason"], cut["truncated"] = "length", True
+    write_outputs(run_dir, lines)
+    open_report(page, [run_dir], tmp_path / "report.html")
+
+    counted = {row["model"]: row.get("truncated_answers") for row in page.evaluate(LEADERBOARD)}
+    assert counted == {"acme/alpha": "1", "acme/beta": "0"}
+    note = page.evaluate("document.querySelector('#truncation li').textContent")
+    assert note.startswith("Answers cut: acme/alpha: 1 of ") and "raise max_tokens" in note
+    marked = (
+        "[...document.querySelectorAll('#grid button.cell.cutmark')]"
+        ".map((b) => b.dataset.g + ':' + b.dataset.q)"
+    )
+    assert page.evaluate(marked) == ["0:0"]
+    page.click('#grid button.cell[data-g="0"][data-q="0"]')
+    page.wait_for("document.getElementById('chain').open")
+    flagged = page.evaluate(
+        "[...document.querySelectorAll('#chain ol.answers li')].map((li) => li.dataset.truncated)"
+    )
+    assert flagged[:3] == ["false", "true", "false"]
+    shown = page.evaluate("document.querySelector('#answer-2 p.cut').textContent")
+    assert "cut by the token limit (finish_reason length)" in shown
+    assert page.evaluate("document.getElementById('chain-cut').textContent") == (
+        "cut by the token limit 1"
+    )

@@ -1,0 +1,45 @@
+"""``ChatOpenAI`` keeping the reasoning text a reply carries beside its content.
+
+``ChatOpenAI`` reads OpenAI's own message fields only: the text OpenAI-compatible
+providers put beside the content (OpenRouter's ``message.reasoning``, DeepSeek's and
+vLLM's ``reasoning_content``) is dropped. A reply with empty content and such text is a
+failure of its own (the model answered inside its reasoning), which the generate node
+names; so this subclass copies that text into the message's
+``additional_kwargs["reasoning"]``, as ``services.chat.read_reply`` does for the command
+line's client. Everything else is ``ChatOpenAI``'s, callbacks and tracing included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+from langchain_core.outputs import ChatResult
+from langchain_openai import ChatOpenAI
+
+from aidanbench.services.chat import REASONING_FIELDS, reasoning_of
+
+
+class ReasoningChatOpenAI(ChatOpenAI):
+    """``ChatOpenAI`` with the reply's reasoning text in ``additional_kwargs``."""
+
+    def _create_chat_result(
+        self,
+        response: dict[str, Any] | openai.BaseModel,
+        generation_info: dict[str, Any] | None = None,
+    ) -> ChatResult:
+        result = super()._create_chat_result(response, generation_info)
+        if isinstance(response, dict):
+            choices = response.get("choices") or []
+        else:
+            choices = getattr(response, "choices", None) or []
+        for generation, choice in zip(result.generations, choices, strict=False):
+            if isinstance(choice, dict):
+                message = choice.get("message") or {}
+            else:
+                found = getattr(choice, "message", None)
+                message = {name: getattr(found, name, None) for name in REASONING_FIELDS}
+            text = reasoning_of(message) if isinstance(message, dict) else None
+            if text is not None:
+                generation.message.additional_kwargs["reasoning"] = text
+        return result
