@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from aidanbench.nodes.prompts import render_coherence, render_generate, render_similarity
-from aidanbench.services.pricing import PriceTable, add_dollars
+from aidanbench.core.records import add_dollars
+from aidanbench.services.pricing import PriceTable
 
 CHARS_PER_TOKEN = 4
 """Characters per token assumed (no tokenizer is loaded)."""

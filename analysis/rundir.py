@@ -37,7 +37,7 @@ from aidanbench.core.records import question_result
 from aidanbench.core.results import QuestionResult
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import is_censored
-from aidanbench.services.pricing import answer_dollars, question_dollars
+from aidanbench.core.records import answer_dollars, question_dollars
 
 METADATA = "metadata.json"
 RESULTS = "results.json"

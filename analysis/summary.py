@@ -34,7 +34,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from aidanbench.analysis.cost import has_censored
+from aidanbench.analysis.cost import has_censored, tokens_text
 from aidanbench.analysis.tables import Column, fitted_tables
 from aidanbench.core.records import UNFINISHED as UNFINISHED
 from aidanbench.core.records import errored as errored
@@ -121,8 +121,9 @@ class SummaryRow:
     """Share of answers whose reply used the ``<answer>`` tag; None when not recorded."""
     stop_reasons: dict[str, int]
     """Lines per stop reason; ``unfinished`` for lines without one."""
-    tokens: int
-    """Tokens of every call, discarded look-aheads included; 0 when not recorded."""
+    tokens: int | None
+    """Tokens of the generation and scoring calls, discarded look-aheads included; None
+    when a call reported no usage, or when not recorded (results files)."""
     repeats: int
     """Distinct repeats."""
     mean_repeat_score: float | None = None
@@ -145,8 +146,13 @@ class SummaryRow:
     """Judge model shared by every line; None when unknown or mixed."""
     answers: int = 0
     """Recorded answers, failing ones included."""
-    api_calls: int = 0
-    """Requests of every answer and discarded look-ahead; 0 when not recorded."""
+    api_calls: int | None = None
+    """Requests of every answer and discarded look-ahead; None when not recorded."""
+    cost_usd: float | None = None
+    """Dollars of those requests (``core.records.totals``); None when any part is unknown
+    (no price, a reply without usage) or not recorded."""
+    usage_missing: int = 0
+    """Requests whose reply reported no usage (their tokens and dollars are unknown)."""
 
     @property
     def reward(self) -> float:
@@ -338,6 +344,8 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
         judge_model=_shared(line.judge_model for line in lines),
         answers=counted.answers,
         api_calls=counted.api_calls,
+        cost_usd=counted.dollars,
+        usage_missing=counted.usage_missing,
     )
 
 
@@ -533,7 +541,7 @@ def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
     repeated = any(row.repeats > 1 for row in rows)
     with_llm = any(row.mean_llm_novelty is not None for row in rows)
     with_format = any(row.format_adherence is not None for row in rows)
-    with_tokens = any(row.tokens for row in rows)
+    with_tokens = any(row.api_calls is not None for row in rows)
     by_novelty = bool(rows) and all(row.reward_mode == "novelty_sum" for row in rows)
 
     def numbers(header: str, cells: list[str], style: str | None = None) -> Column:
@@ -597,7 +605,13 @@ def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
         columns.append(numbers("format", [_number(row.format_adherence, ".0%") for row in rows]))
     if with_tokens:
         columns.append(
-            numbers("tokens", [f"{row.tokens:,}" if row.tokens else "–" for row in rows])
+            numbers(
+                "tokens",
+                [
+                    "–" if row.api_calls is None else tokens_text(row.tokens)
+                    for row in rows
+                ],
+            )
         )
     columns.append(
         Column("stop reasons", [_stops(row.stop_reasons) for row in rows], "left", wraps=True)

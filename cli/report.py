@@ -352,8 +352,8 @@ def run(args: argparse.Namespace) -> int:
             comparison=comparison,
             reward_mode=inputs.reward_mode,
             notes=inputs.notes,
-            question_fields=cost.merged(cost.question_fields, args.paths),
-            run_fields=cost.merged(cost.run_fields, args.paths),
+            question_fields=cost.question_fields(results),
+            run_fields=cost.run_fields(results),
         )
         payload["cost"] = cost.cost_payloads(args.paths)
         print(json.dumps(payload, indent=2))
@@ -363,7 +363,7 @@ def run(args: argparse.Namespace) -> int:
     print_headline(rows, console)
     console.print(question_table(results, width=console.width))
     print_errors(results, console)
-    for text in cost.cost_lines_of(args.paths):
+    for text in cost.cost_lines(results, args.paths):
         console.print(text, markup=False)
     if comparison is not None:
         console.print("\n" + comparison_text(comparison), markup=False)

@@ -31,7 +31,7 @@ from aidanbench.core.vocabulary import SCORER_BY_KEY, scorers
 from aidanbench.nodes.caps import budget_exhausted, cap_reached, unpriced_error
 from aidanbench.nodes.context import add_calls, no_calls, settings_of
 from aidanbench.nodes.metrics import chain_metrics
-from aidanbench.services.pricing import answer_dollars
+from aidanbench.core.records import answer_dollars, call_tokens
 
 
 def branch_error(state: QuestionState, keys: list[str]) -> ErrorInfo | None:
@@ -135,7 +135,7 @@ def answer_event(record: AnswerRecord, score: int, stop: str | None) -> dict[str
         "score": score,
         "stop_reason": stop,
         "calls": sum(c["calls"] for c in calls),
-        "tokens": sum(c["input_tokens"] + c["output_tokens"] for c in calls),
+        "tokens": call_tokens(record["calls"]),
         "cost_usd": answer_dollars(record["calls"]),
     }
 

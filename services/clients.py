@@ -113,7 +113,7 @@ def chat_client(
 
     callbacks: list[BaseCallbackHandler] | None = None
     if record is not None:
-        callbacks = [LedgerCallback(record.ledger, role, model, record.price)]
+        callbacks = [LedgerCallback(record.ledger, role, model, record.price, extra_body)]
     return ChatOpenAI(
         callbacks=callbacks,
         model=model,
