@@ -126,7 +126,10 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     check_run_args(args)
     spec = run_spec(args)
     judge = spec.settings.get("judge_model", Settings.model_fields["judge_model"].default)
-    cost.check(args, spec.models, judge)
+    embedder = spec.settings.get(
+        "embedding_model", Settings.model_fields["embedding_model"].default
+    )
+    cost.check(args, spec.models, judge, embedder)
     if args.dry_run:
         return cost.dry_run(args, spec)
     run_dir = spec.run_dir
