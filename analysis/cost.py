@@ -221,8 +221,7 @@ def sent_line(usage: Mapping[str, Any]) -> list[str]:
         by_model = usage.get("without_usage_models") or {}
         named = ", ".join(f"{printable(m)} {n}" for m, n in by_model.items())
         out.append(
-            f"  {missing} replies reported no usage ({named}): their tokens and dollars are "
-            "unknown"
+            f"  {missing} replies reported no usage ({named}): their tokens and dollars are unknown"
         )
     if unrecorded:
         out.append(
@@ -231,9 +230,7 @@ def sent_line(usage: Mapping[str, Any]) -> list[str]:
             f"most {dollars_text(usage.get('unrecorded_bound_usd'))}"
         )
     if not complete:
-        out.append(
-            f"  At most {dollars_text(usage.get('dollars_bound'))} in all ({ESTIMATES})"
-        )
+        out.append(f"  At most {dollars_text(usage.get('dollars_bound'))} in all ({ESTIMATES})")
     return out
 
 

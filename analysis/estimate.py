@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aidanbench.nodes.prompts import render_coherence, render_generate, render_similarity
 from aidanbench.core.records import add_dollars
+from aidanbench.nodes.prompts import render_coherence, render_generate, render_similarity
 from aidanbench.services.pricing import PriceTable
 
 CHARS_PER_TOKEN = 4

@@ -33,11 +33,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aidanbench.core.records import question_result
+from aidanbench.core.records import answer_dollars, question_dollars, question_result
 from aidanbench.core.results import QuestionResult
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import is_censored
-from aidanbench.core.records import answer_dollars, question_dollars
 
 METADATA = "metadata.json"
 RESULTS = "results.json"

@@ -607,10 +607,7 @@ def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
         columns.append(
             numbers(
                 "tokens",
-                [
-                    "–" if row.api_calls is None else tokens_text(row.tokens)
-                    for row in rows
-                ],
+                ["–" if row.api_calls is None else tokens_text(row.tokens) for row in rows],
             )
         )
     columns.append(

@@ -21,11 +21,11 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
+from aidanbench.core.records import add_dollars
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import CallStats, ErrorInfo
 from aidanbench.services import Services, ServicesFactory, key_values, role_host
 from aidanbench.services.errors import describe
-from aidanbench.core.records import add_dollars
 from aidanbench.services.pricing import Price, price_table
 from aidanbench.services.usage import reply_usage
 
@@ -112,7 +112,9 @@ def add_calls(total: CallStats, more: CallStats) -> CallStats:
     summed["cached_input_tokens"] = _sum(
         total.get("cached_input_tokens", 0), more.get("cached_input_tokens", 0)
     )
-    summed["reasoning_tokens"] = _sum(total.get("reasoning_tokens", 0), more.get("reasoning_tokens", 0))
+    summed["reasoning_tokens"] = _sum(
+        total.get("reasoning_tokens", 0), more.get("reasoning_tokens", 0)
+    )
     summed["cost_usd"] = add_dollars(total.get("cost_usd"), more.get("cost_usd"))
     summed["provider_cost_calls"] = total.get("provider_cost_calls", 0) + more.get(
         "provider_cost_calls", 0

@@ -18,6 +18,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
+from aidanbench.core.records import answer_dollars, call_tokens
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import (
     AnswerRecord,
@@ -31,7 +32,6 @@ from aidanbench.core.vocabulary import SCORER_BY_KEY, scorers
 from aidanbench.nodes.caps import budget_exhausted, cap_reached, unpriced_error
 from aidanbench.nodes.context import add_calls, no_calls, settings_of
 from aidanbench.nodes.metrics import chain_metrics
-from aidanbench.core.records import answer_dollars, call_tokens
 
 
 def branch_error(state: QuestionState, keys: list[str]) -> ErrorInfo | None:

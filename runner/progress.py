@@ -141,9 +141,7 @@ class Progress:
 
     def stored(self, label: str, output: dict[str, Any], key: str | None = None) -> None:
         """A question about to run again: what its earlier sessions stored is counted now."""
-        self.rows[label].lines[key if key is not None else label] = records.question_result(
-            output
-        )
+        self.rows[label].lines[key if key is not None else label] = records.question_result(output)
 
     def answer(self, label: str, event: dict[str, Any], key: str | None = None) -> None:
         """An answer event of a running question: shown until the question's line replaces it."""

@@ -138,7 +138,9 @@ class OpenAIChat:
         body = self.body(prompt)
         record = self.ledger
         if record is None:
-            response = await self.client.post("/chat/completions", body=body, cast_to=httpx2.Response)
+            response = await self.client.post(
+                "/chat/completions", body=body, cast_to=httpx2.Response
+            )
             return read_reply(response.content)
         where = caller()
         request = record.ledger.sent(
@@ -150,7 +152,9 @@ class OpenAIChat:
             price=record.price,
         )
         try:
-            response = await self.client.post("/chat/completions", body=body, cast_to=httpx2.Response)
+            response = await self.client.post(
+                "/chat/completions", body=body, cast_to=httpx2.Response
+            )
             message = read_reply(response.content)
         except BaseException as exc:
             record.ledger.failed(record.role, record.model, request, error_status(exc))
