@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NotRequired
 
 from typing_extensions import TypedDict
 
+from aidanbench.core.questions import normal_question
 from aidanbench.core.results import AnswerRow, QuestionResult
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import is_error_stop
@@ -135,6 +136,30 @@ class Totals:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values."""
         return asdict(self)
+
+
+def distinct(results: Iterable[QuestionResult]) -> tuple[list[QuestionResult], list[str]]:
+    """``results`` with each (model, temperature, question, repeat) once, and a note per
+    line left out.
+
+    Questions are read in their normal form (``core.questions``), so a run made before
+    normalisation that asked one question twice, once with a trailing space, has two
+    lines for one question: the first is counted, the other named.
+    """
+    kept: dict[tuple[str, float, str, int], QuestionResult] = {}
+    notes: list[str] = []
+    for result in results:
+        key = (result.model, result.temperature, result.question, result.repeat)
+        if key in kept:
+            notes.append(
+                f"{result.model} @ {result.temperature:g} answered question "
+                f"{result.question[:60]!r} twice (repeat {result.repeat}), in spellings that "
+                "differ only in surrounding whitespace or Unicode form; it is counted once "
+                "(the first line)"
+            )
+            continue
+        kept[key] = result
+    return list(kept.values()), notes
 
 
 def errored(result: QuestionResult) -> bool:
@@ -294,7 +319,7 @@ def question_result(
     return QuestionResult(
         model=line.get("model") or measured.get("model") or "",
         temperature=float(line.get("temperature", measured.get("temperature", 0.0))),
-        question=line["question"],
+        question=normal_question(line["question"]),
         answers=tuple(answer_row(a) for a in sorted(records, key=lambda a: a["index"])),
         stop_reason=line.get("stop_reason"),
         repeat=int(line.get("repeat", 1)),

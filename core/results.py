@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aidanbench.core.questions import normal_question
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import FINAL_STOPS
 
@@ -217,7 +218,7 @@ def _question_from_records(
     return QuestionResult(
         model=model,
         temperature=temperature,
-        question=question,
+        question=normal_question(question),
         answers=rows,
         stop_reason=reason,
     )

@@ -136,7 +136,7 @@ class LineCounts:
 
 def totals(lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The run's totals as ``metadata.json`` records them, counted by ``core.records``."""
-    counted = records.totals(records.question_result(line) for line in lines)
+    counted = records.totals(records.distinct(records.question_result(x) for x in lines)[0])
     return {
         "questions": counted.lines,
         "answers": counted.answers,
