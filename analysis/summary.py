@@ -36,6 +36,7 @@ from rich.table import Table
 
 from aidanbench.analysis.cost import has_censored, tokens_text
 from aidanbench.analysis.tables import Column, fitted_tables
+from aidanbench.core.errors import printable
 from aidanbench.core.records import UNFINISHED as UNFINISHED
 from aidanbench.core.records import errored as errored
 from aidanbench.core.records import totals
@@ -241,12 +242,6 @@ def group_label(model: str, temperature: float, temperatures: int) -> str:
 def censored_text(figure: str, censored: bool) -> str:
     """A figure, as a lower bound (``≥ 12``) when a cap cut one of its questions short."""
     return f"≥ {figure}" if censored else figure
-
-
-def short_names(models: Sequence[str]) -> dict[str, str]:
-    """Model names without their provider prefix (``openai/``), when that keeps them apart."""
-    short = {m: m.rsplit("/", 1)[-1] for m in models}
-    return short if len(set(short.values())) == len(short) else {m: m for m in models}
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -613,7 +608,7 @@ def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
     columns.append(
         Column("stop reasons", [_stops(row.stop_reasons) for row in rows], "left", wraps=True)
     )
-    key = Column("model", [row.model for row in rows], "left")
+    key = Column("model", [printable(row.model) for row in rows], "left")
     return key, columns
 
 
@@ -641,6 +636,6 @@ def render_summary(
     Without a console, prints to standard output (without highlighting, which would
     colour numbers at random).
     """
-    console = console or Console(highlight=False)
+    console = console or Console(highlight=False, markup=False)
     for table in summary_tables(rows, title, console.width):
         console.print(table)

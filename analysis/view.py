@@ -33,7 +33,6 @@ from aidanbench.analysis.summary import (
     paired_comparison,
     question_differences,
     question_order,
-    short_names,
     summarise,
     warnings,
 )
@@ -209,7 +208,6 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
     groups = group_results(results)
     rows = summarise(results)
     temperatures = len({t for _, t in groups})
-    names = short_names(list(dict.fromkeys(m for m, _ in groups)))
     group_docs: list[dict[str, Any]] = []
     lines: list[dict[str, Any]] = []
     chains: list[list[list[list[Any]]]] = []
@@ -222,7 +220,7 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
         shown = row.thresholds or source.read_thresholds
         group_docs.append(
             {
-                "label": group_label(names[row.model], row.temperature, temperatures),
+                "label": group_label(row.model, row.temperature, temperatures),
                 "row": json.loads(json.dumps(row.to_dict(), default=str)),
                 "source": source.path.name,
                 "kind": "run directory" if source.path.is_dir() else "results file",

@@ -38,11 +38,10 @@ from aidanbench.analysis.summary import (
     paired_comparison,
     question_order,
     render_summary,
-    short_names,
     summarise,
     warnings,
 )
-from aidanbench.cli.errors import UsageError
+from aidanbench.cli.errors import UsageError, printable
 from aidanbench.core.results import QuestionResult
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import is_censored
@@ -114,10 +113,12 @@ def make_console() -> Console:
     """Console for reports, without highlighting (which colours numbers at random).
 
     Output to a pipe or file gets ``PIPE_WIDTH`` columns unless ``COLUMNS`` says otherwise:
-    rich's default of 80 folds the tables into unreadable slivers.
+    rich's default of 80 folds the tables into unreadable slivers. Markup is off: model
+    names and questions are shown as written, brackets included (``core.errors.printable``
+    escapes their control characters).
     """
     wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
-    return Console(highlight=False, width=PIPE_WIDTH if wide else None)
+    return Console(highlight=False, markup=False, width=PIPE_WIDTH if wide else None)
 
 
 def abbreviate(text: str, width: int = QUESTION_WIDTH) -> str:
@@ -176,8 +177,7 @@ def question_table(
     questions = question_order(results)
     columns = [[_cell(by_question.get((m, t, q), []), marks) for q in questions] for m, t in groups]
     number_width = len(f"Q{len(questions)}")
-    names = short_names(list(dict.fromkeys(m for m, _ in groups)))
-    labels = [group_label(names[m], t, temperatures) for m, t in groups]
+    labels = [printable(group_label(m, t, temperatures)) for m, t in groups]
     score_widths = [max(len(c) for c in cells) for cells in columns]
 
     def room_for_questions(headers: Sequence[str]) -> int:
@@ -186,7 +186,7 @@ def question_table(
 
     if room_for_questions(labels) < MIN_QUESTION_WIDTH:
         # Too narrow for the names as headers: letters, and the full names in the legend.
-        full = [group_label(m, t, temperatures) for m, t in groups]
+        full = [printable(group_label(m, t, temperatures)) for m, t in groups]
         keys = [_column_key(i) for i in range(len(groups))]
         named = "\n".join(f"{k} = {name}" for k, name in zip(keys, full, strict=True))
         table.caption = f"{table.caption}\n{named}"
@@ -203,7 +203,7 @@ def question_table(
         )
     for number, question in enumerate(questions, 1):
         row = [column[number - 1] for column in columns]
-        table.add_row(f"Q{number}", abbreviate(question, question_width), *row)
+        table.add_row(f"Q{number}", abbreviate(printable(question), question_width), *row)
     return table
 
 
@@ -216,8 +216,11 @@ def print_errors(results: Sequence[QuestionResult], console: Console) -> None:
     console.print(f"\nErrored questions ({len(failed)}); their scores are lower bounds:")
     for r in failed:
         console.print(
-            f"  {r.model} @ {r.temperature:g}, repeat {r.repeat}, Q{numbers[r.question]} "
-            f"{abbreviate(r.question)!r}: {r.stop_reason}: {r.error or 'no message recorded'}",
+            printable(
+                f"  {r.model} @ {r.temperature:g}, repeat {r.repeat}, Q{numbers[r.question]} "
+                f"{abbreviate(r.question)!r}: {r.stop_reason}: "
+                f"{r.error or 'no message recorded'}"
+            ),
             markup=False,
         )
 
@@ -225,7 +228,7 @@ def print_errors(results: Sequence[QuestionResult], console: Console) -> None:
 def print_warnings(found: Sequence[str], console: Console) -> None:
     """Warnings, one per line, after everything else."""
     for text in found:
-        console.print(f"warning: {text}", style="yellow", markup=False)
+        console.print(f"warning: {printable(text)}", style="yellow", markup=False)
 
 
 def comparison_text(comparison: PairedComparison) -> str:
@@ -334,7 +337,7 @@ def print_headline(rows: Sequence[SummaryRow], console: Console) -> None:
             low, high = row.reward_interval
             value += f" (mean of {row.repeats} repeats, 95% CI [{low:.4g}, {high:.4g}])"
         console.print(
-            f"headline ({row.reward_mode}): {row.model} @ {row.temperature:g}: {value}",
+            f"headline ({row.reward_mode}): {printable(row.model)} @ {row.temperature:g}: {value}",
             markup=False,
         )
 
@@ -366,7 +369,7 @@ def run(args: argparse.Namespace) -> int:
     for text in cost.cost_lines(results, args.paths):
         console.print(text, markup=False)
     if comparison is not None:
-        console.print("\n" + comparison_text(comparison), markup=False)
+        console.print("\n" + printable(comparison_text(comparison)), markup=False)
     print_warnings([*inputs.notes, *warnings(results)], console)
     return 0
 

@@ -241,4 +241,6 @@ def _print_summary(rows: list[SummaryRow], reward_mode: str) -> None:
     render_summary(rows, console)
     for row in rows:
         value = row.score if reward_mode == "count" else f"{row.novelty_sum:.2f}"
-        console.print(f"headline ({reward_mode}): {row.model} @ {row.temperature:g}: {value}")
+        console.print(
+            f"headline ({reward_mode}): {printable(row.model)} @ {row.temperature:g}: {value}"
+        )

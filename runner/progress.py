@@ -87,7 +87,8 @@ class Progress:
 
     def __enter__(self) -> Progress:
         if self.live:
-            self._live = Live(self, console=Console(file=self.out), refresh_per_second=4)
+            console = Console(file=self.out, markup=False)
+            self._live = Live(self, console=console, refresh_per_second=4)
             self._live.__enter__()
         return self
 
@@ -96,7 +97,7 @@ class Progress:
             self._live.__exit__(None, None, None)  # draws the final state once more
             self._live = None
         elif self.rows and exc[0] is None:
-            console = Console(file=self.out)
+            console = Console(file=self.out, markup=False)
             console.print(self._table(console.width))  # the log ends with the final counts
 
     def __rich__(self) -> Group:
