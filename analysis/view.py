@@ -4,7 +4,10 @@ The page works from ``file://`` with no network: its script, styles and data are
 its charts are inline SVG drawn by its own script. It is built from run directories and
 original-schema results files through the same readers and statistics as ``aidanbench
 report`` (``summarise``, ``warnings``, ``paired_comparison``), so its numbers are the
-report's numbers.
+report's numbers: each row's score, calls, tokens and dollars are its ``SummaryRow``'s
+(``core.records.totals``), and the figures are formatted here as the report formats
+them (``dollars_text``, ``tokens_text``), never recomputed in the page. There is no total
+across models: a sum of different models' scores measures nothing.
 
 Answer texts are the bulk of a run, so they never enter the initial DOM: each (model,
 temperature) keeps its chains in its own JSON script element, parsed and rendered only when
@@ -24,6 +27,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from aidanbench.analysis.cost import dollars_text, tokens_text
 from aidanbench.analysis.rundir import atomic_write, read_metadata, read_results
 from aidanbench.analysis.summary import (
     caption,
@@ -48,9 +52,6 @@ DATA_SLOT = "/*DATA*/null"
 
 CHAINS_SLOT = "<!--CHAINS-->"
 """Where the per-group chain scripts go."""
-
-COST_KEY = "cost_usd"
-"""Key of a call's cost in an answer's ``calls`` record, when a provider reports one."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,18 +104,6 @@ def _distinct(sources: Sequence[Source]) -> list[list[QuestionResult]]:
 
 def _finite(value: float | None) -> float | None:
     return value if value is None or math.isfinite(value) else None
-
-
-def _cost(lines: Sequence[QuestionResult]) -> float | None:
-    """Summed ``cost_usd`` of every call, or None when no call recorded one."""
-    total, known = 0.0, False
-    for line in lines:
-        for answer in line.answers:
-            for stats in (answer.extra.get("calls") or {}).values():
-                if isinstance(stats, Mapping) and stats.get(COST_KEY) is not None:
-                    total += float(stats[COST_KEY])
-                    known = True
-    return total if known else None
 
 
 def _thresholds_dict(thresholds: Thresholds) -> dict[str, float | None]:
@@ -229,7 +218,9 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
                 "thresholds": describe_thresholds(shown)
                 + ("" if recorded else " (not recorded; validity recomputed with these)"),
                 "prompts_sha256": meta.get("prompts_sha256"),
-                "cost_usd": _cost(groups[key]),
+                "recorded": row.api_calls is not None,
+                "cost_text": dollars_text(row.cost_usd),
+                "tokens_text": tokens_text(row.tokens),
             }
         )
         group_chains: list[list[list[Any]]] = []

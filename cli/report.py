@@ -328,18 +328,41 @@ def compare(
         raise UsageError(one_line(exc)) from exc
 
 
-def print_headline(rows: Sequence[SummaryRow], console: Console) -> None:
-    """Each row's headline under the reward mode, with its interval when repeated."""
+ROLLOUT_NOTE = (
+    "The headline is AidanBench's score: a repeat's questions summed, then averaged over "
+    "repeats; vf-eval prints the mean reward of one rollout (one question line), which is "
+    "the headline divided by the number of questions."
+)
+"""Which of the two figures is which, printed once under headlines that show both."""
+
+
+def print_headline(
+    rows: Sequence[SummaryRow],
+    console: Console,
+    results: Sequence[QuestionResult] = (),
+) -> None:
+    """Each row's headline under the reward mode, with its interval when repeated; with
+    repeats, beside it the per-rollout mean ``vf-eval`` prints for the same lines."""
+    groups = group_results(results)
+    both = False
     for row in rows:
         spec = ".2f" if row.reward_mode == "novelty_sum" else "g"
         value = format(row.reward, spec) if row.repeats == 1 else format(row.reward, ".4g")
         if row.reward_interval is not None:
             low, high = row.reward_interval
             value += f" (mean of {row.repeats} repeats, 95% CI [{low:.4g}, {high:.4g}])"
+        lines = groups.get((row.model, row.temperature), [])
+        if row.repeats > 1 and lines:
+            mean = rollout_means(lines, row.reward_mode)["reward"]
+            if mean is not None:
+                value += f"; per rollout (vf-eval's reward): {mean:.2f} over {len(lines)} lines"
+                both = True
         console.print(
             f"headline ({row.reward_mode}): {printable(row.model)} @ {row.temperature:g}: {value}",
             markup=False,
         )
+    if both:
+        console.print(ROLLOUT_NOTE, markup=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -363,7 +386,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     console = make_console()
     render_summary(rows, console)
-    print_headline(rows, console)
+    print_headline(rows, console, results)
     console.print(question_table(results, width=console.width))
     print_errors(results, console)
     for text in cost.cost_lines(results, args.paths):

@@ -177,7 +177,7 @@ def print_rescore(
     )
     rows = summarise(results, reward_mode)
     render_summary(rows, console, title="AidanBench summary, rescored")
-    print_headline(rows, console)
+    print_headline(rows, console, results)
     console.print(change_table(rescored, reward_mode))
     marks = {line_key(r.result): TRUNCATED_MARK for r in rescored if r.truncated}
     legend = f"; {TRUNCATED_MARK} truncated (lower bound)"
