@@ -16,6 +16,7 @@ question is a lower bound too; that is what every statistic here says of it.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -286,16 +287,28 @@ def plot_cost_vs_score(results: Sequence[QuestionResult], out: Path) -> Path | N
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(7, 5), dpi=120, layout="constrained")
+    figure = Figure(figsize=(8, 5.5), dpi=120, layout="constrained")
     FigureCanvasAgg(figure)
     ax = figure.add_subplot()
+    middle = (min(p[1] for p in points) + max(p[1] for p in points)) / 2
     for label, dollars, score, bound in points:
         ax.scatter([dollars], [score], facecolors="none" if bound else "C0", edgecolors="C0")
         if bound:
             ax.annotate("", (dollars, score * 1.08 + 1), (dollars, score), arrowprops={})
-        ax.annotate(score_text(score, bound) + "  " + label, (dollars, score), fontsize=8)
+        right = dollars > middle  # label towards the middle, so it stays inside the axes
+        ax.annotate(
+            textwrap.fill(score_text(score, bound) + "  " + label, 48),
+            (dollars, score),
+            xytext=(-6 if right else 6, 0),
+            textcoords="offset points",
+            ha="right" if right else "left",
+            va="center",
+            fontsize=8,
+        )
+    ax.margins(x=0.1, y=0.1)
     ax.set_xlabel("dollars (recorded answers and discarded look-aheads)")
     ax.set_ylabel("score (valid answers)")
-    ax.set_title("Cost versus score\n(hollow, ≥: a lower bound, a cap stopped questions)")
+    ax.set_title("Cost versus score", loc="left", fontsize=13)
+    ax.set_title("hollow, ≥: a lower bound (a cap stopped questions)", loc="right", fontsize=8)
     figure.savefig(out)
     return out
