@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from aidanbench.analysis.cost import dollars_text, tokens_text
-from aidanbench.analysis.rundir import atomic_write, read_metadata, read_results
+from aidanbench.analysis.rundir import atomic_write, read_metadata, read_results_noted
 from aidanbench.analysis.summary import (
     caption,
     describe_thresholds,
@@ -63,6 +63,8 @@ class Source:
     metadata: Mapping[str, Any] | None
     read_thresholds: Thresholds
     """Thresholds validity was recomputed with where the file does not record them."""
+    notes: tuple[str, ...] = ()
+    """Lines counted once for two spellings of one question (``records.distinct``)."""
 
 
 def load_source(path: Path, thresholds: Thresholds | None = None) -> Source:
@@ -72,14 +74,14 @@ def load_source(path: Path, thresholds: Thresholds | None = None) -> Source:
     """
     read = thresholds or Thresholds()
     try:
-        results = read_results(path, read)
+        results, notes = read_results_noted(path, read)
         metadata = read_metadata(path) if path.is_dir() else None
     except (OSError, KeyError, TypeError, json.JSONDecodeError) as exc:
         detail = f"missing key {exc}" if isinstance(exc, KeyError) else " ".join(str(exc).split())
         raise ValueError(f"cannot read results at {path}: {detail}") from exc
     if not results:
         raise ValueError(f"no question results at {path}")
-    return Source(path, results, metadata, read)
+    return Source(path, results, metadata, read, tuple(notes))
 
 
 def _distinct(sources: Sequence[Source]) -> list[list[QuestionResult]]:
@@ -268,7 +270,8 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
             )
             for w in warnings(results)
         ]
-        + provenance_warnings(group_docs),
+        + provenance_warnings(group_docs)
+        + [note for source in sources for note in source.notes],
     }
     return data, chains
 

@@ -151,6 +151,12 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
             "step completed before is saved: free space and run the same command again"
         ) from None
     _print_summary(result.summary, run_reward_mode(run_dir))
+    from aidanbench.analysis.cost import cost_lines
+    from aidanbench.cli.report import make_console
+
+    console = make_console()
+    for text in cost_lines(rundir.read_run_dir(run_dir), [run_dir]):
+        console.print(text, markup=False)
     from aidanbench.analysis.view import write_view  # after the run: not on its start-up
 
     print(f"report: {write_view([run_dir], run_dir / REPORT)}")
