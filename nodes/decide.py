@@ -18,7 +18,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from aidanbench.core.records import answer_dollars, call_tokens
+from aidanbench.core.records import answer_dollars, call_tokens, usage_missing
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import (
     AnswerRecord,
@@ -137,6 +137,7 @@ def answer_event(record: AnswerRecord, score: int, stop: str | None) -> dict[str
         "calls": sum(c["calls"] for c in calls),
         "tokens": call_tokens(record["calls"]),
         "cost_usd": answer_dollars(record["calls"]),
+        "usage_missing": usage_missing(record["calls"]),
     }
 
 

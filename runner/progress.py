@@ -153,6 +153,7 @@ class Progress:
             calls=int(event.get("calls", 0)),
             tokens=None if tokens is None else int(tokens),
             dollars=event.get("cost_usd"),
+            usage_missing=int(event.get("usage_missing", 0)),
         )
         flight = self.rows[label].flight
         key = key if key is not None else label
@@ -169,22 +170,21 @@ class Progress:
         elapsed = time.monotonic() - self.started
         rows = list(self.rows.items())  # one atomic copy: events may add rows
         counters = []
-        for _, r in rows:
-            f = r.figures()
+        figures = [r.figures() for _, r in rows]
+        for (_, r), f in zip(rows, figures, strict=True):
             counters.append(
                 (
                     *(r.done, r.running, r.queued, r.errored, f.answers, f.score, f.calls),
-                    *(tokens_text(f.tokens), dollars_text(f.dollars)),
+                    *(tokens_text(f.tokens), dollars_text(f.dollars), f.usage_missing),
                 )
             )
+        headers = ["done", "running", "queued", "errors", "answers", "score", "API calls"]
+        headers += ["tokens", "spent", "no usage"]
+        if not any(f.usage_missing for f in figures):
+            headers.pop()  # requests whose reply reported no usage: shown when there are
         columns = [
             Column(header, [str(values[i]) for values in counters])
-            for i, header in enumerate(
-                (
-                    *("done", "running", "queued", "errors", "answers", "score", "API calls"),
-                    *("tokens", "spent"),
-                )
-            )
+            for i, header in enumerate(headers)
         ]
         key = Column("model (temperature)", [printable(label) for label, _ in rows], "left")
         if width is None and self._live is not None:

@@ -52,6 +52,7 @@ def test_no_usage_is_unknown_in_every_output(
     run_out = capsys.readouterr()
     assert not zero_dollars(run_out.out + run_out.err), "no zero cost in the run's own output"
     assert "unknown" in run_out.err, "the live table's final state says so"
+    assert "no usage" in run_out.err, "and counts the requests without usage"
 
     for answer in jsonl(run_dir / "answers.jsonl"):
         for role in ("generate", "judge"):
@@ -94,6 +95,8 @@ def test_no_usage_is_unknown_in_every_output(
     data = json.loads(html.split('id="data">', 1)[1].split("</script>", 1)[0])
     assert [g["row"]["cost_usd"] for g in data["groups"]] == [None]
     assert [g["row"]["tokens"] for g in data["groups"]] == [None]
+    assert [g["cost_text"] for g in data["groups"]] == ["unknown"]
+    assert data["groups"][0]["row"]["usage_missing"] == run["usage_missing"] > 0
 
 
 def metered_dollars(tmp_path: Path, prices: str) -> float:
