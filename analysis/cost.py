@@ -1,10 +1,13 @@
 """What a run cost, for ``report``, ``plot`` and the live table, and censored scores.
 
-Dollars come from the run directory's files: each question line's ``cost_usd`` (its
-recorded answers and discarded look-aheads, priced as they were made) and the
-``usage`` totals in ``metadata.json`` (everything actually sent, across sessions,
-redone and retried calls and embeddings included). A figure with an unknown part is
-``unknown`` (``null`` in JSON), never 0, and the models without a price are listed.
+Two families of figures, each computed in one place: what the *recorded* answers and
+discarded look-aheads of each (model, temperature) cost, ``core.records.totals`` of its
+question lines (the figure the live table, the summary, the HTML and the charts show
+too), and what the run *sent*, the ledger's totals in ``metadata.json``
+(``services.usage.summarise_ledger``: every request across sessions, redone and retried
+calls and embeddings included, with those left unrecorded). A figure with an unknown
+part is ``unknown`` (``null`` in JSON), never 0, and the models without a price or
+without usage are listed.
 
 A question stopped by a cap is *censored*: its score is a lower bound, shown ``≥ n``.
 Totals and means count it at its observed score, so a model's total with a censored
@@ -13,14 +16,16 @@ question is a lower bound too; that is what every statistic here says of it.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from aidanbench.analysis import rundir
+from aidanbench.core.errors import printable
+from aidanbench.core.records import totals
+from aidanbench.core.results import QuestionResult
 from aidanbench.core.vocabulary import is_censored
-from aidanbench.services.pricing import add_dollars
 
 COST_CHART = "cost_vs_score.png"
 """File name of the cost-versus-score chart ``plot`` writes."""
@@ -43,6 +48,11 @@ def dollars_text(value: float | None) -> str:
     return f"${value:,.4f}" if value < 100 else f"${value:,.2f}"
 
 
+def tokens_text(value: int | None) -> str:
+    """``12,345`` or ``unknown``."""
+    return UNKNOWN if value is None else f"{value:,}"
+
+
 def score_text(score: int | float, censored: bool) -> str:
     """A score, as a lower bound (``≥ 12``) when censored."""
     return f"≥ {score}" if censored else f"{score}"
@@ -53,51 +63,42 @@ def has_censored(stop_reasons: Iterable[str | None]) -> bool:
     return any(is_censored(reason) for reason in stop_reasons)
 
 
-def question_lines(path: str | Path) -> list[dict[str, Any]]:
-    """The question lines of a run directory (empty for a results file)."""
-    run_dir = Path(path)
-    file = run_dir / rundir.QUESTIONS
-    if not run_dir.is_dir() or not file.exists():
-        return []
-    lines = []
-    for raw in file.read_text("utf-8").splitlines():
-        if raw.strip():
-            line = json.loads(raw)
-            if isinstance(line, dict):
-                lines.append(line)
-    return lines
-
-
-def line_key(line: Mapping[str, Any]) -> tuple[str, float, str, int]:
+def line_key(result: QuestionResult) -> tuple[str, float, str, int]:
     """(model, temperature, question, repeat) of a question line."""
-    return line["model"], float(line["temperature"]), line["question"], int(line["repeat"])
+    return result.model, result.temperature, result.question, result.repeat
 
 
-def _line_dollars(line: Mapping[str, Any]) -> float | None:
-    cost = line.get("cost_usd")
-    return float(cost) if isinstance(cost, int | float) else None
-
-
-def model_costs(lines: Iterable[Mapping[str, Any]]) -> dict[tuple[str, float], dict[str, Any]]:
-    """Per (model, temperature): dollars, score, censored questions, dollars per answer."""
+def model_costs(
+    results: Iterable[QuestionResult],
+) -> dict[tuple[str, float], dict[str, Any]]:
+    """Per (model, temperature): dollars, score, censored questions, dollars per valid
+    answer and requests without usage, all from ``core.records.totals`` of its lines."""
+    groups: dict[tuple[str, float], list[QuestionResult]] = {}
+    for result in results:
+        groups.setdefault((result.model, result.temperature), []).append(result)
     rows: dict[tuple[str, float], dict[str, Any]] = {}
-    for line in lines:
-        key = (line["model"], float(line["temperature"]))
-        row = rows.setdefault(
-            key, {"dollars": 0.0, "score": 0, "questions": 0, "censored": 0, "answers": 0}
-        )
-        row["dollars"] = add_dollars(row["dollars"], _line_dollars(line))
-        row["score"] += int(line.get("score") or 0)
-        row["questions"] += 1
-        row["answers"] += len(line.get("answers") or [])
-        row["censored"] += int(is_censored(line.get("stop_reason")))
-    for row in rows.values():
-        valid = row["score"]
-        row["dollars_per_valid_answer"] = (
-            None if row["dollars"] is None or not valid else row["dollars"] / valid
-        )
-        row["score_is_lower_bound"] = row["censored"] > 0
+    for key, lines in groups.items():
+        counted = totals(lines)
+        censored = sum(1 for line in lines if is_censored(line.stop_reason))
+        dollars = counted.dollars
+        rows[key] = {
+            "dollars": dollars,
+            "score": counted.score,
+            "questions": counted.lines,
+            "censored": censored,
+            "answers": counted.answers,
+            "usage_missing": counted.usage_missing,
+            "dollars_per_valid_answer": (
+                None if dollars is None or not counted.score else dollars / counted.score
+            ),
+            "score_is_lower_bound": censored > 0,
+        }
     return rows
+
+
+def recorded(results: Iterable[QuestionResult]) -> list[QuestionResult]:
+    """The lines of run directories (results files record no calls, tokens or dollars)."""
+    return [r for r in results if r.api_calls is not None]
 
 
 def run_usage(path: str | Path) -> dict[str, Any] | None:
@@ -111,54 +112,51 @@ def run_usage(path: str | Path) -> dict[str, Any] | None:
 
 
 def unpriced_models(path: str | Path) -> list[str]:
-    """Models whose cost is unknown: from the ledger's totals, or else the answers."""
+    """Models whose cost is unknown for want of a price: from the ledger's totals, or
+    else the answers."""
     usage = run_usage(path)
     if usage is not None:
         return list(usage.get("unpriced_models") or [])
     found: set[str] = set()
-    for line in question_lines(path):
-        for answer in line.get("answers") or []:
-            for role, stats in (answer.get("calls") or {}).items():
-                if role != "embed" and stats.get("calls") and stats.get("cost_usd") is None:
-                    found.add(str(line["model"] if role == "generate" else role))
+    for result in rundir.read_results(Path(path)) if Path(path).is_dir() else []:
+        for answer in result.answers:
+            for role, stats in (answer.extra.get("calls") or {}).items():
+                if (
+                    role != "embed"
+                    and stats.get("calls")
+                    and not stats.get("usage_missing")
+                    and stats.get("cost_usd") is None
+                ):
+                    found.add(str(result.model if role == "generate" else role))
     return sorted(found)
 
 
-def question_fields(path: str | Path) -> dict[tuple[str, float, str, int], dict[str, Any]]:
-    """``report --json``'s cost keys of each question line."""
+def question_fields(
+    results: Iterable[QuestionResult],
+) -> dict[tuple[str, float, str, int], dict[str, Any]]:
+    """``report --json``'s cost keys of each question line of a run directory."""
     return {
-        line_key(line): {
-            "cost_usd": _line_dollars(line),
-            "censored": is_censored(line.get("stop_reason")),
+        line_key(r): {
+            "cost_usd": r.cost_usd,
+            "usage_missing": r.usage_missing,
+            "censored": is_censored(r.stop_reason),
         }
-        for line in question_lines(path)
+        for r in recorded(results)
     }
 
 
-def run_fields(path: str | Path) -> dict[tuple[str, float], dict[str, Any]]:
-    """``report --json``'s cost keys of each run (model and temperature)."""
+def run_fields(results: Iterable[QuestionResult]) -> dict[tuple[str, float], dict[str, Any]]:
+    """``report --json``'s cost keys of each run (model and temperature) of a run directory."""
     return {
         key: {
             "cost_usd": row["dollars"],
             "dollars_per_valid_answer": row["dollars_per_valid_answer"],
+            "usage_missing": row["usage_missing"],
             "censored_questions": row["censored"],
             "score_is_lower_bound": row["score_is_lower_bound"],
         }
-        for key, row in model_costs(question_lines(path)).items()
+        for key, row in model_costs(recorded(results)).items()
     }
-
-
-K = TypeVar("K")
-
-
-def merged(
-    fields: Callable[[str | Path], dict[K, dict[str, Any]]], paths: Sequence[str | Path]
-) -> dict[K, dict[str, Any]]:
-    """``fields`` of every input, in one mapping (report's inputs are one set of results)."""
-    out: dict[K, dict[str, Any]] = {}
-    for path in paths:
-        out.update(fields(path))
-    return out
 
 
 def cost_payloads(paths: Sequence[str | Path]) -> dict[str, Any]:
@@ -169,9 +167,20 @@ def cost_payloads(paths: Sequence[str | Path]) -> dict[str, Any]:
     return {
         "sent": sent,
         "dollars": None if sent is None else sent.get("dollars"),
+        "dollars_bound": None if sent is None else sent.get("dollars_bound"),
         "unpriced_models": sorted({m for path in paths for m in unpriced_models(path)}),
         "censoring": CENSORING,
+        "estimates": ESTIMATES,
     }
+
+
+ESTIMATES = (
+    "a reply without usage has unknown tokens and dollars; for caps and the upper bound "
+    "its tokens are estimated from above as the UTF-8 bytes of its prompt and reply; a "
+    "request without a recorded reply (killed, timed out, unreadable) is counted at its "
+    "bound: its prompt's bytes and its max_tokens (or 4,096) output tokens"
+)
+"""How unknown usage is estimated, printed with the figures that use it."""
 
 
 def _added(values: Sequence[Any]) -> Any:
@@ -187,85 +196,119 @@ def _added(values: Sequence[Any]) -> Any:
     return sum(values)
 
 
-def cost_lines_of(paths: Sequence[str | Path]) -> list[str]:
-    """The text report's cost section over several inputs, as one input holding them all
-    would give it (the sent totals added)."""
-    return cost_lines(*paths)
+def sent_line(usage: Mapping[str, Any]) -> list[str]:
+    """What the run sent, as the ledger recorded it: requests, tokens and dollars."""
+    calls, replies = usage.get("api_calls"), usage.get("replies")
+    refused, unrecorded = usage.get("refused") or 0, usage.get("unrecorded")
+    if unrecorded is None:  # metadata written before requests were matched to replies
+        unrecorded = max(0, int(calls or 0) - int(replies or 0) - int(refused))
+    missing = usage.get("without_usage") or 0
+    tokens = tokens_text(usage.get("tokens"))
+    complete = not unrecorded and not missing and usage.get("dollars") is not None
+    head = (
+        "Run total as sent (every call: retries, redone calls and embeddings included)"
+        if complete
+        else "Run total as sent (retries, redone calls and embeddings included; not complete, "
+        "see below)"
+    )
+    out = [
+        f"{head}: {dollars_text(usage.get('dollars'))}, {calls} requests",
+        f"  sent {calls}: {replies} replied, {refused} refused (HTTP errors, not billed), "
+        f"{unrecorded} unrecorded; {tokens} tokens "
+        f"({tokens_text(usage.get('cached_input_tokens'))} cached input, "
+        f"{tokens_text(usage.get('reasoning_tokens'))} reasoning)",
+    ]
+    if missing:
+        by_model = usage.get("without_usage_models") or {}
+        named = ", ".join(f"{printable(m)} {n}" for m, n in by_model.items())
+        out.append(
+            f"  {missing} replies reported no usage ({named}): their tokens and dollars are unknown"
+        )
+    if unrecorded:
+        out.append(
+            f"  {unrecorded} requests were sent without a recorded reply (the process was "
+            "killed, or they timed out or could not be read): a provider may bill them, at "
+            f"most {dollars_text(usage.get('unrecorded_bound_usd'))}"
+        )
+    if not complete:
+        out.append(f"  At most {dollars_text(usage.get('dollars_bound'))} in all ({ESTIMATES})")
+    return out
 
 
-def cost_payload(path: str | Path) -> dict[str, Any]:
-    """``report --json``'s ``cost``: the run's sent totals, unpriced models, censoring."""
-    usage = run_usage(path)
-    return {
-        "sent": usage,
-        "dollars": None if usage is None else usage.get("dollars"),
-        "unpriced_models": unpriced_models(path),
-        "censoring": CENSORING,
-    }
-
-
-def cost_lines(*paths: str | Path) -> list[str]:
-    """The text report's cost section (empty for results files)."""
-    lines = [line for path in paths for line in question_lines(path)]
+def cost_lines(results: Sequence[QuestionResult], paths: Sequence[str | Path]) -> list[str]:
+    """The text report's cost section (empty without a run directory)."""
+    lines = recorded(results)
     if not lines:
         return []
     out = ["", "Cost (recorded answers and discarded look-aheads, per model):"]
     for (model, temperature), row in model_costs(lines).items():
         score = score_text(row["score"], row["score_is_lower_bound"])
-        out.append(
-            f"  {model} @ {temperature:g}: {dollars_text(row['dollars'])} for score {score} "
-            f"({dollars_text(row['dollars_per_valid_answer'])} per valid answer)"
+        text = (
+            f"  {printable(model)} @ {temperature:g}: {dollars_text(row['dollars'])} for "
+            f"score {score} ({dollars_text(row['dollars_per_valid_answer'])} per valid answer)"
         )
+        if row["usage_missing"]:
+            text += f"; {row['usage_missing']} requests without usage"
+        out.append(text)
     usage = cost_payloads(paths)["sent"]
     if usage is not None:
-        out.append(
-            "Run total as sent (every call: retries, redone calls and embeddings included): "
-            f"{dollars_text(usage.get('dollars'))}, {usage.get('api_calls')} calls, "
-            f"{usage.get('tokens')} tokens ({usage.get('cached_input_tokens')} cached input, "
-            f"{usage.get('reasoning_tokens')} reasoning)"
-        )
+        out += sent_line(usage)
     missing = sorted({model for path in paths for model in unpriced_models(path)})
     if missing:
-        out.append(f"No price for: {', '.join(missing)} (their cost is unknown)")
-    censored = sum(1 for line in lines if is_censored(line.get("stop_reason")))
+        out.append(
+            f"No price for: {', '.join(printable(m) for m in missing)} (their cost is unknown)"
+        )
+    censored = sum(1 for line in lines if is_censored(line.stop_reason))
     if censored:
         out.append(f"{censored} question(s) censored; {CENSORING}.")
     return out
 
 
 def cost_score_points(
-    lines: Sequence[Mapping[str, Any]],
+    results: Sequence[QuestionResult],
 ) -> list[tuple[str, float, int, bool]]:
     """(label, dollars, score, lower bound) per model with a known cost, for the chart."""
     points = []
-    for (model, temperature), row in model_costs(lines).items():
+    for (model, temperature), row in model_costs(recorded(results)).items():
         if row["dollars"] is not None:
             label = f"{model} @ {temperature:g}"
             points.append((label, row["dollars"], row["score"], row["score_is_lower_bound"]))
     return points
 
 
-def plot_cost_vs_score(paths: Sequence[str | Path], out: Path) -> Path | None:
+def plot_cost_vs_score(results: Sequence[QuestionResult], out: Path) -> Path | None:
     """The cost-versus-score chart (PNG) of run directories; None when no cost is known.
 
     A model whose score is a lower bound is drawn hollow, labelled ``≥``, with an arrow up.
     """
-    points = cost_score_points([line for path in paths for line in question_lines(path)])
+    points = cost_score_points(results)
     if not points:
         return None
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(7, 5), dpi=120, layout="constrained")
+    figure = Figure(figsize=(8, 5.5), dpi=120, layout="constrained")
     FigureCanvasAgg(figure)
     ax = figure.add_subplot()
+    middle = (min(p[1] for p in points) + max(p[1] for p in points)) / 2
     for label, dollars, score, bound in points:
         ax.scatter([dollars], [score], facecolors="none" if bound else "C0", edgecolors="C0")
         if bound:
             ax.annotate("", (dollars, score * 1.08 + 1), (dollars, score), arrowprops={})
-        ax.annotate(score_text(score, bound) + "  " + label, (dollars, score), fontsize=8)
+        right = dollars > middle  # label towards the middle, so it stays inside the axes
+        ax.annotate(
+            textwrap.fill(score_text(score, bound) + "  " + label, 48),
+            (dollars, score),
+            xytext=(-6 if right else 6, 0),
+            textcoords="offset points",
+            ha="right" if right else "left",
+            va="center",
+            fontsize=8,
+        )
+    ax.margins(x=0.1, y=0.1)
     ax.set_xlabel("dollars (recorded answers and discarded look-aheads)")
     ax.set_ylabel("score (valid answers)")
-    ax.set_title("Cost versus score (hollow, ≥: a lower bound, a cap stopped questions)")
+    ax.set_title("Cost versus score", loc="left", fontsize=13)
+    ax.set_title("hollow, ≥: a lower bound (a cap stopped questions)", loc="right", fontsize=8)
     figure.savefig(out)
     return out

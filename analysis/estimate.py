@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aidanbench.core.records import add_dollars
 from aidanbench.core.settings import (
     OPENAI_REASONING_PREFIXES,
     TOKEN_LIMIT_FIELDS,
@@ -36,7 +37,7 @@ from aidanbench.core.settings import (
     token_limit_field,
 )
 from aidanbench.nodes.prompts import render_coherence, render_generate, render_similarity
-from aidanbench.services.pricing import PriceTable, add_dollars
+from aidanbench.services.pricing import PriceTable
 
 CHARS_PER_TOKEN = 4
 """Characters per token assumed (no tokenizer is loaded)."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from aidanbench.analysis.rundir import read_metadata, read_results
+from aidanbench.analysis.rundir import read_metadata, read_results_noted
 from aidanbench.analysis.summary import REWARD_MODES
 from aidanbench.core.results import QuestionResult
 from aidanbench.core.settings import Settings, token_limit_field
@@ -39,6 +39,8 @@ class Input:
     reward_mode: str | None
     """``count`` or ``novelty_sum`` as the run directory recorded it; None for a results
     file (the original schema records none)."""
+    notes: list[str] = dataclasses.field(default_factory=list)
+    """Lines counted once for two spellings of one question (``records.distinct``)."""
 
 
 def read_input(path: Path, thresholds: Thresholds | None = None) -> Input:
@@ -46,13 +48,13 @@ def read_input(path: Path, thresholds: Thresholds | None = None) -> Input:
 
     Raises ``ValueError`` (or ``OSError``, ``KeyError``) naming the problem.
     """
-    results = read_results(path, thresholds)
+    results, notes = read_results_noted(path, thresholds)
     mode = None
     if path.is_dir():
         spec = ((read_metadata(path) or {}).get("spec")) or {}
         recorded = spec.get("reward_mode") if isinstance(spec, dict) else None
         mode = recorded if recorded in REWARD_MODES else None
-    return Input(path, results, mode)
+    return Input(path, results, mode, notes)
 
 
 def token_limit_field_of(model: str, metadata: Mapping[str, Any] | None) -> str:
@@ -104,6 +106,12 @@ def reward_mode(inputs: Sequence[Input], chosen: str | None = None) -> tuple[str
     ``chosen`` (``--reward-mode``) wins; otherwise the mode the runs recorded, ``count``
     when none did or when they differ.
     """
+    spelled = [note for i in inputs for note in i.notes]
+    mode, notes = _reward_mode(inputs, chosen)
+    return mode, [*spelled, *notes]
+
+
+def _reward_mode(inputs: Sequence[Input], chosen: str | None) -> tuple[str, list[str]]:
     recorded = {i.reward_mode for i in inputs if i.reward_mode is not None}
     if chosen is not None:
         return chosen, []

@@ -25,7 +25,6 @@ from aidanbench.analysis.summary import (
     group_label,
     group_results,
     question_order,
-    short_names,
     summarise,
 )
 from aidanbench.core.results import AnswerRow, QuestionResult
@@ -115,10 +114,11 @@ def model_colours(keys: Sequence[GroupKey]) -> dict[GroupKey, str]:
     return {key: to_hex(palette[i % len(palette)]) for i, key in enumerate(keys)}
 
 
-def _labels(keys: Sequence[GroupKey], short: bool = False) -> list[str]:
-    names = short_names([m for m, _ in keys]) if short else {m: m for m, _ in keys}
+def _labels(keys: Sequence[GroupKey]) -> list[str]:
+    """Full model names (with the temperature when several are shown), as every view
+    names them."""
     temperatures = len({t for _, t in keys})
-    return [group_label(names[m], t, temperatures) for m, t in keys]
+    return [group_label(m, t, temperatures) for m, t in keys]
 
 
 def _plural(count: int, noun: str) -> str:
@@ -242,7 +242,7 @@ def plot_questions(results: Sequence[QuestionResult], path: Path) -> Path:
         for n, q in enumerate(questions, 1)
     ]
     ax.set_yticks(range(len(questions)), labels, fontsize=8)
-    ax.set_xticks(range(len(keys)), _labels(keys, short=True), fontsize=9)
+    ax.set_xticks(range(len(keys)), _labels(keys), fontsize=9)
     ax.tick_params(axis="x", top=True, bottom=False, labeltop=True, labelbottom=False)
     for label in ax.get_xticklabels():
         label.set_rotation(30)

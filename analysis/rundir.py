@@ -33,11 +33,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aidanbench.core.records import question_result
+from aidanbench.core.records import answer_dollars, distinct, question_dollars, question_result
 from aidanbench.core.results import QuestionResult, truncated_answers
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import is_censored
-from aidanbench.services.pricing import answer_dollars, question_dollars
 
 METADATA = "metadata.json"
 RESULTS = "results.json"
@@ -267,7 +266,13 @@ def read_lines(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def read_run_dir(run_dir: Path) -> list[QuestionResult]:
-    """Every question of a run directory, in the order the run listed them."""
+    """Every question of a run directory, in the order the run listed them, each
+    (model, temperature, question, repeat) once (``records.distinct``)."""
+    return distinct(read_run_dir_lines(run_dir))[0]
+
+
+def read_run_dir_lines(run_dir: Path) -> list[QuestionResult]:
+    """Every question line of a run directory as stored, in the order the run listed them."""
     questions_path, answers_path = run_dir / QUESTIONS, run_dir / ANSWERS
     if not questions_path.exists():
         raise ValueError(f"{run_dir} is not a run directory (no {QUESTIONS})")
@@ -316,11 +321,19 @@ def read_metadata(run_dir: Path) -> dict[str, Any] | None:
 
 
 def read_results(path: Path, thresholds: Thresholds | None = None) -> list[QuestionResult]:
-    """A run directory or an original-schema results file, whichever ``path`` is."""
+    """A run directory or an original-schema results file, whichever ``path`` is; a
+    question line is counted once however its question was spelled (``records.distinct``)."""
+    return read_results_noted(path, thresholds)[0]
+
+
+def read_results_noted(
+    path: Path, thresholds: Thresholds | None = None
+) -> tuple[list[QuestionResult], list[str]]:
+    """``read_results``, and a note for each line it counted once for two spellings."""
     from aidanbench.core.results import read_aidanbench_file
 
     if path.is_dir():
-        return read_run_dir(path)
+        return distinct(read_run_dir_lines(path))
     if not path.exists():
         raise ValueError(f"no such file or directory: {path}")
-    return read_aidanbench_file(path, thresholds)
+    return distinct(read_aidanbench_file(path, thresholds))

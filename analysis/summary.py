@@ -34,8 +34,9 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from aidanbench.analysis.cost import has_censored
+from aidanbench.analysis.cost import has_censored, tokens_text
 from aidanbench.analysis.tables import Column, fitted_tables
+from aidanbench.core.errors import printable
 from aidanbench.core.records import UNFINISHED as UNFINISHED
 from aidanbench.core.records import errored as errored
 from aidanbench.core.records import totals
@@ -121,8 +122,9 @@ class SummaryRow:
     """Share of answers whose reply used the ``<answer>`` tag; None when not recorded."""
     stop_reasons: dict[str, int]
     """Lines per stop reason; ``unfinished`` for lines without one."""
-    tokens: int
-    """Tokens of every call, discarded look-aheads included; 0 when not recorded."""
+    tokens: int | None
+    """Tokens of the generation and scoring calls, discarded look-aheads included; None
+    when a call reported no usage, or when not recorded (results files)."""
     repeats: int
     """Distinct repeats."""
     mean_repeat_score: float | None = None
@@ -145,8 +147,13 @@ class SummaryRow:
     """Judge model shared by every line; None when unknown or mixed."""
     answers: int = 0
     """Recorded answers, failing ones included."""
-    api_calls: int = 0
-    """Requests of every answer and discarded look-ahead; 0 when not recorded."""
+    api_calls: int | None = None
+    """Requests of every answer and discarded look-ahead; None when not recorded."""
+    cost_usd: float | None = None
+    """Dollars of those requests (``core.records.totals``); None when any part is unknown
+    (no price, a reply without usage) or not recorded."""
+    usage_missing: int = 0
+    """Requests whose reply reported no usage (their tokens and dollars are unknown)."""
     truncated_answers: int | None = 0
     """Answers cut by the token limit (``finish_reason`` ``length``), scored as they came
     (the benchmark scores the text it gets); None when no answer recorded its finish."""
@@ -240,12 +247,6 @@ def group_label(model: str, temperature: float, temperatures: int) -> str:
 def censored_text(figure: str, censored: bool) -> str:
     """A figure, as a lower bound (``≥ 12``) when a cap cut one of its questions short."""
     return f"≥ {figure}" if censored else figure
-
-
-def short_names(models: Sequence[str]) -> dict[str, str]:
-    """Model names without their provider prefix (``openai/``), when that keeps them apart."""
-    short = {m: m.rsplit("/", 1)[-1] for m in models}
-    return short if len(set(short.values())) == len(short) else {m: m for m in models}
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -345,6 +346,8 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
         api_calls=counted.api_calls,
         truncated_answers=counted.truncated_answers,
         finish_unknown=counted.finish_unknown,
+        cost_usd=counted.dollars,
+        usage_missing=counted.usage_missing,
     )
 
 
@@ -566,7 +569,7 @@ def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
     repeated = any(row.repeats > 1 for row in rows)
     with_llm = any(row.mean_llm_novelty is not None for row in rows)
     with_format = any(row.format_adherence is not None for row in rows)
-    with_tokens = any(row.tokens for row in rows)
+    with_tokens = any(row.api_calls is not None for row in rows)
     by_novelty = bool(rows) and all(row.reward_mode == "novelty_sum" for row in rows)
 
     def numbers(header: str, cells: list[str], style: str | None = None) -> Column:
@@ -630,14 +633,17 @@ def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
         columns.append(numbers("format", [_number(row.format_adherence, ".0%") for row in rows]))
     if with_tokens:
         columns.append(
-            numbers("tokens", [f"{row.tokens:,}" if row.tokens else "–" for row in rows])
+            numbers(
+                "tokens",
+                ["–" if row.api_calls is None else tokens_text(row.tokens) for row in rows],
+            )
         )
     if any(row.truncated_answers for row in rows):
         columns.append(numbers("cut by\nlimit", [_count(row.truncated_answers) for row in rows]))
     columns.append(
         Column("stop reasons", [_stops(row.stop_reasons) for row in rows], "left", wraps=True)
     )
-    key = Column("model", [row.model for row in rows], "left")
+    key = Column("model", [printable(row.model) for row in rows], "left")
     return key, columns
 
 
@@ -665,6 +671,6 @@ def render_summary(
     Without a console, prints to standard output (without highlighting, which would
     colour numbers at random).
     """
-    console = console or Console(highlight=False)
+    console = console or Console(highlight=False, markup=False)
     for table in summary_tables(rows, title, console.width):
         console.print(table)

@@ -4,7 +4,10 @@ The page works from ``file://`` with no network: its script, styles and data are
 its charts are inline SVG drawn by its own script. It is built from run directories and
 original-schema results files through the same readers and statistics as ``aidanbench
 report`` (``summarise``, ``warnings``, ``paired_comparison``), so its numbers are the
-report's numbers.
+report's numbers: each row's score, calls, tokens and dollars are its ``SummaryRow``'s
+(``core.records.totals``), and the figures are formatted here as the report formats
+them (``dollars_text``, ``tokens_text``), never recomputed in the page. There is no total
+across models: a sum of different models' scores measures nothing.
 
 Answer texts are the bulk of a run, so they never enter the initial DOM: each (model,
 temperature) keeps its chains in its own JSON script element, parsed and rendered only when
@@ -24,8 +27,9 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from aidanbench.analysis.cost import dollars_text, tokens_text
 from aidanbench.analysis.inputs import token_limit_field_of
-from aidanbench.analysis.rundir import atomic_write, read_metadata, read_results
+from aidanbench.analysis.rundir import atomic_write, read_metadata, read_results_noted
 from aidanbench.analysis.summary import (
     caption,
     describe_thresholds,
@@ -34,7 +38,6 @@ from aidanbench.analysis.summary import (
     paired_comparison,
     question_differences,
     question_order,
-    short_names,
     summarise,
     truncation_text,
     warnings,
@@ -52,9 +55,6 @@ DATA_SLOT = "/*DATA*/null"
 CHAINS_SLOT = "<!--CHAINS-->"
 """Where the per-group chain scripts go."""
 
-COST_KEY = "cost_usd"
-"""Key of a call's cost in an answer's ``calls`` record, when a provider reports one."""
-
 
 @dataclasses.dataclass(frozen=True)
 class Source:
@@ -65,6 +65,8 @@ class Source:
     metadata: Mapping[str, Any] | None
     read_thresholds: Thresholds
     """Thresholds validity was recomputed with where the file does not record them."""
+    notes: tuple[str, ...] = ()
+    """Lines counted once for two spellings of one question (``records.distinct``)."""
 
 
 def load_source(path: Path, thresholds: Thresholds | None = None) -> Source:
@@ -74,14 +76,14 @@ def load_source(path: Path, thresholds: Thresholds | None = None) -> Source:
     """
     read = thresholds or Thresholds()
     try:
-        results = read_results(path, read)
+        results, notes = read_results_noted(path, read)
         metadata = read_metadata(path) if path.is_dir() else None
     except (OSError, KeyError, TypeError, json.JSONDecodeError) as exc:
         detail = f"missing key {exc}" if isinstance(exc, KeyError) else " ".join(str(exc).split())
         raise ValueError(f"cannot read results at {path}: {detail}") from exc
     if not results:
         raise ValueError(f"no question results at {path}")
-    return Source(path, results, metadata, read)
+    return Source(path, results, metadata, read, tuple(notes))
 
 
 def _distinct(sources: Sequence[Source]) -> list[list[QuestionResult]]:
@@ -106,18 +108,6 @@ def _distinct(sources: Sequence[Source]) -> list[list[QuestionResult]]:
 
 def _finite(value: float | None) -> float | None:
     return value if value is None or math.isfinite(value) else None
-
-
-def _cost(lines: Sequence[QuestionResult]) -> float | None:
-    """Summed ``cost_usd`` of every call, or None when no call recorded one."""
-    total, known = 0.0, False
-    for line in lines:
-        for answer in line.answers:
-            for stats in (answer.extra.get("calls") or {}).values():
-                if isinstance(stats, Mapping) and stats.get(COST_KEY) is not None:
-                    total += float(stats[COST_KEY])
-                    known = True
-    return total if known else None
 
 
 def _thresholds_dict(thresholds: Thresholds) -> dict[str, float | None]:
@@ -213,7 +203,6 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
     groups = group_results(results)
     rows = summarise(results)
     temperatures = len({t for _, t in groups})
-    names = short_names(list(dict.fromkeys(m for m, _ in groups)))
     group_docs: list[dict[str, Any]] = []
     lines: list[dict[str, Any]] = []
     chains: list[list[list[list[Any]]]] = []
@@ -229,7 +218,7 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
         truncation += [cut] if cut else []
         group_docs.append(
             {
-                "label": group_label(names[row.model], row.temperature, temperatures),
+                "label": group_label(row.model, row.temperature, temperatures),
                 "row": json.loads(json.dumps(row.to_dict(), default=str)),
                 "source": source.path.name,
                 "kind": "run directory" if source.path.is_dir() else "results file",
@@ -238,7 +227,9 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
                 "thresholds": describe_thresholds(shown)
                 + ("" if recorded else " (not recorded; validity recomputed with these)"),
                 "prompts_sha256": meta.get("prompts_sha256"),
-                "cost_usd": _cost(groups[key]),
+                "recorded": row.api_calls is not None,
+                "cost_text": dollars_text(row.cost_usd),
+                "tokens_text": tokens_text(row.tokens),
             }
         )
         group_chains: list[list[list[Any]]] = []
@@ -288,7 +279,8 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
             )
             for w in warnings(results)
         ]
-        + provenance_warnings(group_docs),
+        + provenance_warnings(group_docs)
+        + [note for source in sources for note in source.notes],
     }
     return data, chains
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from aidanbench.cli import estimate
 from aidanbench.cli.errors import UsageError, printable
-from aidanbench.core.settings import Settings
+from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
 from aidanbench.runner.spec import RunSpec
 from aidanbench.services.pricing import PriceFileError, price_table
 
@@ -49,9 +49,20 @@ def _positive(args: argparse.Namespace, name: str) -> None:
         raise UsageError(f"{flag} must be a positive finite number, got {value}")
 
 
-def check(args: argparse.Namespace, spec: RunSpec, judge_model: str) -> None:
-    """Refuse bad cost options before anything is written (``UsageError``). Models are
-    priced by the name they are sent as (a variant's NAME)."""
+def check(
+    args: argparse.Namespace,
+    spec: RunSpec,
+    judge_model: str,
+    embedding_model: str = LOCAL_EMBEDDING_MODEL,
+) -> None:
+    """Refuse bad cost options before anything is written (``UsageError``).
+
+    A dollar cap needs a price for every model that spends: the models (priced by the
+    name they are sent as, a variant's NAME), the judge and, for ``--max-cost``, the
+    embedding model (unless local). Without one its dollars are unknown and the cap could
+    not count them. A provider that reports no usage does not need refusing: its tokens
+    are then estimated from above (``services.usage``).
+    """
     for name in ("max_cost", "max_question_cost", "max_question_seconds"):
         _positive(args, name)
     try:
@@ -59,8 +70,10 @@ def check(args: argparse.Namespace, spec: RunSpec, judge_model: str) -> None:
     except PriceFileError as exc:
         raise UsageError(printable(str(exc))) from None
     if args.max_cost is not None or args.max_question_cost is not None:
-        sent = [spec.provider_model(m) for m in spec.models]
-        unpriced = [m for m in dict.fromkeys([*sent, judge_model]) if table.price(m) is None]
+        spending = [*(spec.provider_model(m) for m in spec.models), judge_model]
+        if args.max_cost is not None and embedding_model != LOCAL_EMBEDDING_MODEL:
+            spending.append(embedding_model)
+        unpriced = [m for m in dict.fromkeys(spending) if table.price(m) is None]
         if unpriced:
             flag = "--max-cost" if args.max_cost is not None else "--max-question-cost"
             raise UsageError(

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from aidanbench.cli import COMMANDS
-from aidanbench.cli.errors import UsageError
+from aidanbench.cli.errors import UsageError, printable
 
 SUMMARIES = {
     "run": "score models on AidanBench (resumable)",
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status: int = args.handler(args)
     except UsageError as exc:
-        print(f"aidanbench {args.command}: error: {exc}", file=sys.stderr)
+        print(f"aidanbench {args.command}: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     return status
 

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     out = output_dir(args.out)
     try:
         written = plot_all(results, out, args.question, inputs.reward_mode)
-        written += [p for p in [plot_cost_vs_score(args.paths, out / COST_CHART)] if p]
+        written += [p for p in [plot_cost_vs_score(results, out / COST_CHART)] if p]
     except OSError as exc:
         raise UsageError(f"cannot write charts to {out}: {one_line(exc)}") from exc
     for path in written:

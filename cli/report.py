@@ -39,7 +39,6 @@ from aidanbench.analysis.summary import (
     paired_comparison,
     question_order,
     render_summary,
-    short_names,
     summarise,
     truncation_text,
     warnings,
@@ -116,10 +115,12 @@ def make_console() -> Console:
     """Console for reports, without highlighting (which colours numbers at random).
 
     Output to a pipe or file gets ``PIPE_WIDTH`` columns unless ``COLUMNS`` says otherwise:
-    rich's default of 80 folds the tables into unreadable slivers.
+    rich's default of 80 folds the tables into unreadable slivers. Markup is off: model
+    names and questions are shown as written, brackets included (``core.errors.printable``
+    escapes their control characters).
     """
     wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
-    return Console(highlight=False, width=PIPE_WIDTH if wide else None)
+    return Console(highlight=False, markup=False, width=PIPE_WIDTH if wide else None)
 
 
 def abbreviate(text: str, width: int = QUESTION_WIDTH) -> str:
@@ -178,8 +179,7 @@ def question_table(
     questions = question_order(results)
     columns = [[_cell(by_question.get((m, t, q), []), marks) for q in questions] for m, t in groups]
     number_width = len(f"Q{len(questions)}")
-    names = short_names(list(dict.fromkeys(m for m, _ in groups)))
-    labels = [group_label(names[m], t, temperatures) for m, t in groups]
+    labels = [printable(group_label(m, t, temperatures)) for m, t in groups]
     score_widths = [max(len(c) for c in cells) for cells in columns]
 
     def room_for_questions(headers: Sequence[str]) -> int:
@@ -188,7 +188,7 @@ def question_table(
 
     if room_for_questions(labels) < MIN_QUESTION_WIDTH:
         # Too narrow for the names as headers: letters, and the full names in the legend.
-        full = [group_label(m, t, temperatures) for m, t in groups]
+        full = [printable(group_label(m, t, temperatures)) for m, t in groups]
         keys = [_column_key(i) for i in range(len(groups))]
         named = "\n".join(f"{k} = {name}" for k, name in zip(keys, full, strict=True))
         table.caption = f"{table.caption}\n{named}"
@@ -205,7 +205,7 @@ def question_table(
         )
     for number, question in enumerate(questions, 1):
         row = [column[number - 1] for column in columns]
-        table.add_row(f"Q{number}", abbreviate(question, question_width), *row)
+        table.add_row(f"Q{number}", abbreviate(printable(question), question_width), *row)
     return table
 
 
@@ -218,8 +218,11 @@ def print_errors(results: Sequence[QuestionResult], console: Console) -> None:
     console.print(f"\nErrored questions ({len(failed)}); their scores are lower bounds:")
     for r in failed:
         console.print(
-            f"  {r.model} @ {r.temperature:g}, repeat {r.repeat}, Q{numbers[r.question]} "
-            f"{abbreviate(r.question)!r}: {r.stop_reason}: {r.error or 'no message recorded'}",
+            printable(
+                f"  {r.model} @ {r.temperature:g}, repeat {r.repeat}, Q{numbers[r.question]} "
+                f"{abbreviate(r.question)!r}: {r.stop_reason}: "
+                f"{r.error or 'no message recorded'}"
+            ),
             markup=False,
         )
 
@@ -266,7 +269,7 @@ def print_truncation(rows: Sequence[SummaryRow], paths: Sequence[str], console: 
 def print_warnings(found: Sequence[str], console: Console) -> None:
     """Warnings, one per line, after everything else."""
     for text in found:
-        console.print(f"warning: {text}", style="yellow", markup=False)
+        console.print(f"warning: {printable(text)}", style="yellow", markup=False)
 
 
 def comparison_text(comparison: PairedComparison) -> str:
@@ -378,18 +381,41 @@ def compare(
         raise UsageError(one_line(exc)) from exc
 
 
-def print_headline(rows: Sequence[SummaryRow], console: Console) -> None:
-    """Each row's headline under the reward mode, with its interval when repeated."""
+ROLLOUT_NOTE = (
+    "The headline is AidanBench's score: a repeat's questions summed, then averaged over "
+    "repeats; vf-eval prints the mean reward of one rollout (one question line), which is "
+    "the headline divided by the number of questions."
+)
+"""Which of the two figures is which, printed once under headlines that show both."""
+
+
+def print_headline(
+    rows: Sequence[SummaryRow],
+    console: Console,
+    results: Sequence[QuestionResult] = (),
+) -> None:
+    """Each row's headline under the reward mode, with its interval when repeated; with
+    repeats, beside it the per-rollout mean ``vf-eval`` prints for the same lines."""
+    groups = group_results(results)
+    both = False
     for row in rows:
         spec = ".2f" if row.reward_mode == "novelty_sum" else "g"
         value = format(row.reward, spec) if row.repeats == 1 else format(row.reward, ".4g")
         if row.reward_interval is not None:
             low, high = row.reward_interval
             value += f" (mean of {row.repeats} repeats, 95% CI [{low:.4g}, {high:.4g}])"
+        lines = groups.get((row.model, row.temperature), [])
+        if row.repeats > 1 and lines:
+            mean = rollout_means(lines, row.reward_mode)["reward"]
+            if mean is not None:
+                value += f"; per rollout (vf-eval's reward): {mean:.2f} over {len(lines)} lines"
+                both = True
         console.print(
-            f"headline ({row.reward_mode}): {row.model} @ {row.temperature:g}: {value}",
+            f"headline ({row.reward_mode}): {printable(row.model)} @ {row.temperature:g}: {value}",
             markup=False,
         )
+    if both:
+        console.print(ROLLOUT_NOTE, markup=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -405,24 +431,22 @@ def run(args: argparse.Namespace) -> int:
             comparison=comparison,
             reward_mode=inputs.reward_mode,
             notes=inputs.notes,
-            question_fields=cost.merged(cost.question_fields, args.paths),
-            run_fields=merged_fields(
-                cost.merged(cost.run_fields, args.paths), truncation_fields(rows, args.paths)
-            ),
+            question_fields=cost.question_fields(results),
+            run_fields=merged_fields(cost.run_fields(results), truncation_fields(rows, args.paths)),
         )
         payload["cost"] = cost.cost_payloads(args.paths)
         print(json.dumps(payload, indent=2))
         return 0
     console = make_console()
     render_summary(rows, console)
-    print_headline(rows, console)
+    print_headline(rows, console, results)
     console.print(question_table(results, width=console.width))
     print_errors(results, console)
     print_truncation(rows, args.paths, console)
-    for text in cost.cost_lines_of(args.paths):
+    for text in cost.cost_lines(results, args.paths):
         console.print(text, markup=False)
     if comparison is not None:
-        console.print("\n" + comparison_text(comparison), markup=False)
+        console.print("\n" + printable(comparison_text(comparison)), markup=False)
     print_warnings([*inputs.notes, *warnings(results)], console)
     return 0
 

@@ -24,7 +24,7 @@ from aidanbench.analysis.summary import (
     summarise,
     warnings,
 )
-from aidanbench.cli.errors import UsageError
+from aidanbench.cli.errors import UsageError, printable
 from aidanbench.cli.report import (
     add_common_arguments,
     line_key,
@@ -102,7 +102,7 @@ def change_table(rescored: Sequence[RescoredQuestion], reward_mode: str = "count
         count = truncated[(old.model, old.temperature)]
         lower = "≥ " if count else ""
         table.add_row(
-            old.model,
+            printable(old.model),
             f"{old.temperature:g}",
             format(old.reward, spec),
             f"{lower}{new.reward:{spec}}",
@@ -177,7 +177,7 @@ def print_rescore(
     )
     rows = summarise(results, reward_mode)
     render_summary(rows, console, title="AidanBench summary, rescored")
-    print_headline(rows, console)
+    print_headline(rows, console, results)
     console.print(change_table(rescored, reward_mode))
     marks = {line_key(r.result): TRUNCATED_MARK for r in rescored if r.truncated}
     legend = f"; {TRUNCATED_MARK} truncated (lower bound)"

@@ -128,7 +128,10 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     check_run_args(args)
     spec = run_spec(args)
     judge = spec.settings.get("judge_model", Settings.model_fields["judge_model"].default)
-    cost.check(args, spec, judge)
+    embedder = spec.settings.get(
+        "embedding_model", Settings.model_fields["embedding_model"].default
+    )
+    cost.check(args, spec, judge, embedder)
     if args.dry_run:
         return cost.dry_run(args, spec)
     run_dir = spec.run_dir
@@ -150,6 +153,12 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
             "step completed before is saved: free space and run the same command again"
         ) from None
     _print_summary(result.summary, run_reward_mode(run_dir), run_dir)
+    from aidanbench.analysis.cost import cost_lines
+    from aidanbench.cli.report import make_console
+
+    console = make_console()
+    for text in cost_lines(rundir.read_run_dir(run_dir), [run_dir]):
+        console.print(text, markup=False)
     from aidanbench.analysis.view import write_view  # after the run: not on its start-up
 
     print(f"report: {write_view([run_dir], run_dir / REPORT)}")
@@ -241,5 +250,7 @@ def _print_summary(rows: list[SummaryRow], reward_mode: str, run_dir: Path) -> N
     render_summary(rows, console)
     for row in rows:
         value = row.score if reward_mode == "count" else f"{row.novelty_sum:.2f}"
-        console.print(f"headline ({reward_mode}): {row.model} @ {row.temperature:g}: {value}")
+        console.print(
+            f"headline ({reward_mode}): {printable(row.model)} @ {row.temperature:g}: {value}"
+        )
     print_truncation(rows, [str(run_dir)], console)

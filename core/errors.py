@@ -62,15 +62,24 @@ class UsageError(Exception):
     whole explanation; the command line prints it as one line and exits with status 2."""
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+"""C0 and C1 controls (ESC, and with it every CSI and OSC sequence; the one-byte CSI
+``\\x9b``; BEL; newlines and carriage returns), the Unicode line and paragraph
+separators, and the bidirectional controls that reorder what a terminal shows."""
 
 
 def printable(text: str) -> str:
     """``text`` with control characters escaped (``\\x1b`` for ESC), safe for a terminal.
 
-    Provider messages and question text are not ours: raw escape sequences in them could
-    recolour, move or rewrite the user's terminal, and a newline would break the
-    one-line-per-error rule. Lone surrogates are escaped too, so printing never fails.
+    The one escaping function for every string from outside (questions, answers, model
+    names, provider errors, file contents) on its way to a terminal. Such text is not
+    ours: raw escape sequences in it could recolour, move or rewrite the user's terminal
+    or plant a link (OSC 8), a newline would forge a log line or break the
+    one-line-per-error rule, and bidirectional controls reorder what is shown. Lone
+    surrogates are escaped too, so printing never fails. Rich markup (``[bold]``,
+    ``[link=…]``) is left as text: every console that prints outside text is made with
+    ``markup=False`` (``cli.report.make_console``, the live table), so brackets are shown
+    as they are.
     """
     escaped = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
     return escaped.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NotRequired
 
 from typing_extensions import TypedDict
 
+from aidanbench.core.questions import normal_question
 from aidanbench.core.results import AnswerRow, QuestionResult, truncated_answers
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import is_error_stop
@@ -121,10 +122,16 @@ class Totals:
     """Lines ended by an API, configuration or judge error."""
     stop_reasons: dict[str, int]
     """Lines per stop reason; ``unfinished`` for lines without one."""
-    api_calls: int
-    """Requests of every answer and of discarded look-aheads (cache hits do not count)."""
-    tokens: int
-    """Input plus output tokens of those requests; 0 when not recorded."""
+    api_calls: int | None
+    """Requests of every answer and of discarded look-aheads (cache hits do not count);
+    None when not recorded (results files)."""
+    tokens: int | None
+    """Input plus output tokens of the generation and scoring requests; None when one
+    reported none, or when not recorded."""
+    dollars: float | None = None
+    """Dollars of those requests (``question_dollars``); None when any part is unknown."""
+    usage_missing: int = 0
+    """Requests whose reply reported no usage (their tokens and dollars are unknown)."""
     truncated_answers: int | None = None
     """Answers cut by the token limit (``finish_reason`` ``length``), scored as they
     came; None when no answer recorded its finish reason."""
@@ -134,6 +141,30 @@ class Totals:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values."""
         return asdict(self)
+
+
+def distinct(results: Iterable[QuestionResult]) -> tuple[list[QuestionResult], list[str]]:
+    """``results`` with each (model, temperature, question, repeat) once, and a note per
+    line left out.
+
+    Questions are read in their normal form (``core.questions``), so a run made before
+    normalisation that asked one question twice, once with a trailing space, has two
+    lines for one question: the first is counted, the other named.
+    """
+    kept: dict[tuple[str, float, str, int], QuestionResult] = {}
+    notes: list[str] = []
+    for result in results:
+        key = (result.model, result.temperature, result.question, result.repeat)
+        if key in kept:
+            notes.append(
+                f"{result.model} @ {result.temperature:g} answered question "
+                f"{result.question[:60]!r} twice (repeat {result.repeat}), in spellings that "
+                "differ only in surrounding whitespace or Unicode form; it is counted once "
+                "(the first line)"
+            )
+            continue
+        kept[key] = result
+    return list(kept.values()), notes
 
 
 def errored(result: QuestionResult) -> bool:
@@ -154,24 +185,101 @@ def totals(results: Iterable[QuestionResult]) -> Totals:
         finished=sum(1 for r in lines if r.finished),
         errored=sum(1 for r in lines if errored(r)),
         stop_reasons=dict(Counter(r.stop_reason or UNFINISHED for r in lines)),
-        api_calls=sum(r.api_calls for r in lines),
-        tokens=sum(r.tokens for r in lines),
+        api_calls=_known_sum(r.api_calls for r in lines),
+        tokens=_known_sum(r.tokens for r in lines),
+        dollars=_known_sum(r.cost_usd for r in lines),
+        usage_missing=sum(r.usage_missing for r in lines),
         truncated_answers=truncated_answers(a.truncated for r in lines for a in r.answers),
         finish_unknown=sum(r.finish_unknown for r in lines),
     )
 
 
-def call_tokens(calls: Mapping[str, Mapping[str, Any]] | None) -> int:
-    """Input plus output tokens over a ``{role: CallStats}`` mapping."""
-    if not calls:
-        return 0
-    return sum(
-        int(c.get("input_tokens", 0)) + int(c.get("output_tokens", 0)) for c in calls.values()
-    )
+def _known_sum(values: Iterable[Any]) -> Any:
+    """A sum that is unknown (None) once any part is."""
+    total: Any = 0
+    for value in values:
+        if value is None:
+            return None
+        total += value
+    return total
+
+
+def add_dollars(a: float | None, b: float | None) -> float | None:
+    """Sum of two costs; unknown when either is."""
+    return None if a is None or b is None else a + b
+
+
+PER_ANSWER_ROLES = ("generate", "judge", "similarity")
+"""Roles whose tokens and dollars an answer's record carries. Embedding requests are
+batched across questions, so their tokens and dollars are counted for the run (the usage
+ledger), not per answer."""
+
+
+def stats_dollars(stats: Mapping[str, Any] | None, *, estimate: bool = False) -> float | None:
+    """Dollars of one role's ``CallStats``: 0 without calls, None when unknown.
+
+    With ``estimate``, calls that reported no usage count at their estimate (the caps).
+    """
+    if not stats or not stats.get("calls"):
+        return 0.0
+    cost = stats.get("cost_usd")
+    if estimate and stats.get("usage_missing"):
+        cost = stats.get("estimated_cost_usd")
+    return float(cost) if isinstance(cost, int | float) else None
+
+
+def answer_dollars(
+    calls: Mapping[str, Mapping[str, Any]], *, estimate: bool = False
+) -> float | None:
+    """Dollars of one answer's generation and scoring (``PER_ANSWER_ROLES``)."""
+    total: float | None = 0.0
+    for role in PER_ANSWER_ROLES:
+        total = add_dollars(total, stats_dollars(calls.get(role), estimate=estimate))
+    return total
+
+
+def question_dollars(
+    answers: Sequence[Mapping[str, Any]],
+    speculative: Mapping[str, Any] | None,
+    *,
+    estimate: bool = False,
+) -> float | None:
+    """Dollars of a question's recorded answers and its discarded look-aheads."""
+    total = stats_dollars(speculative, estimate=estimate)
+    for answer in answers:
+        total = add_dollars(total, answer_dollars(answer.get("calls") or {}, estimate=estimate))
+    return total
+
+
+def _roles(calls: Mapping[str, Mapping[str, Any]] | None) -> list[Mapping[str, Any]]:
+    """The per-answer roles' stats that made a request (``speculative`` counts as one)."""
+    return [
+        stats
+        for role, stats in (calls or {}).items()
+        if role in (*PER_ANSWER_ROLES, "speculative") and stats and stats.get("calls")
+    ]
+
+
+def call_tokens(calls: Mapping[str, Mapping[str, Any]] | None) -> int | None:
+    """Input plus output tokens over a ``{role: CallStats}`` mapping (embeddings apart, see
+    ``PER_ANSWER_ROLES``); None when a request reported none."""
+    total = 0
+    for stats in _roles(calls):
+        inputs, outputs = stats.get("input_tokens", 0), stats.get("output_tokens", 0)
+        if inputs is None or outputs is None:
+            return None
+        total += int(inputs) + int(outputs)
+    return total
+
+
+def usage_missing(calls: Mapping[str, Mapping[str, Any]] | None) -> int:
+    """Requests over a ``{role: CallStats}`` mapping that reported no usage."""
+    return sum(int(stats.get("usage_missing", 0)) for stats in _roles(calls))
 
 
 def call_count(calls: Mapping[str, Mapping[str, Any]] | None) -> int:
-    """Requests over a ``{role: CallStats}`` mapping."""
+    """Requests over a ``{role: CallStats}`` mapping (an answer's embedding counts as one
+    when its text was sent, even in a request shared with other answers)."""
     if not calls:
         return 0
     return sum(int(c.get("calls", 0)) for c in calls.values())
@@ -189,8 +297,8 @@ def answer_row(record: Mapping[str, Any]) -> AnswerRow:
         valid=record["valid"],
         elapsed_s=record.get("elapsed_s"),
         used_answer_tag=record.get("used_answer_tag"),
-        tokens=call_tokens(calls),
-        calls=call_count(calls),
+        tokens=None if calls is None else call_tokens(calls),
+        calls=None if calls is None else call_count(calls),
         truncated=record.get("truncated"),
         extra={k: record[k] for k in ANSWER_EXTRAS if k in record},
     )
@@ -219,7 +327,7 @@ def question_result(
     return QuestionResult(
         model=line.get("model") or measured.get("model") or "",
         temperature=float(line.get("temperature", measured.get("temperature", 0.0))),
-        question=line["question"],
+        question=normal_question(line["question"]),
         answers=tuple(answer_row(a) for a in sorted(records, key=lambda a: a["index"])),
         stop_reason=line.get("stop_reason"),
         repeat=int(line.get("repeat", 1)),
@@ -232,6 +340,9 @@ def question_result(
         thresholds=Thresholds(**thresholds) if thresholds else None,
         speculative_tokens=call_tokens({"speculative": speculative}),
         speculative_calls=call_count({"speculative": speculative}),
+        cost_usd=question_dollars(records, speculative),
+        usage_missing=usage_missing({"speculative": speculative})
+        + sum(usage_missing(a.get("calls")) for a in records),
         judge_model=measured.get("judge_model") or settings.get("judge_model"),
         prompts_sha256=measured.get("prompts_sha256") or meta.get("prompts_sha256"),
     )

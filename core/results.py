@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aidanbench.core.questions import normal_question
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import FINAL_STOPS
 
@@ -34,9 +35,12 @@ class AnswerRow:
     valid: bool
     elapsed_s: float | None = None
     used_answer_tag: bool | None = None
-    tokens: int = 0
-    calls: int = 0
-    """Requests made for this answer, every role (cache hits do not count)."""
+    tokens: int | None = None
+    """Tokens of this answer's generation and scoring requests (embeddings apart); None
+    when a request reported none, or the file records none."""
+    calls: int | None = None
+    """Requests made for this answer, every role (cache hits do not count); None when the
+    file records none."""
     truncated: bool | None = None
     """Cut by the token limit (``finish_reason`` ``length``); None when not recorded."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -68,9 +72,14 @@ class QuestionResult:
     error: str | None = None
     embedding_model: str | None = None
     thresholds: Thresholds | None = None
-    speculative_tokens: int = 0
+    speculative_tokens: int | None = 0
     speculative_calls: int = 0
     """Requests of discarded look-ahead generations."""
+    cost_usd: float | None = None
+    """Dollars of the recorded answers and discarded look-aheads (``records.question_dollars``);
+    None when unknown: a model without a price, a request without usage, or a results file."""
+    usage_missing: int = 0
+    """Requests of those answers and look-aheads whose reply reported no usage."""
     judge_model: str | None = None
     """Judge model behind the coherence scores; None when not recorded."""
     prompts_sha256: str | None = None
@@ -87,14 +96,18 @@ class QuestionResult:
         return sum(a.novelty or 0.0 for a in self.answers if a.valid)
 
     @property
-    def tokens(self) -> int:
-        """Tokens of every call, discarded look-aheads included."""
-        return sum(a.tokens for a in self.answers) + self.speculative_tokens
+    def tokens(self) -> int | None:
+        """Tokens of every call, discarded look-aheads included (None when one is unknown)."""
+        parts = [a.tokens for a in self.answers] + [self.speculative_tokens]
+        return None if any(p is None for p in parts) else sum(p or 0 for p in parts)
 
     @property
-    def api_calls(self) -> int:
-        """Requests of every answer, discarded look-aheads included."""
-        return sum(a.calls for a in self.answers) + self.speculative_calls
+    def api_calls(self) -> int | None:
+        """Requests of every answer, discarded look-aheads included (None when unrecorded)."""
+        parts = [a.calls for a in self.answers]
+        if any(p is None for p in parts):
+            return None
+        return sum(p or 0 for p in parts) + self.speculative_calls
 
     @property
     def truncated_answers(self) -> int | None:
@@ -230,7 +243,7 @@ def _question_from_records(
     return QuestionResult(
         model=model,
         temperature=temperature,
-        question=question,
+        question=normal_question(question),
         answers=rows,
         stop_reason=reason,
     )

@@ -33,16 +33,17 @@ class CallStats(TypedDict):
     """Model id the provider reported serving (may differ from the one asked for)."""
     latency_s: float
     """Wall seconds spent in this role's calls for the answer (0 when cached)."""
-    input_tokens: int
-    """Prompt tokens reported by the provider, summed over calls."""
-    output_tokens: int
-    """Completion tokens reported by the provider, summed over calls."""
+    input_tokens: int | None
+    """Prompt tokens reported by the provider, summed over calls; None when a call reported
+    none (unknown, never 0), and for embeddings, whose requests serve many answers."""
+    output_tokens: int | None
+    """Completion tokens reported by the provider, summed over calls; None as above."""
     calls: int
     """Requests made (judge re-asks and per-pair similarity calls count; cache hits do not)."""
-    cached_input_tokens: NotRequired[int]
+    cached_input_tokens: NotRequired[int | None]
     """Of ``input_tokens``, those read from the provider's prompt cache
     (``prompt_tokens_details.cached_tokens``); absent in records made before it was kept."""
-    reasoning_tokens: NotRequired[int]
+    reasoning_tokens: NotRequired[int | None]
     """Of ``output_tokens``, those spent reasoning
     (``completion_tokens_details.reasoning_tokens``)."""
     cost_usd: NotRequired[float | None]
@@ -50,6 +51,13 @@ class CallStats(TypedDict):
     None when a call's model has no price (unknown, never 0)."""
     provider_cost_calls: NotRequired[int]
     """How many of ``calls`` carried the provider's own cost (``usage.cost``)."""
+    usage_missing: NotRequired[int]
+    """How many of ``calls`` reported no token counts (their tokens and dollars are
+    unknown); absent when every call reported them."""
+    estimated_cost_usd: NotRequired[float | None]
+    """Present with ``usage_missing``: dollars with those calls' tokens estimated from
+    above (UTF-8 bytes of prompt and reply, ``services.usage``), which the per-question
+    dollar cap counts; None without a price."""
 
 
 @documented

@@ -2,8 +2,8 @@
 
 Accepted files: a JSON list of strings; JSONL or CSV with a ``question`` field; plain text
 with one question per line. Anything else is an error, never a silent fallback to the
-bundled list. Blank, duplicate or absurdly long questions are errors too: each would
-waste or skew a run.
+bundled list. Blank, duplicate (after ``core.questions.normal_question``) or absurdly
+long questions are errors too: each would waste or skew a run.
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ from pathlib import Path
 
 from aidanbench.core.errors import UsageError
 from aidanbench.graph.questions import bundled_questions
-
-MAX_QUESTION_CHARS = 2000
-"""Longest question accepted; the benchmark's longest is under 150 characters."""
 
 
 def load_questions(limit: int | None, path: Path | None) -> list[str]:
@@ -104,27 +101,11 @@ def _from_csv(text: str, path: Path) -> list[str]:
 
 
 def _validated(questions: list[str], path: Path) -> list[str]:
-    if not questions:
-        raise UsageError(f"questions file {path} holds no questions")
-    seen: dict[str, int] = {}
-    for number, question in enumerate(questions, 1):
-        if not question.strip():
-            raise UsageError(f"questions file {path}: question {number} is blank")
-        try:
-            question.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise UsageError(
-                f"questions file {path}: question {number} holds an invalid character "
-                f"(a lone surrogate {question[exc.start]!r}); fix its \\u escape"
-            ) from None
-        if len(question) > MAX_QUESTION_CHARS:
-            raise UsageError(
-                f"questions file {path}: question {number} is {len(question)} characters "
-                f"(at most {MAX_QUESTION_CHARS})"
-            )
-        if question in seen:
-            raise UsageError(
-                f"questions file {path}: question {number} repeats question {seen[question]}"
-            )
-        seen[question] = number
-    return questions
+    """The questions checked and normalised as every source's are
+    (``question_sources.validated``)."""
+    from aidanbench.graph.question_sources import QuestionSourceError, validated
+
+    try:
+        return validated(questions, f"questions file {path}")
+    except QuestionSourceError as exc:
+        raise UsageError(str(exc)) from None

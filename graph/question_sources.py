@@ -29,6 +29,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from aidanbench.core.errors import printable
+from aidanbench.core.questions import normal_question, spelling_note
+
 MAX_QUESTION_CHARS = 2000
 """Longest question accepted; the benchmark's longest is under 150 characters."""
 
@@ -122,7 +125,9 @@ def question_file_set(path: Path, limit: int | None = None) -> QuestionSet:
 
 
 def validated(questions: Sequence[object], where: str, limit: int | None = None) -> list[str]:
-    """The first ``limit`` questions, each checked: a string, not blank, distinct, not huge.
+    """The first ``limit`` questions, each checked and normalised (``normal_question``): a
+    string, not blank, valid Unicode, not huge, and distinct from every other once
+    normalised (a repeat is refused naming both).
 
     Every question is checked before the limit applies, so a set is valid or not
     whatever part of it a run asks for.
@@ -131,26 +136,37 @@ def validated(questions: Sequence[object], where: str, limit: int | None = None)
         raise QuestionSourceError(f"the number of questions must be at least 1, got {limit}")
     if not questions:
         raise QuestionSourceError(f"{where} holds no questions")
-    seen: dict[str, int] = {}
+    seen: dict[str, tuple[int, str]] = {}
+    checked: list[str] = []
     for number, question in enumerate(questions, 1):
         if not isinstance(question, str):
             raise QuestionSourceError(
-                f"{where}: question {number} is {type(question).__name__} {question!r}, "
-                "not a string"
+                f"{where}: question {number} is {type(question).__name__} "
+                f"{printable(repr(question))[:80]}, not a string"
             )
         if not question.strip():
             raise QuestionSourceError(f"{where}: question {number} is empty")
+        try:
+            question.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise QuestionSourceError(
+                f"{where}: question {number} holds an invalid character "
+                f"(a lone surrogate {question[exc.start]!r}); fix its \\u escape"
+            ) from None
         if len(question) > MAX_QUESTION_CHARS:
             raise QuestionSourceError(
                 f"{where}: question {number} is {len(question)} characters "
                 f"(at most {MAX_QUESTION_CHARS})"
             )
-        if question in seen:
+        key = normal_question(question)
+        if key in seen:
+            first, spelled = seen[key]
             raise QuestionSourceError(
-                f"{where}: question {number} repeats question {seen[question]}"
+                f"{where}: question {number} repeats question {first} "
+                f"{printable(repr(key[:60]))}{spelling_note(spelled, question)}"
             )
-        seen[question] = number
-    checked = [str(q) for q in questions]
+        seen[key] = (number, question)
+        checked.append(key)
     return checked if limit is None else checked[:limit]
 
 

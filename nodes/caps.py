@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from aidanbench.core.records import question_dollars
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import ErrorInfo
-from aidanbench.services.pricing import question_dollars
 from aidanbench.services.usage import ledger
 
 
@@ -42,7 +42,7 @@ def cap_reached(
         return "budget"
     cost_cap = settings.max_question_cost
     if cost_cap is not None:
-        spent = question_dollars(answers, speculative)
+        spent = question_dollars(answers, speculative, estimate=True)
         if spent is None:
             return "unpriced"
         if spent >= cost_cap:

@@ -21,11 +21,12 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
+from aidanbench.core.records import add_dollars
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import CallStats, ErrorInfo
 from aidanbench.services import Services, ServicesFactory, key_values, role_host
 from aidanbench.services.errors import describe
-from aidanbench.services.pricing import Price, add_dollars, price_table
+from aidanbench.services.pricing import Price, price_table
 from aidanbench.services.usage import reply_usage
 
 
@@ -77,8 +78,20 @@ def no_calls() -> CallStats:
     return CallStats(served_model=None, latency_s=0.0, input_tokens=0, output_tokens=0, calls=0)
 
 
+def _sum(a: int | float | None, b: int | float | None) -> Any:
+    return None if a is None or b is None else a + b
+
+
+def call_estimate(stats: CallStats) -> float | None:
+    """Dollars of ``stats`` with calls that reported no usage at their estimate."""
+    if stats.get("usage_missing"):
+        return stats.get("estimated_cost_usd")
+    return stats.get("cost_usd")
+
+
 def add_calls(total: CallStats, more: CallStats) -> CallStats:
-    """Two costs of the same role summed (re-asks, pairs); dollars unknown if either is.
+    """Two costs of the same role summed (re-asks, pairs); a count or dollars unknown in
+    either is unknown in the sum.
 
     A role that made no request adds nothing (the other is returned as it is). Records
     made before usage details were kept have none of them; two such records sum to one
@@ -90,42 +103,57 @@ def add_calls(total: CallStats, more: CallStats) -> CallStats:
     summed = CallStats(
         served_model=more["served_model"] or total["served_model"],
         latency_s=total["latency_s"] + more["latency_s"],
-        input_tokens=total["input_tokens"] + more["input_tokens"],
-        output_tokens=total["output_tokens"] + more["output_tokens"],
+        input_tokens=_sum(total["input_tokens"], more["input_tokens"]),
+        output_tokens=_sum(total["output_tokens"], more["output_tokens"]),
         calls=total["calls"] + more["calls"],
     )
     if "cost_usd" not in total and "cost_usd" not in more:
         return summed
-    summed["cached_input_tokens"] = total.get("cached_input_tokens", 0) + more.get(
-        "cached_input_tokens", 0
+    summed["cached_input_tokens"] = _sum(
+        total.get("cached_input_tokens", 0), more.get("cached_input_tokens", 0)
     )
-    summed["reasoning_tokens"] = total.get("reasoning_tokens", 0) + more.get("reasoning_tokens", 0)
+    summed["reasoning_tokens"] = _sum(
+        total.get("reasoning_tokens", 0), more.get("reasoning_tokens", 0)
+    )
     summed["cost_usd"] = add_dollars(total.get("cost_usd"), more.get("cost_usd"))
     summed["provider_cost_calls"] = total.get("provider_cost_calls", 0) + more.get(
         "provider_cost_calls", 0
     )
+    missing = total.get("usage_missing", 0) + more.get("usage_missing", 0)
+    if missing:
+        summed["usage_missing"] = missing
+        summed["estimated_cost_usd"] = add_dollars(call_estimate(total), call_estimate(more))
     return summed
 
 
-def message_stats(message: AIMessage, latency_s: float, price: Price | None) -> CallStats:
+def message_stats(
+    message: AIMessage, latency_s: float, price: Price | None, prompt: str
+) -> CallStats:
     """Cost of one chat call, from the usage and model id the provider reported.
 
     Dollars are the provider's ``usage.cost`` when the reply carries one, else ``price``
-    applied to the tokens, else unknown (None).
+    applied to the tokens, else unknown (None). A reply without token counts has them
+    unknown too, and an estimate from ``prompt`` and the reply's text for the caps.
     """
     usage = reply_usage(message)
     served = message.response_metadata.get("model_name") or message.response_metadata.get("model")
-    return CallStats(
+    stats = CallStats(
         served_model=str(served) if served else None,
         latency_s=latency_s,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
         calls=1,
-        cached_input_tokens=usage.cached_input_tokens,
-        reasoning_tokens=usage.reasoning_tokens,
+        cached_input_tokens=usage.cached_input_tokens or 0,
+        reasoning_tokens=usage.reasoning_tokens or 0,
         cost_usd=usage.dollars(price),
         provider_cost_calls=int(usage.provider_cost is not None),
     )
+    if not usage.reported:
+        stats["cached_input_tokens"] = usage.cached_input_tokens
+        stats["reasoning_tokens"] = usage.reasoning_tokens
+        stats["usage_missing"] = 1
+        stats["estimated_cost_usd"] = usage.estimated(prompt, reply_text(message)).dollars(price)
+    return stats
 
 
 @contextmanager

@@ -18,6 +18,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
+from aidanbench.core.records import answer_dollars, call_tokens, usage_missing
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import (
     AnswerRecord,
@@ -31,7 +32,6 @@ from aidanbench.core.vocabulary import SCORER_BY_KEY, is_truncated, scorers
 from aidanbench.nodes.caps import budget_exhausted, cap_reached, unpriced_error
 from aidanbench.nodes.context import add_calls, no_calls, settings_of
 from aidanbench.nodes.metrics import chain_metrics
-from aidanbench.services.pricing import answer_dollars
 
 
 def branch_error(state: QuestionState, keys: list[str]) -> ErrorInfo | None:
@@ -139,8 +139,9 @@ def answer_event(record: AnswerRecord, score: int, stop: str | None) -> dict[str
         "score": score,
         "stop_reason": stop,
         "calls": sum(c["calls"] for c in calls),
-        "tokens": sum(c["input_tokens"] + c["output_tokens"] for c in calls),
+        "tokens": call_tokens(record["calls"]),
         "cost_usd": answer_dollars(record["calls"]),
+        "usage_missing": usage_missing(record["calls"]),
     }
 
 

@@ -35,7 +35,7 @@ async def embed_texts(ctx: NodeContext, texts: list[str]) -> tuple[list[np.ndarr
             vectors = await services.embedder.embed(missing)
         services.cache.put_vectors(model, zip(missing, vectors, strict=True))
         call = CallStats(
-            served_model=model, latency_s=elapsed(), input_tokens=0, output_tokens=0, calls=1
+            served_model=model, latency_s=elapsed(), input_tokens=None, output_tokens=None, calls=1
         )
         found = services.cache.vectors(model, texts)
     ready = [v for v in found if v is not None]

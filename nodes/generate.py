@@ -99,7 +99,7 @@ async def ask_model(ctx: NodeContext, question: str, previous: list[str], index:
         answer=answer,
         raw_reply=raw,
         used_answer_tag=tagged,
-        call=message_stats(reply, elapsed(), ctx.price("model")),
+        call=message_stats(reply, elapsed(), ctx.price("model"), prompt),
         finish_reason=finish_reason(reply),
         reasoning_tokens=reasoning_tokens(reply),
     )

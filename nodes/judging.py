@@ -51,7 +51,7 @@ async def ask_judge(ctx: NodeContext, prompt: str, tag: str) -> tuple[int, CallS
     for _ in range(ctx.settings.judge_attempts):
         with stopwatch() as elapsed:
             reply = await services.chat("judge", prompt)
-        total = add_calls(total, message_stats(reply, elapsed(), ctx.price("judge")))
+        total = add_calls(total, message_stats(reply, elapsed(), ctx.price("judge"), prompt))
         try:
             return parse_score(reply_text(reply), tag), total
         except ScoreParseError as exc:

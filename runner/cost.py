@@ -26,7 +26,9 @@ def finish(meta: dict[str, Any], spec: RunSpec) -> None:
 
     ``totals`` keeps the recorded answers' figures under ``recorded_*``; ``api_calls``
     and ``tokens`` become what was actually sent, across sessions, redone calls
-    included, and ``dollars`` the run's cost (null when a model has no price).
+    included, ``dollars`` the run's cost (null when a model has no price or a reply no
+    usage), ``unrecorded`` the requests sent without a recorded reply and
+    ``dollars_bound`` what the run can have cost at most (``services.usage.Totals``).
     """
     path = spec.run_dir / LEDGER
     forget_ledger(path)
@@ -36,9 +38,12 @@ def finish(meta: dict[str, Any], spec: RunSpec) -> None:
     totals = meta.setdefault("totals", {})
     totals["recorded_api_calls"] = totals.get("api_calls")
     totals["recorded_tokens"] = totals.get("tokens")
+    totals["recorded_dollars"] = totals.get("dollars")
     totals["api_calls"] = usage["api_calls"]
+    totals["unrecorded"] = usage["unrecorded"]
     totals["tokens"] = usage["tokens"]
     totals["dollars"] = usage["dollars"]
+    totals["dollars_bound"] = usage["dollars_bound"]
     meta["usage"] = usage
     meta["prices"] = {
         **price_table(spec.prices).describe(),

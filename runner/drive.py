@@ -68,7 +68,7 @@ async def drive(
         line = lines.record(task, step.values)
         progress.queued(task.label)
         if step.action == "skip":
-            progress.skipped(task.label, line)
+            progress.skipped(task.label, line, task.thread_id)
         else:
             progress.stored(task.label, line, task.thread_id)
             todo.append((task, step))

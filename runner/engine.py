@@ -69,7 +69,8 @@ async def prepare(spec: RunSpec) -> Prepared:
     """
     stored = store.stored_metadata(spec.run_dir)
     fields = store.model_fields(spec, stored)
-    tasks = build_tasks(spec, fields, spec.questions_list)
+    questions = store.spelled(spec.questions_list, store.stored_spellings(spec.run_dir))
+    tasks = build_tasks(spec, fields, questions)
     store.refuse_scoring_changes(spec, stored, tasks)
     checkpoints = spec.run_dir / rundir.CHECKPOINTS
     store.check_checkpoints(checkpoints)
@@ -107,7 +108,8 @@ async def execute(
         carried = store.carried_lines(run_dir)
         meta = store.grown_metadata(prepared.stored, spec, tasks)
         session = meta["sessions"][-1]
-        store.question_counts(meta, [*carried, *({"question": q} for q in spec.questions_list)])
+        asked = dict.fromkeys(task.question for task in tasks)
+        store.question_counts(meta, [*carried, *({"question": q} for q in asked)])
         store.write_metadata(run_dir, meta)
         lines = RunLines(run_dir, carried=carried)
         cost.arm(spec)

@@ -5,10 +5,12 @@ arrives: its elapsed time keeps moving while every question waits on a slow mode
 a run with thousands of answers does not build a table per answer.
 
 A row counts what is stored: a question found finished (an earlier session's work) or
-one that just stopped adds its stored line's counts (``runner.tasks.line_counts``, the
-same the run's totals use), and the answer events of a question still running are shown
-on top until it stops, when they are replaced by its line. So the table ends equal to the
-summary whatever was resumed, retried or discarded as a look-ahead.
+one that just stopped contributes its stored line, and the row's figures are
+``core.records.totals`` of those lines, the function behind the summary, ``report`` and
+the metadata; the answer events of a question still running are shown on top until it
+stops, when they are replaced by its line. So the table ends equal to the summary
+whatever was resumed, retried or discarded as a look-ahead. Every outside string (model
+names, questions) is printed through ``printable``.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
-from aidanbench.analysis.cost import dollars_text
+from aidanbench.analysis.cost import dollars_text, tokens_text
 from aidanbench.analysis.tables import Column, fitted_tables
+from aidanbench.core import records
+from aidanbench.core.errors import printable
+from aidanbench.core.results import QuestionResult
 from aidanbench.core.vocabulary import is_error_stop
-from aidanbench.runner.tasks import LineCounts, line_counts
-from aidanbench.services.pricing import add_dollars
+from aidanbench.runner.tasks import LineCounts
 
 if TYPE_CHECKING:
     from aidanbench.services.limits import EndpointStats
@@ -36,18 +40,32 @@ if TYPE_CHECKING:
 
 @dataclass
 class ModelProgress:
-    """Counters of one (model, temperature)."""
+    """Counters of one (model, temperature), and the question lines behind its figures."""
 
     queued: int = 0
     running: int = 0
     done: int = 0
     errored: int = 0
-    answers: int = 0
-    score: int = 0
-    calls: int = 0
-    tokens: int = 0
-    dollars: float | None = 0.0
-    """Spent so far on recorded answers and look-aheads (None once a price is unknown)."""
+    lines: dict[str, QuestionResult] = field(default_factory=dict)
+    """The stored line of each question counted (finished, or as an earlier session left it)."""
+    flight: dict[str, LineCounts] = field(default_factory=dict)
+    """Answer events of each running question, until its line replaces them."""
+
+    def figures(self) -> LineCounts:
+        """Answers, score, calls, tokens and dollars as of now: ``core.records.totals`` of
+        the lines (what ``report`` shows of them), plus the answers still in flight."""
+        counted = records.totals(list(self.lines.values()))
+        total = LineCounts(
+            answers=counted.answers,
+            score=counted.score,
+            calls=counted.api_calls or 0,
+            tokens=counted.tokens,
+            dollars=counted.dollars,
+            usage_missing=counted.usage_missing,
+        )
+        for counts in list(self.flight.values()):
+            total = total.plus(counts)
+        return total
 
 
 @dataclass
@@ -62,8 +80,6 @@ class Progress:
     """Each endpoint's limit and 429s now (``OpenAIServices.endpoint_stats``), shown
     under the table."""
     _live: Live | None = None
-    _in_flight: dict[str, LineCounts] = field(default_factory=dict)
-    _stored_before: dict[str, LineCounts] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.live is None:
@@ -71,7 +87,8 @@ class Progress:
 
     def __enter__(self) -> Progress:
         if self.live:
-            self._live = Live(self, console=Console(file=self.out), refresh_per_second=4)
+            console = Console(file=self.out, markup=False)
+            self._live = Live(self, console=console, refresh_per_second=4)
             self._live.__enter__()
         return self
 
@@ -80,7 +97,7 @@ class Progress:
             self._live.__exit__(None, None, None)  # draws the final state once more
             self._live = None
         elif self.rows and exc[0] is None:
-            console = Console(file=self.out)
+            console = Console(file=self.out, markup=False)
             console.print(self._table(console.width))  # the log ends with the final counts
 
     def __rich__(self) -> Group:
@@ -106,55 +123,41 @@ class Progress:
             row.errored += 1
         else:
             row.done += 1
-        self._settle(row, key if key is not None else label, output)
-        self._line(f"{label}: {stop} after {output.get('score', 0)} valid — {question[:60]}")
+        key = key if key is not None else label
+        row.flight.pop(key, None)
+        row.lines[key] = records.question_result(output)
+        self._line(
+            f"{printable(label)}: {printable(str(stop))} after {output.get('score', 0)} valid — "
+            f"{printable(question[:60])}"
+        )
 
-    def skipped(self, label: str, output: dict[str, Any]) -> None:
+    def skipped(self, label: str, output: dict[str, Any], key: str | None = None) -> None:
         """A question finished in an earlier session: counted from its line, not run again."""
         row = self.rows[label]
         row.queued -= 1
         row.done += 1
-        self._add(row, line_counts(output), 1)
+        row.lines[key if key is not None else f"{label}#{len(row.lines)}"] = (
+            records.question_result(output)
+        )
 
     def stored(self, label: str, output: dict[str, Any], key: str | None = None) -> None:
         """A question about to run again: what its earlier sessions stored is counted now."""
-        counts = line_counts(output)
-        self._add(self.rows[label], counts, 1)
-        self._stored_before[key if key is not None else label] = counts
+        self.rows[label].lines[key if key is not None else label] = records.question_result(output)
 
     def answer(self, label: str, event: dict[str, Any], key: str | None = None) -> None:
         """An answer event of a running question: shown until the question's line replaces it."""
+        tokens = event.get("tokens", 0)
         counts = LineCounts(
             answers=1,
             score=1 if event.get("valid") else 0,
             calls=int(event.get("calls", 0)),
-            tokens=int(event.get("tokens", 0)),
-            dollars=event.get("cost_usd", 0.0),
+            tokens=None if tokens is None else int(tokens),
+            dollars=event.get("cost_usd"),
+            usage_missing=int(event.get("usage_missing", 0)),
         )
-        self._add(self.rows[label], counts, 1)
-        flight = self._in_flight.get(key if key is not None else label, LineCounts())
-        self._in_flight[key if key is not None else label] = LineCounts(
-            answers=flight.answers + counts.answers,
-            score=flight.score + counts.score,
-            calls=flight.calls + counts.calls,
-            tokens=flight.tokens + counts.tokens,
-            dollars=add_dollars(flight.dollars, counts.dollars),
-        )
-
-    def _settle(self, row: ModelProgress, key: str, output: dict[str, Any]) -> None:
-        """Replace a stopped question's events (and what it had stored) by its line."""
-        self._add(row, self._in_flight.pop(key, LineCounts()), -1)
-        self._add(row, self._stored_before.pop(key, LineCounts()), -1)
-        self._add(row, line_counts(output), 1)
-
-    @staticmethod
-    def _add(row: ModelProgress, counts: LineCounts, sign: int) -> None:
-        row.answers += sign * counts.answers
-        row.score += sign * counts.score
-        row.calls += sign * counts.calls
-        row.tokens += sign * counts.tokens
-        change = None if counts.dollars is None else sign * counts.dollars
-        row.dollars = add_dollars(row.dollars, change)
+        flight = self.rows[label].flight
+        key = key if key is not None else label
+        flight[key] = flight.get(key, LineCounts()).plus(counts)
 
     def _line(self, text: str) -> None:
         if not self.live:
@@ -166,23 +169,24 @@ class Progress:
         ``width`` (the terminal's, by default) is too narrow for them side by side."""
         elapsed = time.monotonic() - self.started
         rows = list(self.rows.items())  # one atomic copy: events may add rows
-        counters = [
-            (
-                *(r.done, r.running, r.queued, r.errored, r.answers, r.score, r.calls),
-                *(r.tokens, dollars_text(r.dollars)),
-            )
-            for _, r in rows
-        ]
-        columns = [
-            Column(header, [str(values[i]) for values in counters])
-            for i, header in enumerate(
+        counters = []
+        figures = [r.figures() for _, r in rows]
+        for (_, r), f in zip(rows, figures, strict=True):
+            counters.append(
                 (
-                    *("done", "running", "queued", "errors", "answers", "score", "API calls"),
-                    *("tokens", "spent"),
+                    *(r.done, r.running, r.queued, r.errored, f.answers, f.score, f.calls),
+                    *(tokens_text(f.tokens), dollars_text(f.dollars), f.usage_missing),
                 )
             )
+        headers = ["done", "running", "queued", "errors", "answers", "score", "API calls"]
+        headers += ["tokens", "spent", "no usage"]
+        if not any(f.usage_missing for f in figures):
+            headers.pop()  # requests whose reply reported no usage: shown when there are
+        columns = [
+            Column(header, [str(values[i]) for values in counters])
+            for i, header in enumerate(headers)
         ]
-        key = Column("model (temperature)", [label for label, _ in rows], "left")
+        key = Column("model (temperature)", [printable(label) for label, _ in rows], "left")
         if width is None and self._live is not None:
             width = self._live.console.width
         title = f"AidanBench run — {elapsed:.0f}s elapsed"

@@ -25,6 +25,7 @@ from pydantic import (
 from aidanbench.analysis import rundir
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings, variant_label, variant_problem
+from aidanbench.graph.question_sources import QuestionSourceError, validated
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.runner.tasks import Task
 from aidanbench.services.usage import LEDGER
@@ -93,6 +94,15 @@ class RunSpec(BaseModel):
         if isinstance(value, int) and not isinstance(value, bool):
             return bundled_questions(value)
         return value
+
+    @field_validator("questions")
+    @classmethod
+    def _one_spelling(cls, value: list[str]) -> list[str]:
+        """Each question normalised (``core.questions``); two spellings of one refused."""
+        try:
+            return validated(value, "questions")
+        except QuestionSourceError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("models")
     @classmethod

@@ -24,6 +24,7 @@ from typing import Any
 
 from aidanbench.analysis import rundir
 from aidanbench.core.errors import UsageError, printable
+from aidanbench.core.questions import normal_question
 from aidanbench.core.setting_kinds import (
     OPERATIONAL_FIELDS,
     PER_THREAD_FIELDS,
@@ -220,6 +221,36 @@ def carried_lines(run_dir: Path) -> list[dict[str, Any]]:
     return lines
 
 
+def stored_spellings(run_dir: Path) -> dict[str, str]:
+    """How the run directory's question lines spell each question, by its normal form.
+
+    A run made before questions were normalised may have threads for a question with a
+    trailing space or in another Unicode form; their ids hash that spelling, so the run
+    goes on asking it under that spelling (its earlier answers were generated with it).
+    Where two lines spell one question differently, the normal spelling wins, else the
+    first.
+    """
+    if not (run_dir / rundir.QUESTIONS).exists():
+        return {}
+    try:
+        lines = rundir.read_lines(run_dir)
+    except (ValueError, OSError):
+        return {}
+    found: dict[str, str] = {}
+    for line in lines:
+        text = line.get("question")
+        if isinstance(text, str):
+            key = normal_question(text)
+            if key not in found or text == key:
+                found[key] = text
+    return found
+
+
+def spelled(questions: Sequence[str], spellings: dict[str, str]) -> list[str]:
+    """``questions`` (normal forms) as the run directory already spells them."""
+    return [spellings.get(q, q) for q in questions]
+
+
 def session_record(spec: RunSpec, tasks: Sequence[Task]) -> dict[str, Any]:
     """What this session asked for and the operational settings it applied."""
     first = tasks[0].settings
@@ -315,7 +346,7 @@ def grown_metadata(
 
 def question_counts(meta: dict[str, Any], lines: Sequence[dict[str, Any]]) -> None:
     """Record the run's question set (every line's, all sessions) in ``meta``."""
-    questions = list(dict.fromkeys(line["question"] for line in lines))
+    questions = list(dict.fromkeys(normal_question(line["question"]) for line in lines))
     meta["questions"] = len(questions)
     meta["questions_sha256"] = question_set_hash(questions)
     meta["question_set_sha256"] = question_set_hash(sorted(questions))

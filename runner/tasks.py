@@ -23,7 +23,6 @@ from aidanbench.core.metric_names import environment_aliases
 from aidanbench.core.settings import Settings
 from aidanbench.core.vocabulary import ERROR_KINDS, FINAL_STOPS
 from aidanbench.nodes.prepare import measured_by
-from aidanbench.services.pricing import question_dollars
 
 
 @dataclass(frozen=True)
@@ -111,39 +110,41 @@ def errored(lines: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class LineCounts:
-    """What one question line adds to a run's totals and to its live table row."""
+    """Figures of answers shown in a live table row before their question's line is stored."""
 
     answers: int = 0
     score: int = 0
     calls: int = 0
-    tokens: int = 0
+    tokens: int | None = 0
+    """None once a request reported no usage (unknown)."""
     dollars: float | None = 0.0
-    """Dollars of the recorded answers and discarded look-aheads (None: a price unknown)."""
+    """Dollars of the recorded answers and discarded look-aheads (None: unknown)."""
+    usage_missing: int = 0
 
-
-def line_counts(line: Mapping[str, Any]) -> LineCounts:
-    """Answers, score, API calls, tokens and dollars of a question line, discarded
-    look-aheads included, counted from its record (``core.records``): the live table
-    counts as the run's totals do."""
-    result = records.question_result(line)
-    return LineCounts(
-        answers=len(result.answers),
-        score=int(line.get("score") or 0),
-        calls=result.api_calls,
-        tokens=result.tokens,
-        dollars=question_dollars(line.get("answers") or [], line.get("speculative")),
-    )
+    def plus(self, other: LineCounts) -> LineCounts:
+        """Both counted; a figure unknown in either is unknown."""
+        tokens = None if self.tokens is None or other.tokens is None else self.tokens + other.tokens
+        return LineCounts(
+            answers=self.answers + other.answers,
+            score=self.score + other.score,
+            calls=self.calls + other.calls,
+            tokens=tokens,
+            dollars=records.add_dollars(self.dollars, other.dollars),
+            usage_missing=self.usage_missing + other.usage_missing,
+        )
 
 
 def totals(lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The run's totals as ``metadata.json`` records them, counted by ``core.records``."""
-    counted = records.totals(records.question_result(line) for line in lines)
+    counted = records.totals(records.distinct(records.question_result(x) for x in lines)[0])
     return {
         "questions": counted.lines,
         "answers": counted.answers,
         "score": counted.score,
         "api_calls": counted.api_calls,
         "tokens": counted.tokens,
+        "dollars": counted.dollars,
+        "usage_missing": counted.usage_missing,
         "errored": counted.errored,
         "truncated_answers": counted.truncated_answers,
     }

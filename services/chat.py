@@ -35,7 +35,15 @@ from langgraph.config import get_config
 
 from aidanbench.core.errors import MalformedReply
 from aidanbench.services.pricing import Price
-from aidanbench.services.usage import UsageLedger, call_site, reply_usage, usage_metadata
+from aidanbench.services.usage import (
+    UsageLedger,
+    call_site,
+    error_status,
+    output_bound,
+    prompt_tokens,
+    reply_usage,
+    usage_metadata,
+)
 
 
 @dataclass(frozen=True)
@@ -158,17 +166,40 @@ class OpenAIChat:
     async def reply(self, prompt: str) -> AIMessage:
         """The model's reply to ``prompt``; the OpenAI client's errors for an HTTP error,
         ``MalformedReply`` for a 200 that is not a completion."""
-        where = caller() if self.ledger is not None else {}
-        if self.ledger is not None:
-            self.ledger.ledger.sent(self.ledger.role, self.ledger.model, where)
-        response = await self.client.post(
-            "/chat/completions", body=self.body(prompt), cast_to=httpx2.Response
-        )
-        message = read_reply(response.content)
-        if self.ledger is not None:
-            record = self.ledger
-            usage = reply_usage(message)
-            record.ledger.replied(
-                record.role, record.model, usage, record.price, where, record.priced_as
+        body = self.body(prompt)
+        record = self.ledger
+        if record is None:
+            response = await self.client.post(
+                "/chat/completions", body=body, cast_to=httpx2.Response
             )
+            return read_reply(response.content)
+        where = caller()
+        request = record.ledger.sent(
+            record.role,
+            record.model,
+            where,
+            input_tokens=prompt_tokens(prompt),
+            output_tokens=output_bound(body),
+            price=record.price,
+        )
+        try:
+            response = await self.client.post(
+                "/chat/completions", body=body, cast_to=httpx2.Response
+            )
+            message = read_reply(response.content)
+        except BaseException as exc:
+            record.ledger.failed(record.role, record.model, request, error_status(exc))
+            raise
+        text = message.content if isinstance(message.content, str) else ""
+        record.ledger.replied(
+            record.role,
+            record.model,
+            reply_usage(message),
+            record.price,
+            where,
+            priced_as=record.priced_as,
+            request=request,
+            prompt=prompt,
+            reply=text,
+        )
         return message

@@ -118,7 +118,14 @@ def chat_client(
     callbacks: list[BaseCallbackHandler] | None = None
     if record is not None:
         callbacks = [
-            LedgerCallback(record.ledger, role, record.model, record.price, record.priced_as)
+            LedgerCallback(
+                record.ledger,
+                role,
+                record.model,
+                record.price,
+                priced_as=record.priced_as,
+                request_body=extra_body,
+            )
         ]
     return ReasoningChatOpenAI(
         callbacks=callbacks,

@@ -137,16 +137,20 @@ class OpenAICompatibleEmbeddings(Embeddings):
         self, texts: list[str], expected_size: int | None = None
     ) -> list[tuple[Vector | None, str | None]]:
         """One (vector, None) or (None, reason) per text, in the order of ``texts``."""
-        if self.usage is not None:
-            self.usage.sent()
+        request = self.usage.sent(texts) if self.usage is not None else None
         try:
-            reply = await self.client.embeddings.create(
-                model=self.model, input=texts, encoding_format="base64"
-            )
-        except (ValueError, LookupError, TypeError, AttributeError) as exc:
-            raise MalformedReply(f"unreadable embeddings reply ({type(exc).__name__})") from exc
-        if self.usage is not None:
-            self.usage.replied(getattr(reply, "usage", None))
+            try:
+                reply = await self.client.embeddings.create(
+                    model=self.model, input=texts, encoding_format="base64"
+                )
+            except (ValueError, LookupError, TypeError, AttributeError) as exc:
+                raise MalformedReply(f"unreadable embeddings reply ({type(exc).__name__})") from exc
+        except BaseException as exc:
+            if self.usage is not None and request is not None:
+                self.usage.failed(request, exc)
+            raise
+        if self.usage is not None and request is not None:
+            self.usage.replied(getattr(reply, "usage", None), request, texts)
         return checked_vectors(reply, len(texts), expected_size)
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -124,39 +124,3 @@ def price_table(override: str | Path | None = None) -> PriceTable:
     with _lock:
         _tables[key] = table
     return table
-
-
-def add_dollars(a: float | None, b: float | None) -> float | None:
-    """Sum of two costs; unknown when either is."""
-    return None if a is None or b is None else a + b
-
-
-PER_ANSWER_ROLES = ("generate", "judge", "similarity")
-"""Roles whose dollars an answer's record carries. Embedding requests are batched across
-questions, so their dollars are counted for the run (the usage ledger), not per answer."""
-
-
-def stats_dollars(stats: Mapping[str, Any] | None) -> float | None:
-    """Dollars of one role's ``CallStats``: 0 without calls, None when unknown."""
-    if not stats or not stats.get("calls"):
-        return 0.0
-    cost = stats.get("cost_usd")
-    return float(cost) if isinstance(cost, int | float) else None
-
-
-def answer_dollars(calls: Mapping[str, Mapping[str, Any]]) -> float | None:
-    """Dollars of one answer's generation and scoring (``PER_ANSWER_ROLES``)."""
-    total: float | None = 0.0
-    for role in PER_ANSWER_ROLES:
-        total = add_dollars(total, stats_dollars(calls.get(role)))
-    return total
-
-
-def question_dollars(
-    answers: Sequence[Mapping[str, Any]], speculative: Mapping[str, Any] | None
-) -> float | None:
-    """Dollars of a question's recorded answers and its discarded look-aheads."""
-    total = stats_dollars(speculative)
-    for answer in answers:
-        total = add_dollars(total, answer_dollars(answer.get("calls") or {}))
-    return total

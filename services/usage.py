@@ -10,9 +10,25 @@ the same. Lines are appended with one ``write`` each to a file opened ``O_APPEND
 kernel holds them the moment the call returns, so a SIGKILL loses none, and a rerun
 appends to the same file, so the run's totals are summed across its sessions.
 
+Every request is one of three things, and totals say how many of each:
+
+- **replied**: a ``usage`` line. A reply without usage (no ``usage`` object, or nulls in
+  it, as several OpenAI-compatible servers send) has *unknown* tokens and dollars
+  (``null``), never 0, and is counted under ``without_usage``; its line also carries an
+  estimate (``estimated_*``: tokens as UTF-8 bytes of the prompt and of the reply, which
+  bounds any byte-level BPE tokenizer's count of the same text) for the budget.
+- **refused**: a ``refused`` line, an HTTP error status (429, 5xx, 4xx): not billed.
+- **unrecorded**: a ``sent`` line with neither, because the process died with it in
+  flight, it timed out, the connection dropped or its reply could not be read. A
+  provider may bill it, so its ``sent`` line carries an upper bound (``bound_usd``: the
+  prompt's UTF-8 bytes as input tokens, and the request's ``max_tokens`` or
+  ``OUTPUT_TOKENS_BOUND`` as output).
+
 The ledger also holds the run-wide budget (``max_cost``): once the dollars spent reach
 it, ``exhausted`` turns true; the driver stops starting questions and ``decide`` stops
-the ones in flight at their next turn (stop reason ``budget``).
+the ones in flight at their next turn (stop reason ``budget``). Spent means known
+dollars, estimated dollars of replies without usage, and the upper bound of every
+unrecorded request, so a budget never silently stops counting.
 """
 
 from __future__ import annotations
@@ -21,7 +37,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -36,29 +53,80 @@ from aidanbench.services.pricing import Price
 LEDGER = "usage.jsonl"
 """The ledger's file name in a run directory."""
 
+MESSAGE_TOKENS = 8
+"""Tokens a chat template adds around one message (role markers, separators): added to a
+prompt's UTF-8 bytes when its input tokens are estimated."""
+
+OUTPUT_TOKENS_BOUND = 4096
+"""Output tokens an unrecorded request is counted at when it sets no ``max_tokens`` (or
+``max_completion_tokens``): far above any reply of the benchmark (the published run's
+longest answer is a few hundred tokens, a judge reply a few), below what a reasoning
+model may spend (set ``max_completion_tokens`` in ``--model-kwargs`` to bound it)."""
+
+
+def text_tokens(text: str) -> int:
+    """An upper estimate of the tokens of ``text``: its UTF-8 bytes.
+
+    Byte-level BPE tokenizers (OpenAI's, Llama's, most served models') never make more
+    tokens than bytes. No tokenizer is downloaded (``tiktoken`` fetches its files on first
+    use, which an offline run cannot).
+    """
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def prompt_tokens(prompt: str) -> int:
+    """An upper estimate of a one-message chat prompt's input tokens."""
+    return text_tokens(prompt) + MESSAGE_TOKENS
+
+
+def output_bound(body: Mapping[str, Any] | None) -> int:
+    """Output tokens a request can be billed for: its own limit, else the stated default."""
+    for key in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
+        value = (body or {}).get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return OUTPUT_TOKENS_BOUND
+
 
 @dataclass(frozen=True)
 class Usage:
-    """The usage one reply reported."""
+    """The usage one reply reported; a count the provider did not send is None (unknown)."""
 
-    input_tokens: int = 0
-    cached_input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
+    input_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
     provider_cost: float | None = None
     """Dollars the provider reported for the call (OpenRouter's ``usage.cost``)."""
+
+    @property
+    def reported(self) -> bool:
+        """Whether the reply said how many tokens went in and out."""
+        return self.input_tokens is not None and self.output_tokens is not None
 
     def dollars(self, price: Price | None) -> float | None:
         """The provider's cost when reported, else ``price`` applied, else unknown."""
         if self.provider_cost is not None:
             return self.provider_cost
-        if price is None:
+        if price is None or self.input_tokens is None or self.output_tokens is None:
             return None
-        return price.dollars(self.input_tokens, self.cached_input_tokens, self.output_tokens)
+        return price.dollars(self.input_tokens, self.cached_input_tokens or 0, self.output_tokens)
+
+    def estimated(self, prompt: str, reply: str) -> Usage:
+        """This usage with each unreported count replaced by its upper estimate (the UTF-8
+        bytes of ``prompt`` and ``reply``); reported counts are kept."""
+        return replace(
+            self,
+            input_tokens=prompt_tokens(prompt) if self.input_tokens is None else self.input_tokens,
+            output_tokens=text_tokens(reply) if self.output_tokens is None else self.output_tokens,
+        )
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+def _int(value: Any) -> int | None:
+    """A token count as sent, or None (absent, null or not a count: unknown)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
 
 
 def _cost(raw: Any) -> float | None:
@@ -68,9 +136,36 @@ def _cost(raw: Any) -> float | None:
     return float(cost)
 
 
+def raw_usage(raw: Any) -> Usage:
+    """The usage of an OpenAI ``usage`` object or dict (None when the reply had none)."""
+    if raw is not None and not isinstance(raw, dict):
+        dump = getattr(raw, "model_dump", None)
+        raw = dump() if callable(dump) else {}
+    raw = raw or {}
+    inputs = raw.get("prompt_tokens_details") or {}
+    outputs = raw.get("completion_tokens_details") or {}
+    return Usage(
+        input_tokens=_int(raw.get("prompt_tokens")),
+        cached_input_tokens=_int(inputs.get("cached_tokens")),
+        output_tokens=_int(raw.get("completion_tokens")),
+        reasoning_tokens=_int(outputs.get("reasoning_tokens")),
+        provider_cost=_cost(raw),
+    )
+
+
 def reply_usage(message: AIMessage) -> Usage:
-    """The usage of a chat reply: langchain's counts, and the provider's cost if any."""
+    """The usage of a chat reply, read from the provider's own ``usage`` object.
+
+    Both chat clients keep it as ``response_metadata["token_usage"]``; LangChain's
+    ``usage_metadata`` turns a missing count into 0, so it is read only when the raw
+    object is absent.
+    """
+    raw = message.response_metadata.get("token_usage")
+    if isinstance(raw, dict):
+        return raw_usage(raw)
     usage: dict[str, Any] = dict(message.usage_metadata or {})
+    if not usage:
+        return Usage()
     inputs = usage.get("input_token_details") or {}
     outputs = usage.get("output_token_details") or {}
     return Usage(
@@ -78,81 +173,132 @@ def reply_usage(message: AIMessage) -> Usage:
         cached_input_tokens=_int(inputs.get("cache_read")),
         output_tokens=_int(usage.get("output_tokens")),
         reasoning_tokens=_int(outputs.get("reasoning")),
-        provider_cost=_cost(message.response_metadata.get("token_usage")),
     )
 
 
 def usage_metadata(usage: Mapping[str, Any]) -> dict[str, Any]:
     """LangChain's ``usage_metadata`` of an OpenAI ``usage`` object, as langchain-openai
-    maps it (``reply_usage`` reads it back); ``services.chat`` builds its replies with it."""
+    maps it; ``services.chat`` builds its replies with it (``reply_usage`` reads the raw
+    object, which keeps unknown counts unknown)."""
     inputs = usage.get("prompt_tokens_details") or {}
     outputs = usage.get("completion_tokens_details") or {}
-    input_tokens = _int(usage.get("prompt_tokens"))
-    output_tokens = _int(usage.get("completion_tokens"))
+    input_tokens = _int(usage.get("prompt_tokens")) or 0
+    output_tokens = _int(usage.get("completion_tokens")) or 0
     return {
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "total_tokens": _int(usage.get("total_tokens")) or input_tokens + output_tokens,
-        "input_token_details": {"cache_read": _int(inputs.get("cached_tokens"))},
-        "output_token_details": {"reasoning": _int(outputs.get("reasoning_tokens"))},
+        "input_token_details": {"cache_read": _int(inputs.get("cached_tokens")) or 0},
+        "output_token_details": {"reasoning": _int(outputs.get("reasoning_tokens")) or 0},
     }
 
 
-def raw_usage(raw: Any) -> Usage:
-    """The usage of an OpenAI ``usage`` object or dict (embedding replies)."""
-    if raw is not None and not isinstance(raw, dict):
-        dump = getattr(raw, "model_dump", None)
-        raw = dump() if callable(dump) else {}
-    raw = raw or {}
-    details = raw.get("prompt_tokens_details") or {}
-    return Usage(
-        input_tokens=_int(raw.get("prompt_tokens")),
-        cached_input_tokens=_int(details.get("cached_tokens")),
-        output_tokens=_int(raw.get("completion_tokens")),
-        provider_cost=_cost(raw),
-    )
+def _add(total: int | float | None, value: Any) -> int | float | None:
+    """A sum that stays unknown once one part is."""
+    if total is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return total + value
+
+
+TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
+"""A ``usage`` line's token counts (each null when the reply did not report it)."""
 
 
 @dataclass
 class Totals:
-    """Sums over ledger lines; ``dollars`` is None once any priced line was unknown."""
+    """Sums over ledger lines: what was sent, replied, refused and left unrecorded.
+
+    A token count or ``dollars`` is None (unknown) once any reply lacked it, never a
+    partial sum. ``dollars_bound`` is what the run may have been billed at most: known
+    dollars, replies without usage at their estimate, unrecorded requests at their
+    bound (None when a price, or an old ledger's bound, is missing).
+    """
 
     calls: int = 0
+    """Requests sent (``sent`` lines)."""
     replies: int = 0
-    input_tokens: int = 0
-    cached_input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
+    """Requests whose reply was recorded (``usage`` lines)."""
+    refused: int = 0
+    """Requests answered with an HTTP error status (``refused`` lines; not billed)."""
+    without_usage: int = 0
+    """Replies that reported no token counts (their tokens and dollars are unknown)."""
+    input_tokens: int | None = 0
+    cached_input_tokens: int | None = 0
+    output_tokens: int | None = 0
+    reasoning_tokens: int | None = 0
     dollars: float | None = 0.0
     provider_cost_calls: int = 0
+    dollars_bound: float | None = 0.0
+    unrecorded_bound: float | None = 0.0
+    """Upper bound of the unrecorded requests' dollars (set by ``settle``)."""
 
-    def add(self, line: dict[str, Any]) -> None:
-        """Count one ledger line."""
-        if line.get("event") == "sent":
+    def add(self, line: Mapping[str, Any]) -> None:
+        """Count one ledger line (``sent`` lines' bounds are added by ``settle``)."""
+        event = line.get("event")
+        if event == "sent":
             self.calls += 1
             return
+        if event == "refused":
+            self.refused += 1
+            return
+        if event != "usage":
+            return
         self.replies += 1
-        self.input_tokens += _int(line.get("input_tokens"))
-        self.cached_input_tokens += _int(line.get("cached_input_tokens"))
-        self.output_tokens += _int(line.get("output_tokens"))
-        self.reasoning_tokens += _int(line.get("reasoning_tokens"))
+        if line.get("input_tokens") is None or line.get("output_tokens") is None:
+            self.without_usage += 1
+        for name in TOKEN_FIELDS:
+            value = line.get(name)
+            if name in ("cached_input_tokens", "reasoning_tokens") and value is None:
+                value = 0 if line.get("input_tokens") is not None else None
+            setattr(self, name, _add(getattr(self, name), value))
         self.provider_cost_calls += int(line.get("provider_cost") is not None)
-        cost = line.get("cost_usd")
-        self.dollars = None if cost is None or self.dollars is None else self.dollars + cost
+        self.dollars = _add(self.dollars, line.get("cost_usd"))
+        self.dollars_bound = _add(self.dollars_bound, line_dollars_bound(line))
+
+    def settle(self, unrecorded: Sequence[Mapping[str, Any]]) -> None:
+        """Add the upper bound of the ``sent`` lines that have no reply."""
+        bound: float | None = 0.0
+        for line in unrecorded:
+            bound = _add(bound, line.get("bound_usd"))
+        self.unrecorded_bound = bound
+        self.dollars_bound = _add(self.dollars_bound, bound)
+
+    @property
+    def unrecorded(self) -> int:
+        """Requests sent with neither a reply nor a refusal recorded (may be billed)."""
+        return max(0, self.calls - self.replies - self.refused)
+
+    @property
+    def tokens(self) -> int | None:
+        """Input plus output tokens (None when either is unknown)."""
+        if self.input_tokens is None or self.output_tokens is None:
+            return None
+        return self.input_tokens + self.output_tokens
 
     def as_dict(self) -> dict[str, Any]:
-        """The totals as written to ``metadata.json`` (``dollars`` null when unknown)."""
+        """The totals as written to ``metadata.json`` (unknown figures are null)."""
         return {
             "api_calls": self.calls,
             "replies": self.replies,
+            "refused": self.refused,
+            "unrecorded": self.unrecorded,
+            "without_usage": self.without_usage,
             "input_tokens": self.input_tokens,
             "cached_input_tokens": self.cached_input_tokens,
             "output_tokens": self.output_tokens,
             "reasoning_tokens": self.reasoning_tokens,
-            "tokens": self.input_tokens + self.output_tokens,
+            "tokens": self.tokens,
             "dollars": self.dollars,
+            "unrecorded_bound_usd": self.unrecorded_bound,
+            "dollars_bound": self.dollars_bound,
             "provider_cost_calls": self.provider_cost_calls,
         }
+
+
+def line_dollars_bound(line: Mapping[str, Any]) -> float | None:
+    """A ``usage`` line's dollars, or its estimate when the reply reported no usage."""
+    cost = line.get("cost_usd")
+    return cost if cost is not None else line.get("estimated_cost_usd")
 
 
 def read_ledger(path: Path) -> Iterator[dict[str, Any]]:
@@ -170,28 +316,59 @@ def read_ledger(path: Path) -> Iterator[dict[str, Any]]:
             yield line
 
 
+def unrecorded_lines(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``sent`` lines that no reply or refusal answers.
+
+    Lines carry the request's ``id``; a ledger written before ids has none, and its
+    unanswered requests are counted (``Totals.unrecorded``) but have no bound.
+    """
+    answered = {line.get("id") for line in lines if line.get("event") in ("usage", "refused")}
+    sent = [line for line in lines if line.get("event") == "sent"]
+    with_id = [line for line in sent if line.get("id") is not None]
+    unanswered = [line for line in with_id if line["id"] not in answered]
+    legacy = len(sent) - len(with_id)
+    legacy_answered = sum(
+        1 for line in lines if line.get("event") in ("usage", "refused") and line.get("id") is None
+    )
+    return unanswered + [{"bound_usd": None}] * max(0, legacy - legacy_answered)
+
+
 def summarise_ledger(path: Path) -> dict[str, Any]:
     """The run's totals as sent, overall, by role and model, and the look-ahead part.
 
     ``speculative`` counts the look-ahead generations (node ``generate_next``), kept
-    apart; ``unpriced_models`` lists the models whose cost is unknown.
+    apart; ``unpriced_models`` lists the models whose cost is unknown because they have
+    no price, ``without_usage_models`` those with replies that reported no usage.
     """
+    lines = list(read_ledger(path))
     overall, lookahead = Totals(), Totals()
     by_model: dict[str, Totals] = {}
     unpriced: set[str] = set()
-    for line in read_ledger(path):
+    without_usage: dict[str, int] = {}
+    for line in lines:
         overall.add(line)
         key = f"{line.get('role')}:{line.get('model')}"
         by_model.setdefault(key, Totals()).add(line)
         if line.get("node") == "generate_next":
             lookahead.add(line)
-        if line.get("event") == "usage" and line.get("cost_usd") is None:
+        if line.get("event") != "usage":
+            continue
+        if line.get("input_tokens") is None or line.get("output_tokens") is None:
+            model = str(line.get("model"))
+            without_usage[model] = without_usage.get(model, 0) + 1
+        elif line.get("cost_usd") is None:
             unpriced.add(str(line.get("priced_as") or line.get("model")))
+    unrecorded = unrecorded_lines(lines)
+    overall.settle(unrecorded)
+    lookahead.settle([u for u in unrecorded if u.get("node") == "generate_next"])
+    for key, totals in by_model.items():
+        totals.settle([u for u in unrecorded if f"{u.get('role')}:{u.get('model')}" == key])
     return {
         **overall.as_dict(),
         "speculative": lookahead.as_dict(),
         "by_role_model": {key: totals.as_dict() for key, totals in sorted(by_model.items())},
         "unpriced_models": sorted(unpriced),
+        "without_usage_models": dict(sorted(without_usage.items())),
     }
 
 
@@ -203,14 +380,20 @@ class UsageLedger:
     max_cost: float | None = None
     """Dollars after which the run stops (None: no cap)."""
     spent: float = 0.0
-    """Dollars of every priced line so far, this session's and earlier ones'."""
+    """Dollars so far, this session's and earlier ones': known dollars, estimates of
+    replies without usage, and the bounds of requests left unrecorded (earlier sessions'
+    requests that never got a reply, and this session's that failed without one)."""
     _fd: int | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _in_flight: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for line in read_ledger(self.path):
-            if line.get("event") == "usage" and isinstance(line.get("cost_usd"), int | float):
-                self.spent += float(line["cost_usd"])
+        lines = list(read_ledger(self.path))
+        for line in lines:
+            if line.get("event") == "usage":
+                self.spent += line_dollars_bound(line) or 0.0
+        for line in unrecorded_lines(lines):
+            self.spent += line.get("bound_usd") or 0.0
 
     @property
     def exhausted(self) -> bool:
@@ -225,13 +408,53 @@ class UsageLedger:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             os.write(self._fd, data)
-            cost = line.get("cost_usd")
-            if line.get("event") == "usage" and isinstance(cost, int | float):
-                self.spent += float(cost)
+            self._count(line)
 
-    def sent(self, role: str, model: str, where: dict[str, Any]) -> None:
-        """A request is about to go out."""
-        self.write({"event": "sent", "role": role, "model": model, **where})
+    def _count(self, line: dict[str, Any]) -> None:
+        """Keep ``spent`` current (called under the lock)."""
+        event, request = line.get("event"), str(line.get("id"))
+        if event == "sent":
+            if request is not None:
+                self._in_flight[request] = line.get("bound_usd") or 0.0
+        elif event == "usage":
+            self._in_flight.pop(request, None)
+            self.spent += line_dollars_bound(line) or 0.0
+        elif event == "refused":
+            self._in_flight.pop(request, None)
+        elif event == "failed":  # no reply: it may have been billed, at most its bound
+            self.spent += self._in_flight.pop(request, 0.0)
+
+    def sent(
+        self,
+        role: str,
+        model: str,
+        where: dict[str, Any],
+        *,
+        input_tokens: int | None = None,
+        output_tokens: int = OUTPUT_TOKENS_BOUND,
+        price: Price | None = None,
+    ) -> str:
+        """A request is about to go out; returns its id for the lines that answer it.
+
+        ``input_tokens`` and ``output_tokens`` bound what it can be billed for.
+        """
+        request = uuid.uuid4().hex[:16]
+        bound = None
+        if input_tokens is not None and price is not None:
+            bound = price.dollars(input_tokens, 0, output_tokens)
+        self.write(
+            {
+                "event": "sent",
+                "id": request,
+                "role": role,
+                "model": model,
+                **where,
+                "bound_input_tokens": input_tokens,
+                "bound_output_tokens": output_tokens,
+                "bound_usd": bound,
+            }
+        )
+        return request
 
     def replied(
         self,
@@ -240,25 +463,39 @@ class UsageLedger:
         usage: Usage,
         price: Price | None,
         where: dict[str, Any],
+        *,
         priced_as: str | None = None,
+        request: str | None = None,
+        prompt: str | None = None,
+        reply: str = "",
     ) -> None:
-        """A reply arrived with this usage; ``priced_as`` names the model the price is of
-        when it is not ``model`` (a variant ``NAME@LABEL`` is priced as ``NAME``)."""
-        self.write(
-            {
-                "event": "usage",
-                "role": role,
-                "model": model,
-                **({"priced_as": priced_as} if priced_as not in (None, model) else {}),
-                **where,
-                "input_tokens": usage.input_tokens,
-                "cached_input_tokens": usage.cached_input_tokens,
-                "output_tokens": usage.output_tokens,
-                "reasoning_tokens": usage.reasoning_tokens,
-                "provider_cost": usage.provider_cost,
-                "cost_usd": usage.dollars(price),
-            }
-        )
+        """A reply arrived with this usage (``prompt`` and ``reply`` estimate it when the
+        reply reported none); ``priced_as`` names the model the price is of when it is
+        not ``model`` (a variant ``NAME@LABEL`` is priced as ``NAME``)."""
+        line: dict[str, Any] = {
+            "event": "usage",
+            "id": request,
+            "role": role,
+            "model": model,
+            **({"priced_as": priced_as} if priced_as not in (None, model) else {}),
+            **where,
+            **{name: getattr(usage, name) for name in TOKEN_FIELDS},
+            "provider_cost": usage.provider_cost,
+            "cost_usd": usage.dollars(price),
+        }
+        if not usage.reported and prompt is not None:
+            estimate = usage.estimated(prompt, reply)
+            line["estimated_input_tokens"] = estimate.input_tokens
+            line["estimated_output_tokens"] = estimate.output_tokens
+            line["estimated_cost_usd"] = estimate.dollars(price)
+        self.write(line)
+
+    def failed(self, role: str, model: str, request: str, status: int | None) -> None:
+        """A request ended without a usable reply: ``refused`` with an HTTP error status
+        (not billed), else ``failed`` (no reply to read: it counts at its bound)."""
+        refused = status is not None and status >= 400
+        event = "refused" if refused else "failed"
+        self.write({"event": event, "id": request, "role": role, "model": model, "status": status})
 
     def close(self) -> None:
         """Close the file (a later write opens it again)."""
@@ -295,6 +532,21 @@ def call_site(metadata: dict[str, Any] | None) -> dict[str, Any]:
     return {"thread": metadata.get("thread_id"), "node": metadata.get("langgraph_node")}
 
 
+def error_status(error: BaseException) -> int | None:
+    """The HTTP status an error carries (the OpenAI client's ``status_code``), if any."""
+    status = getattr(error, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def message_text(messages: list[list[BaseMessage]]) -> str:
+    """The text of a chat request's messages, for estimates of its tokens."""
+    return "".join(
+        m.content if isinstance(m.content, str) else json.dumps(m.content)
+        for batch in messages
+        for m in batch
+    )
+
+
 class LedgerCallback(AsyncCallbackHandler):
     """Writes a chat client's every attempt to the ledger: ``sent``, then its ``usage``.
 
@@ -311,10 +563,12 @@ class LedgerCallback(AsyncCallbackHandler):
         model: str,
         price: Price | None,
         priced_as: str | None = None,
+        request_body: Mapping[str, Any] | None = None,
     ) -> None:
         self.ledger, self.role, self.model, self.price = ledger, role, model, price
         self.priced_as = priced_as
-        self._where: dict[UUID, dict[str, Any]] = {}
+        self.output_bound = output_bound(request_body)
+        self._where: dict[UUID, tuple[dict[str, Any], str, str]] = {}
 
     async def on_chat_model_start(
         self,
@@ -328,8 +582,16 @@ class LedgerCallback(AsyncCallbackHandler):
         **kwargs: Any,
     ) -> None:
         where = call_site(metadata)
-        self._where[run_id] = where
-        self.ledger.sent(self.role, self.model, where)
+        prompt = message_text(messages)
+        request = self.ledger.sent(
+            self.role,
+            self.model,
+            where,
+            input_tokens=prompt_tokens(prompt),
+            output_tokens=self.output_bound,
+            price=self.price,
+        )
+        self._where[run_id] = (where, request, prompt)
 
     async def on_llm_end(
         self,
@@ -340,7 +602,7 @@ class LedgerCallback(AsyncCallbackHandler):
         tags: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
-        where = self._where.pop(run_id, {})
+        where, request, prompt = self._where.pop(run_id, ({}, None, ""))
         for generations in response.generations:
             for generation in generations:
                 message = getattr(generation, "message", None)
@@ -349,8 +611,17 @@ class LedgerCallback(AsyncCallbackHandler):
                     if usage.provider_cost is None:
                         raw = (response.llm_output or {}).get("token_usage")
                         usage = replace(usage, provider_cost=_cost(raw))
+                    text = message.content if isinstance(message.content, str) else ""
                     self.ledger.replied(
-                        self.role, self.model, usage, self.price, where, self.priced_as
+                        self.role,
+                        self.model,
+                        usage,
+                        self.price,
+                        where,
+                        priced_as=self.priced_as,
+                        request=request,
+                        prompt=prompt,
+                        reply=text,
                     )
                     return
 
@@ -363,7 +634,9 @@ class LedgerCallback(AsyncCallbackHandler):
         tags: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
-        self._where.pop(run_id, None)
+        found = self._where.pop(run_id, None)
+        if found is not None and found[1] is not None:
+            self.ledger.failed(self.role, self.model, found[1], error_status(error))
 
 
 @dataclass
@@ -375,11 +648,31 @@ class EmbeddingUsage:
     model: str
     price: Price | None
 
-    def sent(self) -> None:
-        """A request is about to go out."""
-        self.ledger.sent("embeddings", self.model, {"thread": None, "node": None})
-
-    def replied(self, raw: Any) -> None:
-        """Its reply arrived, with this ``usage`` object."""
+    def sent(self, texts: list[str]) -> str:
+        """A request for ``texts`` is about to go out; its id."""
         where = {"thread": None, "node": None}
-        self.ledger.replied("embeddings", self.model, raw_usage(raw), self.price, where)
+        tokens = sum(text_tokens(t) for t in texts)
+        return self.ledger.sent(
+            "embeddings", self.model, where, input_tokens=tokens, output_tokens=0, price=self.price
+        )
+
+    def replied(self, raw: Any, request: str, texts: list[str]) -> None:
+        """Its reply arrived, with this ``usage`` object (an embedding has no output)."""
+        where = {"thread": None, "node": None}
+        usage = raw_usage(raw)
+        if usage.input_tokens is not None and usage.output_tokens is None:
+            usage = replace(usage, output_tokens=0)
+        self.ledger.replied(
+            "embeddings",
+            self.model,
+            usage,
+            self.price,
+            where,
+            request=request,
+            prompt="".join(texts),
+            reply="",
+        )
+
+    def failed(self, request: str, error: BaseException) -> None:
+        """It ended without a usable reply."""
+        self.ledger.failed("embeddings", self.model, request, error_status(error))

@@ -192,7 +192,7 @@ def test_missing_key_variable(
         (b'{"a": 1}', ".json", "JSON list of strings"),
         (b'["q1", 2]', ".json", "JSON list of strings"),
         (b'["q1", "q1"]', ".json", "repeats question 1"),
-        (b'["q1", "  "]', ".json", "blank"),
+        (b'["q1", "  "]', ".json", "question 2 is empty"),
         (b"[]", ".json", "no questions"),
         (json.dumps(["x" * 5000]).encode(), ".json", "characters"),
         (b"name\nq1\n", ".csv", "'question' column"),

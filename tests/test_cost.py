@@ -165,7 +165,7 @@ def test_usage_and_dollars_land_in_every_file_and_the_report(
     text = capsys.readouterr().out
     assert f"m-table @ 0.7: ${2 * per_question['m-table']:,.4f} for score 4" in text
     assert f"m-provider @ 0.7: ${2 * per_question['m-provider']:,.4f} for score 4" in text
-    assert f"included): ${run_dollars:,.4f}, {server['calls']} calls" in text
+    assert f"included): ${run_dollars:,.4f}, {server['calls']} requests" in text
     assert main(["report", str(run_dir), "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert [r["cost_usd"] for r in payload["runs"]] == [

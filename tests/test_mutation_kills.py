@@ -481,7 +481,11 @@ def test_answer_event_totals_calls_and_tokens() -> None:
         "calls": 3,
         "tokens": 38,
         "cost_usd": None,  # records without dollars (made before they were kept): unknown
+        "usage_missing": 0,
     }
+    rec["calls"]["judge"] |= {"input_tokens": None, "output_tokens": None, "usage_missing": 2}
+    event = answer_event(rec, 3, None)
+    assert (event["tokens"], event["usage_missing"]) == (None, 2), "unknown, and counted"
 
 
 def test_the_first_answer_of_a_new_thread_has_no_earlier_answers() -> None:

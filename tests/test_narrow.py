@@ -44,6 +44,7 @@ def rich_rows() -> list[SummaryRow]:
         dataclasses.replace(
             row,
             tokens=1_239_778 + i,
+            api_calls=1_000 + i,
             format_adherence=0.987,
             mean_llm_novelty=0.4125,
             stop_reasons={"novelty": 8, "coherence": 1, "llm_novelty": 1},
@@ -120,7 +121,7 @@ def test_live_table_at_80_columns() -> None:
     for number, label in enumerate(labels):
         lines = [line for line in text.splitlines() if f"│ {label} " in line]
         assert len(lines) >= 1, label
-        assert re.search(rf"(?<!\d){98_765_432 + number}(?!\d)", " ".join(lines)), label
+        assert re.search(rf"(?<![\d,]){98_765_432 + number:,}(?![\d,])", " ".join(lines)), label
     assert "123456" in text and "API calls" in text and "tokens" in text
 
 

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.figure import Figure
+from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 
+from aidanbench import reference
 from aidanbench.analysis import plots
+from aidanbench.analysis.cost import COST_CHART, plot_cost_vs_score
 from aidanbench.analysis.rundir import read_results
 from aidanbench.cli.main import main
 from tests.builders import chain, question_line, write_run_dir
@@ -166,3 +172,70 @@ def test_output_dir_that_is_a_file(
 def test_missing_input_is_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plot", str(tmp_path / "none.json"), "-o", str(tmp_path / "out")]) == 2
     assert "no such file or directory" in capsys.readouterr().err
+
+
+def clipped_artists(figure: Figure) -> list[str]:
+    """What a chart draws outside its own edges (a title or label cut off), if anything.
+
+    Measured with the figure's renderer after its layout has run: the extent of every
+    drawn artist, as matplotlib's ``get_tightbbox`` unions them (titles, axis labels, the
+    tick labels actually drawn, annotations, legends, a suptitle), must lie inside the
+    figure; each text outside it is named.
+    """
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    drawn = figure.get_tightbbox(renderer)
+    edges = Bbox.from_bounds(0, 0, *figure.get_size_inches()).padded(1 / figure.dpi)
+    if (
+        edges.containsx(drawn.x0)
+        and edges.containsx(drawn.x1)
+        and edges.containsy(drawn.y0)
+        and edges.containsy(drawn.y1)
+    ):
+        return []
+    inside = figure.bbox.padded(1.0)
+    named = [
+        text.get_text()
+        for text in figure.findobj(Text)
+        if text.get_visible()
+        and text.get_text().strip()
+        and not inside.contains(*text.get_window_extent(renderer).p1)
+    ]
+    return [f"drawn {drawn.bounds} in a figure of {edges.bounds} inches", *named]
+
+
+LONG_NAMES = {
+    "acme/alpha": "anthropic/claude-3.5-sonnet-20241022-with-a-long-provider-suffix",
+    "acme/beta": "meta-llama/llama-3.1-70b-instruct",
+}
+"""Model names as long as real ones: labels and titles must make room for them."""
+
+
+def test_no_chart_clips_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each chart of a run with costs and long model names: every drawn artist inside.
+
+    (``cost_vs_score.png`` once centred its title over axes squeezed by long point
+    labels, and cut it off at the left edge.)
+    """
+    from tests.viewdata import make_run_dir
+
+    run_dir = make_run_dir(tmp_path / "run", repeats=2, model_cost_usd=0.125)
+    results = [
+        dataclasses.replace(r, model=LONG_NAMES[r.model]) for r in read_results(run_dir)
+    ] + read_results(reference.published_run())
+    drawn: list[Figure] = []
+    original = Figure.savefig
+
+    def recording(self: Figure, *args: object, **kwargs: object) -> None:
+        drawn.append(self)
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Figure, "savefig", recording)
+    out = tmp_path / "charts"
+    out.mkdir()
+    written = plots.plot_all(results, out)
+    written.append(plot_cost_vs_score(results, out / COST_CHART))
+    names = [path.name for path in written if path is not None]
+    assert names == [*NAMES, COST_CHART]
+    for name, figure in zip(names, drawn, strict=True):
+        assert clipped_artists(figure) == [], name

@@ -170,3 +170,26 @@ def test_compare_unknown_model_is_usage_error(
 def _write(path: Path, text: str) -> Path:
     path.write_text(text, "utf-8")
     return path
+
+
+def test_repeats_show_the_per_rollout_mean_beside_the_headline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``vf-eval`` prints the mean reward per rollout (question line); ``report`` prints
+    AidanBench's per-repeat sum. With repeats both are shown, and which is which."""
+    from tests.viewdata import make_run_dir
+
+    run_dir = make_run_dir(tmp_path / "run", repeats=2)
+    payload = run_json(capsys, "report", str(run_dir), "--json")
+    assert main(["report", str(run_dir)]) == 0
+    text = capsys.readouterr().out
+    for run in payload["runs"]:
+        mean = run["rollout_means"]["reward"]
+        line = next(
+            x for x in text.splitlines() if x.startswith(f"headline (count): {run['model']}")
+        )
+        assert f"{run['score']:.4g}" in line
+        assert f"per rollout (vf-eval's reward): {mean:.2f} over {len(run['questions'])}" in line
+    alpha = payload["runs"][0]
+    assert alpha["score"] == pytest.approx(alpha["rollout_means"]["reward"] * 3), "3 questions"
+    assert "vf-eval prints the mean reward of one rollout" in text

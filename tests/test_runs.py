@@ -25,7 +25,6 @@ from aidanbench.core.setting_kinds import OPERATIONAL_FIELDS, SCORING_FIELDS
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.runner import Progress, RunSpec, run, run_sync
-from aidanbench.runner.tasks import line_counts
 from aidanbench.testing import Latency, OpenAIStub, RecordedRequest, ScriptedBrain, http_error, when
 
 from .conftest import REPO
@@ -239,16 +238,17 @@ def test_live_table_ends_equal_to_the_summary_after_a_resume(
     assert not result.errored
     for row in result.summary:
         live = progress.rows[f"{row.model} (T={row.temperature:g})"]
-        mine = [line_counts(x) for x in result.lines if x["model"] == row.model]
-        assert (live.score, live.tokens) == (row.score, row.tokens)
-        assert live.answers == sum(c.answers for c in mine)
-        assert live.calls == sum(c.calls for c in mine)
+        shown = live.figures()
+        assert (shown.score, shown.tokens) == (row.score, row.tokens)
+        assert (shown.answers, shown.calls) == (row.answers, row.api_calls)
+        assert shown.dollars == row.cost_usd
         assert (live.done, live.running, live.queued, live.errored) == (4, 0, 0, 0)
     # the table counts what the lines record; the ledger's figures (what was sent, one
     # embeddings request serving several questions) are metadata's api_calls and tokens
     recorded = result.totals
-    assert sum(r.calls for r in progress.rows.values()) == recorded["recorded_api_calls"]
-    assert sum(r.tokens for r in progress.rows.values()) == recorded["recorded_tokens"]
+    figures = [r.figures() for r in progress.rows.values()]
+    assert sum(f.calls for f in figures) == recorded["recorded_api_calls"]
+    assert sum(f.tokens or 0 for f in figures) == recorded["recorded_tokens"]
 
 
 def test_live_table_of_the_command_ends_on_the_summary(

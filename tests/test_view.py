@@ -102,7 +102,8 @@ def test_page_data_matches_the_report(tmp_path: Path) -> None:
         json.loads(json.dumps(r.to_dict())) for r in summarise(results)
     ]
     assert data["groups"][0]["judge_model"] == "o1-mini"
-    assert data["groups"][0]["cost_usd"] is None, "no cost recorded, none shown"
+    assert data["groups"][0]["row"]["cost_usd"] is None, "no cost recorded: unknown"
+    assert data["groups"][0]["cost_text"] == "unknown"
     expected = paired_comparison(results, "acme/alpha", "acme/beta").to_dict()
     got = data["comparisons"]["0|1"]
     assert {k: got[k] for k in expected} == expected
@@ -117,7 +118,8 @@ def test_cost_is_shown_when_calls_record_it(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in (run_dir / "answers.jsonl").read_text().splitlines()]
     data, _ = view_data([load_source(run_dir)])
     alpha = sum(1 for line in lines if line["model"] == "acme/alpha")
-    assert data["groups"][0]["cost_usd"] == pytest.approx(0.25 * alpha)
+    assert data["groups"][0]["row"]["cost_usd"] == pytest.approx(0.25 * alpha)
+    assert data["groups"][0]["cost_text"] == f"${0.25 * alpha:,.4f}", "as report prints it"
 
 
 def test_same_model_from_two_sources_stays_two_rows(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def _answer(index: int, text: str, c: float, n: float, llm: float, valid: bool) 
         "elapsed_s": 0.5,
         "used_answer_tag": True,
         "raw_reply": raw,
-        "calls": {"model": {"input_tokens": 100, "output_tokens": 20, "calls": 1}},
+        "calls": {"generate": {"input_tokens": 100, "output_tokens": 20, "calls": 1}},
     }
 
 
@@ -96,7 +96,7 @@ def chain(model: str, question: str, length: int, ending: str, repeat: int) -> d
 def make_run_dir(run_dir: Path, repeats: int = 2, model_cost_usd: float | None = None) -> Path:
     """A run directory of two models x three questions x ``repeats``, as ``run`` writes it.
 
-    ``model_cost_usd``: each answer's generate call records that cost.
+    ``model_cost_usd``: each answer's generate call (its only call) records that cost.
     """
     lines = [
         chain(model, question, length, ending, repeat)
@@ -107,7 +107,7 @@ def make_run_dir(run_dir: Path, repeats: int = 2, model_cost_usd: float | None =
     if model_cost_usd is not None:
         for line in lines:
             for answer in line["answers"]:
-                answer["calls"]["model"]["cost_usd"] = model_cost_usd
+                answer["calls"]["generate"]["cost_usd"] = model_cost_usd
     write_outputs(run_dir, lines)
     metadata = {
         "prompts_sha256": "ab" * 32,

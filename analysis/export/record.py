@@ -176,8 +176,8 @@ def read_run(path: Path) -> RunRecord:
     metadata = rundir.read_metadata(path) if path.is_dir() else None
     questions = list(dict.fromkeys(line.question for line in source.results))
     order = {q: n for n, q in enumerate(questions)}
-    by_key = cost.run_fields(path) if metadata is not None else {}
-    line_cost = cost.question_fields(path) if metadata is not None else {}
+    by_key = cost.run_fields(source.results) if metadata is not None else {}
+    line_cost = cost.question_fields(source.results) if metadata is not None else {}
     rows = []
     for summary in summarise(source.results, reward_mode):
         lines = sorted(
