@@ -32,18 +32,25 @@ from langchain_core.messages import AIMessage
 from langgraph.config import get_config
 
 from aidanbench.core.errors import MalformedReply
-from aidanbench.services.pricing import Price
-from aidanbench.services.usage import UsageLedger, call_site, reply_usage, usage_metadata
+from aidanbench.services.pricing import PriceTable
+from aidanbench.services.usage import (
+    UsageLedger,
+    call_site,
+    reply_usage,
+    served_model,
+    usage_metadata,
+)
 
 
 @dataclass(frozen=True)
 class ChatLedger:
-    """Where one chat client's requests are recorded (``services.usage``)."""
+    """Where one chat client's requests are recorded (``services.usage``), and the prices
+    they are charged at (the served model's: ``PriceTable.served_price``)."""
 
     ledger: UsageLedger
     role: str
     model: str
-    price: Price | None
+    prices: PriceTable
 
 
 def caller() -> dict[str, Any]:
@@ -97,6 +104,26 @@ def read_reply(body: bytes) -> AIMessage:
     )
 
 
+def chat_body(
+    model: str,
+    prompt: str,
+    temperature: float | None = None,
+    extra_body: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The request body ``ChatOpenAI`` sends for one user message (``OpenAIChat`` sends
+    it, and a batch line carries it: ``services.batch``)."""
+    body: dict[str, Any] = {
+        "messages": [{"role": "user", "content": prompt}],
+        "model": model,
+        "stream": False,
+    }
+    if temperature is not None:
+        body["temperature"] = temperature
+    if extra_body:
+        body.update(extra_body)
+    return body
+
+
 @dataclass(frozen=True)
 class OpenAIChat:
     """One model behind an OpenAI-compatible endpoint, asked one user message at a time.
@@ -113,16 +140,7 @@ class OpenAIChat:
 
     def body(self, prompt: str) -> dict[str, Any]:
         """The request body ``ChatOpenAI`` sends for one user message."""
-        body: dict[str, Any] = {
-            "messages": [{"role": "user", "content": prompt}],
-            "model": self.model,
-            "stream": False,
-        }
-        if self.temperature is not None:
-            body["temperature"] = self.temperature
-        if self.extra_body:
-            body.update(self.extra_body)
-        return body
+        return chat_body(self.model, prompt, self.temperature, self.extra_body)
 
     async def reply(self, prompt: str) -> AIMessage:
         """The model's reply to ``prompt``; the OpenAI client's errors for an HTTP error,
@@ -136,6 +154,8 @@ class OpenAIChat:
         message = read_reply(response.content)
         if self.ledger is not None:
             record = self.ledger
+            served = served_model(message)
+            price = record.prices.served_price(record.model, served)
             usage = reply_usage(message)
-            record.ledger.replied(record.role, record.model, usage, record.price, where)
+            record.ledger.replied(record.role, record.model, usage, price, where, served=served)
         return message

@@ -74,8 +74,7 @@ def chat_ledger(settings: Settings, role: str, model: str) -> ChatLedger | None:
     """Where a chat client records its requests (None: the run keeps no ledger)."""
     if settings.usage_path is None:
         return None
-    price = price_table(settings.prices_path).price(model)
-    return ChatLedger(ledger(settings.usage_path), role, model, price)
+    return ChatLedger(ledger(settings.usage_path), role, model, price_table(settings.prices_path))
 
 
 def openai_client(
@@ -113,7 +112,7 @@ def chat_client(
 
     callbacks: list[BaseCallbackHandler] | None = None
     if record is not None:
-        callbacks = [LedgerCallback(record.ledger, role, model, record.price)]
+        callbacks = [LedgerCallback(record.ledger, role, model, record.prices)]
     return ChatOpenAI(
         callbacks=callbacks,
         model=model,

@@ -31,7 +31,7 @@ from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import LLMResult
 
-from aidanbench.services.pricing import Price
+from aidanbench.services.pricing import Price, PriceTable
 
 LEDGER = "usage.jsonl"
 """The ledger's file name in a run directory."""
@@ -80,6 +80,13 @@ def reply_usage(message: AIMessage) -> Usage:
         reasoning_tokens=_int(outputs.get("reasoning")),
         provider_cost=_cost(message.response_metadata.get("token_usage")),
     )
+
+
+def served_model(message: AIMessage) -> str | None:
+    """The model the provider says served a chat reply (its ``model`` field), if named."""
+    metadata = message.response_metadata
+    served = metadata.get("model_name") or metadata.get("model")
+    return str(served) if served else None
 
 
 def usage_metadata(usage: Mapping[str, Any]) -> dict[str, Any]:
@@ -174,11 +181,14 @@ def summarise_ledger(path: Path) -> dict[str, Any]:
     """The run's totals as sent, overall, by role and model, and the look-ahead part.
 
     ``speculative`` counts the look-ahead generations (node ``generate_next``), kept
-    apart; ``unpriced_models`` lists the models whose cost is unknown.
+    apart; ``unpriced_models`` lists the models whose cost is unknown (the model that
+    served, where the reply named one); ``served_models`` counts, per ``role:asked model``
+    of the chat roles, the replies by the model the provider said served them.
     """
     overall, lookahead = Totals(), Totals()
     by_model: dict[str, Totals] = {}
     unpriced: set[str] = set()
+    served: dict[str, dict[str, int]] = {}
     for line in read_ledger(path):
         overall.add(line)
         key = f"{line.get('role')}:{line.get('model')}"
@@ -186,12 +196,17 @@ def summarise_ledger(path: Path) -> dict[str, Any]:
         if line.get("node") == "generate_next":
             lookahead.add(line)
         if line.get("event") == "usage" and line.get("cost_usd") is None:
-            unpriced.add(str(line.get("model")))
+            unpriced.add(str(line.get("served_model") or line.get("model")))
+        if line.get("event") == "usage" and line.get("role") != "embeddings":
+            name = str(line.get("served_model") or "not reported")
+            counts = served.setdefault(key, {})
+            counts[name] = counts.get(name, 0) + 1
     return {
         **overall.as_dict(),
         "speculative": lookahead.as_dict(),
         "by_role_model": {key: totals.as_dict() for key, totals in sorted(by_model.items())},
         "unpriced_models": sorted(unpriced),
+        "served_models": {key: dict(sorted(c.items())) for key, c in sorted(served.items())},
     }
 
 
@@ -234,23 +249,34 @@ class UsageLedger:
         self.write({"event": "sent", "role": role, "model": model, **where})
 
     def replied(
-        self, role: str, model: str, usage: Usage, price: Price | None, where: dict[str, Any]
+        self,
+        role: str,
+        model: str,
+        usage: Usage,
+        price: Price | None,
+        where: dict[str, Any],
+        *,
+        served: str | None = None,
+        batch: bool = False,
     ) -> None:
-        """A reply arrived with this usage."""
-        self.write(
-            {
-                "event": "usage",
-                "role": role,
-                "model": model,
-                **where,
-                "input_tokens": usage.input_tokens,
-                "cached_input_tokens": usage.cached_input_tokens,
-                "output_tokens": usage.output_tokens,
-                "reasoning_tokens": usage.reasoning_tokens,
-                "provider_cost": usage.provider_cost,
-                "cost_usd": usage.dollars(price),
-            }
-        )
+        """A reply arrived with this usage; ``price`` is the served model's
+        (``PriceTable.served_price``), at batch prices for a ``batch`` call."""
+        line: dict[str, Any] = {
+            "event": "usage",
+            "role": role,
+            "model": model,
+            **where,
+            "served_model": served,
+            "input_tokens": usage.input_tokens,
+            "cached_input_tokens": usage.cached_input_tokens,
+            "output_tokens": usage.output_tokens,
+            "reasoning_tokens": usage.reasoning_tokens,
+            "provider_cost": usage.provider_cost,
+            "cost_usd": usage.dollars(price),
+        }
+        if batch:
+            line["batch"] = True
+        self.write(line)
 
     def close(self) -> None:
         """Close the file (a later write opens it again)."""
@@ -296,8 +322,8 @@ class LedgerCallback(AsyncCallbackHandler):
 
     run_inline = True
 
-    def __init__(self, ledger: UsageLedger, role: str, model: str, price: Price | None) -> None:
-        self.ledger, self.role, self.model, self.price = ledger, role, model, price
+    def __init__(self, ledger: UsageLedger, role: str, model: str, prices: PriceTable) -> None:
+        self.ledger, self.role, self.model, self.prices = ledger, role, model, prices
         self._where: dict[UUID, dict[str, Any]] = {}
 
     async def on_chat_model_start(
@@ -333,7 +359,9 @@ class LedgerCallback(AsyncCallbackHandler):
                     if usage.provider_cost is None:
                         raw = (response.llm_output or {}).get("token_usage")
                         usage = replace(usage, provider_cost=_cost(raw))
-                    self.ledger.replied(self.role, self.model, usage, self.price, where)
+                    served = served_model(message)
+                    price = self.prices.served_price(self.model, served)
+                    self.ledger.replied(self.role, self.model, usage, price, where, served=served)
                     return
 
     async def on_llm_error(
