@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 UNFINISHED = "unfinished"
 """Stop-reason label of a line with no stop reason (interrupted or still running)."""
 
-ANSWER_EXTRAS = ("raw_reply", "calls", "flags", "stop_reason")
+ANSWER_EXTRAS = ("raw_reply", "calls", "flags", "stop_reason", "coherence_samples")
 """Answer-record keys kept in ``AnswerRow.extra`` (the view shows them)."""
 
 

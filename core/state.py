@@ -82,6 +82,9 @@ class ScoreOutcome(TypedDict):
     """Cost of the scoring calls."""
     flags: NotRequired[list[str]]
     """Notes on the scoring, e.g. ``judge_markup_neutralised``."""
+    samples: NotRequired[list[float]]
+    """Every coherence judgment when several were asked (``judge_samples``): the deciding
+    one (``value``) first, the others in ascending order."""
     error: NotRequired[ErrorInfo]
     """Set instead of ``value`` when scoring failed."""
 
@@ -114,6 +117,9 @@ class AnswerRecord(TypedDict):
     """Cost per role: ``generate``, ``judge``, ``embed`` and ``similarity`` when on."""
     flags: list[str]
     """Notes such as ``judge_markup_neutralised`` (answer tried to speak to the judge)."""
+    coherence_samples: NotRequired[list[float]]
+    """Every coherence judgment when several were asked (``judge_samples`` > 1): the one
+    that decided (``coherence``) first, the others in ascending order."""
 
 
 ANSWER_SNAPSHOT_EVERY = 10_000
