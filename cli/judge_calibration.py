@@ -17,7 +17,6 @@ import re
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 from aidanbench.analysis.judge_calibration import (
     REFERENCE_JUDGE,
@@ -28,14 +27,11 @@ from aidanbench.analysis.judge_calibration import (
 )
 from aidanbench.analysis.judge_noise import noise_text
 from aidanbench.analysis.rejudge import coherence_prompt
-from aidanbench.cli import judging
+from aidanbench.cli import calibration_file, judging
 from aidanbench.cli.errors import UsageError, printable
 from aidanbench.core.results import QuestionResult
 from aidanbench.runner.store import now
 from aidanbench.services.errors import host_of
-
-CALIBRATION_KIND = "aidanbench judge calibration"
-"""The ``kind`` of a calibration file (what ``run --coherence-threshold FILE`` checks)."""
 
 CENSORING_NOTE = (
     "Reference chains stop at their first invalid answer, so a threshold that passes a "
@@ -82,7 +78,7 @@ def run(
     served = judged.served_counts()
     cost = judging.cost_summary(settings)
     document = {
-        "kind": CALIBRATION_KIND,
+        "kind": calibration_file.KIND,
         "created": now(),
         "reference": str(reference),
         "reference_sha256": sha256_of(reference),
@@ -210,24 +206,3 @@ def format_report(calibration: JudgeCalibration, reference: Path, plot: Path, fi
         ),
     ]
     return "\n".join(lines)
-
-
-def read_calibration(path: Path) -> dict[str, Any]:
-    """A calibration file's document; ``UsageError`` when it is not one."""
-    try:
-        document = json.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(
-            f"cannot read calibration file {path}: {' '.join(str(exc).split())}"
-        ) from None
-    judge = document.get("judge") if isinstance(document, dict) else None
-    if (
-        not isinstance(document, dict)
-        or document.get("kind") != CALIBRATION_KIND
-        or not isinstance(judge, dict)
-        or not isinstance(judge.get("setting_value"), int | float)
-    ):
-        raise UsageError(
-            f"{path} is not a judge calibration file (aidanbench calibrate --judge-model)"
-        )
-    return document

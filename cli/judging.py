@@ -82,8 +82,9 @@ def ledger_path(cache: Path) -> Path:
     return cache.with_name(cache.stem + LEDGER_SUFFIX)
 
 
-def judge_settings(args: argparse.Namespace, cache: Path) -> Settings:
-    """The settings the judging runs with; a bad value is one line naming the flag."""
+def judge_settings(args: argparse.Namespace, cache: Path, usage: Path | None = None) -> Settings:
+    """The settings the judging runs with (its ledger ``usage``, by default beside the
+    cache); a bad value is one line naming the flag."""
     if args.batch_poll_seconds <= 0:
         raise UsageError(f"--batch-poll-seconds must be above 0, got {args.batch_poll_seconds:g}")
     values: dict[str, Any] = {field: getattr(args, field) for field in JUDGE_FIELDS}
@@ -98,7 +99,7 @@ def judge_settings(args: argparse.Namespace, cache: Path) -> Settings:
         settings = Settings(
             **values,
             cache_path=str(cache),
-            usage_path=str(ledger_path(cache)),
+            usage_path=str(usage or ledger_path(cache)),
             prices_path=prices,
         )
     except ValidationError as exc:

@@ -99,8 +99,9 @@ class AnswerRecord(TypedDict):
     """The answer text that was judged and embedded."""
     raw_reply: str
     """The model's full reply."""
-    used_answer_tag: bool
-    """Whether the reply used the ``<answer>`` tag."""
+    used_answer_tag: bool | None
+    """Whether the reply used the ``<answer>`` tag; None when the reply is not known (an
+    answer carried from an original-schema results file by ``rescore --into``)."""
     coherence: float
     """Judge's coherence score, 0-100."""
     novelty: float
