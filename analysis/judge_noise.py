@@ -37,10 +37,12 @@ SAMPLES_KEY = "coherence_samples"
 """Where an answer's judgments are kept (``AnswerRecord``; ``AnswerRow.extra``)."""
 
 RESAMPLES = 10_000
-"""Bootstrap replicates (as ``summary.BOOTSTRAP_RESAMPLES``)."""
+"""Bootstrap replicates (``summary.BOOTSTRAP_RESAMPLES``; a test holds them equal)."""
 
 SEED = 20241
-"""Seed of the replicates (as ``summary.BOOTSTRAP_SEED``), so reports are reproducible."""
+"""Seed of the question draws (``summary.BOOTSTRAP_SEED``; a test holds them equal): the
+question-only interval is ``summary.bootstrap_sum``'s. Judgments are drawn from the next
+seed."""
 
 
 def judgments(answer: AnswerRow) -> list[float]:
@@ -130,7 +132,7 @@ def judge_noise(
     spreads = [max(s) - min(s) for s, _ in multi]
     thresholds = {t for _, t in multi}
     threshold = thresholds.pop() if len(thresholds) == 1 else float("nan")
-    rng = np.random.default_rng(seed)
+    judge_rng = np.random.default_rng(seed + 1)
     questions = list(dict.fromkeys(line.question for line in lines))
     column = {q: i for i, q in enumerate(questions)}
     repeats = len({line.repeat for line in lines})
@@ -149,13 +151,14 @@ def judge_noise(
         counts = np.asarray([len(r) for r in rows], dtype=np.int64)
         other = np.asarray([_other_pass(a, rule) for a in line.answers[: len(rows)]], dtype=bool)
         first = _walk((table[:, 0] > rule.coherence)[None, :] & other[None, :])[0]
-        picks = (rng.random((resamples, len(rows))) * counts[None, :]).astype(np.int64)
+        picks = (judge_rng.random((resamples, len(rows))) * counts[None, :]).astype(np.int64)
         values = table[np.arange(len(rows))[None, :], picks]
         walked = _walk((values > rule.coherence) & other[None, :])
         open_chains += int(first < len(rows) and bool((walked == len(rows)).any()))
         drawn[:, column[line.question]] += walked / repeats
         deciding[column[line.question]] += first / repeats
-    pick = rng.integers(0, len(questions), size=(resamples, len(questions)))
+    # drawn as summary.bootstrap_sum draws them: the question-only interval is its interval
+    pick = np.random.default_rng(seed).integers(0, len(questions), size=(resamples, len(questions)))
     with_judge = np.take_along_axis(drawn, pick, axis=1).sum(axis=1)
     without = deciding[pick].sum(axis=1)
     return JudgeNoise(
