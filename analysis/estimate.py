@@ -82,6 +82,8 @@ class Plan:
     llm_novelty: bool = False
     pipeline: bool = True
     cot: bool = False
+    judge_samples: int = 1
+    """Coherence judgments per answer (``--judge-samples``)."""
 
 
 @dataclass
@@ -109,7 +111,10 @@ def question_usage(question: str, n: int, answer_chars: float, plan: Plan) -> di
     for k in range(generations):  # generation k + 1 lists k earlier answers
         gen.input += tokens(first if k == 0 else one + (k - 1) * each)
     coherence = len(render_coherence(question, probe))
-    judge = Usage(calls=n, input=n * tokens(coherence), output=n * JUDGE_OUTPUT_TOKENS)
+    judged = n * plan.judge_samples
+    judge = Usage(
+        calls=judged, input=judged * tokens(coherence), output=judged * JUDGE_OUTPUT_TOKENS
+    )
     roles = {"model": gen, "judge": judge}
     if plan.llm_novelty:
         pairs = n * (n - 1) / 2

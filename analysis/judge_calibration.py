@@ -33,7 +33,6 @@ themselves (``scores``), so this module makes no call.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -371,11 +370,6 @@ def calibrate_judge(
         noise=noise,
         agreement_by_sample=by_sample,
     )
-
-
-def finite(value: float | None) -> float | None:
-    """``value``, or None when it is not a finite number (JSON has no NaN)."""
-    return value if value is not None and math.isfinite(value) else None
 
 
 def plot_judge_calibration(calibration: JudgeCalibration, path: Path) -> Path:

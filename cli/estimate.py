@@ -40,6 +40,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--llm-novelty", action="store_true")
     p.add_argument("--no-pipeline", dest="pipeline", action="store_false")
     p.add_argument("--cot", action="store_true")
+    p.add_argument(
+        "--judge-samples", type=int, default=1, metavar="K", help="judgments per answer (1)"
+    )
     p.add_argument("--prices", type=Path, metavar="FILE", help="JSON price table")
     add_answers_from(p)
     p.add_argument("--json", action="store_true", help="print the estimate as JSON")
@@ -76,6 +79,7 @@ def plan_estimate(
         llm_novelty=settings["llm_novelty"],
         pipeline=settings["pipeline"],
         cot=settings["cot"],
+        judge_samples=settings.get("judge_samples", 1),
     )
     return estimate(plan, counts, prices)
 
@@ -129,5 +133,6 @@ def handle(args: argparse.Namespace) -> int:
         "llm_novelty": args.llm_novelty,
         "pipeline": args.pipeline,
         "cot": args.cot,
+        "judge_samples": args.judge_samples,
     }
     return show(plan_estimate(args, args.model, questions, settings), args.json)

@@ -256,7 +256,7 @@ def register(subparsers: Any) -> None:
     """Add the ``rescore`` command."""
     parser = subparsers.add_parser(
         "rescore",
-        help="recompute scores under other thresholds, without API calls",
+        help="recompute scores under other thresholds (or a judge: --judge-model)",
         description=(
             "Walk every recorded chain again under other thresholds. Stricter thresholds "
             "give exact scores; under looser ones a chain whose recorded terminal answer "

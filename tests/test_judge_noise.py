@@ -191,3 +191,26 @@ def test_a_run_keeps_every_judgment_and_the_first_decides(
     assert run["judge_noise"]["samples"] == 3 and run["judge_noise"]["answers"] == len(first)
     assert main(["report", str(tmp_path / "a")]) == 0
     assert "judge noise (3 judgments per answer" in capsys.readouterr().out
+
+
+def test_the_estimate_counts_every_judgment(capsys: pytest.CaptureFixture[str]) -> None:
+    """Two more judgments per answer are two more judge calls per answer, in the
+    estimate as in the run (low: chains of 2 answers on 2 questions)."""
+
+    def low(*extra: str) -> dict[str, Any]:
+        assert main(["estimate", "-m", "gpt-4o-mini", "--questions", "2", "--json", *extra]) == 0
+        figures: dict[str, Any] = json.loads(capsys.readouterr().out)["models"][0]["low"]
+        return figures
+
+    one, three = low(), low("--judge-samples", "3")
+    assert three["calls"] - one["calls"] == 2 * 2 * 2
+    assert three["dollars"] > one["dollars"]
+
+
+def test_the_noise_bootstrap_is_the_summary_s() -> None:
+    """The question draws are ``summary.bootstrap_sum``'s: same seed, same count."""
+    from aidanbench.analysis import judge_noise as noise_module
+    from aidanbench.analysis import summary
+
+    assert noise_module.SEED == summary.BOOTSTRAP_SEED
+    assert noise_module.RESAMPLES == summary.BOOTSTRAP_RESAMPLES
