@@ -35,11 +35,11 @@ from aidanbench.nodes.context import reply_text
 from aidanbench.nodes.judging import neutralise, read_judge
 from aidanbench.nodes.parsing import parse_score
 from aidanbench.nodes.prompts import render_coherence
-from aidanbench.services import ServicesFactory, judge_namespace
+from aidanbench.services import ServicesFactory, judge_namespace, key_values, role_host
 from aidanbench.services.batch import BatchClient, BatchRequest, BatchStatus
 from aidanbench.services.cache import digest
 from aidanbench.services.chat import chat_body
-from aidanbench.services.errors import is_retryable
+from aidanbench.services.errors import describe, is_recoverable, is_retryable, redact
 from aidanbench.services.pricing import price_table
 from aidanbench.services.usage import UsageLedger, ledger, reply_usage, served_model
 
@@ -206,9 +206,12 @@ async def _direct(job: _Job, missing: dict[str, list[Judgment]]) -> None:
             )
             _store(job, prompt, _ordered(have[0], [*have[1:], *more]))
         except Exception as exc:
+            if not is_recoverable(exc):
+                raise
+            message = describe("judge", role_host(settings, "judge"), exc, key_values(settings))
             if not isinstance(exc, ScoreParseError) and not is_retryable(exc):
-                raise JudgeAborted(_one_line(exc)) from exc
-            job.result.failures[prompt] = _one_line(exc)
+                raise JudgeAborted(message["message"]) from exc
+            job.result.failures[prompt] = message["message"]
         job.done += 1
         job.tick()
 
@@ -308,7 +311,7 @@ async def _batched(
             if found is None:
                 judged = []
                 error = errors.get(_custom_id(prompt, sample), "no reply")
-                job.result.failures[prompt] = error
+                job.result.failures[prompt] = redact(error, key_values(settings))
                 break
             judged.append(found)
         if judged:

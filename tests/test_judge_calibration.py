@@ -25,7 +25,7 @@ from aidanbench.analysis.judge_calibration import (
 )
 from aidanbench.cli.main import main
 from aidanbench.core.results import AnswerRow, QuestionResult, read_aidanbench_file
-from aidanbench.testing import Kind, OpenAIStub, Reply, parse_coherence_prompt
+from aidanbench.testing import Kind, OpenAIStub, Reply, echo_key, parse_coherence_prompt
 from aidanbench.testing.judges import RecordedJudge, affine
 from aidanbench.testing.published import PublishedRunBrain, published_chains
 
@@ -241,3 +241,21 @@ def test_published_reference_has_one_coherence_failure() -> None:
     chains = read_aidanbench_file(reference.published_run())
     scores = [a.coherence for c in chains for a in c.answers]
     assert len(scores) == 1161 and sum(1 for s in scores if s is not None and s <= 15) == 1
+
+
+def test_a_judge_no_retry_can_fix_stops_at_once_without_echoing_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], key: None, chains: list[QuestionResult]
+) -> None:
+    """A 401 would meet every request: one line, exit 2, the provider's echo of the key
+    redacted, and far fewer requests than answers."""
+    judge = RecordedJudge(chains, affine(0.5, 40), PublishedRunBrain(chains))
+    with OpenAIStub(judge, faults=lambda info: echo_key(401)) as server:
+        argv = ["calibrate", "--judge-model", "j", "--judge-base-url", server.base_url]
+        assert main([*argv, "--judge-api-key-env", KEY, "--out", str(tmp_path)]) == 2
+        asked = server.count("coherence")
+    err = capsys.readouterr().err
+    *progress, last = err.splitlines()
+    assert all(line.startswith("judged ") for line in progress)
+    assert last.startswith("aidanbench calibrate: error: the judge j cannot be used")
+    assert "HTTP 401" in last and "[redacted]" in last and "sk-test-not-a-key" not in err
+    assert asked < 1158

@@ -236,3 +236,50 @@ def test_a_calibration_of_another_judge_is_refused(
     assert main([*run, "--run-dir", str(tmp_path / "run"), "--dry-run"]) == 2
     assert "calibrates the judge a" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_run_directory_continues_with_its_own_settings_and_vectors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From a run directory: the model's recorded scoring settings carry over, its cache
+    comes along (no recorded answer is embedded again), and a chain the new threshold
+    opens is continued past its end."""
+    from aidanbench.testing import ScriptedBrain
+    from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_flags
+
+    monkeypatch.setenv(TEST_KEY_VARIABLE, "sk-test-not-a-key")
+    source, into = tmp_path / "source", tmp_path / "into"
+    brain = ScriptedBrain(default_length=2, default_ending="coherence", coherent_score=80)
+    with OpenAIStub(brain) as stub:
+        flags = stub_flags(stub.base_url)
+        argv = [
+            "run",
+            "-m",
+            "m",
+            "--questions",
+            "2",
+            "--max-answers",
+            "9",
+            "--run-dir",
+            str(source),
+        ]
+        assert main([*argv, *flags]) == 0
+        capsys.readouterr()
+        recorded = {a.answer for line in read_run_dir(source) for a in line.answers}
+        rescore_argv = ["rescore", str(source), "--judge-model", "judge-model", *flags[4:8]]
+        rescore_argv += ["--coherence-threshold", "4"]
+        rescore_argv += ["--novelty-threshold", "0.15", "--into", str(into), "--json"]
+        assert main(rescore_argv) == 0
+        payload = json.loads(capsys.readouterr().out)
+        assert payload["truncated"] == 2 and payload["into"]["open"] == 2
+        scoring = read_metadata(into)["scoring_settings"]["m"]  # type: ignore[index]
+        assert scoring["max_answers"] == 9 and scoring["coherence_threshold"] == 4
+        stub.clear()
+        (command,) = payload["into"]["continue"]
+        assert main([*shlex.split(command)[1:], *flags]) == 0
+        capsys.readouterr()
+        embedded = {text for request in stub.of_kind("embed") for text in request.texts}
+        assert embedded and not embedded & recorded, "recorded answers' vectors came along"
+    for line in read_run_dir(into):
+        # past its plan each answer is new gibberish, judged 5 > 4: on to the cap kept
+        assert line.score == 9 and line.stop_reason == "max_answers"
