@@ -103,9 +103,11 @@ Judgment = tuple[int, str | None]
 """One judgment: the score and the model that served it."""
 
 
-def _ordered(first: Judgment, others: Sequence[Judgment]) -> list[Judgment]:
+def _judged(judgments: Sequence[Judgment]) -> Judged:
     """The deciding judgment first, the others (exchangeable) in ascending order."""
-    return [first, *sorted(others, key=lambda judged: judged[0])]
+    others = sorted(judgments[1:], key=lambda judged: judged[0])
+    ordered = [judgments[0], *others]
+    return Judged(tuple(s for s, _ in ordered), tuple(n for _, n in ordered))
 
 
 @dataclass
@@ -156,9 +158,7 @@ async def rejudge(
     for prompt in unique:
         have = services.cache.judgments(namespace, prompt)[:wanted]
         if len(have) == wanted:
-            job.result.judgments[prompt] = Judged(
-                tuple(s for s, _ in have), tuple(n for _, n in have)
-            )
+            job.result.judgments[prompt] = _judged(have)
             job.result.from_cache += 1
             job.done += 1
         else:
@@ -173,10 +173,12 @@ async def rejudge(
     return job.result
 
 
-def _store(job: _Job, prompt: str, judged: list[Judgment]) -> None:
+def _store(job: _Job, prompt: str, judgments: list[Judgment]) -> None:
+    """Cache the judgments as they came (the deciding one first), so a later command
+    asking for fewer takes the first ones, not the smallest of sorted ones."""
     services = job.factory(job.settings)
-    services.cache.put_judgments(judge_namespace(job.settings), prompt, judged)
-    job.result.judgments[prompt] = Judged(tuple(s for s, _ in judged), tuple(n for _, n in judged))
+    services.cache.put_judgments(judge_namespace(job.settings), prompt, judgments)
+    job.result.judgments[prompt] = _judged(judgments)
 
 
 async def _direct(job: _Job, missing: dict[str, list[Judgment]]) -> None:
@@ -204,7 +206,7 @@ async def _direct(job: _Job, missing: dict[str, list[Judgment]]) -> None:
             more = await asyncio.gather(
                 *(once(prompt) for _ in range(settings.judge_samples - len(have)))
             )
-            _store(job, prompt, _ordered(have[0], [*have[1:], *more]))
+            _store(job, prompt, [*have, *more])
         except Exception as exc:
             if not is_recoverable(exc):
                 raise
@@ -315,7 +317,7 @@ async def _batched(
                 break
             judged.append(found)
         if judged:
-            _store(job, prompt, _ordered(judged[0], judged[1:]))
+            _store(job, prompt, judged)
         job.done += 1
 
 

@@ -95,16 +95,12 @@ def run(args: argparse.Namespace, thresholds: Thresholds, coherence: float) -> i
         raise UsageError(printable(str(exc))) from None
     inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
     into = _into(args)
-    ledger = None
-    if into is not None:
+    cache: Path = args.cache or (DEFAULT_CACHE if into is None else into / rundir.CACHE)
+    settings = judging.judge_settings(args, cache, None if into is None else into / LEDGER)
+    if into is not None:  # every check made: the first write
         into.mkdir(parents=True, exist_ok=True)
-        cache = args.cache or into / rundir.CACHE
         if not cache.exists():
             copy_cache(Path(args.paths[0]), cache)
-        ledger = into / LEDGER
-    else:
-        cache = args.cache or DEFAULT_CACHE
-    settings = judging.judge_settings(args, cache, ledger)
     prompts = [coherence_prompt(r.question, a.answer) for r in inputs.results for a in r.answers]
     judged = judging.judge_all(prompts, settings, args)
     if judged.failures:
@@ -124,11 +120,9 @@ def run(args: argparse.Namespace, thresholds: Thresholds, coherence: float) -> i
         "batches": judged.batches,
         "cost": cost,
     }
-    from aidanbench.cli.rescore import print_rescore, rescore_payload
+    from aidanbench.cli.rescore import print_rescore, rescore_payload  # it imports this module
 
-    mode, notes = inputs.reward_mode, inputs.notes
-    warning = judging.served_warning(model, served)
-    notes = [*notes, *([warning] if warning else [])]
+    mode, notes = inputs.reward_mode, inputs.notes  # a substituted judge: summary.warnings
     if args.json:
         payload = {"judge": judge_fields, **rescore_payload(rescored, thresholds, mode, notes)}
     else:

@@ -19,6 +19,7 @@ import pytest
 from aidanbench import reference
 from aidanbench.analysis.judge_noise import judge_noise
 from aidanbench.analysis.summary import bootstrap_sum
+from aidanbench.analysis.view import load_source, view_data
 from aidanbench.cli.main import main
 from aidanbench.core.results import AnswerRow, QuestionResult
 from aidanbench.core.thresholds import Thresholds
@@ -191,6 +192,8 @@ def test_a_run_keeps_every_judgment_and_the_first_decides(
     assert run["judge_noise"]["samples"] == 3 and run["judge_noise"]["answers"] == len(first)
     assert main(["report", str(tmp_path / "a")]) == 0
     assert "judge noise (3 judgments per answer" in capsys.readouterr().out
+    data, _ = view_data([load_source(tmp_path / "a")])
+    assert data["groups"][0]["judge_noise"].startswith("judge noise (3 judgments per answer")
 
 
 def test_the_estimate_counts_every_judgment(capsys: pytest.CaptureFixture[str]) -> None:
