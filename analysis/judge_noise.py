@@ -69,8 +69,9 @@ class JudgeNoise:
     """Answers whose judgments were not all equal."""
     flips: int
     """Answers with judgments on both sides of the coherence threshold."""
-    threshold: float
-    """The coherence threshold the flips are counted at."""
+    threshold: float | None
+    """The coherence threshold the flips are counted at (None: lines with different
+    thresholds, each counted at its own)."""
     score: float
     """The row's score from the deciding judgments (per repeat)."""
     question_interval: tuple[float, float]
@@ -131,7 +132,7 @@ def judge_noise(
         return None
     spreads = [max(s) - min(s) for s, _ in multi]
     thresholds = {t for _, t in multi}
-    threshold = thresholds.pop() if len(thresholds) == 1 else float("nan")
+    threshold = thresholds.pop() if len(thresholds) == 1 else None
     judge_rng = np.random.default_rng(seed + 1)
     questions = list(dict.fromkeys(line.question for line in lines))
     column = {q: i for i, q in enumerate(questions)}
@@ -181,11 +182,12 @@ def noise_text(noise: JudgeNoise) -> str:
     low, high = noise.question_interval
     jlow, jhigh = noise.judge_interval
     share = noise.flips / noise.answers
+    at = "their threshold" if noise.threshold is None else f"{noise.threshold:g}"
     return (
         f"judge noise ({noise.samples} judgments per answer, {noise.answers} answers): mean "
         f"spread {noise.mean_spread:.1f} points (sd {noise.mean_sd:.1f}), {noise.varied} "
         f"answers judged differently, {noise.flips} ({share:.1%}) with judgments on both "
-        f"sides of {noise.threshold:g}; 95% interval of the score {noise.score:g}: "
+        f"sides of {at}; 95% interval of the score {noise.score:g}: "
         f"[{low:.1f}, {high:.1f}] resampling questions, [{jlow:.1f}, {jhigh:.1f}] "
         f"resampling questions and judgments"
         + (

@@ -27,6 +27,7 @@ from aidanbench.analysis.judge_calibration import (
 )
 from aidanbench.analysis.judge_noise import noise_text
 from aidanbench.analysis.rejudge import coherence_prompt
+from aidanbench.analysis.rundir import atomic_write
 from aidanbench.cli import calibration_file, judging
 from aidanbench.cli.errors import UsageError, printable
 from aidanbench.core.results import QuestionResult
@@ -98,7 +99,7 @@ def run(
         "plot": str(plot),
     }
     target = out / f"{stem}.json"
-    target.write_text(json.dumps(document, indent=2) + "\n", "utf-8")
+    atomic_write(target, json.dumps(document, indent=2) + "\n")
     warning = judging.served_warning(settings.judge_model, served)
     if args.json:
         print(

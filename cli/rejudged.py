@@ -208,7 +208,10 @@ def write_into(
         },
         "created": store.now(),
     }
-    seeded = loop.run(seed_run(into, rescored, settings_of, spec, provenance))
+    try:
+        seeded = loop.run(seed_run(into, rescored, settings_of, spec, provenance))
+    except ValueError as exc:
+        raise UsageError(printable(one_line(exc))) from None
     commands = []
     for models, questions_file in seeded.question_sets:
         command = ["aidanbench", "run", "--run-dir", str(into), "--use-stored-settings"]

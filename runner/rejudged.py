@@ -103,7 +103,8 @@ def _record(row: AnswerRow, stop: str | None) -> AnswerRecord:
 
 
 def thread_values(line: RescoredQuestion, settings: Settings) -> dict[str, Any]:
-    """The state a re-judged chain's thread starts from (module docstring)."""
+    """The state a re-judged chain's thread starts from (module docstring); a
+    ``ValueError`` for a chain with an answer missing its novelty."""
     result = line.result
     kept: list[AnswerRow] = []
     for row in result.answers:
@@ -111,6 +112,11 @@ def thread_values(line: RescoredQuestion, settings: Settings) -> dict[str, Any]:
         if not row.valid:
             break
     stop = result.stop_reason
+    if stop == "unscored":
+        raise ValueError(
+            f"an answer to {result.question[:60]!r} ({result.model}) has no recorded novelty: "
+            "its chain cannot be continued"
+        )
     capped = stop in CAP_STOPS and line.original.stop_reason == stop
     if stop not in THRESHOLD_STOPS and not capped:
         stop = None  # truncated, errored, capped by spending or unfinished: go on
@@ -154,13 +160,15 @@ async def seed_run(
     question set. ``settings_of`` gives each (model, temperature)'s settings."""
     tasks: list[Task] = []
     states: list[dict[str, Any]] = []
+    for line in rescored:  # every chain checked before the first write
+        result = line.result
+        settings = settings_of[(result.model, result.temperature)]
+        tasks.append(Task(settings, result.question, result.repeat))
+        states.append(thread_values(line, settings))
     async with open_checkpointer(run_dir / rundir.CHECKPOINTS) as saver:
         graph = build_question_graph(default_services).compile(checkpointer=saver)
-        for line in rescored:
-            result = line.result
-            settings = settings_of[(result.model, result.temperature)]
-            task = Task(settings, result.question, result.repeat)
-            values = thread_values(line, settings)
+        for task, values in zip(tasks, states, strict=True):
+            settings = task.settings
             # The routers read the settings from LangGraph's runtime, which update_state
             # does not give them: it is passed as a run would (the first step after this
             # one runs under the continuing run's own runtime).
@@ -169,8 +177,6 @@ async def seed_run(
                 "configurable": {"thread_id": task.thread_id, CONFIG_KEY_RUNTIME: runtime}
             }
             await graph.aupdate_state(config, values, as_node="decide")
-            tasks.append(task)
-            states.append(values)
     lines = [task.line(values) for task, values in zip(tasks, states, strict=True)]
     rundir.write_outputs(run_dir, lines)
     meta = store.grown_metadata(None, spec, tasks)
