@@ -174,6 +174,8 @@ class Plan:
     them (``--reasoning-tokens``); None: measured or assumed (module docstring)."""
     judge_reasoning_tokens: float | None = None
     """The same per judge call (``--judge-reasoning-tokens``)."""
+    judge_samples: int = 1
+    """Coherence judgments per answer (``--judge-samples``)."""
 
     def settings_of(self, model: str) -> Settings:
         """``model``'s settings (its name alone when the plan gives none)."""
@@ -307,11 +309,12 @@ def question_usage(
         gen.input += tokens(first if k == 0 else one + (k - 1) * each)
     judged = hidden.get("judge", 0.0)
     coherence = len(render_coherence(question, probe))
+    asked = n * plan.judge_samples
     judge = Usage(
-        calls=n,
-        input=n * tokens(coherence),
-        output=n * (JUDGE_OUTPUT_TOKENS + judged),
-        reasoning=n * judged,
+        calls=asked,
+        input=asked * tokens(coherence),
+        output=asked * (JUDGE_OUTPUT_TOKENS + judged),
+        reasoning=asked * judged,
     )
     roles = {"model": gen, "judge": judge}
     if plan.llm_novelty:

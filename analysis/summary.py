@@ -27,7 +27,7 @@ the same interval.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,7 @@ from rich.console import Console
 from rich.table import Table
 
 from aidanbench.analysis.cost import has_censored, tokens_text
+from aidanbench.analysis.judge_noise import JudgeNoise, judge_noise
 from aidanbench.analysis.tables import Column, fitted_tables
 from aidanbench.core.errors import printable
 from aidanbench.core.records import UNFINISHED as UNFINISHED
@@ -42,6 +43,10 @@ from aidanbench.core.records import errored as errored
 from aidanbench.core.records import totals
 from aidanbench.core.results import QuestionResult
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.services.pricing import same_model
+
+REFERENCE_JUDGE = "o1-mini"
+"""The judge of the published benchmark, whose scale the default threshold 15 is on."""
 
 COUNTING = (
     "score = valid answers (coherence > T_c and novelty > T_n, strictly), summed over "
@@ -159,6 +164,14 @@ class SummaryRow:
     (the benchmark scores the text it gets); None when no answer recorded its finish."""
     finish_unknown: int = 0
     """Answers whose finish reason was not recorded, so whether they were cut is unknown."""
+    judge_served: dict[str, int] = field(default_factory=dict)
+    """Answers by the model the provider said served their judgments (coherence and
+    similarity); empty when not recorded."""
+    threshold_source: str | None = None
+    """Where the coherence threshold came from, shared by every line; None when unknown
+    or mixed."""
+    judge_noise: JudgeNoise | None = None
+    """The judge's noise, when answers were judged several times (``judge_samples``)."""
 
     @property
     def reward(self) -> float:
@@ -181,6 +194,7 @@ class SummaryRow:
             value = getattr(self, name)
             data[name] = list(value) if value else None
         data["reward_interval"] = list(self.reward_interval) if self.reward_interval else None
+        data["judge_noise"] = None if self.judge_noise is None else self.judge_noise.to_dict()
         return data
 
 
@@ -348,7 +362,32 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
         finish_unknown=counted.finish_unknown,
         cost_usd=counted.dollars,
         usage_missing=counted.usage_missing,
+        judge_served=judge_served(lines),
+        threshold_source=_shared(line.threshold_source for line in lines),
+        judge_noise=judge_noise(lines),
     )
+
+
+JUDGE_ROLES = ("judge", "similarity")
+"""The ``calls`` roles of an answer whose requests went to the judge."""
+
+
+def judge_served(lines: Iterable[QuestionResult]) -> dict[str, int]:
+    """Answers by the model the provider said served their judgments."""
+    counts: dict[str, int] = {}
+    for line in lines:
+        for answer in line.answers:
+            calls = answer.extra.get("calls")
+            if not isinstance(calls, dict):
+                continue
+            names = {
+                str(stats["served_model"])
+                for role in JUDGE_ROLES
+                if isinstance(stats := calls.get(role), dict) and stats.get("served_model")
+            }
+            for name in names:
+                counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def summarise(results: Sequence[QuestionResult], reward_mode: str = "count") -> list[SummaryRow]:
@@ -481,6 +520,7 @@ def warnings(results: Sequence[QuestionResult]) -> list[str]:
             "results used different thresholds, so scores are not comparable across them "
             f"({thresholds})"
         )
+    found += judge_warnings(groups)
     question_sets = {key: {line.question for line in lines} for key, lines in groups.items()}
     every = set().union(*question_sets.values()) if question_sets else set()
     partial = [
@@ -490,6 +530,40 @@ def warnings(results: Sequence[QuestionResult]) -> list[str]:
         found.append(
             "models answered different question sets, so totals are not directly "
             f"comparable ({'; '.join(partial)}); --compare A B gives a paired difference"
+        )
+    return found
+
+
+def judge_warnings(groups: dict[GroupKey, list[QuestionResult]]) -> list[str]:
+    """Judges that cannot be taken at their name: a provider's substitute served the
+    judgments; a successor judge scored at o1-mini's 15 without calibration; rows whose
+    coherence thresholds came from different places."""
+    found: list[str] = []
+    for key, lines in groups.items():
+        asked = _shared(line.judge_model for line in lines)
+        if asked is None:
+            continue
+        others = {n: c for n, c in judge_served(lines).items() if not same_model(asked, n)}
+        if others:
+            named = ", ".join(f"{name} ({count} answers)" for name, count in others.items())
+            found.append(
+                f"{_label(key)}: the judge asked for was {asked}, but the provider says "
+                f"{named} served its judgments: those coherence scores are that model's, "
+                "not the one named (priced as the model that served)"
+            )
+        source = _shared(line.threshold_source for line in lines)
+        if source == "benchmark" and not same_model(REFERENCE_JUDGE, asked):
+            found.append(
+                f"{_label(key)}: judged by {asked} at coherence > 15, o1-mini's threshold, "
+                "uncalibrated; 15 need not mean on its scale what it meant on o1-mini's "
+                f"(aidanbench calibrate --judge-model {asked})"
+            )
+    recorded = {k: v for k, v in groups.items() if any(line.threshold_source for line in v)}
+    sources = _mixed(recorded, "threshold_source", lambda s: s or "not recorded")
+    if sources:
+        found.append(
+            "results took their coherence thresholds from different places, so their "
+            f"decisions are not calibrated alike ({sources})"
         )
     return found
 

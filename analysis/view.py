@@ -29,6 +29,7 @@ from typing import Any
 
 from aidanbench.analysis.cost import dollars_text, tokens_text
 from aidanbench.analysis.inputs import token_limit_field_of
+from aidanbench.analysis.judge_noise import noise_text
 from aidanbench.analysis.rundir import atomic_write, read_metadata, read_results_noted
 from aidanbench.analysis.summary import (
     caption,
@@ -222,7 +223,7 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
                 "row": json.loads(json.dumps(row.to_dict(), default=str)),
                 "source": source.path.name,
                 "kind": "run directory" if source.path.is_dir() else "results file",
-                "judge_model": settings.get("judge_model"),
+                "judge_model": row.judge_model or settings.get("judge_model"),
                 "embedding_model": row.embedding_model or settings.get("embedding_model"),
                 "thresholds": describe_thresholds(shown)
                 + ("" if recorded else " (not recorded; validity recomputed with these)"),
@@ -230,6 +231,9 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
                 "recorded": row.api_calls is not None,
                 "cost_text": dollars_text(row.cost_usd),
                 "tokens_text": tokens_text(row.tokens),
+                "judge_served": served_text(row.judge_served),
+                "threshold_source": row.threshold_source,
+                "judge_noise": None if row.judge_noise is None else noise_text(row.judge_noise),
             }
         )
         group_chains: list[list[list[Any]]] = []
@@ -283,6 +287,13 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
         + [note for source in sources for note in source.notes],
     }
     return data, chains
+
+
+def served_text(served: Mapping[str, int]) -> str | None:
+    """The models that served a row's judgments, with how many answers each."""
+    if not served:
+        return None
+    return ", ".join(f"{name} ({count})" for name, count in served.items())
 
 
 def provenance_warnings(groups: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -1,8 +1,17 @@
-"""``aidanbench calibrate``: a novelty threshold for another embedding model.
+"""``aidanbench calibrate``: a threshold for another embedding model or another judge.
 
-Replays a reference results file with the chosen embedding model and reports the cut on
-that model's novelty scale that reproduces the reference's ``novelty > 0.15`` decisions
-best, next to what 0.15 unchanged would give (see ``aidanbench.analysis.calibrate``).
+With ``--embedding-model``: replays a reference results file with that embedding model
+and reports the cut on its novelty scale that reproduces the reference's ``novelty >
+0.15`` decisions best, next to what 0.15 unchanged would give
+(``aidanbench.analysis.calibrate``).
+
+With ``--judge-model``: judges every answer of the reference again with the benchmark's
+coherence prompt and reports how that judge's scale relates to o1-mini's, the threshold
+that reproduces o1-mini's ``> 15`` decisions best, and what the published totals become
+(``aidanbench.analysis.judge_calibration``). It writes a calibration file, which ``run
+--coherence-threshold FILE`` takes (recording the file's sha256 with the run).
+
+The reference is the bundled published run unless ``--reference`` names another.
 
 The embedding model is built by a factory looked up in ``EMBEDDING_FACTORIES`` (``local``
 is the bundled all-MiniLM-L6-v2); any other name is an OpenAI-compatible embeddings model.
@@ -32,10 +41,12 @@ from aidanbench.analysis.calibrate import (
     calibrate,
     plot_calibration,
 )
-from aidanbench.cli import options
+from aidanbench.cli import judge_calibration, judging, options
+from aidanbench.cli.env_args import NotGiven
 from aidanbench.cli.errors import UsageError
 from aidanbench.core.results import read_aidanbench_file
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL
+from aidanbench.reference import published_run
 
 
 def _one_line(exc: BaseException) -> str:
@@ -153,9 +164,23 @@ def format_report(
     return "\n".join(lines)
 
 
+def _given(value: Any) -> tuple[Any, bool]:
+    """A flag's value and whether it was given (``NotGiven`` marks a default)."""
+    if isinstance(value, NotGiven):
+        return value.value, False
+    return value, True
+
+
 def run(args: argparse.Namespace) -> int:
     """Handler of ``aidanbench calibrate``."""
-    reference = Path(args.reference)
+    args.embedding_model, embedding = _given(args.embedding_model)
+    args.judge_model, judging = _given(args.judge_model)
+    if embedding == judging:
+        raise UsageError(
+            "name the model to calibrate, one at a time: --judge-model M (a judge to take "
+            "over from o1-mini) or --embedding-model M"
+        )
+    reference = Path(args.reference) if args.reference else published_run()
     if not reference.is_file():
         raise UsageError(f"reference file not found: {reference}")
     try:
@@ -167,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create output directory {out}: {_one_line(exc)}") from exc
+    if judging:
+        return judge_calibration.run(args, questions, reference, out)
 
     started = time.perf_counter()
     embed = embedding_function(args)
@@ -194,24 +221,30 @@ def register(subparsers: Any) -> None:
     """Add the ``calibrate`` command to the ``aidanbench`` parser."""
     parser = subparsers.add_parser(
         "calibrate",
-        help="calibrate the novelty threshold of an embedding model against a reference run",
+        help="calibrate a judge or an embedding model's threshold against a reference run",
         description=(
-            "Embed every answer of a reference results file (original AidanBench schema) "
-            "with MODEL, recompute novelty on MODEL's scale and find the threshold whose "
-            "decisions match the reference's novelty > 0.15 best. Writes "
-            "calibration-<MODEL>.png to --out."
+            "--judge-model M: judge every answer of a reference run (the bundled published "
+            "one by default) again with M, compare with the recorded o1-mini scores and "
+            "find the threshold on M's scale that reproduces o1-mini's coherence > 15 best; "
+            "writes calibration-judge-<M>.json (for run --coherence-threshold FILE) and a "
+            "scatter plot to --out. --embedding-model M: embed every answer with M, "
+            "recompute novelty on M's scale and find the threshold whose decisions match "
+            "the reference's novelty > 0.15 best; writes calibration-<M>.png to --out."
         ),
     )
     options.add_settings_flags(
-        parser,
-        only=("embedding_model", "embedding_base_url", "embedding_api_key_env"),
-        required={"embedding_model"},
+        parser, only=("embedding_model", "embedding_base_url", "embedding_api_key_env")
     )
+    judging.register(parser)
     parser.add_argument(
-        "--reference", required=True, metavar="PATH", help="results file in the original schema"
+        "--reference",
+        metavar="PATH",
+        help="results file in the original schema (default: the bundled published 2024 run)",
     )
     parser.add_argument(
         "--out", default=".", metavar="DIR", help="directory for the plot (default: .)"
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    for name in ("embedding_model", "judge_model"):
+        parser.set_defaults(**{name: NotGiven(parser.get_default(name))})
     parser.set_defaults(handler=run)

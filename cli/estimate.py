@@ -47,6 +47,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--llm-novelty", action="store_true")
     p.add_argument("--no-pipeline", dest="pipeline", action="store_false")
     p.add_argument("--cot", action="store_true")
+    p.add_argument(
+        "--judge-samples", type=int, default=1, metavar="K", help="judgments per answer (1)"
+    )
     p.add_argument("--prices", type=Path, metavar="FILE", help="JSON price table")
     add_answers_from(p)
     p.add_argument("--json", action="store_true", help="print the estimate as JSON")
@@ -133,6 +136,7 @@ def plan_estimate(
         model_settings=model_settings(models, settings.get("model_kwargs") or {}, variants or {}),
         reasoning_tokens=getattr(args, "reasoning_tokens", None),
         judge_reasoning_tokens=getattr(args, "judge_reasoning_tokens", None),
+        judge_samples=settings.get("judge_samples", 1),
     )
     return estimate(plan, counts, prices)
 
@@ -203,6 +207,7 @@ def handle(args: argparse.Namespace) -> int:
         "pipeline": args.pipeline,
         "cot": args.cot,
         "model_kwargs": args.model_kwargs,
+        "judge_samples": args.judge_samples,
     }
     variants = options.variants(args)
     return show(plan_estimate(args, args.model, questions, settings, variants), args.json)

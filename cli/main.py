@@ -28,9 +28,9 @@ SUMMARIES = {
     "demo": "run the benchmark offline on the published run (no key; a self-test)",
     "report": "summarise scores of run directories or results files",
     "view": "write one offline HTML report (leaderboard, heat map, chains, comparison)",
-    "rescore": "recompute scores under other thresholds, without API calls",
+    "rescore": "recompute scores under other thresholds (or a judge: --judge-model)",
     "plot": "draw PNG charts of scores, per-question scores, a trajectory and stop reasons",
-    "calibrate": "calibrate the novelty threshold of an embedding model against a reference run",
+    "calibrate": "calibrate a judge or an embedding model's threshold against a reference run",
     "export": "write runs as Inspect logs, Every Eval Ever records or Hub eval results",
 }
 """Each command's one-line help, as its module registers it (shown by ``--help``)."""

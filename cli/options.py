@@ -22,13 +22,14 @@ import argparse
 import json
 import types
 import typing
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
+from aidanbench.cli import calibration_file
 from aidanbench.cli.env_args import json_object
 from aidanbench.cli.errors import UsageError, printable
 from aidanbench.core.settings import Settings, variant_problem
@@ -67,8 +68,19 @@ SHORT: dict[str, str] = {"model": "-m", "temperature": "-T", "base_url": "-b", "
 REPEATABLE: frozenset[str] = frozenset({"model", "temperature"})
 """Fields a run takes several values of: one ``Settings`` per (model, temperature)."""
 
-METAVARS: dict[str, str] = {"request_timeout": "SECONDS"}
+METAVARS: dict[str, str] = {"request_timeout": "SECONDS", "coherence_threshold": "X|FILE"}
 """Metavariables other than the one a field's type gives."""
+
+WIDER: dict[str, tuple[Callable[[str], Any], str]] = {
+    "coherence_threshold": (
+        calibration_file.coherence_threshold,
+        " Or a judge calibration file (aidanbench calibrate --judge-model): its threshold, "
+        "with the file's path and sha256 recorded in the run's metadata.",
+    ),
+}
+"""Flags that take more than their field's type, with the parser and the help it adds:
+the coherence threshold of a successor judge is measured, and the run records where it
+came from (``cli.calibration_file``)."""
 
 
 @dataclass(frozen=True)
@@ -203,6 +215,9 @@ def add_settings_flags(
             continue
         options["type"] = json_object if flag.kind is dict else flag.kind
         options["metavar"] = _metavar(flag)
+        if flag.field in WIDER:
+            options["type"], more = WIDER[flag.field]
+            options["help"] += more.replace("%", "%%")
         if flag.choices is not None:
             options["choices"] = flag.choices
         if needed:
@@ -265,9 +280,14 @@ def variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 
 def settings_values(args: argparse.Namespace) -> dict[str, Any]:
-    """The value of every flagged field that takes one value per run, read from ``args``."""
-    return {
+    """The value of every flagged field that takes one value per run, read from ``args``
+    (a threshold read from a calibration file as the plain number)."""
+    values = {
         flag.field: getattr(args, flag.field) for flag in flags() if flag.field not in REPEATABLE
+    }
+    return {
+        field: float(value) if isinstance(value, calibration_file.CalibratedThreshold) else value
+        for field, value in values.items()
     }
 
 

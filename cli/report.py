@@ -25,6 +25,7 @@ from aidanbench.analysis import cost
 from aidanbench.analysis.environment_metrics import line_metrics, rollout_means
 from aidanbench.analysis.inputs import combine, read_input, token_limit_field_of
 from aidanbench.analysis.inputs import reward_mode as resolve_reward_mode
+from aidanbench.analysis.judge_noise import noise_text
 from aidanbench.analysis.rundir import read_metadata
 from aidanbench.analysis.summary import (
     COUNTING,
@@ -418,6 +419,33 @@ def print_headline(
         console.print(ROLLOUT_NOTE, markup=False)
 
 
+def judging_lines(rows: Sequence[SummaryRow]) -> list[str]:
+    """Per row, who judged it: the judge asked for, the models that served it, where its
+    coherence threshold came from, and its noise when answers were judged several times.
+    Rows that record none of it (original-schema files) get no line."""
+    found = []
+    for row in rows:
+        parts = []
+        if row.judge_served:
+            served = ", ".join(f"{name} ({n} answers)" for name, n in row.judge_served.items())
+            parts.append(f"served by {served}")
+        if row.threshold_source:
+            parts.append(f"coherence threshold from {row.threshold_source}")
+        if not parts and row.judge_noise is None:
+            continue
+        text = f"judge of {row.model} @ {row.temperature:g}: {row.judge_model or 'not recorded'}"
+        found.append("; ".join([text, *parts]))
+        if row.judge_noise is not None:
+            found.append(f"  {noise_text(row.judge_noise)}")
+    return found
+
+
+def print_judging(rows: Sequence[SummaryRow], console: Console) -> None:
+    """``judging_lines``, printed."""
+    for text in judging_lines(rows):
+        console.print(printable(text), markup=False)
+
+
 def run(args: argparse.Namespace) -> int:
     """Handler of ``aidanbench report``."""
     inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
@@ -440,6 +468,7 @@ def run(args: argparse.Namespace) -> int:
     console = make_console()
     render_summary(rows, console)
     print_headline(rows, console, results)
+    print_judging(rows, console)
     console.print(question_table(results, width=console.width))
     print_errors(results, console)
     print_truncation(rows, args.paths, console)

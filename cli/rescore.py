@@ -1,8 +1,16 @@
-"""``aidanbench rescore``: scores under other thresholds, from the recorded chains.
+"""``aidanbench rescore``: scores under other thresholds, or another judge, from the
+recorded chains.
 
 Prints the shape ``report`` prints, plus each line's recorded score and whether it is
 truncated (see ``aidanbench.analysis.rescore``): under looser thresholds a recorded chain
 can end at an answer that now passes, and its score is then only a lower bound.
+
+With ``--judge-model M`` every recorded answer is judged again by M first
+(``analysis.rejudge``: the benchmark's coherence prompt, cached, direct or batched) and
+the chains are walked under M's judgments: exact where a chain now stops earlier, a lower
+bound where a recorded failing answer now passes. ``--into NEW_RUN`` writes those
+re-judged chains as a run directory that ``aidanbench run`` continues
+(``runner.rejudged``).
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ import argparse
 import json
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -24,6 +33,8 @@ from aidanbench.analysis.summary import (
     summarise,
     warnings,
 )
+from aidanbench.cli import calibration_file, judging, rejudged
+from aidanbench.cli.env_args import NotGiven
 from aidanbench.cli.errors import UsageError, printable
 from aidanbench.cli.report import (
     add_common_arguments,
@@ -32,6 +43,7 @@ from aidanbench.cli.report import (
     one_line,
     print_errors,
     print_headline,
+    print_judging,
     print_warnings,
     question_table,
     read_inputs,
@@ -57,9 +69,25 @@ def threshold_value(text: str, option: str, upper: float) -> float:
     return value
 
 
+def coherence_value(text: str) -> float:
+    """``--coherence-threshold``: a number in [0, 100] or a judge calibration file's
+    threshold (a ``CalibratedThreshold``, which records the file)."""
+    try:
+        value = calibration_file.coherence_threshold(text)
+    except argparse.ArgumentTypeError as exc:
+        if Path(text).exists():
+            raise UsageError(f"--coherence-threshold: {exc}") from None
+        raise UsageError(
+            f"--coherence-threshold must be a number or a judge calibration file, got {text!r}"
+        ) from None
+    if isinstance(value, calibration_file.CalibratedThreshold):
+        return value
+    return threshold_value(text, "--coherence-threshold", 100)
+
+
 def thresholds_from(args: argparse.Namespace) -> Thresholds:
     """The thresholds the arguments ask for, validated."""
-    coherence = threshold_value(args.coherence_threshold, "--coherence-threshold", 100)
+    coherence = float(coherence_value(args.coherence_threshold))
     novelty = threshold_value(args.novelty_threshold, "--novelty-threshold", 2)
     llm = (
         None
@@ -164,20 +192,27 @@ def print_rescore(
     console: Console,
     reward_mode: str = "count",
     notes: Sequence[str] = (),
+    judge: str | None = None,
 ) -> None:
-    """The text report of a rescore."""
+    """The text report of a rescore (of chains judged again by ``judge``, when given)."""
     results = [r.result for r in rescored]
     originals = "; ".join(
         describe_thresholds(t) for t in dict.fromkeys(r.original_thresholds for r in rescored)
     )
+    how = (
+        "without API calls"
+        if judge is None
+        else f"every answer's coherence judged again by {printable(judge)}"
+    )
     console.print(
         f"Rescored with {describe_thresholds(thresholds)} (the run used {originals}), "
-        "from the recorded chains, without API calls.",
+        f"from the recorded chains, {how}.",
         markup=False,
     )
     rows = summarise(results, reward_mode)
     render_summary(rows, console, title="AidanBench summary, rescored")
     print_headline(rows, console, results)
+    print_judging(rows, console)
     console.print(change_table(rescored, reward_mode))
     marks = {line_key(r.result): TRUNCATED_MARK for r in rescored if r.truncated}
     legend = f"; {TRUNCATED_MARK} truncated (lower bound)"
@@ -190,6 +225,19 @@ def print_rescore(
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``aidanbench rescore``."""
+    if isinstance(args.judge_model, NotGiven):
+        args.judge_model = args.judge_model.value
+        for given, flag in (
+            (args.into is not None, "--into"),
+            (args.batch, "--batch"),
+            (args.judge_samples != 1, "--judge-samples"),
+        ):
+            if given:
+                raise UsageError(
+                    f"{flag} needs --judge-model (the judge to judge the answers again)"
+                )
+    else:
+        return rejudged.run(args, thresholds_from(args), coherence_value(args.coherence_threshold))
     thresholds = thresholds_from(args)
     inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
     try:
@@ -208,12 +256,15 @@ def register(subparsers: Any) -> None:
     """Add the ``rescore`` command."""
     parser = subparsers.add_parser(
         "rescore",
-        help="recompute scores under other thresholds, without API calls",
+        help="recompute scores under other thresholds (or a judge: --judge-model)",
         description=(
             "Walk every recorded chain again under other thresholds. Stricter thresholds "
             "give exact scores; under looser ones a chain whose recorded terminal answer "
             "now passes is marked truncated and counts as a lower bound. Thresholds of an "
-            "original-schema file are assumed to be the benchmark's (15, 0.15)."
+            "original-schema file are assumed to be the benchmark's (15, 0.15). With "
+            "--judge-model M, every answer is judged again by M first (API calls, cached "
+            "in --cache; --batch for the batch API), and --into NEW_RUN writes the "
+            "re-judged chains as a run directory that aidanbench run continues."
         ),
     )
     add_common_arguments(parser)
@@ -221,7 +272,8 @@ def register(subparsers: Any) -> None:
         "--coherence-threshold",
         required=True,
         metavar="X",
-        help="valid when coherence > X (0-100; the benchmark's is 15)",
+        help="valid when coherence > X (0-100; the benchmark's is 15), or a judge "
+        "calibration file (aidanbench calibrate --judge-model) giving X",
     )
     parser.add_argument(
         "--novelty-threshold",
@@ -234,4 +286,12 @@ def register(subparsers: Any) -> None:
         metavar="Z",
         help="also require LLM novelty > Z (0-2; needs a run with the similarity judge)",
     )
-    parser.set_defaults(handler=run)
+    judging.register(parser)
+    parser.add_argument(
+        "--into",
+        type=Path,
+        metavar="NEW_RUN",
+        help="with --judge-model: write the re-judged chains as a run directory that "
+        "aidanbench run continues (asking the models only for answers past each chain)",
+    )
+    parser.set_defaults(judge_model=NotGiven(parser.get_default("judge_model")), handler=run)

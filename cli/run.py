@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from aidanbench.analysis import rundir
 from aidanbench.analysis.summary import SummaryRow
-from aidanbench.cli import cost, env_args, options, question_source
+from aidanbench.cli import calibration_file, cost, env_args, options, question_source
 from aidanbench.cli.errors import UsageError, printable
 from aidanbench.cli.inputs import check_run_args
 from aidanbench.core.settings import Settings
@@ -97,6 +97,10 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
     question_set = question_source.resolve_questions(args)
     try:
+        source = calibration_file.threshold_source(args.coherence_threshold, args.judge_model)
+    except ValueError as exc:
+        raise UsageError(printable(str(exc))) from None
+    try:
         return RunSpec(
             models=args.model,
             temperatures=options.repeated(args, "temperature"),
@@ -111,6 +115,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
             use_stored_settings=args.use_stored_settings,
             prices=args.prices,
             max_cost=args.max_cost,
+            coherence_threshold_source=source,
         )
     except ValidationError as exc:
         raise UsageError(options.validation_line(exc, getattr(args, "given_as", None))) from None

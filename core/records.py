@@ -32,7 +32,15 @@ if TYPE_CHECKING:
 UNFINISHED = "unfinished"
 """Stop-reason label of a line with no stop reason (interrupted or still running)."""
 
-ANSWER_EXTRAS = ("raw_reply", "calls", "flags", "stop_reason", "finish_reason", "reasoning_tokens")
+ANSWER_EXTRAS = (
+    "raw_reply",
+    "calls",
+    "flags",
+    "stop_reason",
+    "finish_reason",
+    "reasoning_tokens",
+    "coherence_samples",
+)
 """Answer-record keys kept in ``AnswerRow.extra`` (the view shows them)."""
 
 
@@ -345,4 +353,26 @@ def question_result(
         + sum(usage_missing(a.get("calls")) for a in records),
         judge_model=measured.get("judge_model") or settings.get("judge_model"),
         prompts_sha256=measured.get("prompts_sha256") or meta.get("prompts_sha256"),
+        threshold_source=threshold_source_text(judging_of(meta, line.get("model"))),
     )
+
+
+def judging_of(metadata: Mapping[str, Any], model: Any) -> Mapping[str, Any] | None:
+    """The ``judging`` record a run's metadata keeps for ``model``, if any."""
+    judging = metadata.get("judging")
+    found = judging.get(model) if isinstance(judging, Mapping) and isinstance(model, str) else None
+    return found if isinstance(found, Mapping) else None
+
+
+def threshold_source_text(judging: Mapping[str, Any] | None) -> str | None:
+    """Where a model's coherence threshold came from, in words: ``benchmark`` (the
+    published 15, on o1-mini's scale), ``given``, or ``calibration FILE (sha256 …)``;
+    None when the run did not record it."""
+    source = judging.get("coherence_threshold_source") if judging else None
+    if not isinstance(source, Mapping):
+        return None
+    kind = source.get("kind")
+    if kind == "calibration":
+        name = str(source.get("file", "?")).rsplit("/", 1)[-1]
+        return f"calibration {name} (sha256 {str(source.get('sha256', ''))[:12]})"
+    return str(kind) if kind in ("benchmark", "given") else None

@@ -84,6 +84,9 @@ class QuestionResult:
     """Judge model behind the coherence scores; None when not recorded."""
     prompts_sha256: str | None = None
     """sha256 of the prompt templates the line was run with; None when not recorded."""
+    threshold_source: str | None = None
+    """Where the coherence threshold came from (``records.threshold_source_text``: the
+    benchmark's 15, given, or a calibration file and its sha256); None when not recorded."""
 
     @property
     def score(self) -> int:

@@ -57,6 +57,7 @@ OPERATIONAL_FIELDS: frozenset[str] = frozenset(
         "usage_path",
         "max_question_cost",
         "max_question_seconds",
+        "judge_samples",
     }
 )
 """Fields that decide only how the scores are reached: each session of a run sets its own.
@@ -64,7 +65,9 @@ OPERATIONAL_FIELDS: frozenset[str] = frozenset(
 ``pipeline`` is here because a look-ahead answer is discarded, never counted, when the
 current one fails: the chain is the same with it on or off. The spending caps are here
 because a question they stop is continued, not redone, when a later session raises them
-(its score is shown as a lower bound meanwhile)."""
+(its score is shown as a lower bound meanwhile). ``judge_samples`` is here because the
+first of the judgments decides, exactly as the benchmark's one judgment does: the others
+only measure the judge's noise, so no score depends on how many were asked."""
 
 PER_THREAD_FIELDS: frozenset[str] = frozenset({"model", "temperature"})
 """Scoring fields that are part of a thread's key rather than of its model's record."""

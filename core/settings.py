@@ -96,6 +96,14 @@ class Settings(BaseModel):
         description="How often an unreadable judge reply is asked for before the question "
         "stops with judge_error.",
     )
+    judge_samples: int = Field(
+        default=1,
+        ge=1,
+        le=20,
+        description="Coherence judgments asked per answer. The first decides, as the "
+        "benchmark's one judgment; the others measure the judge's noise (spread, "
+        "decisions that flip, an interval with judge resampling).",
+    )
 
     embedding_model: str = Field(
         default="text-embedding-3-large",

@@ -96,6 +96,9 @@ class ScoreOutcome(TypedDict):
     """Cost of the scoring calls."""
     flags: NotRequired[list[str]]
     """Notes on the scoring, e.g. ``judge_markup_neutralised``."""
+    samples: NotRequired[list[float]]
+    """Every coherence judgment when several were asked (``judge_samples``): the deciding
+    one (``value``) first, the others in ascending order."""
     error: NotRequired[ErrorInfo]
     """Set instead of ``value`` when scoring failed."""
 
@@ -110,8 +113,9 @@ class AnswerRecord(TypedDict):
     """The answer text that was judged and embedded."""
     raw_reply: str
     """The model's full reply."""
-    used_answer_tag: bool
-    """Whether the reply used the ``<answer>`` tag."""
+    used_answer_tag: bool | None
+    """Whether the reply used the ``<answer>`` tag; None when the reply is not known (an
+    answer carried from an original-schema results file by ``rescore --into``)."""
     coherence: float
     """Judge's coherence score, 0-100."""
     novelty: float
@@ -139,6 +143,9 @@ class AnswerRecord(TypedDict):
     """Model id the provider reported serving the generation (``calls.generate``'s)."""
     reasoning_tokens: NotRequired[int | None]
     """Hidden reasoning tokens of the generation; None when the provider did not say."""
+    coherence_samples: NotRequired[list[float]]
+    """Every coherence judgment when several were asked (``judge_samples`` > 1): the one
+    that decided (``coherence``) first, the others in ascending order."""
 
 
 ANSWER_SNAPSHOT_EVERY = 10_000

@@ -27,7 +27,7 @@ from aidanbench.core.state import CallStats, ErrorInfo
 from aidanbench.services import Services, ServicesFactory, key_values, role_host
 from aidanbench.services.errors import describe
 from aidanbench.services.pricing import Price, price_table
-from aidanbench.services.usage import reply_usage
+from aidanbench.services.usage import reply_usage, served_model
 
 
 def settings_of(runtime: Runtime[Settings] | None) -> Settings:
@@ -58,15 +58,17 @@ class NodeContext:
         """Send a custom stream event (Studio, progress displays)."""
         self.runtime.stream_writer(event)
 
-    def price(self, role: str) -> Price | None:
-        """The price of ``role``'s model (``model``, ``judge``, ``embeddings``), or None."""
+    def price(self, role: str, served: str | None = None) -> Price | None:
+        """The price of a call of ``role`` (``model``, ``judge``, ``embeddings``) served by
+        ``served`` (``PriceTable.served_price``: the served model's own price, the asked
+        model's for a dated snapshot of it, else None), or None when unknown."""
         settings = self.settings
         model = {
             "model": settings.provider_model,
             "judge": settings.judge_model,
             "embeddings": settings.embedding_model,
         }[role]
-        return price_table(settings.prices_path).price(model)
+        return price_table(settings.prices_path).served_price(model, served)
 
     def failure(self, role: str, exc: BaseException) -> ErrorInfo:
         """The recorded form of a failed call by ``role``, with the run's keys redacted."""
@@ -136,9 +138,8 @@ def message_stats(
     unknown too, and an estimate from ``prompt`` and the reply's text for the caps.
     """
     usage = reply_usage(message)
-    served = message.response_metadata.get("model_name") or message.response_metadata.get("model")
     stats = CallStats(
-        served_model=str(served) if served else None,
+        served_model=served_model(message),
         latency_s=latency_s,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,

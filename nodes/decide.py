@@ -68,7 +68,7 @@ def _record(
         calls[SCORER_BY_KEY[key].cost_role] = outcome.get("call", no_calls())
         flags.extend(f for f in outcome.get("flags", []) if f not in flags)
     started = state.get("started_at") or now
-    return AnswerRecord(
+    record = AnswerRecord(
         index=index,
         answer=candidate["answer"],
         raw_reply=candidate["raw_reply"],
@@ -86,6 +86,10 @@ def _record(
         served_model=calls["generate"]["served_model"],
         reasoning_tokens=candidate.get("reasoning_tokens"),
     )
+    samples = outcomes["coherence_result"].get("samples")
+    if samples:
+        record["coherence_samples"] = samples
+    return record
 
 
 def should_pause(record: AnswerRecord, settings: Settings) -> bool:

@@ -29,6 +29,7 @@ from aidanbench.nodes.parsing import extract_answer
 from aidanbench.nodes.prompts import render_generate
 from aidanbench.services import ServicesFactory, role_host
 from aidanbench.services.errors import is_recoverable
+from aidanbench.services.usage import served_model
 
 
 def previous_answers(state: QuestionState) -> list[str]:
@@ -99,7 +100,7 @@ async def ask_model(ctx: NodeContext, question: str, previous: list[str], index:
         answer=answer,
         raw_reply=raw,
         used_answer_tag=tagged,
-        call=message_stats(reply, elapsed(), ctx.price("model"), prompt),
+        call=message_stats(reply, elapsed(), ctx.price("model", served_model(reply)), prompt),
         finish_reason=finish_reason(reply),
         reasoning_tokens=reasoning_tokens(reply),
     )

@@ -14,11 +14,13 @@ from aidanbench.core.state import AnswerRecord
 
 
 def chain_metrics(answers: Sequence[AnswerRecord], reward_mode: str = "count") -> dict[str, Any]:
-    """Score (valid answers), novelty sum and means over valid answers, format adherence.
+    """Score (valid answers), novelty sum and means over valid answers, format adherence
+    (over the answers whose reply was recorded).
 
     With the environment's names beside them; ``reward_mode`` chooses what ``reward`` is.
     """
     valid = [a for a in answers if a["valid"]]
+    tagged = [a for a in answers if a["used_answer_tag"] is not None]
     llm = [a["llm_novelty"] for a in valid if a["llm_novelty"] is not None]
     metrics = {
         "score": len(valid),
@@ -27,7 +29,7 @@ def chain_metrics(answers: Sequence[AnswerRecord], reward_mode: str = "count") -
         "mean_novelty": fmean(a["novelty"] for a in valid) if valid else None,
         "mean_llm_novelty": fmean(llm) if llm else None,
         "format_adherence": (
-            sum(1 for a in answers if a["used_answer_tag"]) / len(answers) if answers else None
+            sum(1 for a in tagged if a["used_answer_tag"]) / len(tagged) if tagged else None
         ),
     }
     return {**metrics, **environment_aliases(metrics, reward_mode)}

@@ -45,6 +45,10 @@ def finish(meta: dict[str, Any], spec: RunSpec) -> None:
     totals["dollars"] = usage["dollars"]
     totals["dollars_bound"] = usage["dollars_bound"]
     meta["usage"] = usage
+    for record in (meta.get("judging") or {}).values():
+        if isinstance(record, dict):
+            key = f"judge:{record.get('judge_model')}"
+            record["served"] = usage["served_models"].get(key, {})
     meta["prices"] = {
         **price_table(spec.prices).describe(),
         "file": None if spec.prices is None else str(spec.prices),

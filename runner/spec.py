@@ -82,6 +82,12 @@ class RunSpec(BaseModel):
         description="Dollars the run may spend over all its sessions; once reached no "
         "question starts and those in flight stop at their next turn (stop reason budget).",
     )
+    coherence_threshold_source: dict[str, Any] | None = Field(
+        default=None,
+        description="Where the coherence threshold came from, recorded per model in the "
+        "metadata: a calibration file ({'kind': 'calibration', 'file', 'sha256', "
+        "'judge_model'}); None: given, or the benchmark's 15 when left at its default.",
+    )
     use_stored_settings: bool = Field(
         default=False,
         description="Settings left out take the run directory's recorded values instead "

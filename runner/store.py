@@ -266,6 +266,7 @@ def session_record(spec: RunSpec, tasks: Sequence[Task]) -> dict[str, Any]:
         "questions_sha256": question_set_hash(sorted(questions)),
         "questions_source": spec.questions_source,
         "operational": operational_settings(first),
+        "coherence_threshold_source": spec.coherence_threshold_source,
         "endpoints": endpoints(first),
         "concurrency": spec.concurrency,
         "server": spec.server,
@@ -312,6 +313,13 @@ def grown_metadata(
             {**scoring_settings(task.settings), "prompts_sha256": prompts_sha256()},
         )
     meta["scoring_settings"] = scoring
+    judging = meta.get("judging")
+    judging = dict(judging) if isinstance(judging, dict) else {}
+    for task in tasks:
+        judging.setdefault(
+            task.settings.model, judging_record(task.settings, spec.coherence_threshold_source)
+        )
+    meta["judging"] = judging
     meta.setdefault("package_version", importlib_metadata.version("aidanbench"))
     meta.setdefault("git_commit", git_commit())
     meta.setdefault("python", platform.python_version())
@@ -342,6 +350,22 @@ def grown_metadata(
             session["status"] = "killed"
     meta["sessions"] = [*earlier, session_record(spec, tasks)]
     return meta
+
+
+def judging_record(settings: Settings, source: dict[str, Any] | None) -> dict[str, Any]:
+    """How a model's answers are judged, and where its coherence threshold came from: a
+    calibration file (its path and sha256), ``given`` on the command line, or
+    ``benchmark``, the published 15 (a cut on o1-mini's scale)."""
+    if source is None:
+        default = Settings.model_fields["coherence_threshold"].default
+        kind = "benchmark" if settings.coherence_threshold == default else "given"
+        source = {"kind": kind}
+    return {
+        "judge_model": settings.judge_model,
+        "coherence_threshold": settings.coherence_threshold,
+        "coherence_threshold_source": source,
+        "judge_samples": settings.judge_samples,
+    }
 
 
 def question_counts(meta: dict[str, Any], lines: Sequence[dict[str, Any]]) -> None:

@@ -1,4 +1,4 @@
-"""A content-addressed cache of embeddings and judge similarity scores.
+"""A content-addressed cache of embeddings and judge scores.
 
 Vectors are kept out of checkpointed state (they made checkpoints grow quadratically) and
 stored here instead, keyed by (namespace, sha256 of the text), so each answer is embedded
@@ -6,7 +6,11 @@ once per embedding model, even across restarts and by ``rescore``. The namespace
 everything that decides a vector: the endpoint and the model (``embedding_namespace``),
 so a long-lived process serving runs against several endpoints never hands one
 endpoint's vector to another. Similarity judgements are keyed by (judge namespace,
-sha256 of the rendered prompt): each pair of answers is judged at most once.
+sha256 of the rendered prompt): each pair of answers is judged at most once. Coherence
+judgments made outside a run (``aidanbench calibrate`` and ``rescore --judge-model``) are
+kept the same way, one row per sample with the model that served it, and so are the ids
+of batches those commands submitted (``services.batch``), so a killed command resumes
+its batch instead of paying for a second one.
 
 Only usable vectors are stored: finite, not all zeros, and of the one length the
 namespace's vectors have (the most common length on disk, else the first stored). A
@@ -46,6 +50,15 @@ CREATE TABLE IF NOT EXISTS embeddings (
 CREATE TABLE IF NOT EXISTS similarities (
     judge TEXT NOT NULL, digest BLOB NOT NULL, score INTEGER NOT NULL,
     PRIMARY KEY (judge, digest)
+);
+CREATE TABLE IF NOT EXISTS judgments (
+    judge TEXT NOT NULL, digest BLOB NOT NULL, sample INTEGER NOT NULL,
+    score INTEGER NOT NULL, served TEXT,
+    PRIMARY KEY (judge, digest, sample)
+);
+CREATE TABLE IF NOT EXISTS batches (
+    digest TEXT PRIMARY KEY, batch_id TEXT NOT NULL, created REAL NOT NULL,
+    collected INTEGER NOT NULL DEFAULT 0
 );
 """
 
@@ -234,6 +247,56 @@ class ScoreCache:
                 self._db.execute(
                     "INSERT OR REPLACE INTO similarities VALUES (?, ?, ?)", (*key, score)
                 )
+
+    def judgments(self, judge: str, prompt: str) -> list[tuple[int, str | None]]:
+        """Cached coherence judgments of the rendered prompt, in sample order, each with
+        the model that served it (on disk only: these commands keep no memory layer)."""
+        if self._db is None:
+            return []
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT score, served FROM judgments WHERE judge = ? AND digest = ? "
+                "ORDER BY sample",
+                (judge, digest(prompt)),
+            ).fetchall()
+        return [(int(score), served) for score, served in rows]
+
+    def put_judgments(
+        self, judge: str, prompt: str, judged: Sequence[tuple[int, str | None]]
+    ) -> None:
+        """Store every judgment of the rendered prompt (replacing what was there)."""
+        if self._db is None:
+            return
+        key = digest(prompt)
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.execute("DELETE FROM judgments WHERE judge = ? AND digest = ?", (judge, key))
+            self._db.executemany(
+                "INSERT INTO judgments VALUES (?, ?, ?, ?, ?)",
+                [(judge, key, n, score, served) for n, (score, served) in enumerate(judged)],
+            )
+            self._db.execute("COMMIT")
+
+    def batch(self, request_digest: str) -> tuple[str, bool] | None:
+        """The batch submitted for these requests, and whether its results were stored."""
+        if self._db is None:
+            return None
+        with self._lock:
+            row = self._db.execute(
+                "SELECT batch_id, collected FROM batches WHERE digest = ?", (request_digest,)
+            ).fetchone()
+        return None if row is None else (str(row[0]), bool(row[1]))
+
+    def put_batch(self, request_digest: str, batch_id: str, *, collected: bool = False) -> None:
+        """Record the batch submitted for these requests (before anything else is done
+        with it, so a killed command finds it)."""
+        if self._db is None:
+            return
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO batches VALUES (?, ?, strftime('%s', 'now'), ?)",
+                (request_digest, batch_id, int(collected)),
+            )
 
     def close(self) -> None:
         """Close the database; the in-memory copy stays usable."""

@@ -34,7 +34,7 @@ from langchain_core.messages import AIMessage
 from langgraph.config import get_config
 
 from aidanbench.core.errors import MalformedReply
-from aidanbench.services.pricing import Price
+from aidanbench.services.pricing import Price, PriceTable
 from aidanbench.services.usage import (
     UsageLedger,
     call_site,
@@ -42,21 +42,39 @@ from aidanbench.services.usage import (
     output_bound,
     prompt_tokens,
     reply_usage,
+    served_model,
     usage_metadata,
 )
 
 
 @dataclass(frozen=True)
 class ChatLedger:
-    """Where one chat client's requests are recorded (``services.usage``)."""
+    """Where one chat client's requests are recorded (``services.usage``), and the prices
+    they are charged at (the served model's: ``PriceTable.served_price``)."""
 
     ledger: UsageLedger
     role: str
     model: str
     """The name the lines carry: the row's (a variant's ``NAME@LABEL``)."""
-    price: Price | None
+    prices: PriceTable
     priced_as: str | None = None
-    """The model ``price`` is of, when not ``model`` (a variant's ``NAME``)."""
+    """The name the model is asked and priced by, when not ``model`` (a variant's
+    ``NAME``)."""
+
+    @property
+    def asked(self) -> str:
+        """The model asked for, as the price table names it."""
+        return self.priced_as or self.model
+
+    @property
+    def price(self) -> Price | None:
+        """The asked model's price (what bounds a request before its reply names what
+        served)."""
+        return self.prices.price(self.asked)
+
+    def served_price(self, served: str | None) -> Price | None:
+        """The price of a reply served by ``served`` (``PriceTable.served_price``)."""
+        return self.prices.served_price(self.asked, served)
 
 
 def caller() -> dict[str, Any]:
@@ -136,6 +154,26 @@ def read_reply(body: bytes) -> AIMessage:
     )
 
 
+def chat_body(
+    model: str,
+    prompt: str,
+    temperature: float | None = None,
+    extra_body: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The request body ``ChatOpenAI`` sends for one user message (``OpenAIChat`` sends
+    it, and a batch line carries it: ``services.batch``)."""
+    body: dict[str, Any] = {
+        "messages": [{"role": "user", "content": prompt}],
+        "model": model,
+        "stream": False,
+    }
+    if temperature is not None:
+        body["temperature"] = temperature
+    if extra_body:
+        body.update(extra_body)
+    return body
+
+
 @dataclass(frozen=True)
 class OpenAIChat:
     """One model behind an OpenAI-compatible endpoint, asked one user message at a time.
@@ -152,16 +190,7 @@ class OpenAIChat:
 
     def body(self, prompt: str) -> dict[str, Any]:
         """The request body ``ChatOpenAI`` sends for one user message."""
-        body: dict[str, Any] = {
-            "messages": [{"role": "user", "content": prompt}],
-            "model": self.model,
-            "stream": False,
-        }
-        if self.temperature is not None:
-            body["temperature"] = self.temperature
-        if self.extra_body:
-            body.update(self.extra_body)
-        return body
+        return chat_body(self.model, prompt, self.temperature, self.extra_body)
 
     async def reply(self, prompt: str) -> AIMessage:
         """The model's reply to ``prompt``; the OpenAI client's errors for an HTTP error,
@@ -191,13 +220,15 @@ class OpenAIChat:
             record.ledger.failed(record.role, record.model, request, error_status(exc))
             raise
         text = message.content if isinstance(message.content, str) else ""
+        served = served_model(message)
         record.ledger.replied(
             record.role,
             record.model,
             reply_usage(message),
-            record.price,
+            record.served_price(served),
             where,
             priced_as=record.priced_as,
+            served=served,
             request=request,
             prompt=prompt,
             reply=text,

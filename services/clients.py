@@ -75,8 +75,8 @@ def chat_ledger(settings: Settings, role: str, model: str, name: str) -> ChatLed
     ``name`` (a variant's ``NAME@LABEL``), priced as ``model``, the name sent."""
     if settings.usage_path is None:
         return None
-    price = price_table(settings.prices_path).price(model)
-    return ChatLedger(ledger(settings.usage_path), role, name, price, model)
+    prices = price_table(settings.prices_path)
+    return ChatLedger(ledger(settings.usage_path), role, name, prices, model)
 
 
 def openai_client(
@@ -122,7 +122,7 @@ def chat_client(
                 record.ledger,
                 role,
                 record.model,
-                record.price,
+                record.prices,
                 priced_as=record.priced_as,
                 request_body=extra_body,
             )

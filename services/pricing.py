@@ -10,11 +10,20 @@ replaces the bundled price of every model it names.
 A model with no price has an *unknown* cost (``None``), never 0: adding an unknown to
 anything gives unknown, so a total is only a number when every part of it is. A cost
 the provider reported with the reply (OpenRouter's ``usage.cost``) wins over the table.
+
+A call is priced as the model that *served* it (the reply's ``model``), not the one asked
+for: a provider that substitutes another model bills that model. One exception keeps the
+common case right: OpenAI answers a request for an alias (``gpt-4o-mini``) with the dated
+snapshot it routed to (``gpt-4o-mini-2024-07-18``), and a snapshot the table does not list
+is priced as its alias (``same_model``). Any other served name absent from the table is
+unknown, never the asked model's price. Calls made through a batch API cost
+``BATCH_DISCOUNT`` of the list price (OpenAI's and OpenRouter's batch prices are half).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +36,25 @@ BUNDLED = "prices.json"
 
 PER = 1_000_000
 """Prices are per this many tokens."""
+
+BATCH_DISCOUNT = 0.5
+"""What a batch API call costs as a share of the list price (OpenAI, OpenRouter: half)."""
+
+_SNAPSHOT = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4})$")
+"""A dated snapshot's suffix: ``-2024-07-18`` (OpenAI), ``-20241022``, ``-0125``."""
+
+
+def same_model(asked: str, served: str | None) -> bool:
+    """Whether ``served`` is the model asked for: the same name, or a dated snapshot of it
+    (``gpt-4o-mini`` served as ``gpt-4o-mini-2024-07-18``, which is how OpenAI reports an
+    alias it routed), a provider prefix (``openai/``) on either side set aside. An unknown
+    served model (None: the reply named none) is taken to be the one asked for."""
+    if served is None or served == asked:
+        return True
+    plain_asked, plain_served = asked.rsplit("/", 1)[-1], served.rsplit("/", 1)[-1]
+    if plain_served == plain_asked:
+        return True
+    return _SNAPSHOT.sub("", plain_served) == plain_asked
 
 
 class PriceFileError(ValueError):
@@ -48,6 +76,11 @@ class Price:
         fresh = input_tokens - cached
         return (fresh * self.input + cached * cached_rate + output_tokens * self.output) / PER
 
+    def batch(self) -> Price:
+        """The price of the same call through a batch API (``BATCH_DISCOUNT``)."""
+        cached = None if self.cached_input is None else self.cached_input * BATCH_DISCOUNT
+        return Price(self.input * BATCH_DISCOUNT, cached, self.output * BATCH_DISCOUNT)
+
 
 @dataclass(frozen=True)
 class PriceTable:
@@ -60,6 +93,14 @@ class PriceTable:
     def price(self, model: str | None) -> Price | None:
         """The model's price, or None when it has none (its cost is unknown)."""
         return None if model is None else self.models.get(model)
+
+    def served_price(self, asked: str, served: str | None) -> Price | None:
+        """The price of a call asked of ``asked`` and served by ``served`` (module
+        docstring): the served model's own price, else the asked model's when it served
+        (a dated snapshot of it), else unknown."""
+        if served is not None and served in self.models:
+            return self.models[served]
+        return self.models.get(asked) if same_model(asked, served) else None
 
     def describe(self) -> dict[str, Any]:
         """Provenance for ``metadata.json``: date, source and how many models."""

@@ -48,7 +48,7 @@ from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import LLMResult
 
-from aidanbench.services.pricing import Price
+from aidanbench.services.pricing import Price, PriceTable
 
 LEDGER = "usage.jsonl"
 """The ledger's file name in a run directory."""
@@ -174,6 +174,13 @@ def reply_usage(message: AIMessage) -> Usage:
         output_tokens=_int(usage.get("output_tokens")),
         reasoning_tokens=_int(outputs.get("reasoning")),
     )
+
+
+def served_model(message: AIMessage) -> str | None:
+    """The model the provider says served a chat reply (its ``model`` field), if named."""
+    metadata = message.response_metadata
+    served = metadata.get("model_name") or metadata.get("model")
+    return str(served) if served else None
 
 
 def usage_metadata(usage: Mapping[str, Any]) -> dict[str, Any]:
@@ -338,13 +345,16 @@ def summarise_ledger(path: Path) -> dict[str, Any]:
 
     ``speculative`` counts the look-ahead generations (node ``generate_next``), kept
     apart; ``unpriced_models`` lists the models whose cost is unknown because they have
-    no price, ``without_usage_models`` those with replies that reported no usage.
+    no price (the model that served, where the reply named one), ``without_usage_models``
+    those with replies that reported no usage; ``served_models`` counts, per ``role:asked
+    model`` of the chat roles, the replies by the model the provider said served them.
     """
     lines = list(read_ledger(path))
     overall, lookahead = Totals(), Totals()
     by_model: dict[str, Totals] = {}
     unpriced: set[str] = set()
     without_usage: dict[str, int] = {}
+    served: dict[str, dict[str, int]] = {}
     for line in lines:
         overall.add(line)
         key = f"{line.get('role')}:{line.get('model')}"
@@ -353,11 +363,17 @@ def summarise_ledger(path: Path) -> dict[str, Any]:
             lookahead.add(line)
         if line.get("event") != "usage":
             continue
+        if line.get("role") != "embeddings":
+            name = str(line.get("served_model") or "not reported")
+            counts = served.setdefault(key, {})
+            counts[name] = counts.get(name, 0) + 1
         if line.get("input_tokens") is None or line.get("output_tokens") is None:
             model = str(line.get("model"))
             without_usage[model] = without_usage.get(model, 0) + 1
         elif line.get("cost_usd") is None:
-            unpriced.add(str(line.get("priced_as") or line.get("model")))
+            unpriced.add(
+                str(line.get("served_model") or line.get("priced_as") or line.get("model"))
+            )
     unrecorded = unrecorded_lines(lines)
     overall.settle(unrecorded)
     lookahead.settle([u for u in unrecorded if u.get("node") == "generate_next"])
@@ -369,6 +385,7 @@ def summarise_ledger(path: Path) -> dict[str, Any]:
         "by_role_model": {key: totals.as_dict() for key, totals in sorted(by_model.items())},
         "unpriced_models": sorted(unpriced),
         "without_usage_models": dict(sorted(without_usage.items())),
+        "served_models": {key: dict(sorted(c.items())) for key, c in sorted(served.items())},
     }
 
 
@@ -465,13 +482,17 @@ class UsageLedger:
         where: dict[str, Any],
         *,
         priced_as: str | None = None,
+        served: str | None = None,
+        batch: bool = False,
         request: str | None = None,
         prompt: str | None = None,
         reply: str = "",
     ) -> None:
-        """A reply arrived with this usage (``prompt`` and ``reply`` estimate it when the
-        reply reported none); ``priced_as`` names the model the price is of when it is
-        not ``model`` (a variant ``NAME@LABEL`` is priced as ``NAME``)."""
+        """A reply arrived with this usage; ``price`` is the served model's
+        (``PriceTable.served_price``), at batch prices for a ``batch`` call. ``prompt``
+        and ``reply`` estimate the usage when the reply reported none; ``priced_as``
+        names the model asked for when it is not ``model`` (a variant ``NAME@LABEL`` is
+        asked as ``NAME``)."""
         line: dict[str, Any] = {
             "event": "usage",
             "id": request,
@@ -479,10 +500,13 @@ class UsageLedger:
             "model": model,
             **({"priced_as": priced_as} if priced_as not in (None, model) else {}),
             **where,
+            "served_model": served,
             **{name: getattr(usage, name) for name in TOKEN_FIELDS},
             "provider_cost": usage.provider_cost,
             "cost_usd": usage.dollars(price),
         }
+        if batch:
+            line["batch"] = True
         if not usage.reported and prompt is not None:
             estimate = usage.estimated(prompt, reply)
             line["estimated_input_tokens"] = estimate.input_tokens
@@ -561,12 +585,13 @@ class LedgerCallback(AsyncCallbackHandler):
         ledger: UsageLedger,
         role: str,
         model: str,
-        price: Price | None,
+        prices: PriceTable,
         priced_as: str | None = None,
         request_body: Mapping[str, Any] | None = None,
     ) -> None:
-        self.ledger, self.role, self.model, self.price = ledger, role, model, price
+        self.ledger, self.role, self.model, self.prices = ledger, role, model, prices
         self.priced_as = priced_as
+        self.asked = priced_as or model
         self.output_bound = output_bound(request_body)
         self._where: dict[UUID, tuple[dict[str, Any], str, str]] = {}
 
@@ -589,7 +614,7 @@ class LedgerCallback(AsyncCallbackHandler):
             where,
             input_tokens=prompt_tokens(prompt),
             output_tokens=self.output_bound,
-            price=self.price,
+            price=self.prices.price(self.asked),
         )
         self._where[run_id] = (where, request, prompt)
 
@@ -612,13 +637,15 @@ class LedgerCallback(AsyncCallbackHandler):
                         raw = (response.llm_output or {}).get("token_usage")
                         usage = replace(usage, provider_cost=_cost(raw))
                     text = message.content if isinstance(message.content, str) else ""
+                    served = served_model(message)
                     self.ledger.replied(
                         self.role,
                         self.model,
                         usage,
-                        self.price,
+                        self.prices.served_price(self.asked, served),
                         where,
                         priced_as=self.priced_as,
+                        served=served,
                         request=request,
                         prompt=prompt,
                         reply=text,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import socket
 import struct
 import threading
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
     from .server import OpenAIStub
 
 _log = logging.getLogger("aidanbench.testing.server")
+
+_BATCH = re.compile(r"/v1/batches/([^/]+)")
+_FILE_CONTENT = re.compile(r"/v1/files/([^/]+)/content")
 
 _ABORT = struct.pack("ii", 1, 0)
 """SO_LINGER on, timeout 0: ``close()`` sends a RST instead of a FIN."""
@@ -174,6 +178,9 @@ class Handler(BaseHTTPRequestHandler):
             raise protocol.HTTPError(401, "Incorrect API key provided")
         if method == "GET" and path == "/v1/models":
             return 200, protocol.models_list(stub._served_models())
+        batch_answer = self._batch_route(stub, method, path, raw, draft)
+        if batch_answer is not None:
+            return batch_answer
         if method != "POST" or path not in ("/v1/chat/completions", "/v1/embeddings"):
             raise protocol.HTTPError(404, f"Invalid URL ({method} {path})")
         draft.body = body = protocol.parse_json(raw)
@@ -205,6 +212,25 @@ class Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.rewrite is not None:
             payload = fault.rewrite(payload, info)
         return status, payload
+
+    def _batch_route(
+        self, stub: OpenAIStub, method: str, path: str, raw: bytes, draft: Draft
+    ) -> tuple[int, Any] | None:
+        """The Batch API's files and batches (``testing.batches``), or None for any other
+        path. Fault hooks do not apply here: a batch's lines are answered by the brain."""
+        store = stub.batch_store
+        if method == "POST" and path == "/v1/files":
+            return 200, store.upload(self.headers.get("Content-Type", ""), raw)
+        if method == "POST" and path == "/v1/batches":
+            draft.body = body = protocol.parse_json(raw)
+            return 200, store.create(body)
+        found = _BATCH.fullmatch(path)
+        if method == "GET" and found is not None:
+            return 200, store.retrieve(stub, found.group(1))
+        found = _FILE_CONTENT.fullmatch(path)
+        if method == "GET" and found is not None:
+            return 200, Raw(store.content(found.group(1)), "application/octet-stream")
+        return None
 
     def _answer(
         self, stub: OpenAIStub, draft: Draft, model: str, body: dict[str, Any], key: str

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
+from .batches import BatchStore
 from .brain import Brain, Kind, ScriptedBrain
 from .faults import FaultHook
 from .handler import Draft, Handler, Reset, StubServer
@@ -69,6 +70,8 @@ class OpenAIStub:
     ``stub.base_url``. ``brain``, ``latency`` and ``faults`` may be replaced while it runs.
     Setting ``api_key`` makes it answer 401 to requests without that bearer token;
     ``models`` are listed by ``GET /v1/models`` along with every model requested so far.
+    It also speaks OpenAI's Batch API (``testing.batches``): a batch completes
+    ``batch_seconds`` after it was created, its lines answered by the same brain.
     """
 
     def __init__(
@@ -79,12 +82,15 @@ class OpenAIStub:
         faults: FaultHook | None = None,
         api_key: str | None = None,
         models: Sequence[str] = (),
+        batch_seconds: float = 0.0,
     ) -> None:
         self.brain: Brain = brain if brain is not None else ScriptedBrain()
         self.latency = latency if latency is not None else Latency()
         self.faults = faults
         self.api_key = api_key
         self.models = tuple(models)
+        self.batch_seconds = batch_seconds
+        self.batch_store = BatchStore()
         self._lock = threading.Lock()
         self._records: list[RecordedRequest] = []
         self._attempts: dict[tuple[Kind, str], int] = {}

@@ -254,8 +254,15 @@ class Browser:
 
 @contextmanager
 def chromium(executable: str) -> Iterator[Browser]:
-    """A headless Chromium for the duration of the block, with a throwaway profile."""
-    with tempfile.TemporaryDirectory(prefix="aidanbench-chromium-") as profile:
+    """A headless Chromium for the duration of the block, with a throwaway profile.
+
+    Chromium's helper processes can still be writing to the profile for a moment after
+    the browser process has exited, so removing it may race them: what is left then is
+    only a temporary folder, not a test failure.
+    """
+    with tempfile.TemporaryDirectory(
+        prefix="aidanbench-chromium-", ignore_cleanup_errors=True
+    ) as profile:
         browser = Browser(executable, Path(profile))
         try:
             yield browser

@@ -176,9 +176,11 @@ def test_inputs_with_another_judge_and_thresholds_warn_one_line_each(
     assert len(judge) == 1 and "other-judge: m2 @ 0.7" in judge[0]
     assert len(thresholds) == 1 and "novelty > 0.2: m2 @ 0.7" in thresholds[0]
     assert not [w for w in found if "embedding" in w or "prompt" in w]
+    uncalibrated = [w for w in found if "o1-mini's threshold, uncalibrated" in w]
+    assert len(uncalibrated) == 1 and uncalibrated[0].startswith("m2 @ 0.7: judged by other-judge")
     text = output(capsys, "report", str(runs["a"]), str(runs["b_other"]))
     starts = [line for line in text.splitlines() if line.startswith("warning: ")]
-    assert len(starts) == len(found) == 2, "one warning each (folded to the terminal's width)"
+    assert len(starts) == len(found) == 3, "one warning each (folded to the terminal's width)"
     flat = " ".join(text.split())
     assert all(" ".join(w.split()) in flat for w in found)
 

@@ -187,7 +187,12 @@ def test_llm_novelty_threshold(tmp_path: Path, capsys: pytest.CaptureFixture[str
 @pytest.mark.parametrize(
     ("coherence", "novelty", "llm", "message"),
     [
-        ("abc", "0.15", None, "--coherence-threshold must be a number, got 'abc'"),
+        (
+            "abc",
+            "0.15",
+            None,
+            "--coherence-threshold must be a number or a judge calibration file, got 'abc'",
+        ),
         ("-1", "0.15", None, "--coherence-threshold must be between 0 and 100"),
         ("100.5", "0.15", None, "--coherence-threshold must be between 0 and 100"),
         ("nan", "0.15", None, "--coherence-threshold must be between 0 and 100"),

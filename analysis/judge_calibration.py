@@ -1,0 +1,438 @@
+"""Calibrating a successor judge against the published run's o1-mini scores.
+
+Every published AidanBench score rests on o1-mini's coherence judgments, and o1-mini is
+no longer served. Another judge scores on its own scale: a cut of 15 there need not mean
+what it meant for o1-mini. Calibration takes a reference run (the bundled published one
+by default), the recorded o1-mini score of every answer, and the successor's judgment of
+the same answer with the same prompt, and reports:
+
+* how the two scales relate, answer by answer: Spearman's rank correlation, the mean
+  absolute difference, and a least-squares line (successor ≈ a + b · o1-mini);
+* the threshold on the successor's scale whose ``> threshold`` decisions agree best with
+  o1-mini's ``> 15``; decision agreement there and at 15 unchanged;
+* every reference chain walked again under the successor's judgments (recorded novelty
+  kept) at each threshold: the models' totals and Kendall's tau of their ranking against
+  the published totals.
+
+Choosing the threshold: every cut between two successive distinct successor scores makes
+the same decisions as any other cut between them, so the search is over those intervals.
+The intervals with the most agreeing decisions win; ties go to the interval whose
+question scores match the reference best (most equal, then the smallest mean absolute
+difference), then to the one nearest the line's image of 15. Inside the chosen interval
+the threshold is that image when it lies there, else the interval's midpoint. The image
+matters because the published run holds very few coherence failures (one answer of
+1,161, scored 0): decision agreement then leaves a wide interval, and the line through
+all 1,161 pairs is what says where on the successor's scale o1-mini's 15 falls.
+
+Chains end at their first invalid answer, so a threshold that passes a recorded terminal
+answer can only count the chain up to its recorded end: such chains are *censored*
+(lower bounds), counted in the figures. The judge is injected as the judgments
+themselves (``scores``), so this module makes no call.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aidanbench.analysis.calibrate import QuestionKey, kendall_tau_b, round_threshold
+from aidanbench.analysis.judge_noise import SAMPLES_KEY, JudgeNoise, judge_noise
+from aidanbench.core.results import QuestionResult, chain_validity
+from aidanbench.core.thresholds import Thresholds
+
+REFERENCE_COHERENCE_THRESHOLD = Thresholds().coherence
+"""o1-mini's cut in the published benchmark (15)."""
+
+REFERENCE_JUDGE = "o1-mini"
+"""The judge behind the published run's coherence scores."""
+
+AnswerKey = tuple[str, str]
+"""(question, answer text): what a judgment is of."""
+
+
+@dataclass(frozen=True)
+class JudgeRule:
+    """What ``coherence > threshold`` on the successor's scale gives on the reference."""
+
+    threshold: float
+    agreeing: int
+    decision_agreement: float
+    false_pass: int
+    """Answers o1-mini failed (≤ 15) that pass here."""
+    false_fail: int
+    """Answers o1-mini passed that fail here."""
+    scores: tuple[int, ...]
+    """Per reference chain (aligned with ``JudgeCalibration.questions``)."""
+    equal_scores: int
+    mean_abs_score_diff: float
+    censored: int
+    """Chains whose every recorded answer passes: their score is a lower bound."""
+    model_totals: dict[str, int]
+    kendall_tau: float | None
+    """Tau-b of the models' totals against the reference totals; None when undefined."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready figures."""
+        return {
+            "threshold": self.threshold,
+            "agreement": self.decision_agreement,
+            "agreeing_decisions": self.agreeing,
+            "false_pass": self.false_pass,
+            "false_fail": self.false_fail,
+            "equal_question_scores": self.equal_scores,
+            "mean_abs_score_diff": self.mean_abs_score_diff,
+            "censored_questions": self.censored,
+            "model_totals": dict(self.model_totals),
+            "kendall_tau": self.kendall_tau,
+        }
+
+
+@dataclass(frozen=True)
+class JudgeCalibration:
+    """A successor judge measured against a reference run's o1-mini judgments."""
+
+    judge_model: str
+    reference_threshold: float
+    novelty_threshold: float
+    questions: tuple[QuestionKey, ...]
+    recorded: np.ndarray
+    """o1-mini's score of every answer, chain after chain."""
+    judged: np.ndarray
+    """The successor's deciding judgment of the same answers."""
+    samples: tuple[tuple[int, ...], ...]
+    """Every judgment of each answer (the deciding one first)."""
+    reference_totals: dict[str, int]
+    spearman: float | None
+    mean_abs_diff: float
+    fit: tuple[float, float] | None
+    """(intercept, slope) of successor ≈ a + b · o1-mini; None when undefined."""
+    image: float | None
+    """The line's value at the reference threshold: where 15 falls on this scale."""
+    calibrated: JudgeRule
+    at_reference: JudgeRule
+    """The reference threshold (15) applied unchanged on the successor's scale."""
+    setting_value: float
+    """The threshold rounded (3 decimals or more) without changing a decision."""
+    interval: tuple[float, float]
+    """The successor scores between which every cut decides as ``threshold`` does."""
+    noise: dict[str, JudgeNoise]
+    """Per model, with several judgments per answer: the judge's noise there."""
+    agreement_by_sample: tuple[float, ...]
+    """Decision agreement at ``threshold`` when judgment j decides instead of the first."""
+
+    @property
+    def threshold(self) -> float:
+        """The calibrated threshold."""
+        return self.calibrated.threshold
+
+    @property
+    def reference_pass_rate(self) -> float:
+        """Share of answers o1-mini passed: the agreement of a judge passing everything."""
+        return float(np.mean(self.recorded > self.reference_threshold))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``judge`` object of ``calibrate --json`` (and of the calibration file)."""
+        return {
+            "model": self.judge_model,
+            "reference_judge": REFERENCE_JUDGE,
+            "reference_threshold": self.reference_threshold,
+            "novelty_threshold": self.novelty_threshold,
+            "threshold": self.threshold,
+            "setting_value": self.setting_value,
+            "agreement": self.calibrated.decision_agreement,
+            "agreement_at_reference_threshold": self.at_reference.decision_agreement,
+            "reference_pass_rate": self.reference_pass_rate,
+            "equivalent_interval": list(self.interval),
+            "answers": int(self.recorded.size),
+            "questions": len(self.questions),
+            "reference_failures": int(np.sum(self.recorded <= self.reference_threshold)),
+            "spearman": self.spearman,
+            "mean_abs_diff": self.mean_abs_diff,
+            "fit": None if self.fit is None else {"intercept": self.fit[0], "slope": self.fit[1]},
+            "image_of_reference_threshold": self.image,
+            "reference_totals": dict(self.reference_totals),
+            "calibrated": self.calibrated.to_dict(),
+            "at_reference_threshold": self.at_reference.to_dict(),
+            "samples": max(len(s) for s in self.samples),
+            "agreement_by_sample": list(self.agreement_by_sample),
+            "noise": {model: noise.to_dict() for model, noise in self.noise.items()},
+            "question_scores": [
+                {
+                    "model": q.model,
+                    "temperature": q.temperature,
+                    "question": q.question,
+                    "reference": q.reference_score,
+                    "calibrated": self.calibrated.scores[i],
+                    "at_reference_threshold": self.at_reference.scores[i],
+                }
+                for i, q in enumerate(self.questions)
+            ],
+        }
+
+
+def rank_correlation(x: np.ndarray, y: np.ndarray) -> float | None:
+    """Spearman's rho (Pearson on average ranks); None when either side is constant."""
+    rx, ry = _ranks(x), _ranks(y)
+    if np.all(rx == rx[0]) or np.all(ry == ry[0]):
+        return None
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(len(values), dtype=np.float64)
+    distinct, inverse = np.unique(values, return_inverse=True)
+    sums = np.bincount(inverse, weights=ranks, minlength=len(distinct))
+    counts = np.bincount(inverse, minlength=len(distinct))
+    return (sums / counts)[inverse]
+
+
+def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
+    """(intercept, slope) of y ≈ a + b x; None when x is constant."""
+    if np.all(x == x[0]):
+        return None
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(intercept), float(slope)
+
+
+@dataclass(frozen=True)
+class _Data:
+    questions: tuple[QuestionKey, ...]
+    chains: tuple[QuestionResult, ...]
+    """The reference chains with the successor's deciding judgment as coherence."""
+    labels: tuple[str, ...]
+    models: tuple[str, ...]
+    reference_totals: dict[str, int]
+    novelty_threshold: float
+
+
+def _rule(threshold: float, data: _Data, judged: np.ndarray, reference: np.ndarray) -> JudgeRule:
+    decisions = judged > threshold
+    agreeing = int(np.sum(decisions == reference))
+    rule = Thresholds(coherence=threshold, novelty=data.novelty_threshold)
+    scores: list[int] = []
+    censored = 0
+    for chain in data.chains:
+        flags, _ = chain_validity(((a.coherence, a.novelty, None) for a in chain.answers), rule)
+        scores.append(sum(flags))
+        censored += all(flags)
+    diffs = [abs(s - q.reference_score) for s, q in zip(scores, data.questions, strict=True)]
+    totals = dict.fromkeys(data.models, 0)
+    for label, score in zip(data.labels, scores, strict=True):
+        totals[label] += score
+    return JudgeRule(
+        threshold=float(threshold),
+        agreeing=agreeing,
+        decision_agreement=agreeing / len(decisions),
+        false_pass=int(np.sum(decisions & ~reference)),
+        false_fail=int(np.sum(~decisions & reference)),
+        scores=tuple(scores),
+        equal_scores=sum(d == 0 for d in diffs),
+        mean_abs_score_diff=sum(diffs) / len(diffs),
+        censored=censored,
+        model_totals=totals,
+        kendall_tau=kendall_tau_b(
+            [data.reference_totals[m] for m in data.models], [totals[m] for m in data.models]
+        ),
+    )
+
+
+def _intervals(values: np.ndarray) -> list[tuple[float, float]]:
+    """Every interval [low, high) of cuts making the same decisions on ``values``: below
+    the smallest value (when above 0, a threshold's least), then between successive
+    distinct values."""
+    distinct = np.unique(values)
+    found = [(0.0, float(distinct[0]))] if distinct[0] > 0 else []
+    found += [(float(a), float(b)) for a, b in itertools.pairwise(distinct)]
+    return found
+
+
+def _choose(
+    data: _Data, judged: np.ndarray, reference: np.ndarray, image: float | None
+) -> tuple[float, tuple[float, float]]:
+    """The calibrated threshold and its interval (module docstring)."""
+    candidates = _intervals(judged)
+    if not candidates:
+        raise ValueError("every answer got the same judgment of 0: nothing to calibrate")
+    agree = [int(np.sum((judged > low) == reference)) for low, _ in candidates]
+    best = [c for c, a in zip(candidates, agree, strict=True) if a == max(agree)]
+
+    def rank(interval: tuple[float, float]) -> tuple[float, float, float]:
+        figures = _rule(interval[0], data, judged, reference)
+        low, high = interval
+        if image is None or low <= image < high:
+            distance = 0.0
+        else:
+            distance = min(abs(image - low), abs(image - high))
+        return -figures.equal_scores, figures.mean_abs_score_diff, distance
+
+    chosen = min(best, key=rank)
+    low, high = chosen
+    inside = image is not None and low <= image < high
+    return (float(image) if inside and image is not None else (low + high) / 2.0), chosen
+
+
+def calibrate_judge(
+    questions: Sequence[QuestionResult],
+    scores: Mapping[AnswerKey, Sequence[int]],
+    *,
+    judge_model: str,
+    reference_threshold: float = REFERENCE_COHERENCE_THRESHOLD,
+    novelty_threshold: float = Thresholds().novelty,
+) -> JudgeCalibration:
+    """Calibrate the judge whose judgments of each (question, answer) are ``scores``
+    (the deciding one first) against the reference chains ``questions``.
+
+    Raises ``ValueError`` when an answer has no recorded score or no judgment.
+    """
+    if not questions:
+        raise ValueError("the reference has no questions")
+    several_temperatures = len({q.temperature for q in questions}) > 1
+    reference_rule = Thresholds(coherence=reference_threshold, novelty=novelty_threshold)
+    keys: list[QuestionKey] = []
+    chains: list[QuestionResult] = []
+    labels: list[str] = []
+    recorded: list[float] = []
+    samples: list[tuple[int, ...]] = []
+    for question in questions:
+        flags, _ = chain_validity(
+            ((a.coherence, a.novelty, None) for a in question.answers), reference_rule
+        )
+        rows = []
+        for a in question.answers:
+            if a.coherence is None:
+                raise ValueError(f"answer {a.index} of {question.question[:60]!r} has no score")
+            judged = tuple(scores.get((question.question, a.answer), ()))
+            if not judged:
+                raise ValueError(f"answer {a.index} of {question.question[:60]!r} is not judged")
+            recorded.append(a.coherence)
+            samples.append(judged)
+            extra = {**a.extra, SAMPLES_KEY: [float(s) for s in judged]}
+            rows.append(replace(a, coherence=float(judged[0]), extra=extra))
+        label = question.model
+        if several_temperatures:
+            label = f"{question.model} T={question.temperature:g}"
+        keys.append(
+            QuestionKey(question.model, question.temperature, question.question, sum(flags))
+        )
+        chains.append(replace(question, answers=tuple(rows), thresholds=None))
+        labels.append(label)
+    models = tuple(dict.fromkeys(labels))
+    totals = dict.fromkeys(models, 0)
+    for label, key in zip(labels, keys, strict=True):
+        totals[label] += key.reference_score
+    data = _Data(tuple(keys), tuple(chains), tuple(labels), models, totals, novelty_threshold)
+    x = np.asarray(recorded, dtype=np.float64)
+    y = np.asarray([s[0] for s in samples], dtype=np.float64)
+    reference = x > reference_threshold
+    fit = least_squares(x, y)
+    image = None if fit is None or fit[1] <= 0 else fit[0] + fit[1] * reference_threshold
+    threshold, interval = _choose(data, y, reference, image)
+    calibrated = _rule(threshold, data, y, reference)
+    width = max(len(s) for s in samples)
+    by_sample = tuple(
+        float(
+            np.mean((np.asarray([s[min(j, len(s) - 1)] for s in samples]) > threshold) == reference)
+        )
+        for j in range(width)
+    )
+    rule = Thresholds(coherence=threshold, novelty=novelty_threshold)
+    noise: dict[str, JudgeNoise] = {}
+    if width > 1:
+        for model in models:
+            lines = [c for c, label in zip(chains, labels, strict=True) if label == model]
+            found = judge_noise(lines, rule)
+            if found is not None:
+                noise[model] = found
+    return JudgeCalibration(
+        judge_model=judge_model,
+        reference_threshold=reference_threshold,
+        novelty_threshold=novelty_threshold,
+        questions=tuple(keys),
+        recorded=x,
+        judged=y,
+        samples=tuple(samples),
+        reference_totals=totals,
+        spearman=rank_correlation(x, y),
+        mean_abs_diff=float(np.mean(np.abs(y - x))),
+        fit=fit,
+        image=image,
+        calibrated=calibrated,
+        at_reference=_rule(reference_threshold, data, y, reference),
+        setting_value=round_threshold(threshold, y),
+        interval=interval,
+        noise=noise,
+        agreement_by_sample=by_sample,
+    )
+
+
+def plot_judge_calibration(calibration: JudgeCalibration, path: Path) -> Path:
+    """Scatter of o1-mini's recorded score against the successor's deciding judgment,
+    one point per distinct pair (its area grows with how many answers share it), coloured
+    by how the calibrated rule's decision compares with o1-mini's, with both cuts and the
+    fitted line drawn. matplotlib's object API on an Agg canvas (no display needed)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    x, y = calibration.recorded, calibration.judged
+    t, r = calibration.threshold, calibration.reference_threshold
+    ref, got = x > r, y > t
+    fig = Figure(figsize=(7.5, 6.2), dpi=120, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    groups = [
+        (ref & got, "both pass", "#9aa5b1"),
+        (~ref & ~got, "both fail", "#1f5fbf"),
+        (~ref & got, "passes here, fails for o1-mini", "#d62728"),
+        (ref & ~got, "fails here, passes for o1-mini", "#ff9f1c"),
+    ]
+    for mask, label, colour in groups:
+        if not mask.any():
+            continue
+        pairs, counts = np.unique(np.stack([x[mask], y[mask]], axis=1), axis=0, return_counts=True)
+        ax.scatter(
+            pairs[:, 0],
+            pairs[:, 1],
+            s=10 + 12 * np.sqrt(counts),
+            c=colour,
+            alpha=0.7,
+            linewidths=0,
+            label=f"{label} ({int(mask.sum())})",
+        )
+    ax.axvline(r, color="black", linewidth=1, label=f"o1-mini's cut {r:g} (x)")
+    ax.axhline(r, color="black", linestyle=":", linewidth=1.2, label=f"{r:g} unchanged (y)")
+    ax.axhline(
+        t,
+        color="#2ca02c",
+        linestyle="--",
+        linewidth=1.6,
+        label=f"calibrated {calibration.setting_value:g} (y)",
+    )
+    if calibration.fit is not None:
+        a, b = calibration.fit
+        xs = np.asarray([0.0, 100.0])
+        ax.plot(xs, a + b * xs, color="#8e44ad", linewidth=1, label=f"fit {a:.1f} + {b:.2f}·x")
+    ax.set_xlim(-2, 102)
+    ax.set_ylim(-2, 102)
+    ax.set_xlabel(f"coherence, {REFERENCE_JUDGE} (recorded)")
+    ax.set_ylabel(f"coherence, {calibration.judge_model}")
+    cal, unc = calibration.calibrated, calibration.at_reference
+    rho = "undefined" if calibration.spearman is None else f"{calibration.spearman:.3f}"
+    ax.set_title(
+        f"Judge calibration: {calibration.judge_model}, {calibration.recorded.size} answers\n"
+        f"Spearman {rho}, mean |diff| {calibration.mean_abs_diff:.1f}; decision agreement "
+        f"{cal.decision_agreement:.1%} at {calibration.setting_value:g} vs "
+        f"{unc.decision_agreement:.1%} at {r:g}",
+        fontsize=10,
+    )
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+    path = Path(path)
+    fig.savefig(path)
+    return path

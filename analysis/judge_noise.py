@@ -1,0 +1,199 @@
+"""The judge's own noise, from answers judged several times (``judge_samples`` K > 1).
+
+A judge asked the same prompt twice need not answer the same (o1-mini could not be given
+a temperature; today's reasoning judges sample too). With K judgments of each answer
+this measures, for one (model, temperature):
+
+* the **spread** of each answer's judgments (largest minus smallest; their standard
+  deviation), averaged over the answers judged more than once;
+* the **flips**: answers whose judgments fall on both sides of the coherence threshold,
+  so that which judgment decides changes whether the answer is valid;
+* an **interval of the score with judge resampling**: each bootstrap replicate draws the
+  questions (with their repeats, as ``summary``'s interval does) *and*, for every answer,
+  one of its K judgments; each chain is walked again under the drawn judgments (recorded
+  novelty kept) and counts its valid answers up to its first failure. Beside it, the same
+  replicates with the deciding judgments only: the interval from question resampling
+  alone. The first is wider by what the judge's noise adds.
+
+The score itself stays the benchmark's: the first judgment decides (``nodes.judging``).
+A chain walked under drawn judgments can pass its recorded terminal answer (a judgment
+that failed it is replaced by one that passes); what would have followed was never
+generated, so such a chain counts up to where the recording ends, a lower bound; the
+number of chains where that can happen is reported (``open_chains``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from aidanbench.core.results import AnswerRow, QuestionResult
+from aidanbench.core.thresholds import Thresholds
+
+SAMPLES_KEY = "coherence_samples"
+"""Where an answer's judgments are kept (``AnswerRecord``; ``AnswerRow.extra``)."""
+
+RESAMPLES = 10_000
+"""Bootstrap replicates (``summary.BOOTSTRAP_RESAMPLES``; a test holds them equal)."""
+
+SEED = 20241
+"""Seed of the question draws (``summary.BOOTSTRAP_SEED``; a test holds them equal): the
+question-only interval is ``summary.bootstrap_sum``'s. Judgments are drawn from the next
+seed."""
+
+
+def judgments(answer: AnswerRow) -> list[float]:
+    """Every coherence judgment of an answer, the deciding one first."""
+    samples = answer.extra.get(SAMPLES_KEY)
+    if isinstance(samples, list) and samples:
+        return [float(s) for s in samples]
+    return [] if answer.coherence is None else [float(answer.coherence)]
+
+
+@dataclass(frozen=True)
+class JudgeNoise:
+    """The judge's noise over one row's answers, and what it does to the row's score."""
+
+    samples: int
+    """The most judgments any answer had (K)."""
+    answers: int
+    """Answers judged more than once."""
+    mean_spread: float
+    """Mean over those answers of the largest minus the smallest judgment."""
+    mean_sd: float
+    """Mean over those answers of the judgments' standard deviation (ddof 1)."""
+    varied: int
+    """Answers whose judgments were not all equal."""
+    flips: int
+    """Answers with judgments on both sides of the coherence threshold."""
+    threshold: float | None
+    """The coherence threshold the flips are counted at (None: lines with different
+    thresholds, each counted at its own)."""
+    score: float
+    """The row's score from the deciding judgments (per repeat)."""
+    question_interval: tuple[float, float]
+    """95% percentile bootstrap interval, resampling questions only."""
+    judge_interval: tuple[float, float]
+    """The same replicates, each also drawing one judgment per answer."""
+    open_chains: int
+    """Chains that some draw walks past their recorded end (counted up to it there)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready values."""
+        data = asdict(self)
+        data["question_interval"] = list(self.question_interval)
+        data["judge_interval"] = list(self.judge_interval)
+        return data
+
+
+def _other_pass(answer: AnswerRow, rule: Thresholds) -> bool:
+    """The answer passes every criterion but coherence."""
+    if answer.novelty is None or not answer.novelty > rule.novelty:
+        return False
+    if rule.llm_novelty is None:
+        return True
+    return answer.llm_novelty is not None and answer.llm_novelty > rule.llm_novelty
+
+
+def _walk(passes: np.ndarray) -> np.ndarray:
+    """Valid answers before the first failure, per row of a (draws x answers) array."""
+    if passes.shape[1] == 0:
+        return np.zeros(passes.shape[0], dtype=np.int64)
+    failed = ~passes
+    return np.where(failed.any(axis=1), failed.argmax(axis=1), passes.shape[1])
+
+
+def _interval(totals: np.ndarray) -> tuple[float, float]:
+    low, high = np.percentile(totals, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def judge_noise(
+    lines: Sequence[QuestionResult],
+    default: Thresholds | None = None,
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> JudgeNoise | None:
+    """The noise of one row's lines (one model and temperature), or None when no answer
+    was judged more than once. Each line is walked under its own thresholds (``default``
+    for lines that do not record them)."""
+    rule_of = {id(line): line.thresholds or default or Thresholds() for line in lines}
+    multi = [
+        (judgments(a), rule_of[id(line)].coherence)
+        for line in lines
+        for a in line.answers
+        if len(judgments(a)) > 1
+    ]
+    if not multi:
+        return None
+    spreads = [max(s) - min(s) for s, _ in multi]
+    thresholds = {t for _, t in multi}
+    threshold = thresholds.pop() if len(thresholds) == 1 else None
+    judge_rng = np.random.default_rng(seed + 1)
+    questions = list(dict.fromkeys(line.question for line in lines))
+    column = {q: i for i, q in enumerate(questions)}
+    repeats = len({line.repeat for line in lines})
+    drawn = np.zeros((resamples, len(questions)))
+    deciding = np.zeros(len(questions))
+    open_chains = 0
+    for line in lines:
+        rule = rule_of[id(line)]
+        rows = [judgments(a) for a in line.answers]
+        if any(not r for r in rows):  # an unscored answer ends the walk there
+            rows = rows[: next(i for i, r in enumerate(rows) if not r)]
+        size = max((len(r) for r in rows), default=1)
+        table = np.full((len(rows), size), np.nan)
+        for i, r in enumerate(rows):
+            table[i, : len(r)] = r
+        counts = np.asarray([len(r) for r in rows], dtype=np.int64)
+        other = np.asarray([_other_pass(a, rule) for a in line.answers[: len(rows)]], dtype=bool)
+        first = _walk((table[:, 0] > rule.coherence)[None, :] & other[None, :])[0]
+        picks = (judge_rng.random((resamples, len(rows))) * counts[None, :]).astype(np.int64)
+        values = table[np.arange(len(rows))[None, :], picks]
+        walked = _walk((values > rule.coherence) & other[None, :])
+        open_chains += int(first < len(rows) and bool((walked == len(rows)).any()))
+        drawn[:, column[line.question]] += walked / repeats
+        deciding[column[line.question]] += first / repeats
+    # drawn as summary.bootstrap_sum draws them: the question-only interval is its interval
+    pick = np.random.default_rng(seed).integers(0, len(questions), size=(resamples, len(questions)))
+    with_judge = np.take_along_axis(drawn, pick, axis=1).sum(axis=1)
+    without = deciding[pick].sum(axis=1)
+    return JudgeNoise(
+        samples=max(len(s) for s, _ in multi),
+        answers=len(multi),
+        mean_spread=float(np.mean(spreads)),
+        mean_sd=float(np.mean([np.std(s, ddof=1) for s, _ in multi])),
+        varied=sum(1 for spread in spreads if spread > 0),
+        flips=sum(1 for s, t in multi if min(s) <= t < max(s)),
+        threshold=threshold,
+        score=float(deciding.sum()),
+        question_interval=_interval(without),
+        judge_interval=_interval(with_judge),
+        open_chains=open_chains,
+    )
+
+
+def noise_text(noise: JudgeNoise) -> str:
+    """One paragraph for text reports."""
+    low, high = noise.question_interval
+    jlow, jhigh = noise.judge_interval
+    share = noise.flips / noise.answers
+    at = "their threshold" if noise.threshold is None else f"{noise.threshold:g}"
+    return (
+        f"judge noise ({noise.samples} judgments per answer, {noise.answers} answers): mean "
+        f"spread {noise.mean_spread:.1f} points (sd {noise.mean_sd:.1f}), {noise.varied} "
+        f"answers judged differently, {noise.flips} ({share:.1%}) with judgments on both "
+        f"sides of {at}; 95% interval of the score {noise.score:g}: "
+        f"[{low:.1f}, {high:.1f}] resampling questions, [{jlow:.1f}, {jhigh:.1f}] "
+        f"resampling questions and judgments"
+        + (
+            f" ({noise.open_chains} chains can pass their recorded end under resampling: "
+            "counted up to it, a lower bound)"
+            if noise.open_chains
+            else ""
+        )
+    )

@@ -1,0 +1,326 @@
+"""Recorded answers judged again by another judge: what ``calibrate --judge-model`` and
+``rescore --judge-model`` ask.
+
+Each answer is judged with the benchmark's exact coherence prompt (``render_coherence``,
+with judge markup neutralised exactly as the ``judge`` node does), ``judge_samples`` times.
+The first judgment decides, as in a run (``nodes.judging.sample_judgments``); the others
+measure noise. Judgments are kept in the score cache by (judge, endpoint, temperature)
+and the rendered prompt, with the model that served each, so a rerun (or another command
+on the same answers) asks nothing again.
+
+Direct calls go through ``Services.chat``: the judge endpoint's adaptive limit, the one
+retry layer, unreadable replies asked again (``judge_attempts``), every request in the
+usage ledger priced as the model that served it. With ``batch`` they go through the
+provider's batch API instead (``services.batch``): one batch for everything missing, a
+further batch for replies that could not be read (up to ``judge_attempts`` batches in
+all), every line in the ledger at batch prices.
+
+An answer whose judgments could not all be had is a failure, never a score: its prompt
+is listed with the reason, and the caller reports it (a rerun asks only for it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage
+
+from aidanbench.core.errors import ScoreParseError
+from aidanbench.core.settings import Settings
+from aidanbench.nodes.context import reply_text
+from aidanbench.nodes.judging import neutralise, read_judge
+from aidanbench.nodes.parsing import parse_score
+from aidanbench.nodes.prompts import render_coherence
+from aidanbench.services import ServicesFactory, judge_namespace, key_values, role_host
+from aidanbench.services.batch import BatchClient, BatchRequest, BatchStatus
+from aidanbench.services.cache import digest
+from aidanbench.services.chat import chat_body
+from aidanbench.services.errors import describe, is_recoverable, is_retryable, redact
+from aidanbench.services.pricing import price_table
+from aidanbench.services.usage import UsageLedger, ledger, reply_usage, served_model
+
+TAG = "coherence_score"
+"""The score tag of the coherence prompt."""
+
+Progress = Callable[[str], None]
+"""Where progress lines go (one line each; the command prints them to stderr)."""
+
+
+def coherence_prompt(question: str, answer: str) -> str:
+    """The coherence prompt the ``judge`` node sends for ``answer``, byte for byte."""
+    return render_coherence(question, neutralise(answer)[0])
+
+
+@dataclass(frozen=True)
+class Judged:
+    """Every judgment of one answer: the deciding one first, the others ascending."""
+
+    scores: tuple[int, ...]
+    served: tuple[str | None, ...]
+    """The model the provider said served each judgment (None: not named)."""
+
+    @property
+    def score(self) -> int:
+        """The judgment that decides (the first)."""
+        return self.scores[0]
+
+
+@dataclass
+class Rejudging:
+    """What judging a set of prompts gave."""
+
+    judgments: dict[str, Judged] = field(default_factory=dict)
+    """By prompt, for every prompt whose judgments could all be had."""
+    failures: dict[str, str] = field(default_factory=dict)
+    """By prompt: why its judgments could not be had."""
+    requests: int = 0
+    """Judge requests this command made (batch lines included)."""
+    from_cache: int = 0
+    """Prompts answered entirely from the cache."""
+    batches: list[str] = field(default_factory=list)
+    """Ids of the batches used (created or resumed)."""
+
+    def served_counts(self) -> dict[str, int]:
+        """Judgments by the model that served them ("not reported" when unnamed)."""
+        counts: dict[str, int] = {}
+        for judged in self.judgments.values():
+            for name in judged.served:
+                key = name or "not reported"
+                counts[key] = counts.get(key, 0) + 1
+        return dict(sorted(counts.items()))
+
+
+class JudgeAborted(Exception):
+    """A failure no retry can fix (a bad key, a model that does not exist): every other
+    request would meet it too, so judging stops at once."""
+
+
+Judgment = tuple[int, str | None]
+"""One judgment: the score and the model that served it."""
+
+
+def _judged(judgments: Sequence[Judgment]) -> Judged:
+    """The deciding judgment first, the others (exchangeable) in ascending order."""
+    others = sorted(judgments[1:], key=lambda judged: judged[0])
+    ordered = [judgments[0], *others]
+    return Judged(tuple(s for s, _ in ordered), tuple(n for _, n in ordered))
+
+
+@dataclass
+class _Job:
+    settings: Settings
+    factory: ServicesFactory
+    progress: Progress | None
+    result: Rejudging = field(default_factory=Rejudging)
+    done: int = 0
+    total: int = 0
+    _shown: float = 0.0
+
+    def tick(self, force: bool = False) -> None:
+        if self.progress is None:
+            return
+        now = time.monotonic()
+        if force or now - self._shown >= 2.0:
+            self._shown = now
+            r = self.result
+            self.progress(
+                f"judged {self.done}/{self.total} answers with {self.settings.judge_model} "
+                f"({r.from_cache} from the cache, {r.requests} requests, "
+                f"{len(r.failures)} failed)"
+            )
+
+
+async def rejudge(
+    prompts: Sequence[str],
+    settings: Settings,
+    factory: ServicesFactory,
+    *,
+    batch_poll_seconds: float | None = None,
+    progress: Progress | None = None,
+    batch_progress: Callable[[BatchStatus], None] | None = None,
+) -> Rejudging:
+    """``settings.judge_samples`` coherence judgments of each distinct prompt by
+    ``settings.judge_model``, from the cache where it has them, else asked directly, or
+    through the batch API when ``batch_poll_seconds`` is given.
+
+    Raises ``JudgeAborted`` on a failure no retry can fix.
+    """
+    unique = list(dict.fromkeys(prompts))
+    job = _Job(settings, factory, progress, total=len(unique))
+    services = factory(settings)
+    namespace = judge_namespace(settings)
+    wanted = settings.judge_samples
+    missing: dict[str, list[Judgment]] = {}
+    for prompt in unique:
+        have = services.cache.judgments(namespace, prompt)[:wanted]
+        if len(have) == wanted:
+            job.result.judgments[prompt] = _judged(have)
+            job.result.from_cache += 1
+            job.done += 1
+        else:
+            missing[prompt] = have
+    job.tick(force=True)
+    if missing:
+        if batch_poll_seconds is None:
+            await _direct(job, missing)
+        else:
+            await _batched(job, missing, batch_poll_seconds, batch_progress)
+    job.tick(force=True)
+    return job.result
+
+
+def _store(job: _Job, prompt: str, judgments: list[Judgment]) -> None:
+    """Cache the judgments as they came (the deciding one first), so a later command
+    asking for fewer takes the first ones, not the smallest of sorted ones."""
+    services = job.factory(job.settings)
+    services.cache.put_judgments(judge_namespace(job.settings), prompt, judgments)
+    job.result.judgments[prompt] = _judged(judgments)
+
+
+async def _direct(job: _Job, missing: dict[str, list[Judgment]]) -> None:
+    settings = job.settings
+    services = job.factory(settings)
+    table = price_table(settings.prices_path)
+
+    async def once(prompt: str) -> Judgment:
+        async def ask() -> AIMessage:
+            job.result.requests += 1
+            return await services.chat("judge", prompt)
+
+        score, call = await read_judge(
+            ask,
+            prompt,
+            TAG,
+            settings.judge_attempts,
+            lambda served: table.served_price(settings.judge_model, served),
+        )
+        return score, call["served_model"]
+
+    async def judge(prompt: str, have: list[Judgment]) -> None:
+        try:
+            if not have:
+                have = [await once(prompt)]
+            more = await asyncio.gather(
+                *(once(prompt) for _ in range(settings.judge_samples - len(have)))
+            )
+            _store(job, prompt, [*have, *more])
+        except Exception as exc:
+            if not is_recoverable(exc):
+                raise
+            message = describe("judge", role_host(settings, "judge"), exc, key_values(settings))
+            if not isinstance(exc, ScoreParseError) and not is_retryable(exc):
+                raise JudgeAborted(message["message"]) from exc
+            job.result.failures[prompt] = message["message"]
+        job.done += 1
+        job.tick()
+
+    tasks = [asyncio.ensure_future(judge(p, have)) for p, have in missing.items()]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def _custom_id(prompt: str, sample: int) -> str:
+    return f"{digest(prompt).hex()[:32]}-{sample}"
+
+
+async def _batched(
+    job: _Job,
+    missing: dict[str, list[Judgment]],
+    poll_seconds: float,
+    batch_progress: Callable[[BatchStatus], None] | None,
+) -> None:
+    from aidanbench.services.clients import api_key, openai_client
+
+    settings = job.settings
+    services = job.factory(settings)
+    model = settings.judge_model
+    table = price_table(settings.prices_path)
+    book: UsageLedger | None = None if settings.usage_path is None else ledger(settings.usage_path)
+    client = openai_client(
+        settings.judge_base_url, api_key(settings.judge_api_key_env, "judge"), settings, None
+    )
+    runner = BatchClient(
+        client,
+        services.cache,
+        services.limiters["judge"],
+        settings.request_timeout,
+        settings.max_retries,
+        poll_seconds,
+        batch_progress,
+    )
+    wanted: dict[str, tuple[str, int]] = {}
+    for prompt, have in missing.items():
+        for sample in range(len(have), settings.judge_samples):
+            wanted[_custom_id(prompt, sample)] = (prompt, sample)
+    got: dict[tuple[str, int], Judgment] = {}
+    errors: dict[str, str] = {}
+    try:
+        for _ in range(settings.judge_attempts):
+            ids = sorted(wanted)
+            requests = [
+                BatchRequest(
+                    custom_id,
+                    chat_body(model, wanted[custom_id][0], settings.judge_temperature),
+                )
+                for custom_id in ids
+            ]
+
+            def created(batch_id: str, count: int = len(requests)) -> None:
+                job.result.requests += count
+                if book is not None:
+                    for _ in range(count):
+                        book.sent("judge", model, {"thread": None, "node": None, "batch": batch_id})
+
+            batch_id, results = await runner.run(requests, on_created=created)
+            job.result.batches.append(batch_id)
+            where: dict[str, Any] = {"thread": None, "node": None, "batch": batch_id}
+            for custom_id in ids:
+                answer = results[custom_id]
+                if answer.message is None:
+                    errors[custom_id] = answer.error or "no reply"
+                    continue
+                served = served_model(answer.message)
+                if book is not None:
+                    price = table.served_price(model, served)
+                    batch_price = None if price is None else price.batch()
+                    usage = reply_usage(answer.message)
+                    book.replied(
+                        "judge", model, usage, batch_price, where, served=served, batch=True
+                    )
+                try:
+                    score = parse_score(reply_text(answer.message), TAG)
+                except ScoreParseError as exc:
+                    errors[custom_id] = _one_line(exc)
+                    continue
+                got[wanted.pop(custom_id)] = (score, served)
+                errors.pop(custom_id, None)
+            if not wanted:
+                break
+    finally:
+        await client.close()
+    for prompt, have in missing.items():
+        judged = [*have]
+        for sample in range(len(have), settings.judge_samples):
+            found = got.get((prompt, sample))
+            if found is None:
+                judged = []
+                error = errors.get(_custom_id(prompt, sample), "no reply")
+                job.result.failures[prompt] = redact(error, key_values(settings))
+                break
+            judged.append(found)
+        if judged:
+            _store(job, prompt, judged)
+        job.done += 1
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

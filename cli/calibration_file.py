@@ -1,0 +1,97 @@
+"""The judge calibration file: written by ``calibrate --judge-model``, read by ``run`` and
+``rescore`` as ``--coherence-threshold FILE``.
+
+``--coherence-threshold`` takes a number or such a file. A file gives its calibrated
+threshold (``judge.setting_value``) and the run records where it came from: the file's
+path and sha256 and the judge it calibrated (``metadata.json``, ``judging``), which
+``report`` and the HTML report show beside the threshold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+KIND = "aidanbench judge calibration"
+"""The ``kind`` of a calibration file."""
+
+
+class CalibratedThreshold(float):
+    """A coherence threshold read from a calibration file, with where it came from."""
+
+    source: dict[str, Any]
+
+    def __new__(cls, value: float, source: dict[str, Any]) -> CalibratedThreshold:
+        made = super().__new__(cls, value)
+        made.source = source
+        return made
+
+
+def read_calibration(path: Path) -> dict[str, Any]:
+    """A calibration file's document; ``ValueError`` (one line) when it is not one."""
+    try:
+        document = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(
+            f"cannot read calibration file {path}: {' '.join(str(exc).split())}"
+        ) from None
+    judge = document.get("judge") if isinstance(document, dict) else None
+    if (
+        not isinstance(document, dict)
+        or document.get("kind") != KIND
+        or not isinstance(judge, dict)
+        or not isinstance(judge.get("model"), str)
+        or isinstance(judge.get("setting_value"), bool)
+        or not isinstance(judge.get("setting_value"), int | float)
+    ):
+        raise ValueError(
+            f"{path} is not a judge calibration file (aidanbench calibrate --judge-model)"
+        )
+    return document
+
+
+def coherence_threshold(text: str) -> float:
+    """``--coherence-threshold``'s value: a number, or a calibration file's threshold
+    (a ``CalibratedThreshold`` carrying the file's path, sha256 and judge)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither a number nor a calibration file (aidanbench calibrate "
+            "--judge-model writes one)"
+        )
+    try:
+        document = read_calibration(path)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    judge = document["judge"]
+    return CalibratedThreshold(
+        float(judge["setting_value"]),
+        {
+            "kind": "calibration",
+            "file": str(path.resolve()),
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "judge_model": judge["model"],
+            "reference": document.get("reference"),
+        },
+    )
+
+
+def threshold_source(value: Any, judge_model: str) -> dict[str, Any] | None:
+    """The source a ``--coherence-threshold`` value records (None: a number); a
+    ``ValueError`` when the file calibrated another judge than the one used."""
+    if not isinstance(value, CalibratedThreshold):
+        return None
+    calibrated = value.source["judge_model"]
+    if calibrated != judge_model:
+        raise ValueError(
+            f"--coherence-threshold {value.source['file']} calibrates the judge {calibrated}, "
+            f"but the judge here is {judge_model} (give --judge-model {calibrated})"
+        )
+    return dict(value.source)

@@ -1,0 +1,209 @@
+"""``aidanbench calibrate --judge-model M``: a successor judge measured against o1-mini.
+
+Judges every answer of the reference again (``analysis.rejudge``: cached, resumable,
+direct or batched), calibrates (``analysis.judge_calibration``), draws the scatter plot
+and writes the calibration file ``calibration-judge-<M>.json`` to ``--out``: the figures
+(the ``judge`` object of ``--json``), the reference's path and sha256, the models that
+served the judgments and what they cost. ``run --coherence-threshold FILE`` reads its
+threshold from that file and records the file's path and sha256 with the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+from aidanbench.analysis.judge_calibration import (
+    REFERENCE_JUDGE,
+    JudgeCalibration,
+    JudgeRule,
+    calibrate_judge,
+    plot_judge_calibration,
+)
+from aidanbench.analysis.judge_noise import noise_text
+from aidanbench.analysis.rejudge import coherence_prompt
+from aidanbench.analysis.rundir import atomic_write
+from aidanbench.cli import calibration_file, judging
+from aidanbench.cli.errors import UsageError, printable
+from aidanbench.core.results import QuestionResult
+from aidanbench.runner.store import now
+from aidanbench.services.errors import host_of
+
+CENSORING_NOTE = (
+    "Reference chains stop at their first invalid answer, so a threshold that passes a "
+    "recorded terminal answer only counts the chain up to its recorded end (censored: a "
+    "lower bound)."
+)
+
+
+def file_stem(judge_model: str) -> str:
+    """``calibration-judge-<model>`` with characters unsafe in file names replaced."""
+    return f"calibration-judge-{re.sub(r'[^A-Za-z0-9._-]+', '_', judge_model)}"
+
+
+def sha256_of(path: Path) -> str:
+    """The sha256 of a file's bytes."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def run(
+    args: argparse.Namespace, questions: list[QuestionResult], reference: Path, out: Path
+) -> int:
+    """Judge, calibrate, plot, write the calibration file, print the figures."""
+    cache = args.cache or out / "judge-cache.sqlite"
+    settings = judging.judge_settings(args, cache)
+    prompt_of = {
+        (q.question, a.answer): coherence_prompt(q.question, a.answer)
+        for q in questions
+        for a in q.answers
+    }
+    judged = judging.judge_all(list(prompt_of.values()), settings, args)
+    if judged.failures:
+        print(
+            printable(f"aidanbench calibrate: {judging.failures_line(judged, len(prompt_of))}"),
+            file=sys.stderr,
+        )
+        return 1
+    scores = {key: judged.judgments[prompt].scores for key, prompt in prompt_of.items()}
+    try:
+        calibration = calibrate_judge(questions, scores, judge_model=settings.judge_model)
+    except ValueError as exc:
+        raise UsageError(f"{reference}: {' '.join(str(exc).split())}") from exc
+    stem = file_stem(settings.judge_model)
+    plot = plot_judge_calibration(calibration, out / f"{stem}.png")
+    served = judged.served_counts()
+    cost = judging.cost_summary(settings)
+    document = {
+        "kind": calibration_file.KIND,
+        "created": now(),
+        "reference": str(reference),
+        "reference_sha256": sha256_of(reference),
+        "judge": {
+            **calibration.to_dict(),
+            "endpoint": host_of(settings.judge_base_url),
+            "temperature": settings.judge_temperature,
+            "served_models": served,
+        },
+        "judging": {
+            "requests": judged.requests,
+            "from_cache": judged.from_cache,
+            "batches": judged.batches,
+            "cache": str(cache),
+        },
+        "cost": cost,
+        "plot": str(plot),
+    }
+    target = out / f"{stem}.json"
+    atomic_write(target, json.dumps(document, indent=2) + "\n")
+    warning = judging.served_warning(settings.judge_model, served)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    **document,
+                    "calibration_file": str(target),
+                    "calibration_sha256": sha256_of(target),
+                },
+                indent=2,
+            )
+        )
+    else:
+        print(format_report(calibration, reference, plot, target))
+        print(printable(judging.cost_line(cost)))
+    if warning:
+        print(printable(f"warning: {warning}"), file=sys.stderr)
+    return 0
+
+
+def _percent(rule: JudgeRule, whole: int) -> str:
+    return f"{rule.decision_agreement:.1%} ({rule.agreeing}/{whole})"
+
+
+def _tau(value: float | None) -> str:
+    return "undefined" if value is None else f"{value:+.3f}"
+
+
+def format_report(calibration: JudgeCalibration, reference: Path, plot: Path, file: Path) -> str:
+    """The figures as plain text."""
+    cal, ref = calibration.calibrated, calibration.at_reference
+    model = calibration.judge_model
+    n = int(calibration.recorded.size)
+    r = calibration.reference_threshold
+    failures = int((calibration.recorded <= r).sum())
+    rho = "undefined" if calibration.spearman is None else f"{calibration.spearman:.3f}"
+    fit = (
+        "undefined"
+        if calibration.fit is None
+        else f"{calibration.fit[0]:.2f} + {calibration.fit[1]:.3f} × {REFERENCE_JUDGE}"
+    )
+    image = "undefined" if calibration.image is None else f"{calibration.image:.2f}"
+    low, high = calibration.interval
+
+    def row(label: str, at_cal: str, at_ref: str) -> str:
+        return f"  {label:<36}{at_cal:>24}{at_ref:>24}"
+
+    lines = [
+        printable(f"Judge calibration of {model!r} against {reference.name} ({REFERENCE_JUDGE})"),
+        f"  {len(calibration.questions)} questions, {n} answers; {failures} of them fail "
+        f"{REFERENCE_JUDGE}'s rule (coherence > {r:g})",
+        f"  Spearman rank correlation {rho}; mean |{model} − {REFERENCE_JUDGE}| "
+        f"{calibration.mean_abs_diff:.1f} points",
+        f"  least-squares line: {model} ≈ {fit}; {r:g} on {REFERENCE_JUDGE}'s scale is "
+        f"{image} on this one",
+        f"  every threshold in [{low:g}, {high:g}) makes the same decisions here",
+        "",
+        row("", f"calibrated {calibration.setting_value:g}", f"unchanged {r:g}"),
+        row("decision agreement", _percent(cal, n), _percent(ref, n)),
+        f"  {'  (if every answer passed)':<36}{calibration.reference_pass_rate:>24.1%}",
+        row(
+            "false pass / false fail",
+            f"{cal.false_pass} / {cal.false_fail}",
+            f"{ref.false_pass} / {ref.false_fail}",
+        ),
+        row(
+            "equal question scores",
+            f"{cal.equal_scores}/{len(cal.scores)}",
+            f"{ref.equal_scores}/{len(ref.scores)}",
+        ),
+        row(
+            "mean |score difference|",
+            f"{cal.mean_abs_score_diff:.2f}",
+            f"{ref.mean_abs_score_diff:.2f}",
+        ),
+        row("censored questions", str(cal.censored), str(ref.censored)),
+        row("Kendall tau-b of model totals", _tau(cal.kendall_tau), _tau(ref.kendall_tau)),
+        "",
+        f"  {'model totals':<36}{'published':>12}{'calibrated':>12}{'at ' + format(r, 'g'):>12}",
+    ]
+    for name, total in calibration.reference_totals.items():
+        lines.append(
+            printable(
+                f"  {name:<36}{total:>12}{cal.model_totals[name]:>12}{ref.model_totals[name]:>12}"
+            )
+        )
+    if len(calibration.agreement_by_sample) > 1:
+        shown = ", ".join(f"{a:.1%}" for a in calibration.agreement_by_sample)
+        lines += ["", f"  decision agreement when judgment 1..K decides: {shown}"]
+        for name, noise in calibration.noise.items():
+            lines += textwrap.wrap(
+                printable(f"{name}: {noise_text(noise)}"),
+                width=96,
+                initial_indent="  ",
+                subsequent_indent="    ",
+            )
+    lines += [
+        "",
+        printable(f"  setting: --judge-model {model} --coherence-threshold {file}"),
+        printable(f"           (or --coherence-threshold {calibration.setting_value:g})"),
+        printable(f"  calibration file: {file}"),
+        printable(f"  plot: {plot}"),
+        *textwrap.wrap(
+            CENSORING_NOTE, width=92, initial_indent="  note: ", subsequent_indent="        "
+        ),
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,195 @@
+"""What ``calibrate --judge-model`` and ``rescore --judge-model`` share: the judge's
+flags, the settings they make, the judging itself with its progress on stderr, and the
+lines saying what it cost and which model served it.
+
+Judgments are cached in ``--cache`` (a score cache, ``services.cache``) and every request
+is written to a usage ledger beside it, as a run's are (``services.usage``), so a rerun
+asks for nothing already judged and the dollars spent are known across reruns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from aidanbench.analysis.rejudge import JudgeAborted, Rejudging, rejudge
+from aidanbench.cli import options
+from aidanbench.cli.errors import UsageError, printable
+from aidanbench.core.settings import Settings
+from aidanbench.services.batch import BatchStatus
+from aidanbench.services.pricing import PriceFileError, price_table, same_model
+from aidanbench.services.usage import summarise_ledger
+
+JUDGE_FIELDS = (
+    "judge_model",
+    "judge_base_url",
+    "judge_api_key_env",
+    "judge_temperature",
+    "judge_attempts",
+    "judge_samples",
+    "request_timeout",
+    "max_retries",
+    "max_concurrency",
+    "requests_per_minute",
+)
+"""The settings a re-judging command takes, as ``run`` takes them."""
+
+LEDGER_SUFFIX = ".usage.jsonl"
+"""The usage ledger's name: the cache file's, with this in place of its suffix."""
+
+DEFAULT_POLL_SECONDS = 30.0
+"""How often a batch is polled by default (OpenAI's batches take minutes to hours)."""
+
+
+def register(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """The judge's flags, ``--cache``, ``--prices``, ``--batch`` and its poll interval."""
+    options.add_settings_flags(
+        parser, only=JUDGE_FIELDS, required={"judge_model"} if required else ()
+    )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        metavar="FILE",
+        help="SQLite file of judgments (a rerun asks for nothing it holds); its usage "
+        f"ledger is written beside it (FILE with {LEDGER_SUFFIX})",
+    )
+    parser.add_argument(
+        "--prices", type=Path, metavar="FILE", help="price table replacing the bundled list prices"
+    )
+    parser.add_argument(
+        "--batch",
+        action="store_true",
+        help="send the judge calls through the provider's batch API (OpenAI's protocol; "
+        "half price; minutes to hours); a killed command resumes the same batch",
+    )
+    parser.add_argument(
+        "--batch-poll-seconds",
+        type=float,
+        default=DEFAULT_POLL_SECONDS,
+        metavar="S",
+        help=f"seconds between two looks at a batch (default: {DEFAULT_POLL_SECONDS:g})",
+    )
+
+
+def ledger_path(cache: Path) -> Path:
+    """The usage ledger kept beside a judgment cache."""
+    return cache.with_name(cache.stem + LEDGER_SUFFIX)
+
+
+def judge_settings(args: argparse.Namespace, cache: Path, usage: Path | None = None) -> Settings:
+    """The settings the judging runs with (its ledger ``usage``, by default beside the
+    cache); a bad value is one line naming the flag."""
+    if args.batch_poll_seconds <= 0:
+        raise UsageError(f"--batch-poll-seconds must be above 0, got {args.batch_poll_seconds:g}")
+    values: dict[str, Any] = {field: getattr(args, field) for field in JUDGE_FIELDS}
+    prices = None
+    if args.prices is not None:
+        try:
+            price_table(args.prices)
+        except PriceFileError as exc:
+            raise UsageError(printable(str(exc))) from None
+        prices = str(args.prices.resolve())
+    try:
+        settings = Settings(
+            **values,
+            cache_path=str(cache),
+            usage_path=str(usage or ledger_path(cache)),
+            prices_path=prices,
+        )
+    except ValidationError as exc:
+        raise UsageError(options.validation_line(exc)) from None
+    if not os.environ.get(settings.judge_api_key_env):
+        raise UsageError(
+            f"environment variable {settings.judge_api_key_env} (API key of the judge) is not set"
+        )
+    return settings
+
+
+def _show(line: str) -> None:
+    print(printable(line), file=sys.stderr, flush=True)
+
+
+def _show_batch(status: BatchStatus) -> None:
+    again = " (resumed: created by an earlier command)" if status.resumed else ""
+    _show(
+        f"batch {status.batch_id}{again}: {status.status}, {status.completed}/{status.total} "
+        f"done, {status.failed} failed"
+    )
+
+
+def judge_all(prompts: Sequence[str], settings: Settings, args: argparse.Namespace) -> Rejudging:
+    """Every prompt judged (cache, then direct calls or a batch), progress on stderr.
+
+    A failure no retry can fix is one line (exit 2); answers that could not be judged
+    are listed by the caller.
+    """
+    from aidanbench.runner import loop
+    from aidanbench.services import OpenAIServices
+
+    async def work() -> Rejudging:
+        async with OpenAIServices("aiohttp", chat="openai") as factory:
+            return await rejudge(
+                prompts,
+                settings,
+                factory,
+                batch_poll_seconds=args.batch_poll_seconds if args.batch else None,
+                progress=_show,
+                batch_progress=_show_batch,
+            )
+
+    try:
+        return loop.run(work())
+    except JudgeAborted as exc:
+        raise UsageError(f"the judge {settings.judge_model} cannot be used: {exc}") from None
+
+
+def failures_line(judged: Rejudging, total: int) -> str:
+    """The one line a command ends with when answers could not be judged."""
+    first = next(iter(judged.failures.values()))
+    return (
+        f"{len(judged.failures)} of {total} answers could not be judged (first: {first}); "
+        "the others are cached: run the same command again to ask only for these"
+    )
+
+
+def served_warning(model: str, served: dict[str, int]) -> str | None:
+    """A warning when judgments were served by another model than the one asked for."""
+    others = {name: n for name, n in served.items() if not same_model(model, name)}
+    if not others:
+        return None
+    named = ", ".join(f"{name} ({n})" for name, n in others.items())
+    return (
+        f"the judge asked for was {model}, but the provider says other models served "
+        f"judgments: {named}; they are priced as the models that served them"
+    )
+
+
+def cost_summary(settings: Settings) -> dict[str, Any]:
+    """What the ledger beside the cache records: requests, tokens, dollars, models served."""
+    assert settings.usage_path is not None
+    usage = summarise_ledger(Path(settings.usage_path))
+    return {
+        "ledger": settings.usage_path,
+        "api_calls": usage["api_calls"],
+        "tokens": usage["tokens"],
+        "dollars": usage["dollars"],
+        "unpriced_models": usage["unpriced_models"],
+        "served_models": usage["served_models"],
+    }
+
+
+def cost_line(cost: dict[str, Any]) -> str:
+    """The ledger's totals as one line (unknown dollars said so, never 0)."""
+    dollars = "unknown" if cost["dollars"] is None else f"${cost['dollars']:,.4f}"
+    unpriced = ", ".join(cost["unpriced_models"])
+    return (
+        f"judge requests recorded in {cost['ledger']}: {cost['api_calls']}, "
+        f"{cost['tokens']:,} tokens, {dollars}"
+        + (f" (no price for {unpriced})" if unpriced else "")
+    )

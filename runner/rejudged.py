@@ -1,0 +1,226 @@
+"""A run directory of re-judged chains, which ``aidanbench run`` continues
+(``rescore --judge-model M --into NEW_RUN``).
+
+Each recorded chain, walked again under the new judge's judgments and the new
+thresholds (``analysis.rescore``), becomes one question thread of the new run directory,
+checkpointed as if the run had just decided its last answer:
+
+* a chain that now stops earlier ends there (the answers after its new failing answer
+  are dropped: a run under the new rule would never have asked for them), finished;
+* a chain whose every recorded answer passes now (the recorded terminal answer included)
+  is left open: the thread's next step is ``generate``, so ``aidanbench run`` asks the
+  model for the answer after the last recorded one, and only for answers past it;
+* a chain the source run stopped on an error or a spending cap is left open the same way;
+  one it stopped at its answer cap stays stopped (the cap is a scoring setting kept).
+
+Recorded answers are reused, never asked for again: their records keep the source's text,
+reply, novelty and generation cost, carry the new judgments (``coherence``, and
+``coherence_samples`` with several) and the flag ``rejudged``. Embedding vectors of a
+source run directory are copied with its cache (a results file has none: the run embeds
+the earlier answers once, on its first turn). The metadata records each model's scoring
+settings (the source's, with the new judge and thresholds), where the coherence threshold
+came from, and the source (``rejudged_from``), so ``run --use-stored-settings`` continues
+with exactly these settings.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import CONFIG_KEY_RUNTIME
+from langgraph.runtime import Runtime
+
+from aidanbench.analysis import rundir
+from aidanbench.analysis.judge_noise import SAMPLES_KEY
+from aidanbench.analysis.rescore import RescoredQuestion
+from aidanbench.core.results import AnswerRow
+from aidanbench.core.settings import Settings
+from aidanbench.core.state import AnswerRecord, CallStats
+from aidanbench.core.vocabulary import CAP_STOPS, THRESHOLD_STOPS
+from aidanbench.graph.question import build_question_graph
+from aidanbench.nodes.context import no_calls
+from aidanbench.nodes.metrics import chain_metrics
+from aidanbench.nodes.prepare import measured_by
+from aidanbench.runner import store
+from aidanbench.runner.checkpoints import open_checkpointer
+from aidanbench.runner.spec import RunSpec, make_settings
+from aidanbench.runner.tasks import Task, totals
+from aidanbench.services import default_services
+
+QUESTIONS_FILE = "questions.json"
+"""The question set of a re-judged run (``run --questions-file``)."""
+
+REJUDGED_FLAG = "rejudged"
+"""Flag of an answer carried from a source run and judged again."""
+
+
+def copy_cache(source: Path, target: Path) -> bool:
+    """Copy a source run directory's ``cache.sqlite`` (its vectors) to ``target`` with
+    SQLite's backup, which is consistent even while the source is being written."""
+    found = source / rundir.CACHE
+    if not source.is_dir() or not found.exists():
+        return False
+    with (
+        store.closing_db(sqlite3.connect(rundir.read_only_uri(found), uri=True)) as src,
+        store.closing_db(sqlite3.connect(target)) as dst,
+    ):
+        src.backup(dst)
+    return True
+
+
+def _record(row: AnswerRow, stop: str | None) -> AnswerRecord:
+    calls: dict[str, CallStats] = {}
+    recorded = row.extra.get("calls")
+    if isinstance(recorded, Mapping):
+        calls = {k: v for k, v in recorded.items() if k in ("generate", "embed")}
+    calls.setdefault("generate", no_calls())
+    raw = row.extra.get("raw_reply")
+    record = AnswerRecord(
+        index=row.index,
+        answer=row.answer,
+        raw_reply=raw if isinstance(raw, str) else row.answer,
+        used_answer_tag=row.used_answer_tag,
+        coherence=float(row.coherence or 0.0),
+        novelty=float(row.novelty or 0.0),
+        llm_novelty=None,
+        valid=row.valid,
+        stop_reason=None if row.valid else stop,  # type: ignore[typeddict-item]
+        elapsed_s=float(row.elapsed_s or 0.0),
+        calls=calls,
+        flags=[*(row.extra.get("flags") or []), REJUDGED_FLAG],
+    )
+    samples = row.extra.get(SAMPLES_KEY)
+    if isinstance(samples, list) and len(samples) > 1:
+        record["coherence_samples"] = [float(s) for s in samples]
+    return record
+
+
+def thread_values(line: RescoredQuestion, settings: Settings) -> dict[str, Any]:
+    """The state a re-judged chain's thread starts from (module docstring); a
+    ``ValueError`` for a chain with an answer missing its novelty."""
+    result = line.result
+    kept: list[AnswerRow] = []
+    for row in result.answers:
+        kept.append(row)
+        if not row.valid:
+            break
+    stop = result.stop_reason
+    if stop == "unscored":
+        raise ValueError(
+            f"an answer to {result.question[:60]!r} ({result.model}) has no recorded novelty: "
+            "its chain cannot be continued"
+        )
+    capped = stop in CAP_STOPS and line.original.stop_reason == stop
+    if stop not in THRESHOLD_STOPS and not capped:
+        stop = None  # truncated, errored, capped by spending or unfinished: go on
+    answers = [_record(row, result.stop_reason) for row in kept]
+    elapsed = answers[-1]["elapsed_s"] if answers else 0.0
+    empty = {key: None for key in ("candidate", "lookahead", "error", "speculative")}
+    outcomes = {key: None for key in ("coherence_result", "novelty_result", "similarity_result")}
+    return {
+        "question": result.question,
+        "answers": answers,
+        "started_at": time.time() - elapsed,
+        "stop_reason": stop,
+        "measured": measured_by(settings),
+        **chain_metrics(answers, settings.reward_mode),
+        **empty,
+        **outcomes,
+    }
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """What ``seed_run`` wrote."""
+
+    lines: list[dict[str, Any]]
+    open: int
+    """Threads left for ``run`` to continue."""
+    question_sets: list[tuple[list[str], Path]]
+    """Models that answered the same questions, and the file listing those questions:
+    one ``run`` command each continues exactly their threads (a model given a question
+    it never answered would start that chain from scratch)."""
+
+
+async def seed_run(
+    run_dir: Path,
+    rescored: Sequence[RescoredQuestion],
+    settings_of: Mapping[tuple[str, float], Settings],
+    spec: RunSpec,
+    provenance: Mapping[str, Any],
+) -> Seeded:
+    """Write the re-judged run directory: checkpoints, results files, metadata and the
+    question set. ``settings_of`` gives each (model, temperature)'s settings."""
+    tasks: list[Task] = []
+    states: list[dict[str, Any]] = []
+    for line in rescored:  # every chain checked before the first write
+        result = line.result
+        settings = settings_of[(result.model, result.temperature)]
+        tasks.append(Task(settings, result.question, result.repeat))
+        states.append(thread_values(line, settings))
+    async with open_checkpointer(run_dir / rundir.CHECKPOINTS) as saver:
+        graph = build_question_graph(default_services).compile(checkpointer=saver)
+        for task, values in zip(tasks, states, strict=True):
+            settings = task.settings
+            # The routers read the settings from LangGraph's runtime, which update_state
+            # does not give them: it is passed as a run would (the first step after this
+            # one runs under the continuing run's own runtime).
+            runtime = Runtime(context=settings)
+            config: RunnableConfig = {
+                "configurable": {"thread_id": task.thread_id, CONFIG_KEY_RUNTIME: runtime}
+            }
+            await graph.aupdate_state(config, values, as_node="decide")
+    lines = [task.line(values) for task, values in zip(tasks, states, strict=True)]
+    rundir.write_outputs(run_dir, lines)
+    meta = store.grown_metadata(None, spec, tasks)
+    session = meta["sessions"][-1]
+    session["status"] = "rejudged"
+    session["finished_at"] = store.now()
+    store.question_counts(meta, lines)
+    meta["totals"] = totals(lines)
+    meta["rejudged_from"] = dict(provenance)
+    store.write_metadata(run_dir, meta)
+    open_threads = sum(1 for values in states if values["stop_reason"] is None)
+    return Seeded(lines, open_threads, write_question_sets(run_dir, lines))
+
+
+def write_question_sets(
+    run_dir: Path, lines: Sequence[Mapping[str, Any]]
+) -> list[tuple[list[str], Path]]:
+    """One questions file per set of models that answered the same questions
+    (``questions.json`` when every model did)."""
+    asked: dict[str, list[str]] = {}
+    for line in lines:
+        listed = asked.setdefault(line["model"], [])
+        if line["question"] not in listed:
+            listed.append(line["question"])
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for model, questions in asked.items():
+        groups.setdefault(tuple(questions), []).append(model)
+    found = []
+    for number, (shared, models) in enumerate(groups.items(), 1):
+        name = QUESTIONS_FILE if len(groups) == 1 else f"questions-{number}.json"
+        path = run_dir / name
+        rundir.atomic_write(path, json.dumps(list(shared), indent=2, ensure_ascii=False))
+        found.append((models, path))
+    return found
+
+
+def task_settings(
+    model: str, temperature: float, source: Mapping[str, Any], judge: Mapping[str, Any]
+) -> Settings:
+    """A model's settings in the re-judged run: its source scoring settings (those a
+    ``Settings`` takes), the new judge's and the new thresholds over them."""
+    fields = {
+        k: v
+        for k, v in source.items()
+        if k in Settings.model_fields and k not in ("model", "temperature")
+    }
+    return make_settings(model, temperature, {**fields, "llm_novelty": False}, dict(judge))

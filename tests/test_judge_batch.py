@@ -1,0 +1,186 @@
+"""Judge calls through the provider's batch API (``--batch``), against the stub server
+speaking OpenAI's protocol over real HTTP: files uploaded, batches created and polled,
+output and error files downloaded."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aidanbench import reference
+from aidanbench.cli.main import main
+from aidanbench.core.results import QuestionResult
+from aidanbench.services.batch import read_results
+from aidanbench.testing import Kind, OpenAIStub, Reply, parse_coherence_prompt
+from aidanbench.testing.judges import RecordedJudge, affine
+from aidanbench.testing.published import PublishedRunBrain, published_chains
+
+KEY = "AIDANBENCH_TEST_KEY"
+
+
+@pytest.fixture(scope="module")
+def chains() -> list[QuestionResult]:
+    return published_chains()
+
+
+@pytest.fixture
+def server(chains: list[QuestionResult]) -> Iterator[OpenAIStub]:
+    brain = RecordedJudge(chains, affine(0.5, 40), PublishedRunBrain(chains))
+    with OpenAIStub(brain, batch_seconds=0.3) as stub:
+        yield stub
+
+
+@pytest.fixture(autouse=True)
+def key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY, "sk-test-not-a-key")
+
+
+def prices(path: Path) -> Path:
+    path.write_text(json.dumps({"models": {"stub-judge": {"input": 1.0, "output": 4.0}}}), "utf-8")
+    return path
+
+
+def calibrate_args(server: OpenAIStub, out: Path, *extra: str) -> list[str]:
+    argv = ["calibrate", "--judge-model", "stub-judge", "--judge-base-url", server.base_url]
+    return [*argv, "--judge-api-key-env", KEY, "--out", str(out), "--json", *extra]
+
+
+def batches_created(server: OpenAIStub) -> int:
+    return sum(1 for r in server.requests if (r.method, r.path) == ("POST", "/v1/batches"))
+
+
+def figures(payload: dict[str, Any]) -> dict[str, Any]:
+    return payload["judge"]
+
+
+def test_calibrate_batch_equals_direct_at_half_price(
+    server: OpenAIStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = prices(tmp_path / "prices.json")
+    assert main(calibrate_args(server, tmp_path / "direct", "--prices", str(table))) == 0
+    direct = json.loads(capsys.readouterr().out)
+    asked = server.count("coherence")
+    batch = calibrate_args(server, tmp_path / "batch", "--prices", str(table), "--batch")
+    assert main([*batch, "--batch-poll-seconds", "0.05"]) == 0
+    batched = json.loads(capsys.readouterr().out)
+    assert server.count("coherence") == asked, "no direct judge call in batch mode"
+    assert batches_created(server) == 1 and len(batched["judging"]["batches"]) == 1
+    assert figures(batched) == figures(direct)
+    assert direct["cost"]["dollars"] == pytest.approx(2 * batched["cost"]["dollars"])
+    assert batched["cost"]["api_calls"] == direct["cost"]["api_calls"] == 1158
+    ledger = tmp_path / "batch" / "judge-cache.usage.jsonl"
+    replies = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert all(r["batch"] for r in replies if r["event"] == "usage")
+    assert {r["batch"] for r in replies if r["event"] == "sent"} == set(
+        batched["judging"]["batches"]
+    )
+
+
+def test_a_command_killed_while_polling_resumes_its_batch(
+    server: OpenAIStub, tmp_path: Path
+) -> None:
+    """Killed (SIGKILL) while it waits for its batch, the same command finds the batch it
+    created and polls it again: one batch is created, not two, and the calibration is
+    the one a direct run gives."""
+    server.batch_seconds = 3600.0
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "aidanbench.cli.main"]
+    argv += calibrate_args(server, out, "--batch", "--batch-poll-seconds", "0.1")
+    env = {**os.environ, KEY: "sk-test-not-a-key"}
+    first = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not any(r.path.startswith("/v1/batches/") for r in server.requests):
+        assert first.poll() is None, first.communicate()
+        assert time.monotonic() < deadline, "the command never polled its batch"
+        time.sleep(0.05)
+    first.kill()
+    first.communicate()
+    assert batches_created(server) == 1
+    server.batch_seconds = 0.0
+    again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "(resumed: created by an earlier command)" in again.stderr
+    assert batches_created(server) == 1
+    resumed = json.loads(again.stdout)
+    assert main(calibrate_args(server, tmp_path / "direct")) == 0
+    # the direct run's output is on this process's stdout: read the file it wrote
+    direct = json.loads((tmp_path / "direct" / "calibration-judge-stub-judge.json").read_text())
+    assert figures(resumed) == figures(direct)
+
+
+class Unreadable:
+    """The judge of ``inner``, whose reply about ``answer`` holds no score."""
+
+    def __init__(self, inner: Any, answer: str) -> None:
+        self.inner, self.answer = inner, answer
+
+    def chat(self, kind: Kind, model: str, prompt: str, body: Any) -> Reply:
+        if kind == "coherence" and parse_coherence_prompt(prompt)[1] == self.answer:
+            return Reply("no score")
+        return self.inner.chat(kind, model, prompt, body)
+
+    def embed(self, model: str, texts: Any) -> Any:
+        return self.inner.embed(model, texts)
+
+
+def test_unreadable_batch_replies_are_asked_again_in_a_new_batch(
+    server: OpenAIStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reply that cannot be read goes into the next batch (up to --judge-attempts
+    batches); still unreadable, it is a failure, and a rerun asks for it alone."""
+    small = tmp_path / "small.json"
+    data = json.loads(reference.published_run().read_text("utf-8"))
+    model = next(iter(data["models"]))
+    one = dict(list(data["models"][model]["0.7"].items())[:1])
+    small.write_text(json.dumps({"models": {model: {"0.7": one}}}), "utf-8")
+    answer = next(iter(one.values()))[1]["answer"]
+    judge = server.brain
+    server.brain = Unreadable(judge, answer)
+    argv = calibrate_args(server, tmp_path / "out", "--batch", "--batch-poll-seconds", "0.05")
+    argv += ["--reference", str(small), "--judge-attempts", "2"]
+    assert main(argv) == 1
+    assert "1 of" in capsys.readouterr().err
+    assert batches_created(server) == 2
+    server.brain = judge
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert batches_created(server) == 3
+    store = server.batch_store
+    last = list(store.batches.values())[-1]
+    lines = store.files[last.input_file_id].data.decode().splitlines()
+    assert len(lines) == 1, "the third batch held that one request"
+
+
+def test_results_files_are_read_line_by_line() -> None:
+    completion = {
+        "id": "c",
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "<s>1</s>"}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+    }
+    text = "\n".join(
+        json.dumps(line)
+        for line in [
+            {"custom_id": "a", "response": {"status_code": 200, "body": completion}, "error": None},
+            {
+                "custom_id": "b",
+                "response": {"status_code": 500, "body": {"error": {"message": "overloaded"}}},
+                "error": None,
+            },
+            {"custom_id": "c", "response": None, "error": {"code": "x", "message": "expired"}},
+            {"custom_id": "d", "response": {"status_code": 200, "body": {"no": "choices"}}},
+        ]
+    )
+    found = read_results(text + "\nnot json\n")
+    assert found["a"].message is not None and found["a"].message.content == "<s>1</s>"
+    assert found["b"].error == "status 500: overloaded"
+    assert found["c"].error == "batch error: expired"
+    assert found["d"].message is None and "no choices" in (found["d"].error or "")

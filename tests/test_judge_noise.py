@@ -1,0 +1,219 @@
+"""The judge's noise: K judgments per answer (``--judge-samples``), the first deciding.
+
+A noisy stub judge (o1-mini's recorded score plus uniform noise, a fresh draw for each
+request of a prompt) shows the spread, the decisions that flip between judgments, and an
+interval of each model's score that widens once judgments are resampled beside
+questions.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aidanbench import reference
+from aidanbench.analysis.judge_noise import judge_noise
+from aidanbench.analysis.summary import bootstrap_sum
+from aidanbench.analysis.view import load_source, view_data
+from aidanbench.cli.main import main
+from aidanbench.core.results import AnswerRow, QuestionResult
+from aidanbench.core.thresholds import Thresholds
+from aidanbench.testing import Kind, OpenAIStub, Reply, ScriptedBrain
+from aidanbench.testing.judges import RecordedJudge, noisy
+from aidanbench.testing.published import PublishedRunBrain, published_chains
+from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_flags
+
+KEY = "AIDANBENCH_TEST_KEY"
+
+
+@pytest.fixture(autouse=True)
+def key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY, "sk-test-not-a-key")
+    monkeypatch.setenv(TEST_KEY_VARIABLE, "sk-test-not-a-key")
+
+
+def _line(
+    question: str, samples: Sequence[Sequence[float]], novelty_fails_last: bool
+) -> QuestionResult:
+    rows = tuple(
+        AnswerRow(
+            index=i,
+            answer=f"{question} {i}",
+            coherence=s[0],
+            novelty=0.01 if novelty_fails_last and i == len(samples) else 0.5,
+            llm_novelty=None,
+            valid=True,
+            extra={"coherence_samples": list(s)},
+        )
+        for i, s in enumerate(samples, 1)
+    )
+    return QuestionResult("m", 0.7, question, rows, "novelty", thresholds=Thresholds(15, 0.15))
+
+
+def test_spread_flips_and_a_wider_interval() -> None:
+    """Ten alike chains: the third answer's deciding judgment (10) fails it, two of its
+    three judgments would pass it. Resampling questions alone cannot move a total of ten
+    equal scores; resampling judgments too can."""
+    chain = [[80, 80, 80], [70, 60, 80], [10, 80, 80], [90, 90, 90], [90, 90, 90], [90, 90, 90]]
+    lines = [_line(f"q{n}", chain, novelty_fails_last=True) for n in range(10)]
+    noise = judge_noise(lines)
+    assert noise is not None
+    assert noise.samples == 3 and noise.answers == 60
+    assert noise.varied == 20 and noise.flips == 10  # the third answers: 10 ≤ 15 < 80
+    assert noise.mean_spread == pytest.approx((20 + 70) * 10 / 60)
+    assert noise.score == 2 * 10
+    assert noise.question_interval == bootstrap_sum([2] * 10) == (20.0, 20.0)
+    low, high = noise.judge_interval
+    assert low < 40 < high <= 50  # each chain 2 or 5 (two thirds of draws)
+    assert noise.open_chains == 0
+    steady = [_line("q", [[80, 80], [70, 70]], novelty_fails_last=True)]
+    same = judge_noise(steady)
+    assert same is not None and same.flips == same.varied == 0
+    assert same.judge_interval == same.question_interval
+    assert judge_noise([_line("q", [[80], [70]], novelty_fails_last=True)]) is None
+
+
+def test_a_judgment_that_passes_a_recorded_failure_is_an_open_chain() -> None:
+    line = _line("q", [[80, 80], [10, 40]], novelty_fails_last=False)
+    line = QuestionResult(
+        line.model, 0.7, "q", line.answers, "coherence", thresholds=Thresholds(15, 0.15)
+    )
+    noise = judge_noise([line])
+    assert noise is not None and noise.open_chains == 1 and noise.score == 1
+
+
+@pytest.fixture(scope="module")
+def noisy_server() -> Iterator[OpenAIStub]:
+    chains = published_chains()
+    with OpenAIStub(RecordedJudge(chains, noisy(20), PublishedRunBrain(chains))) as server:
+        yield server
+
+
+def rescore(server: OpenAIStub, cache: Path, samples: int, capsys: Any) -> dict[str, Any]:
+    argv = ["rescore", str(reference.published_run()), "--judge-model", "noisy"]
+    argv += ["--judge-base-url", server.base_url, "--judge-api-key-env", KEY]
+    argv += ["--coherence-threshold", "15", "--novelty-threshold", "0.15", "--cache", str(cache)]
+    assert main([*argv, "--judge-samples", str(samples), "--json"]) == 0
+    payload: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return payload
+
+
+def test_five_judgments_show_spread_flips_and_a_wider_interval(
+    noisy_server: OpenAIStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """K = 1, then K = 5 on the same cache: the first judgment is the same one, so the
+    scores are; K = 5 adds four judgments per answer (only those are asked), reports
+    their spread and flips, and its interval with judge resampling is wider than the one
+    resampling questions alone, which equals K = 1's."""
+    cache = tmp_path / "noisy.sqlite"
+    one = rescore(noisy_server, cache, 1, capsys)
+    asked = noisy_server.count("coherence")
+    five = rescore(noisy_server, cache, 5, capsys)
+    assert noisy_server.count("coherence") - asked == 4 * 1158
+    assert [r["score"] for r in five["runs"]] == [r["score"] for r in one["runs"]]
+    assert all(r["judge_noise"] is None for r in one["runs"])
+    widened = 0
+    for run_one, run in zip(one["runs"], five["runs"], strict=True):
+        noise = run["judge_noise"]
+        assert noise["samples"] == 5 and noise["answers"] == run["answers"]
+        assert noise["mean_spread"] > 10 and noise["varied"] > 0.9 * noise["answers"]
+        per_question = [q["score"] for q in run_one["questions"]]
+        assert noise["question_interval"] == list(bootstrap_sum(per_question))
+        low, high = noise["judge_interval"]
+        qlow, qhigh = noise["question_interval"]
+        widened += (high - low) > (qhigh - qlow)
+    flips = sum(r["judge_noise"]["flips"] for r in five["runs"])
+    assert flips > 0
+    assert widened >= 3, "judge resampling widens the interval of most models"
+
+
+class NoisyScripted:
+    """``ScriptedBrain``'s answers, its judge's 80 moved by a fresh draw per request."""
+
+    def __init__(self) -> None:
+        self.inner = ScriptedBrain(default_length=4)
+        self.rule = noisy(30)
+        self.seen: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def chat(self, kind: Kind, model: str, prompt: str, body: Mapping[str, Any]) -> Reply:
+        reply = self.inner.chat(kind, model, prompt, body)
+        if kind != "coherence":
+            return reply
+        score = int(reply.text.split(">")[1].split("<")[0])
+        n = self._count(prompt)
+        return Reply(f"<coherence_score>{self.rule(score, prompt, n)}</coherence_score>")
+
+    def _count(self, prompt: str) -> int:
+        with self.lock:
+            self.seen[prompt] = self.seen.get(prompt, 0) + 1
+            return self.seen[prompt]
+
+    def embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:
+        return self.inner.embed(model, texts)
+
+
+def _run(run_dir: Path, capsys: Any) -> list[dict[str, Any]]:
+    with OpenAIStub(NoisyScripted()) as server:
+        argv = ["run", "-m", "m", "--questions", "4", "--judge-samples", "3"]
+        argv += [*stub_flags(server.base_url), "--run-dir", str(run_dir), "--concurrency", "4"]
+        assert main(argv) == 0
+        judged = server.count("coherence")
+    capsys.readouterr()
+    answers = [json.loads(line) for line in (run_dir / "answers.jsonl").read_text().splitlines()]
+    assert judged == 3 * len(answers)
+    return answers
+
+
+def test_a_run_keeps_every_judgment_and_the_first_decides(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each answer records its three judgments, the deciding one first and the others
+    in order; its coherence is the first. Run twice against fresh servers, every record
+    is the same: the first judgment does not depend on which reply came back first."""
+    first = _run(tmp_path / "a", capsys)
+    for answer in first:
+        samples = answer["coherence_samples"]
+        assert len(samples) == 3 and answer["coherence"] == samples[0]
+        assert samples[1:] == sorted(samples[1:])
+        assert answer["calls"]["judge"]["calls"] == 3
+    second = _run(tmp_path / "b", capsys)
+    key = lambda a: (a["question"], a["index"])  # noqa: E731
+    assert sorted((key(a), a["coherence_samples"]) for a in first) == sorted(
+        (key(a), a["coherence_samples"]) for a in second
+    )
+    assert main(["report", "--json", str(tmp_path / "a")]) == 0
+    run = json.loads(capsys.readouterr().out)["runs"][0]
+    assert run["judge_noise"]["samples"] == 3 and run["judge_noise"]["answers"] == len(first)
+    assert main(["report", str(tmp_path / "a")]) == 0
+    assert "judge noise (3 judgments per answer" in capsys.readouterr().out
+    data, _ = view_data([load_source(tmp_path / "a")])
+    assert data["groups"][0]["judge_noise"].startswith("judge noise (3 judgments per answer")
+
+
+def test_the_estimate_counts_every_judgment(capsys: pytest.CaptureFixture[str]) -> None:
+    """Two more judgments per answer are two more judge calls per answer, in the
+    estimate as in the run (low: chains of 2 answers on 2 questions)."""
+
+    def low(*extra: str) -> dict[str, Any]:
+        assert main(["estimate", "-m", "gpt-4o-mini", "--questions", "2", "--json", *extra]) == 0
+        figures: dict[str, Any] = json.loads(capsys.readouterr().out)["models"][0]["low"]
+        return figures
+
+    one, three = low(), low("--judge-samples", "3")
+    assert three["calls"] - one["calls"] == 2 * 2 * 2
+    assert three["dollars"] > one["dollars"]
+
+
+def test_the_noise_bootstrap_is_the_summary_s() -> None:
+    """The question draws are ``summary.bootstrap_sum``'s: same seed, same count."""
+    from aidanbench.analysis import judge_noise as noise_module
+    from aidanbench.analysis import summary
+
+    assert noise_module.SEED == summary.BOOTSTRAP_SEED
+    assert noise_module.RESAMPLES == summary.BOOTSTRAP_RESAMPLES

@@ -1,0 +1,285 @@
+"""``rescore --judge-model``: the published run judged again by a successor, the chains
+walked under its judgments, and ``--into`` a run directory that ``aidanbench run``
+continues, asking the models only for answers past each recorded chain."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aidanbench import reference
+from aidanbench.analysis.rundir import read_metadata, read_run_dir
+from aidanbench.cli.main import main
+from aidanbench.core.results import QuestionResult
+from aidanbench.testing import OpenAIStub, parse_coherence_prompt, parse_generate_prompt
+from aidanbench.testing.judges import RecordedJudge, affine
+from aidanbench.testing.published import PublishedRunBrain, published_chains
+
+PUBLISHED = reference.published_run()
+KEY = "AIDANBENCH_TEST_KEY"
+
+
+@pytest.fixture(scope="module")
+def chains() -> list[QuestionResult]:
+    return published_chains()
+
+
+@pytest.fixture
+def server(chains: list[QuestionResult]) -> Iterator[OpenAIStub]:
+    brain = RecordedJudge(chains, affine(0.5, 40), PublishedRunBrain(chains))
+    with OpenAIStub(brain) as stub:
+        yield stub
+
+
+@pytest.fixture(autouse=True)
+def key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY, "sk-test-not-a-key")
+
+
+def rescore(
+    server: OpenAIStub, capsys: pytest.CaptureFixture[str], *extra: str, path: Path = PUBLISHED
+) -> dict[str, Any]:
+    argv = ["rescore", str(path), "--judge-model", "stub-judge"]
+    argv += ["--judge-base-url", server.base_url, "--judge-api-key-env", KEY, "--json", *extra]
+    assert main(argv) == 0
+    payload: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return payload
+
+
+def totals(payload: dict[str, Any]) -> dict[str, int]:
+    return {run["model"]: run["score"] for run in payload["runs"]}
+
+
+def test_calibrated_stub_judge_keeps_the_published_scores(
+    server: OpenAIStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Calibrated, then used by file: 421 / 45 / 224 / 147 / 275 exactly, nothing
+    truncated; at 15 unchanged the one answer o1-mini failed passes and its chain is a
+    lower bound."""
+    args = ["calibrate", "--judge-model", "stub-judge", "--judge-base-url", server.base_url]
+    assert main([*args, "--judge-api-key-env", KEY, "--out", str(tmp_path), "--json"]) == 0
+    calibration = json.loads(capsys.readouterr().out)["calibration_file"]
+    cache = str(tmp_path / "judge-cache.sqlite")
+    asked = server.count("coherence")
+    payload = rescore(
+        server,
+        capsys,
+        "--coherence-threshold",
+        calibration,
+        "--novelty-threshold",
+        "0.15",
+        "--cache",
+        cache,
+    )
+    assert server.count("coherence") == asked, "judged from the calibration's cache"
+    assert totals(payload) == reference.PUBLISHED_TOTALS
+    assert payload["truncated"] == 0
+    assert payload["judge"]["coherence_threshold_source"]["kind"] == "calibration"
+    assert payload["judge"]["served_models"] == {"stub-judge": 1158}
+    at_15 = rescore(
+        server,
+        capsys,
+        "--coherence-threshold",
+        "15",
+        "--novelty-threshold",
+        "0.15",
+        "--cache",
+        cache,
+    )
+    assert at_15["truncated"] == 1
+    assert totals(at_15)["gpt-4-turbo"] == 225
+    lines = [q for run in at_15["runs"] for q in run["questions"] if q["truncated"]]
+    assert [q["stop_reason"] for q in lines] == ["truncated"]
+
+
+def test_stricter_judge_ends_chains_earlier_exactly(
+    server: OpenAIStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """At 60 on the stub's scale (o1-mini's 40) answers o1-mini passed now fail: those
+    chains end there, exact scores, no lower bounds."""
+    payload = rescore(
+        server,
+        capsys,
+        "--coherence-threshold",
+        "60",
+        "--novelty-threshold",
+        "0.15",
+        "--cache",
+        str(tmp_path / "c.sqlite"),
+    )
+    recount: dict[str, int] = {}
+    for chain in published_chains():
+        score = 0
+        for answer in chain.answers:
+            assert answer.coherence is not None and answer.novelty is not None
+            if not (answer.coherence * 0.5 + 40 >= 61 and answer.novelty > 0.15):
+                break
+            score += 1
+        recount[chain.model] = recount.get(chain.model, 0) + score
+    assert totals(payload) == recount
+    assert payload["truncated"] == 0
+    assert sum(recount.values()) < sum(reference.PUBLISHED_TOTALS.values())
+
+
+def test_into_then_run_asks_only_for_answers_past_each_chain(
+    server: OpenAIStub,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    chains: list[QuestionResult],
+) -> None:
+    """15 unchanged and novelty > 0.1: 34 of the 49 chains pass their recorded end. The
+    new run directory holds every re-judged chain; ``aidanbench run`` (the printed
+    commands, endpoints added) generates only answers past a recorded chain, judges only
+    new answers, and leaves the finished chains exactly as re-judged."""
+    into = tmp_path / "rejudged"
+    payload = rescore(
+        server,
+        capsys,
+        "--coherence-threshold",
+        "15",
+        "--novelty-threshold",
+        "0.1",
+        "--into",
+        str(into),
+    )
+    assert (
+        payload["into"]["threads"] == 49 and payload["into"]["open"] == payload["truncated"] == 34
+    )
+    meta = read_metadata(into)
+    assert meta is not None and meta["rejudged_from"]["kind"] == "results file"
+    assert meta["judging"]["gpt-4-turbo"]["judge_model"] == "stub-judge"
+    rescored = {(q["model"], q["question"]): q for q in _lines(payload)}
+    length = {(c.model, c.question): len(c.answers) for c in chains}
+    recorded = {(c.question, a.answer) for c in chains for a in c.answers}
+    server.clear()
+    for command in payload["into"]["continue"]:
+        argv = shlex.split(command)[1:]
+        for role in ("", "judge-", "embedding-"):
+            argv += [f"--{role}base-url", server.base_url, f"--{role}api-key-env", KEY]
+        assert main([*argv, "--concurrency", "64"]) == 0
+        capsys.readouterr()
+    generated = server.of_kind("generate")
+    assert generated, "the open chains were continued"
+    for request in generated:
+        question, previous = parse_generate_prompt(request.prompt)
+        assert len(previous) >= length[(request.model, question)], "asked for a recorded answer"
+    for request in server.of_kind("coherence"):
+        assert parse_coherence_prompt(request.prompt) not in recorded, "judged a recorded answer"
+    for line in read_run_dir(into):
+        before = rescored[(line.model, line.question)]
+        if before["truncated"]:
+            assert line.score >= before["score"] and line.stop_reason in ("novelty", "coherence")
+        else:
+            assert line.score == before["score"] and line.stop_reason == before["stop_reason"]
+    assert (
+        main(
+            [
+                "rescore",
+                str(into),
+                "--judge-model",
+                "x",
+                "--coherence-threshold",
+                "1",
+                "--novelty-threshold",
+                "0.1",
+                "--into",
+                str(into),
+            ]
+        )
+        == 2
+    )
+    assert "is a run directory already" in capsys.readouterr().err
+
+
+def _lines(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{**q, "model": run["model"]} for run in payload["runs"] for q in run["questions"]]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--into", "x"], "--into needs --judge-model"),
+        (["--batch"], "--batch needs --judge-model"),
+        (["--judge-samples", "3"], "--judge-samples needs --judge-model"),
+    ],
+)
+def test_judge_flags_need_a_judge(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["rescore", str(PUBLISHED), "--coherence-threshold", "15", "--novelty-threshold", "0.15"]
+    assert main([*argv, *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_calibration_of_another_judge_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calibration = tmp_path / "calibration-judge-a.json"
+    calibration.write_text(
+        json.dumps(
+            {"kind": "aidanbench judge calibration", "judge": {"model": "a", "setting_value": 47.5}}
+        ),
+        "utf-8",
+    )
+    argv = ["rescore", str(PUBLISHED), "--judge-model", "b", "--judge-api-key-env", KEY]
+    assert (
+        main([*argv, "--coherence-threshold", str(calibration), "--novelty-threshold", "0.15"]) == 2
+    )
+    err = capsys.readouterr().err
+    assert "calibrates the judge a, but the judge here is b" in err
+    run = ["run", "-m", "m", "--judge-model", "b", "--coherence-threshold", str(calibration)]
+    assert main([*run, "--run-dir", str(tmp_path / "run"), "--dry-run"]) == 2
+    assert "calibrates the judge a" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_directory_continues_with_its_own_settings_and_vectors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From a run directory: the model's recorded scoring settings carry over, its cache
+    comes along (no recorded answer is embedded again), and a chain the new threshold
+    opens is continued past its end."""
+    from aidanbench.testing import ScriptedBrain
+    from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_flags
+
+    monkeypatch.setenv(TEST_KEY_VARIABLE, "sk-test-not-a-key")
+    source, into = tmp_path / "source", tmp_path / "into"
+    brain = ScriptedBrain(default_length=2, default_ending="coherence", coherent_score=80)
+    with OpenAIStub(brain) as stub:
+        flags = stub_flags(stub.base_url)
+        argv = [
+            "run",
+            "-m",
+            "m",
+            "--questions",
+            "2",
+            "--max-answers",
+            "9",
+            "--run-dir",
+            str(source),
+        ]
+        assert main([*argv, *flags]) == 0
+        capsys.readouterr()
+        recorded = {a.answer for line in read_run_dir(source) for a in line.answers}
+        rescore_argv = ["rescore", str(source), "--judge-model", "judge-model", *flags[4:8]]
+        rescore_argv += ["--coherence-threshold", "4"]
+        rescore_argv += ["--novelty-threshold", "0.15", "--into", str(into), "--json"]
+        assert main(rescore_argv) == 0
+        payload = json.loads(capsys.readouterr().out)
+        assert payload["truncated"] == 2 and payload["into"]["open"] == 2
+        scoring = read_metadata(into)["scoring_settings"]["m"]  # type: ignore[index]
+        assert scoring["max_answers"] == 9 and scoring["coherence_threshold"] == 4
+        stub.clear()
+        (command,) = payload["into"]["continue"]
+        assert main([*shlex.split(command)[1:], *flags]) == 0
+        capsys.readouterr()
+        embedded = {text for request in stub.of_kind("embed") for text in request.texts}
+        assert embedded and not embedded & recorded, "recorded answers' vectors came along"
+    for line in read_run_dir(into):
+        # past its plan each answer is new gibberish, judged 5 > 4: on to the cap kept
+        assert line.score == 9 and line.stop_reason == "max_answers"
