@@ -7,9 +7,9 @@ endpoints take. What they take is found and held by each endpoint's adaptive lim
 no user should have to guess a number: unless one is given (``--concurrency N``,
 ``RunSpec.concurrency``), every question of the session is in flight, up to a ceiling:
 
-* on this machine, memory: each chain in flight holds its state (answers, its next
-  prompt, the graph's step), ``BYTES_PER_CHAIN``, and all of them together at most
-  ``memory_budget()``;
+* on this machine, memory: each chain in flight holds its state (answers and their
+  vectors, its next prompt, the graph's step), ``BYTES_PER_CHAIN``, and all of them
+  together at most ``memory_budget()``;
 * on a LangGraph server (``--server``), ``REMOTE_IN_FLIGHT``: this client holds one
   connection per run it follows, from the SDK's pool.
 
@@ -22,9 +22,10 @@ from __future__ import annotations
 import os
 
 BYTES_PER_CHAIN = 512 * 1024
-"""Memory one more chain in flight costs, rounded up: the largest slope of resident
-memory over chains in flight measured by ``bench.in_flight_memory`` (every chain holding
-20 answers of 400 characters and vectors of 3,072 floats; README, Performance)."""
+"""Memory one more chain in flight costs: the slope of resident memory over chains in
+flight that ``bench.in_flight_memory`` measures with every chain holding 20 answers (about
+the published run's mean) and their vectors of 3,072 floats, rounded up (README,
+Performance). Longer chains cost more, by about an answer and its vector each."""
 
 MEMORY_BUDGET_BYTES = 2**30
 """Memory the chains in flight may hold together, at most (a quarter of the machine's
