@@ -204,13 +204,13 @@ class Progress:
         while not self._stop_watching.wait(WATCH_EVERY_S):
             self.log_waits()
 
-    def log_waits(self, now: float | None = None) -> None:
+    def log_waits(self) -> None:
         """Log lines for the endpoints' long waits (see the module docstring)."""
         if self.endpoints is None:
             return
         from aidanbench.services.limits import capped_text, waiting_text
 
-        now = time.monotonic() if now is None else now
+        now = time.monotonic()
         for host, stats in self.endpoints().items():
             if stats.retry_after_capped is not None and host not in self._capped_told:
                 self._capped_told.add(host)
