@@ -1,6 +1,6 @@
 """Memory per chain in flight: what ``runner.admission.BYTES_PER_CHAIN`` is decided from.
 
-    python -m bench.in_flight_memory [--chains 250,1000,2000] [--answers 5,20] [--runs 3]
+    python -m bench.in_flight_memory [--chains 100,300,600] [--answers 5,20] [--runs 3]
 
 For each number of chains K and answers L: a child process runs K question chains of the
 lab's scripted models (``bench.lab``) through the run engine's drive loop, every chain in
@@ -200,7 +200,7 @@ def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--chains", default="250,1000,2000", help="chains in flight, comma-separated")
+    p.add_argument("--chains", default="100,300,600", help="chains in flight, comma-separated")
     p.add_argument("--answers", default="5,20", help="answers each chain holds, comma-separated")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--dim", type=int, default=3072)
