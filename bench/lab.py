@@ -23,7 +23,12 @@ from the provider's latency draws: g1 + sum over turns of max(judge, embed, next
 generate)), 429s the provider sent, CPU seconds per turn of the measuring process, peak
 memory (max RSS), prompt characters the provider received, and the ratio to (c).
 
-``--variant`` runs (a)/(b) with one optimisation switched off, for deciding which earn
+``--variant`` runs (a)/(b) otherwise: ``command`` through the run engine exactly as
+``aidanbench run`` drives it with no flags but the endpoints (a ``RunSpec`` with no
+concurrency, checked and run by ``runner.engine``: lock, metadata, usage ledger, log-mode
+progress; on (a) the grid's one pair the published run lacks, gpt-4-turbo on its tenth
+question, left out), ``concurrency-8`` with 8 questions in flight (the default before it
+became automatic); or with one optimisation switched off, for deciding which earn
 their place: ``fixed-limit`` (the limit held at 16, no adaptation: the old default),
 ``httpx`` (the httpx transport instead of aiohttp), ``no-batching`` (one embedding
 request per answer), ``plain-saver`` (LangGraph's ``AsyncSqliteSaver`` instead of
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import io
 import json
 import os
@@ -59,6 +65,8 @@ from bench.lab_serve import LabBrain, chain_length, draw
 KEY = "AIDANBENCH_LAB_KEY"
 VARIANTS = (
     "default",
+    "command",
+    "concurrency-8",
     "fixed-limit",
     "httpx",
     "no-batching",
@@ -250,7 +258,7 @@ async def graph_run(workload: str, url: str, args: argparse.Namespace) -> dict[s
             lines = await drive_local(
                 tasks,
                 run_dir,
-                concurrency=len(tasks),
+                concurrency=8 if args.variant == "concurrency-8" else None,
                 progress=Progress(out=io.StringIO()),
                 services=factory,
             )
@@ -263,6 +271,50 @@ async def graph_run(workload: str, url: str, args: argparse.Namespace) -> dict[s
         "score": sum(int(line.get("score") or 0) for line in lines),
         "errored": sum(1 for line in lines if line.get("error")),
         "limits": limits,
+    }
+
+
+async def command_run(workload: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The workload through the run engine as ``aidanbench run`` drives it: a ``RunSpec``
+    with the endpoints and models only, checked and run by ``runner.engine`` with every
+    default (clients, progress in log mode on stderr, questions in flight)."""
+    from aidanbench.cli.demo import EMBEDDING_MODEL, JUDGE_MODEL, KEY_VARIABLE
+    from aidanbench.graph.questions import bundled_questions
+    from aidanbench.runner.engine import execute, prepare
+    from aidanbench.runner.spec import RunSpec
+    from aidanbench.testing.published import published_chains
+
+    if workload == "a":
+        chains = published_chains()
+        models = list(dict.fromkeys(c.model for c in chains))
+        questions = list(dict.fromkeys(c.question for c in chains))
+        asked: set[tuple[str, str]] | None = {(c.model, c.question) for c in chains}
+        key, judge, embedder = KEY_VARIABLE, JUDGE_MODEL, EMBEDDING_MODEL
+    else:
+        models, questions = lab_models(args.models), bundled_questions(args.questions)
+        asked = None
+        key, judge, embedder = KEY, "lab-judge", "lab-embedding"
+    settings: dict[str, Any] = {"judge_model": judge, "embedding_model": embedder}
+    for role in ("", "judge_", "embedding_"):
+        settings |= {f"{role}base_url": url, f"{role}api_key_env": key}
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = RunSpec(models=models, questions=questions, run_dir=Path(tmp), settings=settings)
+        cpu, start = time.process_time(), time.perf_counter()
+        prepared = await prepare(spec)
+        if asked is not None:
+            kept = [t for t in prepared.tasks if (t.settings.model, t.question) in asked]
+            prepared = dataclasses.replace(prepared, tasks=kept)
+        result = await execute(prepared)
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        meta = json.loads((Path(tmp) / "metadata.json").read_text())
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "turns": sum(len(line["answers"]) for line in result.lines),
+        "score": sum(int(line.get("score") or 0) for line in result.lines),
+        "errored": len(result.errored),
+        "limits": meta["endpoint_limits"],
+        "in_flight": meta["sessions"][-1]["concurrency"],
     }
 
 
@@ -342,8 +394,10 @@ def child(args: argparse.Namespace) -> None:
     else:
         from aidanbench.runner import loop
 
-        run = graph_run(args.child, args.url, args)
-        result = loop.run(run)
+        if args.variant == "command":
+            result = loop.run(command_run(args.child, args.url, args))
+        else:
+            result = loop.run(graph_run(args.child, args.url, args))
     result["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(result))
 
@@ -400,7 +454,8 @@ def row(name: str, bound: float, r: dict[str, Any], plain: dict[str, Any] | None
         f"CPU {r['cpu'] / r['wall']:4.2f} cores  "
         f"peak {r['peak_mb']:5.0f} MB  score {r['score']:5d}  errored {r['errored']}  "
         f"prompt chars {r['prompt_chars'] / 1e6:6.2f} M  peak limit {peaks}  "
-        f"against (c): {versus}"
+        + (f"in flight {r['in_flight']}  " if "in_flight" in r else "")
+        + f"against (c): {versus}"
     )
 
 

@@ -20,8 +20,12 @@ asyncio loop (see ``bench.serve`` for why not the threaded test stub).
   and answers so far (generate), arrival, drawn latency, end (monotonic seconds); it
   shows where a chain waited (the gap between one generate's end and the next's
   arrival is time spent in the client, not the provider).
-* ``GET /stats`` reports requests, 429s and prompt characters received; ``POST /stats``
-  resets them.
+* ``--hold-at N`` holds every generate request of a chain that already has ``N``
+  answers until the server stops (``bench.in_flight_memory``: every chain in flight, each
+  holding ``N`` answers); ``--dim`` and ``--answer-size`` set the lab's vector length and
+  answer size.
+* ``GET /stats`` reports requests, 429s, prompt characters received and requests held;
+  ``POST /stats`` resets them.
 """
 
 from __future__ import annotations
@@ -72,9 +76,22 @@ def chain_length(model: str, question: str, mean: float, cap: int) -> int:
 class LabBrain:
     """Scripted chains per model: model-tagged answers, per-model lengths."""
 
-    def __init__(self, models: Sequence[str], questions: Sequence[str], mean: float, cap: int):
+    def __init__(
+        self,
+        models: Sequence[str],
+        questions: Sequence[str],
+        mean: float,
+        cap: int,
+        *,
+        dim: int = 256,
+        answer_size: int = 400,
+    ):
         self.brains = {
-            m: ScriptedBrain({q: chain_length(m, q, mean, cap) for q in questions}, answer_size=400)
+            m: ScriptedBrain(
+                {q: chain_length(m, q, mean, cap) for q in questions},
+                answer_size=answer_size,
+                dim=dim,
+            )
             for m in models
         }
         self.any = next(iter(self.brains.values()))
@@ -116,6 +133,15 @@ def latency(
     return 0.0
 
 
+def held(hold_at: int | None, kind: str, prompt: str) -> bool:
+    """Whether a request is a generate request of a chain with ``hold_at`` answers or more."""
+    return (
+        hold_at is not None
+        and kind == "generate"
+        and len(parse_generate_prompt(prompt)[1]) >= hold_at
+    )
+
+
 class Bucket:
     """A token bucket: ``rate`` requests per second, ``burst`` at once."""
 
@@ -141,8 +167,9 @@ def app(
     sigma: float,
     bucket: Bucket,
     trace: TextIO | None = None,
+    hold_at: int | None = None,
 ) -> web.Application:
-    stats = {"requests": 0, "rate_limited": 0, "prompt_chars": 0}
+    stats = {"requests": 0, "rate_limited": 0, "prompt_chars": 0, "held": 0}
 
     def refused() -> web.Response | None:
         stats["requests"] += 1
@@ -161,6 +188,9 @@ def app(
         prompt = protocol.chat_prompt(body)
         stats["prompt_chars"] += len(prompt)
         kind = classify(prompt)
+        if held(hold_at, kind, prompt):
+            stats["held"] += 1
+            await asyncio.Event().wait()  # until the server stops
         arrived = time.monotonic()
         await asyncio.sleep(wait := latency(kind, model, prompt, (), medians, sigma))
         if trace is not None:
@@ -194,7 +224,7 @@ def app(
         return web.json_response(stats)
 
     async def reset_stats(request: web.Request) -> web.Response:
-        stats.update(requests=0, rate_limited=0, prompt_chars=0)
+        stats.update(requests=0, rate_limited=0, prompt_chars=0, held=0)
         bucket.tokens = bucket.burst
         return web.json_response(stats)
 
@@ -214,14 +244,22 @@ def make_brain(args: argparse.Namespace) -> Any:
     from aidanbench.graph.questions import bundled_questions
 
     models = [f"lab-model-{i}" for i in range(args.models)]
-    return LabBrain(models, bundled_questions(args.questions), args.mean_length, args.max_length)
+    questions = bundled_questions(args.questions)
+    return LabBrain(
+        models,
+        questions,
+        args.mean_length,
+        args.max_length,
+        dim=args.dim,
+        answer_size=args.answer_size,
+    )
 
 
 async def serve(args: argparse.Namespace) -> None:
     medians = {"generate": args.lg, "coherence": args.lj, "embed": args.le}
     bucket = Bucket(args.rate, args.burst)
     trace = open(args.trace, "a") if args.trace else None  # noqa: SIM115, ASYNC230 (once)
-    application = app(make_brain(args), medians, args.sigma, bucket, trace)
+    application = app(make_brain(args), medians, args.sigma, bucket, trace, args.hold_at)
     runner = web.AppRunner(application, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
@@ -247,6 +285,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mean-length", type=float, default=4.0)
     p.add_argument("--max-length", type=int, default=20)
     p.add_argument("--trace", help="append a JSON line per request served to this file")
+    p.add_argument("--hold-at", type=int, help="hold generate requests after N answers")
+    p.add_argument("--dim", type=int, default=256, help="embedding length of the lab brain")
+    p.add_argument("--answer-size", type=int, default=400, help="characters per lab answer")
     return p
 
 

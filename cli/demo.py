@@ -70,7 +70,12 @@ def register(subparsers: Any) -> None:
         help=f"answers take S times their published time (default {DEFAULT_LATENCY_SCALE}: "
         "about a minute; 0: no waiting)",
     )
-    p.add_argument("--concurrency", type=int, default=49, metavar="N", help="questions in flight")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        metavar="N",
+        help="questions in flight (default: all of them, as in aidanbench run)",
+    )
     p.add_argument(
         "--expect",
         type=Path,
@@ -220,7 +225,7 @@ def differences(lines: Sequence[Mapping[str, Any]], expected: Expected) -> list[
 
 
 async def _drive(
-    tasks: list[Task], run_dir: Path, concurrency: int, progress: Progress
+    tasks: list[Task], run_dir: Path, concurrency: int | None, progress: Progress
 ) -> list[dict[str, Any]]:
     """The run engine's local drive loop on HTTP pools closed when it ends."""
     factory = OpenAIServices("aiohttp", chat="openai")
@@ -236,7 +241,7 @@ def handle(args: argparse.Namespace) -> int:
     """Run (or resume) the demo, print the summary and check it."""
     if args.latency_scale < 0:
         raise UsageError(f"--latency-scale must be at least 0, got {args.latency_scale}")
-    if args.concurrency < 1:
+    if args.concurrency is not None and args.concurrency < 1:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
     chains = read_aidanbench_file(reference.published_run())
     expected = read_expected(args.expect) if args.expect else published_scores(chains)

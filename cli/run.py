@@ -59,7 +59,13 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "-r", "--repeats", type=int, default=1, metavar="K", help="runs of each question (1)"
     )
-    p.add_argument("--concurrency", type=int, default=8, metavar="N", help="questions in flight")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        metavar="N",
+        help="questions in flight (default: every question of the run, up to a memory "
+        "ceiling; the endpoints' adaptive limits bound the requests)",
+    )
     p.add_argument("--run-dir", type=_run_dir, default=Path(DEFAULT_RUN_DIR))
     p.add_argument(
         "--server",
@@ -93,7 +99,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
     env_args.apply(args)
     if args.repeats < 1:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
-    if args.concurrency < 1:
+    if args.concurrency is not None and args.concurrency < 1:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
     question_set = question_source.resolve_questions(args)
     try:

@@ -23,7 +23,7 @@ from aidanbench.analysis import rundir
 from aidanbench.analysis.summary import SummaryRow, summarise
 from aidanbench.core.errors import UsageError
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
-from aidanbench.runner import cost, store
+from aidanbench.runner import admission, cost, store
 from aidanbench.runner.drive import Questions, drive
 from aidanbench.runner.local import check_recorded_measurements, local_questions
 from aidanbench.runner.preflight import check_reachable
@@ -58,6 +58,13 @@ class Prepared:
     spec: RunSpec
     tasks: list[Task]
     stored: dict[str, Any] | None
+
+    @property
+    def in_flight(self) -> int:
+        """Questions the session keeps in flight (``runner.admission``)."""
+        return admission.chains_in_flight(
+            self.spec.concurrency, len(self.tasks), remote=self.spec.server is not None
+        )
 
 
 async def prepare(spec: RunSpec) -> Prepared:
@@ -106,7 +113,8 @@ async def execute(
         rundir.remove_leftovers(run_dir)
         store.set_aside_damaged_cache(run_dir / rundir.CACHE)
         carried = store.carried_lines(run_dir)
-        meta = store.grown_metadata(prepared.stored, spec, tasks)
+        in_flight = prepared.in_flight
+        meta = store.grown_metadata(prepared.stored, spec, tasks, in_flight)
         session = meta["sessions"][-1]
         asked = dict.fromkeys(task.question for task in tasks)
         store.question_counts(meta, [*carried, *({"question": q} for q in asked)])
@@ -117,7 +125,7 @@ async def execute(
             with progress:
                 async with backend(spec, services, progress) as questions:
                     all_lines = await drive(
-                        tasks, questions, lines, concurrency=spec.concurrency, progress=progress
+                        tasks, questions, lines, concurrency=in_flight, progress=progress
                     )
         except BaseException as exc:
             session["status"] = (

@@ -15,6 +15,7 @@ from langgraph.types import Durability
 
 from aidanbench.analysis import rundir
 from aidanbench.graph.question import build_question_graph
+from aidanbench.runner.admission import chains_in_flight
 from aidanbench.runner.checkpoints import open_checkpointer
 from aidanbench.runner.drive import Plan, drive, refuse_other_measurement, report
 from aidanbench.runner.progress import Progress
@@ -90,13 +91,16 @@ async def drive_local(
     tasks: Sequence[Task],
     run_dir: Path,
     *,
-    concurrency: int,
+    concurrency: int | None = None,
     progress: Progress,
     services: ServicesFactory = default_services,
 ) -> list[dict[str, Any]]:
     """The drive loop on this machine, without the session around it (no lock, no
-    metadata): for callers that keep their own run directory (the demo, benchmarks)."""
+    metadata): for callers that keep their own run directory (the demo, benchmarks).
+    ``concurrency`` None keeps every task in flight, up to the memory ceiling
+    (``runner.admission``), as a session does."""
+    in_flight = chains_in_flight(concurrency, len(tasks))
     async with local_questions(run_dir, services) as questions:
         return await drive(
-            tasks, questions, RunLines(run_dir), concurrency=concurrency, progress=progress
+            tasks, questions, RunLines(run_dir), concurrency=in_flight, progress=progress
         )

@@ -11,11 +11,20 @@ the metadata; the answer events of a question still running are shown on top unt
 stops, when they are replaced by its line. So the table ends equal to the summary
 whatever was resumed, retried or discarded as a look-ahead. Every outside string (model
 names, questions) is printed through ``printable``.
+
+Requests that wait longer than a few seconds (a ``Retry-After``, a back-off, the
+``--requests-per-minute`` window: ``services.waits``) are shown while they wait: under
+the table, each endpoint's line says how many wait, for what, and the seconds left; in
+the log a watcher thread reads the same record every ``WATCH_EVERY_S`` and prints a line
+when new waits start (at most one per endpoint every ``NEW_WAITS_EVERY_S``), again every
+``STILL_WAITING_EVERY_S`` while they last, and once per endpoint when it asked for a
+``Retry-After`` above the cap.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
@@ -36,6 +45,17 @@ from aidanbench.runner.tasks import LineCounts
 
 if TYPE_CHECKING:
     from aidanbench.services.limits import EndpointStats
+
+WATCH_EVERY_S = 0.5
+"""How often the log looks at the endpoints' waits."""
+
+NEW_WAITS_EVERY_S = 4.0
+"""At most one log line per endpoint this often for waits that start: a 429 storm is one
+line every few seconds, and a wait is still logged within ``NEW_WAITS_EVERY_S +
+WATCH_EVERY_S`` of its start."""
+
+STILL_WAITING_EVERY_S = 30.0
+"""While an endpoint's requests wait, the log says so again this often."""
 
 
 @dataclass
@@ -80,6 +100,12 @@ class Progress:
     """Each endpoint's limit and 429s now (``OpenAIServices.endpoint_stats``), shown
     under the table."""
     _live: Live | None = None
+    _watcher: threading.Thread | None = None
+    _stop_watching: threading.Event = field(default_factory=threading.Event)
+    _waits_told: dict[str, tuple[int, float]] = field(default_factory=dict)
+    """Per endpoint, the waits counted at its last wait line, and when that was."""
+    _capped_told: set[str] = field(default_factory=set)
+    _writing: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         if self.live is None:
@@ -90,9 +116,19 @@ class Progress:
             console = Console(file=self.out, markup=False)
             self._live = Live(self, console=console, refresh_per_second=4)
             self._live.__enter__()
+        else:
+            self._stop_watching.clear()
+            self._watcher = threading.Thread(
+                target=self._watch_waits, name="aidanbench-waits", daemon=True
+            )
+            self._watcher.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._watcher is not None:
+            self._stop_watching.set()
+            self._watcher.join()
+            self._watcher = None
         if self._live is not None:
             self._live.__exit__(None, None, None)  # draws the final state once more
             self._live = None
@@ -162,7 +198,32 @@ class Progress:
     def _line(self, text: str) -> None:
         if not self.live:
             elapsed = time.monotonic() - self.started
-            print(f"[{elapsed:7.1f}s] {text}", file=self.out, flush=True)
+            with self._writing:  # the watcher thread writes lines too
+                self.out.write(f"[{elapsed:7.1f}s] {text}\n")
+                self.out.flush()
+
+    def _watch_waits(self) -> None:
+        while not self._stop_watching.wait(WATCH_EVERY_S):
+            self.log_waits()
+
+    def log_waits(self) -> None:
+        """Log lines for the endpoints' long waits (see the module docstring)."""
+        if self.endpoints is None:
+            return
+        from aidanbench.services.limits import capped_text, waiting_text
+
+        now = time.monotonic()
+        for host, stats in self.endpoints().items():
+            if stats.retry_after_capped is not None and host not in self._capped_told:
+                self._capped_told.add(host)
+                self._line(printable(f"{host}: {capped_text(*stats.retry_after_capped)}"))
+            if stats.waiting is None:
+                continue
+            counted, at = self._waits_told.get(host, (0, -float("inf")))
+            started = stats.long_waits > counted and now - at >= NEW_WAITS_EVERY_S
+            if started or now - at >= STILL_WAITING_EVERY_S:
+                self._waits_told[host] = (stats.long_waits, now)
+                self._line(printable(waiting_text(host, stats.waiting)))
 
     def _table(self, width: int | None = None) -> Group:
         """The counters as of now; split into stacked tables, each naming the model, when
@@ -197,4 +258,4 @@ class Progress:
             return []
         from aidanbench.services.limits import describe
 
-        return [Text(describe(self.endpoints()))]
+        return [Text(printable(line)) for line in describe(self.endpoints()).splitlines()]

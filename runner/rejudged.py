@@ -179,7 +179,7 @@ async def seed_run(
             await graph.aupdate_state(config, values, as_node="decide")
     lines = [task.line(values) for task, values in zip(tasks, states, strict=True)]
     rundir.write_outputs(run_dir, lines)
-    meta = store.grown_metadata(None, spec, tasks)
+    meta = store.grown_metadata(None, spec, tasks, in_flight=0)  # nothing is asked here
     session = meta["sessions"][-1]
     session["status"] = "rejudged"
     session["finished_at"] = store.now()

@@ -69,7 +69,12 @@ class RunSpec(BaseModel):
     server: str | None = Field(
         default=None, description="Run the questions on this LangGraph server instead."
     )
-    concurrency: int = Field(default=8, ge=1, description="Questions in flight.")
+    concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        description="Questions in flight; None: every question of the session, up to a "
+        "memory ceiling (runner.admission).",
+    )
     prices: Path | None = Field(
         default=None,
         description="A JSON price table replacing the bundled list prices of the models it "

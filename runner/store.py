@@ -251,8 +251,9 @@ def spelled(questions: Sequence[str], spellings: dict[str, str]) -> list[str]:
     return [spellings.get(q, q) for q in questions]
 
 
-def session_record(spec: RunSpec, tasks: Sequence[Task]) -> dict[str, Any]:
-    """What this session asked for and the operational settings it applied."""
+def session_record(spec: RunSpec, tasks: Sequence[Task], in_flight: int) -> dict[str, Any]:
+    """What this session asked for and the operational settings it applied; ``in_flight``
+    is the questions it keeps in flight (``runner.admission``)."""
     first = tasks[0].settings
     questions = spec.questions_list
     return {
@@ -268,7 +269,8 @@ def session_record(spec: RunSpec, tasks: Sequence[Task]) -> dict[str, Any]:
         "operational": operational_settings(first),
         "coherence_threshold_source": spec.coherence_threshold_source,
         "endpoints": endpoints(first),
-        "concurrency": spec.concurrency,
+        "concurrency": in_flight,
+        "concurrency_automatic": spec.concurrency is None,
         "server": spec.server,
         "package_version": importlib_metadata.version("aidanbench"),
         "git_commit": git_commit(),
@@ -281,7 +283,7 @@ def endpoints(settings: Settings) -> dict[str, str]:
 
 
 def grown_metadata(
-    stored: dict[str, Any] | None, spec: RunSpec, tasks: Sequence[Task]
+    stored: dict[str, Any] | None, spec: RunSpec, tasks: Sequence[Task], in_flight: int
 ) -> dict[str, Any]:
     """The run's metadata with this session added: the grid grows, nothing is dropped."""
     meta = dict(stored or {})
@@ -348,7 +350,7 @@ def grown_metadata(
         # the lock is ours: a session still marked running was killed before its end
         if isinstance(session, dict) and session.get("status") == "running":
             session["status"] = "killed"
-    meta["sessions"] = [*earlier, session_record(spec, tasks)]
+    meta["sessions"] = [*earlier, session_record(spec, tasks, in_flight)]
     return meta
 
 

@@ -81,7 +81,9 @@ class EmbeddingBatcher:
         """Vectors of ``texts``, in order, sent alone or with other callers' texts."""
         if not texts:
             return []
-        return await with_retries(lambda: self._attempt(texts), self.max_retries)
+        return await with_retries(
+            lambda: self._attempt(texts), self.max_retries, self.limiter.waits
+        )
 
     async def _attempt(self, texts: list[str]) -> list[Vector]:
         loop = asyncio.get_running_loop()

@@ -60,8 +60,15 @@ RETRY_AFTER_LIMIT = 120.0
 
 
 def retry_after(exc: BaseException) -> float | None:
+    """Seconds the endpoint asked to wait, capped at ``RETRY_AFTER_LIMIT``; None when
+    not said."""
+    asked = asked_wait(exc)
+    return None if asked is None else min(asked, RETRY_AFTER_LIMIT)
+
+
+def asked_wait(exc: BaseException) -> float | None:
     """Seconds the endpoint asked to wait (``Retry-After-Ms`` or ``Retry-After``,
-    seconds or an HTTP date), capped at ``RETRY_AFTER_LIMIT``; None when not said."""
+    seconds or an HTTP date), as asked: no cap; None when not said."""
     import openai
 
     if not isinstance(exc, openai.APIStatusError):
@@ -79,7 +86,7 @@ def retry_after(exc: BaseException) -> float | None:
             seconds = email.utils.mktime_tz(parsed) - time.time()
     if seconds is None or seconds < 0:
         return None
-    return min(seconds, RETRY_AFTER_LIMIT)
+    return seconds
 
 
 REDACTED = "[redacted]"

@@ -23,7 +23,10 @@ a link's capacity (additive increase, multiplicative decrease):
   top: at most that many request starts in any 60 seconds.
 
 Every attempt takes a slot (``services.retry``), so retries count against the limit and
-the rate. Any other failure (a time-out, a 5xx) leaves the limit where it is.
+the rate. Any other failure (a time-out, a 5xx) leaves the limit where it is. Every
+deliberate wait of the endpoint's requests (the rate window here, ``Retry-After`` and
+back-offs in ``services.retry``) sleeps through the limiter's ``waits``, so a long one is
+shown while it lasts (``services.waits``).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from dataclasses import dataclass
 import openai
 
 from aidanbench.services.errors import retry_after
+from aidanbench.services.waits import WaitNow, Waits
 
 INITIAL_LIMIT = 64
 """Requests in flight an adaptive limiter starts with. Slow start doubles it per round
@@ -88,6 +92,14 @@ class EndpointStats:
     """Times the limit was cut."""
     per_minute: float | None
     adaptive: bool
+    long_waits: int = 0
+    """Waits longer than ``services.waits.VISIBLE_S`` started so far (``Retry-After``,
+    back-offs, the rate window)."""
+    waiting: WaitNow | None = None
+    """The longest of them going on now (None when none is)."""
+    retry_after_capped: tuple[float, float] | None = None
+    """The longest ``Retry-After`` asked above ``errors.RETRY_AFTER_LIMIT``, and the cap
+    waited instead; None when none was."""
 
 
 class _Accepted:
@@ -142,6 +154,8 @@ class EndpointLimiter:
         """Counts back-offs: a reply to a request started in an earlier window is stale."""
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._starts: deque[float] = deque()
+        self.waits = Waits()
+        """Long waits of this endpoint's requests, recorded while they last."""
 
     @property
     def max_in_flight(self) -> int:
@@ -160,6 +174,9 @@ class EndpointLimiter:
             backoffs=self.backoffs,
             per_minute=self.per_minute,
             adaptive=self.adaptive,
+            long_waits=self.waits.started,
+            waiting=self.waits.now(),
+            retry_after_capped=self.waits.capped,
         )
 
     def tighten(self, ceiling: int, per_minute: float | None) -> None:
@@ -268,14 +285,36 @@ class EndpointLimiter:
             if len(self._starts) < capacity:
                 self._starts.append(now)
                 return
-            await asyncio.sleep(60.0 - (now - self._starts[0]))
+            cause = f"the rate limit of {self.per_minute:g} requests per minute"
+            await self.waits.sleep(60.0 - (now - self._starts[0]), cause)
 
 
 def describe(stats: Mapping[str, EndpointStats]) -> str:
-    """One line per endpoint for people: its limit now, its ceiling and its 429s."""
-    return "\n".join(
-        f"{host}: {s.limit} in flight allowed (ceiling {s.ceiling}), {s.in_flight} now, "
-        f"{s.rate_limited} rate-limited"
-        + (f", {s.per_minute:g}/min" if s.per_minute is not None else "")
-        for host, s in stats.items()
-    )
+    """One line per endpoint for people: its limit now, its ceiling and its 429s; under it,
+    while its requests wait longer than a few seconds, what they wait for."""
+    lines = []
+    for host, s in stats.items():
+        lines.append(
+            f"{host}: {s.limit} in flight allowed (ceiling {s.ceiling}), {s.in_flight} now, "
+            f"{s.rate_limited} rate-limited"
+            + (f", {s.per_minute:g}/min" if s.per_minute is not None else "")
+        )
+        if s.waiting is not None:
+            capped = s.retry_after_capped
+            lines.append(
+                f"  {waiting_text(host, s.waiting)}"
+                + (f"; {capped_text(*capped)}" if capped is not None else "")
+            )
+    return "\n".join(lines)
+
+
+def waiting_text(host: str, wait: WaitNow) -> str:
+    """What an endpoint's requests wait for now: ``host: 3 requests waiting, 118 s left
+    (Retry-After of a 429)``."""
+    who = "1 request" if wait.requests == 1 else f"{wait.requests} requests"
+    return f"{host}: {who} waiting, {math.ceil(wait.left)} s left ({wait.cause})"
+
+
+def capped_text(asked: float, granted: float) -> str:
+    """A ``Retry-After`` above the cap, and the cap waited instead."""
+    return f"asked for Retry-After {asked:.0f} s, above the cap: waiting {granted:g} s per attempt"

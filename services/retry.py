@@ -10,8 +10,10 @@ not retry a 200 reply that turned out to be unreadable. Here:
   bounds each read, so a body trickling in one byte at a time never ends);
 * 408/409/429/5xx, time-outs, connection errors and malformed replies are retried up to
   ``max_retries`` times; any other 4xx is final at once;
-* the wait between attempts honours ``Retry-After`` and otherwise backs off
-  exponentially (0.5 s doubling up to 8 s) with jitter, as the OpenAI client does.
+* the wait between attempts honours ``Retry-After`` (up to ``errors.RETRY_AFTER_LIMIT``) and
+  otherwise backs off exponentially (0.5 s doubling up to 8 s) with jitter, as the
+  OpenAI client does; it sleeps through the endpoint's ``waits``, so a long one is shown
+  while it lasts, and a ``Retry-After`` above the cap is recorded there too.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from aidanbench.services.errors import is_retryable, retry_after
+from aidanbench.core.errors import MalformedReply
+from aidanbench.services.errors import asked_wait, is_retryable, retry_after
 from aidanbench.services.limits import EndpointLimiter
+from aidanbench.services.waits import Waits
 
 T = TypeVar("T")
 
@@ -39,9 +43,30 @@ def backoff(retry: int, exc: BaseException) -> float:
     return delay * (1.0 - 0.25 * random.random())
 
 
-async def with_retries(attempt: Callable[[], Awaitable[T]], max_retries: int) -> T:
+def wait_cause(exc: BaseException) -> str:
+    """Why a retry waits after ``exc``, for people."""
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        status = f"a {exc.status_code}"
+        return (
+            f"Retry-After of {status}"
+            if retry_after(exc) is not None
+            else f"back-off after {status}"
+        )
+    if isinstance(exc, openai.APITimeoutError | TimeoutError):
+        return "back-off after a time-out"
+    if isinstance(exc, openai.APIConnectionError | OSError):
+        return "back-off after a connection error"
+    if isinstance(exc, MalformedReply | openai.APIResponseValidationError):
+        return "back-off after a malformed reply"
+    return f"back-off after {type(exc).__name__}"
+
+
+async def with_retries(attempt: Callable[[], Awaitable[T]], max_retries: int, waits: Waits) -> T:
     """``await attempt()``, again after each retryable failure, at most ``max_retries``
-    more times; the last failure is raised."""
+    more times; the last failure is raised. The waits between attempts go through the
+    endpoint's ``waits``."""
     retry = 0
     while True:
         try:
@@ -49,7 +74,10 @@ async def with_retries(attempt: Callable[[], Awaitable[T]], max_retries: int) ->
         except Exception as exc:
             if retry >= max_retries or not is_retryable(exc):
                 raise
-            await asyncio.sleep(backoff(retry, exc))
+            asked, granted = asked_wait(exc), retry_after(exc)
+            if asked is not None and granted is not None and asked > granted:
+                waits.asked_above_cap(asked, granted)
+            await waits.sleep(backoff(retry, exc), wait_cause(exc))
             retry += 1
 
 
@@ -70,4 +98,6 @@ async def call(
 ) -> T:
     """``request()`` through the limiter, each attempt within ``limit_s`` seconds, retried
     (see the module docstring)."""
-    return await with_retries(lambda: attempt_once(limiter, limit_s, request), max_retries)
+    return await with_retries(
+        lambda: attempt_once(limiter, limit_s, request), max_retries, limiter.waits
+    )
