@@ -1,11 +1,22 @@
-"""The ``aidanbench`` command: run, estimate, demo, report, view, rescore, plot, calibrate."""
+"""The ``aidanbench`` command: run, estimate, demo, report, view, rescore, plot, calibrate,
+forget."""
 
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
 
-COMMANDS = ("run", "estimate", "demo", "report", "view", "rescore", "plot", "calibrate")
+COMMANDS = (
+    "run",
+    "estimate",
+    "demo",
+    "report",
+    "view",
+    "rescore",
+    "plot",
+    "calibrate",
+    "forget",
+)
 """Command modules of this package, in the order ``--help`` lists them."""
 
 

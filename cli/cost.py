@@ -12,12 +12,15 @@ import argparse
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aidanbench.cli import estimate
 from aidanbench.cli.errors import UsageError, printable
 from aidanbench.core.settings import Settings
-from aidanbench.runner.spec import RunSpec
 from aidanbench.services.pricing import PriceFileError, price_table
+
+if TYPE_CHECKING:
+    from aidanbench.runner.spec import RunSpec
 
 
 def register(p: argparse.ArgumentParser) -> None:

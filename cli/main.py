@@ -17,7 +17,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from aidanbench.cli import COMMANDS
 from aidanbench.cli.errors import UsageError
@@ -31,8 +31,22 @@ SUMMARIES = {
     "rescore": "recompute scores under other thresholds, without API calls",
     "plot": "draw PNG charts of scores, per-question scores, a trajectory and stop reasons",
     "calibrate": "calibrate the novelty threshold of an embedding model against a reference run",
+    "forget": "remove a model's threads and results from a run directory",
 }
 """Each command's one-line help, as its module registers it (shown by ``--help``)."""
+
+
+class VersionAction(argparse.Action):
+    """``--version``: the installed package's version (looked up only when asked)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from importlib.metadata import version
+
+        print(f"aidanbench {version('aidanbench')}")
+        parser.exit(0)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -49,6 +63,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="aidanbench",
         description="AidanBench creativity benchmark as a LangGraph workflow.",
     )
+    parser.add_argument("--version", action=VersionAction)
     subparsers = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=OneLineParser
     )

@@ -9,14 +9,13 @@ when it started and ended and how.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import platform
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -34,7 +33,7 @@ from aidanbench.core.setting_kinds import (
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import question_set_hash
 from aidanbench.nodes.prompts import prompts_sha256
-from aidanbench.runner.spec import RunSpec
+from aidanbench.runner.spec import RunSpec, base_urls
 from aidanbench.runner.tasks import Task, thread_id
 from aidanbench.services import role_host
 
@@ -42,23 +41,6 @@ RESCORE_FIELDS = frozenset(
     {"coherence_threshold", "novelty_threshold", "llm_novelty_threshold", "max_answers"}
 )
 """Scoring settings ``aidanbench rescore`` can apply to stored answers when stricter."""
-
-
-@contextmanager
-def run_lock(run_dir: Path) -> Iterator[None]:
-    """Hold the run directory's lock; a second writer is refused, not interleaved."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(run_dir / rundir.LOCK, "a+")  # noqa: SIM115 - held for the whole run
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UsageError(
-                f"run directory {run_dir} is in use by another aidanbench run"
-            ) from None
-        yield
-    finally:
-        handle.close()
 
 
 def stored_metadata(run_dir: Path) -> dict[str, Any] | None:
@@ -218,8 +200,11 @@ def carried_lines(run_dir: Path) -> list[dict[str, Any]]:
     return lines
 
 
-def session_record(spec: RunSpec, tasks: Sequence[Task]) -> dict[str, Any]:
-    """What this session asked for and the operational settings it applied."""
+def session_record(
+    spec: RunSpec, tasks: Sequence[Task], sources: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """What this session asked for and the operational settings it applied, with the
+    base URL each role reached and which roles took theirs from ``OPENAI_BASE_URL``."""
     first = tasks[0].settings
     questions = spec.questions_list
     return {
@@ -234,6 +219,8 @@ def session_record(spec: RunSpec, tasks: Sequence[Task]) -> dict[str, Any]:
         "questions_source": spec.questions_source,
         "operational": operational_settings(first),
         "endpoints": endpoints(first),
+        "base_urls": base_urls(first),
+        "endpoint_sources": dict(sources or {}),
         "concurrency": spec.concurrency,
         "server": spec.server,
         "package_version": importlib_metadata.version("aidanbench"),
@@ -247,7 +234,10 @@ def endpoints(settings: Settings) -> dict[str, str]:
 
 
 def grown_metadata(
-    stored: dict[str, Any] | None, spec: RunSpec, tasks: Sequence[Task]
+    stored: dict[str, Any] | None,
+    spec: RunSpec,
+    tasks: Sequence[Task],
+    sources: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The run's metadata with this session added: the grid grows, nothing is dropped."""
     meta = dict(stored or {})
@@ -306,8 +296,33 @@ def grown_metadata(
         # the lock is ours: a session still marked running was killed before its end
         if isinstance(session, dict) and session.get("status") == "running":
             session["status"] = "killed"
-    meta["sessions"] = [*earlier, session_record(spec, tasks)]
+    meta["sessions"] = [*earlier, session_record(spec, tasks, sources)]
     return meta
+
+
+def drop_models_without_lines(
+    meta: dict[str, Any], models: Sequence[str], lines: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """Take each of ``models`` that has no question line out of the run's model lists
+    (``spec.models``, ``scoring_settings``); return them.
+
+    Such a model never produced an answer or a stop (a mistyped name stopped by its
+    endpoint's refusal, a run interrupted before its first answer): it is not part of the
+    run, and a later session may bring it in with other scoring settings. Its threads
+    are left as they are (``aidanbench forget`` removes them); a thread's own record
+    (``measured``) still guards what it continues. The sessions' own records keep what
+    each session asked for.
+    """
+    present = {line["model"] for line in lines}
+    gone = [model for model in dict.fromkeys(models) if model not in present]
+    spec = meta.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("models"), list):
+        spec["models"] = [m for m in spec["models"] if m not in gone]
+    scoring = meta.get("scoring_settings")
+    if isinstance(scoring, dict):
+        for model in gone:
+            scoring.pop(model, None)
+    return gone
 
 
 def question_counts(meta: dict[str, Any], lines: Sequence[dict[str, Any]]) -> None:
