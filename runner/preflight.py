@@ -352,7 +352,7 @@ def unknown_line(role: Role, answer: Answer, listed: Sequence[str], table: Shutd
     if retired is not None:
         hints.append(f"{table.provider} shut {_name(role.model)} down on {retired.isoformat()}")
     if role.role == "judge" and role.model == BENCHMARK_JUDGE:
-        hints.append("it is the benchmark's own judge, which the published scores used")
+        hints.append("it is the benchmark's own judge: the published scores used it")
     extra = f" ({'; '.join(hints)})" if hints else ""
     return (
         f"the {ROLE_NAMES[role.role]} {_name(role.model)} is unknown at {role.host} "
