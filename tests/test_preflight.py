@@ -23,7 +23,7 @@ from aidanbench.cli.main import main
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.runner import preflight
 from aidanbench.services import lifecycle
-from aidanbench.testing import OpenAIStub, ScriptedBrain
+from aidanbench.testing import OpenAIStub, ScriptedBrain, http_error, when
 from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_flags
 
 from .conftest import REPO, TEST_KEY
@@ -309,3 +309,37 @@ def test_listed_models_need_no_request(openai_like: OpenAIStub, tmp_path: Path) 
     assert [r.path for r in openai_like.requests if r.method == "GET"] == ["/v1/models"]
     assert not [r for r in openai_like.requests if is_check(r)]
     assert not [line for line in ledger(run_dir) if line["node"] == "preflight"]
+
+
+def test_a_one_line_request_refused_otherwise_is_a_warning_and_the_run_goes_on(
+    openai_like: OpenAIStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 400 to the preflight's own request may be the request's fault (a field the
+    server does not take): said, not refused; the run itself finds a real refusal."""
+    openai_like.catalogue = None  # serves any model, lists only what it was asked
+    openai_like.faults = when("other", http_error(400, "max_tokens is not supported"))
+    assert main(run_args(openai_like, tmp_path / "run", "gpt-4o-mini")) == 0
+    err = capsys.readouterr().err
+    assert "warning: model under test gpt-4o-mini at 127.0.0.1" in err
+    assert "was not checked (a one-line request got HTTP 400: max_tokens is not supported)" in err
+
+
+def test_an_unreachable_endpoint_from_openai_base_url_says_so(
+    tmp_path: Path,
+    api_key: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", closed)
+    args = ["run", "-m", "m", "--questions", "1", "--run-dir", str(tmp_path / "run")]
+    assert main(args) == 2
+    err = one_line(capsys)
+    assert "cannot reach the model under test, judge and embedding model endpoint" in err
+    assert "(Connection refused)" in err
+    assert "--base-url (here OPENAI_BASE_URL), --judge-base-url (here OPENAI_BASE_URL)" in err
+    assert not (tmp_path / "run").exists()
