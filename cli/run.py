@@ -136,7 +136,8 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     """
     env_args.apply(args)
     check_run_args(args)
-    rundir.refuse_if_in_use(args.run_dir)
+    if not args.dry_run:  # a dry run writes nothing: another run may hold the directory
+        rundir.refuse_if_in_use(args.run_dir)
     from aidanbench.runner import loop
 
     spec = run_spec(args)

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Literal
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import (
     LOCAL_EMBEDDING_MODEL,
+    ROLE_FIELDS,
     ROLE_NAMES,
     Settings,
     role_flag,
@@ -74,14 +75,13 @@ a model that goes away in that window leaves the directory impossible to finish 
 BENCHMARK_JUDGE = Settings.model_fields["judge_model"].default
 """The benchmark's own judge, the one the published scores used."""
 
-RoleName = Literal["model", "judge", "embeddings"]
-
 
 @dataclass(frozen=True)
 class Role:
     """One role of the session as it reaches its endpoint."""
 
-    role: RoleName
+    role: str
+    """``model``, ``judge`` or ``embeddings``."""
     model: str
     base_url: str
     key_env: str
@@ -101,15 +101,12 @@ def roles_of(settings: Iterable[Settings]) -> list[Role]:
     """Every distinct role of the session's settings (local embeddings reach nothing)."""
     found: dict[Role, None] = {}
     for s in settings:
-        found[Role("model", s.model, s.base_url or OPENAI_URL, s.api_key_env)] = None
-        found[Role("judge", s.judge_model, s.judge_base_url or OPENAI_URL, s.judge_api_key_env)] = (
-            None
-        )
-        if s.embedding_model != LOCAL_EMBEDDING_MODEL:
-            embedding_url = s.embedding_base_url or OPENAI_URL
-            found[Role("embeddings", s.embedding_model, embedding_url, s.embedding_api_key_env)] = (
-                None
-            )
+        for role, names in ROLE_FIELDS.items():
+            model = str(getattr(s, names.model))
+            if role == "embeddings" and model == LOCAL_EMBEDDING_MODEL:
+                continue
+            url = getattr(s, names.base_url) or OPENAI_URL
+            found[Role(role, model, url, str(getattr(s, names.api_key_env)))] = None
     return list(found)
 
 
@@ -166,7 +163,7 @@ async def check(
     Raises ``UsageError`` with one line for the first refusal (in the order model under
     test, judge, embeddings); prints warnings through ``warn`` (stderr by default) and
     returns them with the requests made. ``sources`` says where each role's URL came from
-    (``base_url_sources``), for the unreachable-endpoint line.
+    (``runner.spec.environment_base_urls``), for the unreachable-endpoint line.
     """
     today = today or datetime.date.today()
     say = warn or _stderr
@@ -273,7 +270,7 @@ def _verdict(
     what = f"HTTP {answer.status}" if answer.status is not None else answer.message
     detail = f": {answer.message}" if answer.status is not None and answer.message else ""
     result.warnings.append(
-        f"warning: {ROLE_NAMES[role.role]} {_name(role.model)} at {role.host} was not checked "
+        f"warning: {ROLE_NAMES[role.role]} {printable(role.model)} at {role.host} was not checked "
         f"(a one-line request got {printable(what + detail)}); the run goes on"
     )
     return None
@@ -295,14 +292,10 @@ def _warn_soon(
         return
     days = (shutdown - today).days
     result.warnings.append(
-        f"warning: {ROLE_NAMES[role.role]} {_name(role.model)} at {role.host} shuts down on "
+        f"warning: {ROLE_NAMES[role.role]} {printable(role.model)} at {role.host} shuts down on "
         f"{shutdown.isoformat()}, in {days} day{'s' if days != 1 else ''}: a run directory "
         "still growing or resuming then cannot finish it with this model"
     )
-
-
-def _name(model: str) -> str:
-    return printable(model)
 
 
 def _roles_text(roles: Sequence[Role]) -> str:
@@ -328,7 +321,7 @@ def retired_line(role: Role, shutdown: datetime.date, source: str) -> str:
             f"shut down on {shutdown.isoformat()} ({source}): {successor_hint(role)}"
         )
     return (
-        f"the {ROLE_NAMES[role.role]} {_name(role.model)} at {role.host} was shut down on "
+        f"the {ROLE_NAMES[role.role]} {printable(role.model)} at {role.host} was shut down on "
         f"{shutdown.isoformat()} ({source}): {successor_hint(role)}"
     )
 
@@ -347,15 +340,15 @@ def unknown_line(role: Role, answer: Answer, listed: Sequence[str], table: Shutd
     close = difflib.get_close_matches(role.model, listed, n=3, cutoff=0.6)
     hints = []
     if close:
-        hints.append(f"close names it lists: {', '.join(_name(m) for m in close)}")
+        hints.append(f"close names it lists: {', '.join(printable(m) for m in close)}")
     retired = table.date_of(role.model.removeprefix("openai/"))
     if retired is not None:
-        hints.append(f"{table.provider} shut {_name(role.model)} down on {retired.isoformat()}")
+        hints.append(f"{table.provider} shut {printable(role.model)} down on {retired.isoformat()}")
     if role.role == "judge" and role.model == BENCHMARK_JUDGE:
         hints.append("it is the benchmark's own judge: the published scores used it")
     extra = f" ({'; '.join(hints)})" if hints else ""
     return (
-        f"the {ROLE_NAMES[role.role]} {_name(role.model)} is unknown at {role.host} "
+        f"the {ROLE_NAMES[role.role]} {printable(role.model)} is unknown at {role.host} "
         f"({printable(said)}){extra}: {successor_hint(role)}"
     )
 
