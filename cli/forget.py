@@ -50,6 +50,12 @@ def handle(args: argparse.Namespace) -> int:
             f"question line(s); its {done.ledger_lines} usage-ledger line(s) ({spent}) are "
             "kept: that money was spent"
         )
+    server = (rundir.read_metadata(args.run_dir) or {}).get("server")
+    if server:
+        print(
+            f"its threads on the LangGraph server {printable(str(server))} are not touched "
+            "(the server keeps them, keyed by their scoring settings)"
+        )
     report = args.run_dir / REPORT
     if not report.exists():
         return 0
