@@ -11,7 +11,7 @@
       cache.sqlite         embeddings and similarity judgements, by content hash
       outputs.json         generation marker: the sha256 of each results file of the
                            latest write, written before them
-      lock                 held while a run writes here
+      lock                 held while a run (or ``forget``) writes here
 
 Files other programs read are replaced atomically (written beside, then renamed), so a
 crash mid-write leaves the previous version intact. The results files are several files,
@@ -23,16 +23,19 @@ files of a killed write are removed by the next run.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.records import answer_dollars, distinct, question_dollars, question_result
 from aidanbench.core.results import QuestionResult, truncated_answers
 from aidanbench.core.thresholds import Thresholds
@@ -49,6 +52,43 @@ OUTPUTS = "outputs.json"
 
 READ_ATTEMPTS = 5
 """Reads of the marker and files before concluding they disagree (a run may be writing)."""
+
+
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold the run directory's lock (creating the directory); a second writer is refused
+    with ``UsageError``, not interleaved."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(run_dir / LOCK, "a+")  # noqa: SIM115 - held for the whole run
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(in_use_line(run_dir)) from None
+        yield
+    finally:
+        handle.close()
+
+
+def refuse_if_in_use(run_dir: Path) -> None:
+    """``UsageError`` at once when another process holds ``run_dir``'s lock; creates
+    nothing. A command checks this before any slower work, so a directory in use is
+    refused in well under a second; ``run_lock`` still decides when it starts writing."""
+    try:
+        fd = os.open(run_dir / LOCK, os.O_RDONLY)
+    except OSError:  # no lock file (a new directory) or none readable: run_lock decides
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise UsageError(in_use_line(run_dir)) from None
+    finally:
+        os.close(fd)  # closing releases a lock taken here
+
+
+def in_use_line(run_dir: Path) -> str:
+    """The refusal of a run directory another process is writing."""
+    return f"run directory {printable(str(run_dir))} is in use by another aidanbench run"
 
 
 def atomic_write(path: Path, text: str) -> None:

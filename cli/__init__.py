@@ -1,5 +1,5 @@
 """The ``aidanbench`` command: run, estimate, demo, report, view, rescore, plot, calibrate,
-export."""
+export, forget."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ COMMANDS = (
     "plot",
     "calibrate",
     "export",
+    "forget",
 )
 """Command modules of this package, in the order ``--help`` lists them."""
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aidanbench.cli import estimate
 from aidanbench.cli.errors import UsageError, printable
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
-from aidanbench.runner.spec import RunSpec
 from aidanbench.services.pricing import PriceFileError, price_table
+
+if TYPE_CHECKING:
+    from aidanbench.runner.spec import RunSpec
 
 
 def register(p: argparse.ArgumentParser) -> None:

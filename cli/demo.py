@@ -252,7 +252,7 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(f"run directory {run_dir} holds another run; use another --run-dir")
     os.environ.setdefault(KEY_VARIABLE, "demo-key-for-the-local-server")
     questions = list(dict.fromkeys(c.question for c in chains))
-    with store.run_lock(run_dir), replay_server(args.latency_scale) as base_url:
+    with rundir.run_lock(run_dir), replay_server(args.latency_scale) as base_url:
         tasks = demo_tasks(chains, base_url, run_dir)
         meta = stored or demo_metadata(spec, questions, tasks)
         meta["started_at"] = meta.get("started_at") or store.now()

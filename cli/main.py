@@ -17,7 +17,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from aidanbench.cli import COMMANDS
 from aidanbench.cli.errors import UsageError, printable
@@ -32,8 +32,22 @@ SUMMARIES = {
     "plot": "draw PNG charts of scores, per-question scores, a trajectory and stop reasons",
     "calibrate": "calibrate a judge or an embedding model's threshold against a reference run",
     "export": "write runs as Inspect logs, Every Eval Ever records or Hub eval results",
+    "forget": "remove a model's threads and results from a run directory",
 }
 """Each command's one-line help, as its module registers it (shown by ``--help``)."""
+
+
+class VersionAction(argparse.Action):
+    """``--version``: the installed package's version (looked up only when asked)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from importlib.metadata import version
+
+        print(f"aidanbench {version('aidanbench')}")
+        parser.exit(0)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -50,6 +64,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="aidanbench",
         description="AidanBench creativity benchmark as a LangGraph workflow.",
     )
+    parser.add_argument("--version", action=VersionAction)
     subparsers = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=OneLineParser
     )

@@ -16,20 +16,21 @@ import sqlite3
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
 from aidanbench.analysis import rundir
-from aidanbench.analysis.summary import SummaryRow
 from aidanbench.cli import calibration_file, cost, env_args, options, question_source
 from aidanbench.cli.errors import UsageError, printable
 from aidanbench.cli.inputs import check_run_args
 from aidanbench.core.settings import Settings
-from aidanbench.runner import loop
-from aidanbench.runner.engine import RunResult, execute, prepare
-from aidanbench.runner.spec import RunSpec, given_settings
-from aidanbench.services import ServicesFactory
+
+if TYPE_CHECKING:
+    from aidanbench.analysis.summary import SummaryRow
+    from aidanbench.runner.engine import RunResult
+    from aidanbench.runner.spec import RunSpec
+    from aidanbench.services import ServicesFactory
 
 T = TypeVar("T")
 
@@ -78,6 +79,13 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="continue a run directory with the settings it was started with",
     )
+    p.add_argument(
+        "--no-preflight",
+        dest="preflight",
+        action="store_false",
+        help="skip the check of every role's endpoint and model before the run (GET "
+        "/models, or one minimal request per role), for an endpoint that objects to them",
+    )
     env_args.register(p)
     cost.register(p)
     p.set_defaults(handler=handle)
@@ -96,6 +104,8 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
     fills them from the run directory; every other value is applied (operational) or
     checked against the run (scoring).
     """
+    from aidanbench.runner.spec import RunSpec, given_settings
+
     env_args.apply(args)
     if args.repeats < 1:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
@@ -119,6 +129,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
             server=args.server,
             concurrency=args.concurrency,
             use_stored_settings=args.use_stored_settings,
+            preflight=getattr(args, "preflight", True),
             prices=args.prices,
             max_cost=args.max_cost,
             coherence_threshold_source=source,
@@ -132,11 +143,16 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
 
     ``services`` defaults to OpenAI-compatible clients on aiohttp pools, closed when the
     run ends, with ``OpenAIChat`` for the chat roles (``services.clients`` and
-    ``services.chat`` say why these here). Every check of the
-    arguments and of the run directory comes before the first write.
+    ``services.chat`` say why these here). Every check of the arguments and of the run
+    directory comes before the first write; a directory another run holds is refused
+    first, before the run engine is even imported.
     """
     env_args.apply(args)
     check_run_args(args)
+    if not args.dry_run:  # a dry run writes nothing: another run may hold the directory
+        rundir.refuse_if_in_use(args.run_dir)
+    from aidanbench.runner import loop
+
     spec = run_spec(args)
     judge = spec.settings.get("judge_model", Settings.model_fields["judge_model"].default)
     embedder = spec.settings.get(
@@ -192,6 +208,8 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
 
 async def _session(spec: RunSpec, services: ServicesFactory | None) -> RunResult:
     """Check, then run: every refusal comes before the live table appears."""
+    from aidanbench.runner.engine import execute, prepare
+
     prepared = await prepare(spec)
     return await execute(prepared, services=services)
 

@@ -62,6 +62,18 @@ class UsageError(Exception):
     whole explanation; the command line prints it as one line and exits with status 2."""
 
 
+class EndpointRefused(UsageError, ValueError):
+    """An endpoint refuses a role itself, not one request: an unknown model (404), a
+    refused key (401, 403), a 400 that a content-free request of the role gets too. No
+    retry can fix it, so it is not recorded as a question's error: it is raised out of
+    the graph, which leaves the step it interrupted pending, the run stops at once, and a
+    corrected rerun continues every thread where it stopped.
+
+    A ``ValueError`` too (a setting's value the endpoint refuses): a LangGraph server
+    passes the message of a ``ValueError`` on to its client and hides any other
+    exception's behind "An internal error occurred", and a ``--server`` run prints it."""
+
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 """C0 and C1 controls (ESC, and with it every CSI and OSC sequence; the one-byte CSI
 ``\\x9b``; BEL; newlines and carriage returns), the Unicode line and paragraph

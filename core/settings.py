@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -352,3 +353,38 @@ CALIBRATED_NOVELTY_THRESHOLDS: dict[str, float] = {LOCAL_EMBEDDING_MODEL: 0.085}
 def default_novelty_threshold(embedding_model: str) -> float:
     """The benchmark's 0.15, or a calibrated value where one was measured for the model."""
     return CALIBRATED_NOVELTY_THRESHOLDS.get(embedding_model, BENCHMARK_NOVELTY_THRESHOLD)
+
+
+@dataclass(frozen=True)
+class RoleFields:
+    """The settings fields that say which model a role uses, where and with which key."""
+
+    model: str
+    base_url: str
+    api_key_env: str
+
+
+ROLE_FIELDS: dict[str, RoleFields] = {
+    "model": RoleFields("model", "base_url", "api_key_env"),
+    "judge": RoleFields("judge_model", "judge_base_url", "judge_api_key_env"),
+    "embeddings": RoleFields("embedding_model", "embedding_base_url", "embedding_api_key_env"),
+}
+"""Each role's fields; its flags are the fields' names (``flag_of``)."""
+
+ROLE_NAMES: dict[str, str] = {
+    "model": "model under test",
+    "judge": "judge",
+    "embeddings": "embedding model",
+}
+"""Each role as messages name it."""
+
+
+def flag_of(field: str) -> str:
+    """The ``aidanbench run`` flag of a settings field (``judge_base_url`` →
+    ``--judge-base-url``), as ``cli.options`` makes them."""
+    return "--" + field.replace("_", "-")
+
+
+def role_flag(role: str, which: Literal["model", "base_url", "api_key_env"]) -> str:
+    """The flag that sets ``role``'s model, base URL or key variable."""
+    return flag_of(getattr(ROLE_FIELDS[role], which))

@@ -32,7 +32,7 @@ async def embed_texts(ctx: NodeContext, texts: list[str]) -> tuple[list[np.ndarr
     call = no_calls()
     if missing:
         with stopwatch() as elapsed:
-            vectors = await services.embedder.embed(missing)
+            vectors = await services.embed(missing)
         services.cache.put_vectors(model, zip(missing, vectors, strict=True))
         call = CallStats(
             served_model=model, latency_s=elapsed(), input_tokens=None, output_tokens=None, calls=1

@@ -40,6 +40,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from aidanbench.analysis.rundir import read_only_uri
+
 _PUT_CHECKPOINT = (
     "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
     "parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -203,3 +205,28 @@ async def open_checkpointer(path: Path) -> AsyncIterator[InlineCommitSaver]:
             yield saver
         finally:
             saver.close_writer()
+
+
+def stored_threads(path: Path) -> list[str]:
+    """The id of every thread with a checkpoint in ``path`` (read only)."""
+    with contextlib.closing(sqlite3.connect(read_only_uri(path), uri=True)) as db:
+        try:
+            rows = db.execute("SELECT DISTINCT thread_id FROM checkpoints").fetchall()
+        except sqlite3.OperationalError:  # no table: nothing was ever checkpointed
+            return []
+    return [str(row[0]) for row in rows]
+
+
+def delete_threads(path: Path, thread_ids: Sequence[str]) -> int:
+    """Delete every checkpoint and write of ``thread_ids`` in one transaction (as the
+    saver's ``adelete_thread`` does for one thread): all of them go, or, if the process
+    dies first, none. Returns how many checkpoint rows went."""
+    if not thread_ids:
+        return 0
+    with contextlib.closing(sqlite3.connect(path, timeout=30.0)) as db, db:
+        marks = ",".join("?" * len(thread_ids))
+        gone = db.execute(
+            f"DELETE FROM checkpoints WHERE thread_id IN ({marks})", list(thread_ids)
+        ).rowcount
+        db.execute(f"DELETE FROM writes WHERE thread_id IN ({marks})", list(thread_ids))
+    return int(gone)

@@ -15,22 +15,23 @@ import dataclasses
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aidanbench.analysis import rundir
 from aidanbench.analysis.summary import SummaryRow, summarise
-from aidanbench.core.errors import UsageError
+from aidanbench.core.errors import EndpointRefused, UsageError
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
-from aidanbench.runner import admission, cost, store
+from aidanbench.runner import admission, cost, preflight, store
 from aidanbench.runner.drive import Questions, drive
 from aidanbench.runner.local import check_recorded_measurements, local_questions
-from aidanbench.runner.preflight import check_reachable
+from aidanbench.runner.preflight import Preflight
 from aidanbench.runner.progress import Progress
-from aidanbench.runner.spec import RunSpec, build_tasks
+from aidanbench.runner.spec import RunSpec, build_tasks, environment_base_urls, run_fields
 from aidanbench.runner.tasks import RunLines, Task, errored, totals
 from aidanbench.services import OpenAIServices, ServicesFactory
+from aidanbench.services.usage import LEDGER, ledger
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,10 @@ class Prepared:
     spec: RunSpec
     tasks: list[Task]
     stored: dict[str, Any] | None
+    sources: dict[str, str] = field(default_factory=dict)
+    """Roles whose base URL came from ``OPENAI_BASE_URL`` (role: the variable)."""
+    checked: Preflight | None = None
+    """What the endpoint checks found (None: skipped, or a server run)."""
 
     @property
     def in_flight(self) -> int:
@@ -68,14 +73,21 @@ class Prepared:
 
 
 async def prepare(spec: RunSpec) -> Prepared:
-    """Every check of the session, before anything is written or sent.
+    """Every check of the session, before anything is written.
 
     Raises ``UsageError`` with one line: a scoring setting changed for a model already in
-    the run, a damaged checkpoint file, a thread measured otherwise, a missing key or an
-    unreachable endpoint.
+    the run, a damaged checkpoint file, a thread measured otherwise, a missing key, or
+    what the endpoint checks refuse (``runner.preflight``: an unreachable endpoint, an
+    unknown or retired model, a refused key). The checks' only requests are ``GET
+    /models`` and, where that does not name a model, one minimal request of its role.
     """
     stored = store.stored_metadata(spec.run_dir)
     fields = store.model_fields(spec, stored)
+    sources: dict[str, str] = {}
+    if spec.server is None:  # a server applies its own environment's OPENAI_BASE_URL
+        resolved = {m: environment_base_urls(f, os.environ) for m, f in fields.items()}
+        fields = {m: found for m, (found, _) in resolved.items()}
+        sources = next(iter(resolved.values()))[1]
     questions = store.spelled(spec.questions_list, store.stored_spellings(spec.run_dir))
     tasks = build_tasks(spec, fields, questions)
     store.refuse_scoring_changes(spec, stored, tasks)
@@ -83,10 +95,13 @@ async def prepare(spec: RunSpec) -> Prepared:
     store.check_checkpoints(checkpoints)
     if spec.server is None and checkpoints.exists() and not store.stored_scoring(stored):
         await check_recorded_measurements(tasks, checkpoints)
+    checked = None
     if spec.server is None:
         check_keys(tasks[0].settings)  # a server reads the keys from its own environment
-        check_reachable(tasks[0].settings)
-    return Prepared(spec, tasks, stored)
+        if spec.preflight:
+            distinct = {t.settings.model_dump_json(): t.settings for t in tasks}
+            checked = await preflight.check(list(distinct.values()), sources=sources)
+    return Prepared(spec, tasks, stored, sources, checked)
 
 
 def check_keys(settings: Settings) -> None:
@@ -109,16 +124,18 @@ async def execute(
     spec, tasks = prepared.spec, prepared.tasks
     run_dir = spec.run_dir
     progress = progress if progress is not None else Progress()
-    with store.run_lock(run_dir):
+    with rundir.run_lock(run_dir):
         rundir.remove_leftovers(run_dir)
         store.set_aside_damaged_cache(run_dir / rundir.CACHE)
         carried = store.carried_lines(run_dir)
         in_flight = prepared.in_flight
-        meta = store.grown_metadata(prepared.stored, spec, tasks, in_flight)
+        meta = store.grown_metadata(prepared.stored, spec, tasks, in_flight, prepared.sources)
         session = meta["sessions"][-1]
         asked = dict.fromkeys(task.question for task in tasks)
         store.question_counts(meta, [*carried, *({"question": q} for q in asked)])
         store.write_metadata(run_dir, meta)
+        if prepared.checked is not None:
+            prepared.checked.record(ledger(run_dir / LEDGER), run_fields(spec)["prices_path"])
         lines = RunLines(run_dir, carried=carried)
         cost.arm(spec)
         try:
@@ -128,17 +145,17 @@ async def execute(
                         tasks, questions, lines, concurrency=in_flight, progress=progress
                     )
         except BaseException as exc:
-            session["status"] = (
-                "interrupted"
-                if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt)
-                else f"failed: {type(exc).__name__}"
-            )
+            session["status"] = ended_by(exc)
+            if isinstance(exc, EndpointRefused):
+                session["refusal"] = str(exc)
             session["finished_at"] = store.now()
+            store.drop_models_without_lines(meta, spec.models, lines.all())
             with contextlib.suppress(OSError):  # a full disk: the first error is the one to tell
                 store.write_metadata(run_dir, meta)
             raise
         session["status"] = "finished"
         session["finished_at"] = meta["finished_at"] = store.now()
+        store.drop_models_without_lines(meta, spec.models, all_lines)
         meta["totals"] = totals(all_lines)
         cost.finish(meta, spec)
         if progress.endpoints is not None:
@@ -148,6 +165,15 @@ async def execute(
         store.question_counts(meta, all_lines)
         store.write_metadata(run_dir, meta)
     return RunResult(run_dir, all_lines, meta["totals"], summarise(rundir.read_run_dir(run_dir)))
+
+
+def ended_by(exc: BaseException) -> str:
+    """A session's status when ``exc`` ended it."""
+    if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(exc, EndpointRefused):
+        return "refused"
+    return f"failed: {type(exc).__name__}"
 
 
 @asynccontextmanager

@@ -1,53 +1,384 @@
-"""Checks before a run starts: can each endpoint be reached at all?
+"""Checks before a run writes anything: is every role's model there, and does it answer?
 
-An unreachable endpoint (a typo in ``--base-url``, a local server that is not running)
-would otherwise surface as every question stopping with a connection error after its
-retries. One TCP connection per distinct host says so at once, in one line. It is skipped
-when a proxy is configured, since then the clients do not connect directly.
+A mistyped model, a retired one or a refused key would otherwise be found out question by
+question. Before the run directory is touched, every distinct endpoint of the session
+(model under test, judge, embeddings) is asked once for ``GET /models``:
+
+* no answer at all: the endpoint is unreachable, one line naming the flags that set each
+  role's URL (and ``OPENAI_BASE_URL``);
+* 401 or 403: the key is refused, one line naming the variable that holds it;
+* a model list: each model of a role there is looked up. Listed with a ``shutdown_date``
+  already past, it is refused (name and date); one that falls before the run's likely
+  end (``LIKELY_RUN_DAYS`` from today) is a warning.
+
+A model the list does not name, or an endpoint without a model list (404, 405, not JSON:
+many OpenAI-compatible servers list only some models, or none), gets one minimal request
+of its role instead (``services.endpoint_check``): a 404 means unknown, 401/403 a refused
+key, 2xx fine; any other answer is a warning and the run goes on. On OpenAI's own API a
+model no longer listed whose shutdown date in the bundled table (``services.lifecycle``)
+is past is refused without a request: OpenAI stops listing a model once it is shut down.
+
+Everything is asked concurrently and bounded (``LIST_LIMIT_S``, then ``ASK_LIMIT_S``), so
+a refusal comes within ten seconds. The minimal requests cost tokens: they are kept in
+memory and written to the run's usage ledger once the run goes ahead (``Preflight.
+record``); a refused run writes nothing, so what those few requests cost is then not
+recorded anywhere.
 """
 
 from __future__ import annotations
 
+import asyncio
+import datetime
+import difflib
 import os
-import socket
-from urllib.parse import urlsplit
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 
-from aidanbench.core.errors import UsageError
-from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
+from aidanbench.core.errors import UsageError, printable
+from aidanbench.core.settings import (
+    LOCAL_EMBEDDING_MODEL,
+    ROLE_FIELDS,
+    ROLE_NAMES,
+    Settings,
+    role_flag,
+)
+from aidanbench.runner.spec import BASE_URL_VARIABLE, OPENAI_URL
+from aidanbench.services.endpoint_check import (
+    Answer,
+    endpoint_client,
+    list_models,
+    listed_models,
+    minimal_chat,
+    minimal_embeddings,
+)
+from aidanbench.services.errors import host_of
+from aidanbench.services.lifecycle import Shutdowns, known_shutdowns, parse_date
+from aidanbench.services.pricing import price_table
+from aidanbench.services.usage import UsageLedger, raw_usage
 
-PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy")
-OPENAI_URL = "https://api.openai.com/v1"
+if TYPE_CHECKING:
+    import openai
+
+LIST_LIMIT_S = 4.0
+"""Seconds ``GET /models`` may take, all of it."""
+
+ASK_LIMIT_S = 5.0
+"""Seconds one minimal request may take, all of it."""
+
+LIKELY_RUN_DAYS = 30
+"""How far ahead a shutdown date is warned of: the run's likely end. A campaign grows and
+resumes one run directory over days to weeks (more models, repeats, reruns of errors);
+a model that goes away in that window leaves the directory impossible to finish or grow."""
+
+BENCHMARK_JUDGE = Settings.model_fields["judge_model"].default
+"""The benchmark's own judge, the one the published scores used."""
 
 
-def endpoints(settings: Settings) -> dict[str, str]:
-    """Base URL of each role that talks HTTP (local embeddings do not)."""
-    urls = {
-        "model": settings.base_url or OPENAI_URL,
-        "judge": settings.judge_base_url or OPENAI_URL,
-    }
-    if settings.embedding_model != LOCAL_EMBEDDING_MODEL:
-        urls["embeddings"] = settings.embedding_base_url or OPENAI_URL
-    return urls
+@dataclass(frozen=True)
+class Role:
+    """One role of the session as it reaches its endpoint."""
+
+    role: str
+    """``model``, ``judge`` or ``embeddings``."""
+    model: str
+    base_url: str
+    key_env: str
+
+    @property
+    def host(self) -> str:
+        """The endpoint's host (and port), for messages."""
+        return host_of(self.base_url)
+
+    @property
+    def kind(self) -> Literal["chat", "embeddings"]:
+        """Which minimal request this role's model answers."""
+        return "embeddings" if self.role == "embeddings" else "chat"
 
 
-def check_reachable(settings: Settings, timeout: float = 5.0) -> None:
-    """Raise ``UsageError`` naming the first endpoint that refuses a TCP connection."""
-    if any(os.environ.get(v) for v in PROXY_VARIABLES):
+def roles_of(settings: Iterable[Settings]) -> list[Role]:
+    """Every distinct role of the session's settings (local embeddings reach nothing)."""
+    found: dict[Role, None] = {}
+    for s in settings:
+        for role, names in ROLE_FIELDS.items():
+            # the name the endpoint knows: a variant's NAME, not the row's NAME@LABEL
+            model = s.provider_model if role == "model" else str(getattr(s, names.model))
+            if role == "embeddings" and model == LOCAL_EMBEDDING_MODEL:
+                continue
+            url = getattr(s, names.base_url) or OPENAI_URL
+            found[Role(role, model, url, str(getattr(s, names.api_key_env)))] = None
+    return list(found)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One minimal request preflight sent, to be written to the usage ledger."""
+
+    role: Role
+    answer: Answer
+
+
+@dataclass
+class Preflight:
+    """What the checks found: warnings to print and the requests they cost."""
+
+    warnings: list[str] = field(default_factory=list)
+    asked: list[Asked] = field(default_factory=list)
+
+    def record(self, ledger: UsageLedger, prices_path: str | None) -> None:
+        """Write every minimal request to the run's usage ledger (node ``preflight``): a
+        ``sent`` line each, and its usage when it was answered."""
+        table = price_table(prices_path)
+        for asked in self.asked:
+            where = {"thread": None, "node": "preflight"}
+            role, model = asked.role.role, asked.role.model
+            request = ledger.sent(role, model, where, price=table.price(model))
+            if asked.answer.ok:
+                payload = asked.answer.payload
+                usage = raw_usage(payload.get("usage") if isinstance(payload, dict) else None)
+                ledger.replied(role, model, usage, table.price(model), where, request=request)
+            else:
+                ledger.failed(role, model, request, asked.answer.status)
+
+
+@dataclass
+class _Endpoint:
+    """The roles reaching one endpoint with one key, and what it answered."""
+
+    base_url: str
+    key_env: str
+    roles: list[Role]
+    listing: Answer | None = None
+    models: dict[str, str | None] | None = None
+    asked: dict[Role, Answer] = field(default_factory=dict)
+
+
+async def check(
+    settings: Sequence[Settings],
+    *,
+    sources: dict[str, str] | None = None,
+    today: datetime.date | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> Preflight:
+    """Check every role of ``settings`` (see the module docstring).
+
+    Raises ``UsageError`` with one line for the first refusal (in the order model under
+    test, judge, embeddings); prints warnings through ``warn`` (stderr by default) and
+    returns them with the requests made. ``sources`` says where each role's URL came from
+    (``runner.spec.environment_base_urls``), for the unreachable-endpoint line.
+    """
+    today = today or datetime.date.today()
+    say = warn or _stderr
+    endpoints: dict[tuple[str, str], _Endpoint] = {}
+    for role in roles_of(settings):
+        key = (role.base_url, role.key_env)
+        endpoints.setdefault(key, _Endpoint(role.base_url, role.key_env, [])).roles.append(role)
+    table = known_shutdowns()
+    await asyncio.gather(*(_look(endpoint, table, today) for endpoint in endpoints.values()))
+    result = Preflight()
+    refusals: list[tuple[int, str]] = []
+    for endpoint in endpoints.values():
+        result.asked += [Asked(role, answer) for role, answer in endpoint.asked.items()]
+        refusals += _verdicts(endpoint, table, today, sources or {}, result)
+    if refusals:
+        raise UsageError(min(refusals)[1])
+    for line in result.warnings:
+        say(line)
+    return result
+
+
+async def _look(endpoint: _Endpoint, table: Shutdowns, today: datetime.date) -> None:
+    """Ask the endpoint for its model list, then each unlisted model for one answer."""
+    key = os.environ.get(endpoint.key_env, "")
+    client = endpoint_client(endpoint.base_url, key, max(LIST_LIMIT_S, ASK_LIMIT_S))
+    try:
+        endpoint.listing = await list_models(client, LIST_LIMIT_S)
+        if endpoint.listing.status is None or endpoint.listing.status in (401, 403):
+            return
+        endpoint.models = listed_models(endpoint.listing.payload) if endpoint.listing.ok else None
+        unlisted = [
+            role
+            for role in endpoint.roles
+            if role.model not in (endpoint.models or {})
+            and not _retired_at_provider(role, table, today)
+        ]
+        answers = await asyncio.gather(*(_ask(client, role, table) for role in unlisted))
+        endpoint.asked = dict(zip(unlisted, answers, strict=True))
+    finally:
+        await client.close()
+
+
+async def _ask(client: openai.AsyncOpenAI, role: Role, table: Shutdowns) -> Answer:
+    """The minimal request of the role's kind."""
+    if role.kind == "embeddings":
+        return await minimal_embeddings(client, role.model, ASK_LIMIT_S)
+    return await minimal_chat(client, role.model, ASK_LIMIT_S, openai_api=table.serves(role.host))
+
+
+def _retired_at_provider(role: Role, table: Shutdowns, today: datetime.date) -> bool:
+    """A model the provider's own table says is shut down, on the provider's own API."""
+    shutdown = table.date_of(role.model)
+    return table.serves(role.host) and shutdown is not None and shutdown <= today
+
+
+def _verdicts(
+    endpoint: _Endpoint,
+    table: Shutdowns,
+    today: datetime.date,
+    sources: dict[str, str],
+    result: Preflight,
+) -> list[tuple[int, str]]:
+    """The refusals of one endpoint (with the order of their role); warnings and
+    requests are added to ``result``."""
+    order = {role: ("model", "judge", "embeddings").index(role.role) for role in endpoint.roles}
+    listing = endpoint.listing
+    assert listing is not None
+    if listing.status is None:
+        first = min(endpoint.roles, key=lambda r: order[r])
+        return [(order[first], unreachable_line(endpoint.roles, listing, sources))]
+    if listing.status in (401, 403):
+        first = min(endpoint.roles, key=lambda r: order[r])
+        return [(order[first], key_refused_line(endpoint.roles, listing))]
+    refusals: list[tuple[int, str]] = []
+    for role in endpoint.roles:
+        line = _verdict(role, endpoint, table, today, result)
+        if line is not None:
+            refusals.append((order[role], line))
+    return refusals
+
+
+def _verdict(
+    role: Role, endpoint: _Endpoint, table: Shutdowns, today: datetime.date, result: Preflight
+) -> str | None:
+    """One role's refusal line, or None (a warning may be added to ``result``)."""
+    listed = endpoint.models or {}
+    provider_date = table.date_of(role.model) if table.serves(role.host) else None
+    if role.model in listed:
+        shutdown = _date(listed[role.model]) or provider_date
+        if shutdown is not None and shutdown <= today:
+            return retired_line(role, shutdown, f"{role.host} lists it as shut down")
+        _warn_soon(role, shutdown, today, result)
+        return None
+    if provider_date is not None and provider_date <= today:
+        return retired_line(role, provider_date, f"{table.provider}'s deprecations page")
+    answer = endpoint.asked[role]
+    if answer.ok:
+        _warn_soon(role, provider_date, today, result)
+        return None
+    if answer.status == 404:
+        return unknown_line(role, answer, list(listed), table)
+    if answer.status in (401, 403):
+        return key_refused_line([role], answer)
+    what = f"HTTP {answer.status}" if answer.status is not None else answer.message
+    detail = f": {answer.message}" if answer.status is not None and answer.message else ""
+    result.warnings.append(
+        f"warning: {ROLE_NAMES[role.role]} {printable(role.model)} at {role.host} was not checked "
+        f"(a one-line request got {printable(what + detail)}); the run goes on"
+    )
+    return None
+
+
+def _date(text: str | None) -> datetime.date | None:
+    if text is None:
+        return None
+    try:
+        return parse_date(text)
+    except ValueError:
+        return None
+
+
+def _warn_soon(
+    role: Role, shutdown: datetime.date | None, today: datetime.date, result: Preflight
+) -> None:
+    if shutdown is None or shutdown > today + datetime.timedelta(days=LIKELY_RUN_DAYS):
         return
-    seen: set[tuple[str, int]] = set()
-    for role, url in endpoints(settings).items():
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        if (host, port) in seen:
-            continue
-        seen.add((host, port))
-        try:
-            with socket.create_connection((host, port), timeout=timeout):
-                pass
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            raise UsageError(
-                f"cannot reach the {role} endpoint {host}:{port} ({reason}); "
-                "check its base URL and that the server is running"
-            ) from None
+    days = (shutdown - today).days
+    result.warnings.append(
+        f"warning: {ROLE_NAMES[role.role]} {printable(role.model)} at {role.host} shuts down on "
+        f"{shutdown.isoformat()}, in {days} day{'s' if days != 1 else ''}: a run directory "
+        "still growing or resuming then cannot finish it with this model"
+    )
+
+
+def _roles_text(roles: Sequence[Role]) -> str:
+    names = list(dict.fromkeys(ROLE_NAMES[r.role] for r in roles))
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def successor_hint(role: Role) -> str:
+    """What to do about a judge, embedding or model that cannot be used."""
+    if role.role == "judge":
+        return (
+            "choose a successor with --judge-model and calibrate its threshold with "
+            "aidanbench calibrate --judge-model M"
+        )
+    return f"choose another with {role_flag(role.role, 'model')}"
+
+
+def retired_line(role: Role, shutdown: datetime.date, source: str) -> str:
+    """The refusal of a model past its shutdown date."""
+    if role.role == "judge" and role.model == BENCHMARK_JUDGE:
+        return (
+            f"the judge {role.model}, the benchmark's own (the published scores used it), was "
+            f"shut down on {shutdown.isoformat()} ({source}): {successor_hint(role)}"
+        )
+    return (
+        f"the {ROLE_NAMES[role.role]} {printable(role.model)} at {role.host} was shut down on "
+        f"{shutdown.isoformat()} ({source}): {successor_hint(role)}"
+    )
+
+
+def unknown_line(role: Role, answer: Answer, listed: Sequence[str], table: Shutdowns) -> str:
+    """The refusal of a model the endpoint does not serve (404)."""
+    said = f"HTTP 404 {answer.code}" if answer.code else "HTTP 404"
+    if answer.message:
+        said += f": {answer.message}"
+    if answer.code != "model_not_found" and "model" not in answer.message.lower():
+        return (
+            f"the {ROLE_NAMES[role.role]} endpoint {role.host} answered a one-line request "
+            f"with {printable(said)}: check {role_flag(role.role, 'base_url')} (an "
+            "OpenAI-compatible base URL usually ends in /v1)"
+        )
+    close = difflib.get_close_matches(role.model, listed, n=3, cutoff=0.6)
+    hints = []
+    if close:
+        hints.append(f"close names it lists: {', '.join(printable(m) for m in close)}")
+    retired = table.date_of(role.model.removeprefix("openai/"))
+    if retired is not None:
+        hints.append(f"{table.provider} shut {printable(role.model)} down on {retired.isoformat()}")
+    if role.role == "judge" and role.model == BENCHMARK_JUDGE:
+        hints.append("it is the benchmark's own judge: the published scores used it")
+    extra = f" ({'; '.join(hints)})" if hints else ""
+    return (
+        f"the {ROLE_NAMES[role.role]} {printable(role.model)} is unknown at {role.host} "
+        f"({printable(said)}){extra}: {successor_hint(role)}"
+    )
+
+
+def key_refused_line(roles: Sequence[Role], answer: Answer) -> str:
+    """The refusal of a key (401, 403), naming the variable that holds it."""
+    role = roles[0]
+    said = f"HTTP {answer.status}" + (f": {answer.message}" if answer.message else "")
+    return (
+        f"the {_roles_text(roles)} endpoint {role.host} refused the key in {role.key_env} "
+        f"({printable(said)}): put a valid key in {role.key_env}, or name another variable "
+        f"with {role_flag(role.role, 'api_key_env')}"
+    )
+
+
+def unreachable_line(roles: Sequence[Role], answer: Answer, sources: dict[str, str]) -> str:
+    """The refusal of an endpoint that does not answer, naming what sets its URL."""
+    flags = []
+    for role in roles:
+        source = sources.get(role.role)
+        flags.append(role_flag(role.role, "base_url") + (f" (here {source})" if source else ""))
+    return (
+        f"cannot reach the {_roles_text(roles)} endpoint {roles[0].host} "
+        f"({printable(answer.message)}): check its URL ({', '.join(dict.fromkeys(flags))}; "
+        f"{BASE_URL_VARIABLE} sets every role given none) and that the server is running"
+    )
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)

@@ -38,7 +38,7 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError
 from langgraph_sdk.schema import ThreadState
 
-from aidanbench.core.errors import UsageError, printable
+from aidanbench.core.errors import EndpointRefused, UsageError, printable
 from aidanbench.core.setting_kinds import scoring_settings
 from aidanbench.runner.drive import Plan, report
 from aidanbench.runner.progress import Progress
@@ -178,6 +178,8 @@ async def follow(client: LangGraphClient, task: Task, step: Plan, progress: Prog
         await follow(client, task, Plan("join", run_id=run_id), progress)
         return
     if failure is not None:
+        if isinstance(failure, dict) and failure.get("error") == EndpointRefused.__name__:
+            raise EndpointRefused(printable(" ".join(str(failure.get("message")).split())))
         raise RemoteRunError(_failure_text(failure))
 
 

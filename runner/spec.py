@@ -24,7 +24,7 @@ from pydantic import (
 
 from aidanbench.analysis import rundir
 from aidanbench.core.errors import UsageError, printable
-from aidanbench.core.settings import Settings, variant_label, variant_problem
+from aidanbench.core.settings import ROLE_FIELDS, Settings, variant_label, variant_problem
 from aidanbench.graph.question_sources import QuestionSourceError, validated
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.runner.tasks import Task
@@ -97,6 +97,12 @@ class RunSpec(BaseModel):
         default=False,
         description="Settings left out take the run directory's recorded values instead "
         "of their defaults.",
+    )
+    preflight: bool = Field(
+        default=True,
+        description="Check every role's endpoint and model before anything is written "
+        "(runner.preflight); off for an endpoint that objects to GET /models or to a "
+        "one-line request.",
     )
 
     @field_validator("questions", mode="before")
@@ -194,6 +200,43 @@ def given_settings(values: dict[str, Any]) -> dict[str, Any]:
         if value != default:
             given[name] = value
     return given
+
+
+BASE_URL_VARIABLE = "OPENAI_BASE_URL"
+"""The OpenAI SDK's variable: the base URL of every client not given one."""
+
+OPENAI_URL = "https://api.openai.com/v1"
+"""Where a role with no base URL goes (the OpenAI SDK's default)."""
+
+
+def base_urls(settings: Settings) -> dict[str, str]:
+    """The base URL each role reaches (``OPENAI_URL`` for a role given none)."""
+    return {
+        role: getattr(settings, names.base_url) or OPENAI_URL for role, names in ROLE_FIELDS.items()
+    }
+
+
+def environment_base_urls(
+    fields: dict[str, Any], environ: Mapping[str, str]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """``fields`` with ``OPENAI_BASE_URL`` as the base URL of every role given none, as
+    the OpenAI SDK does, and which roles took it (role: the variable's name).
+
+    Resolved here, at the edge, so the URL a role uses is a setting the run records
+    (each session's ``operational`` and ``endpoint_sources``), never a fallback hidden in
+    a client. Keys need nothing of the kind: every role's key variable already defaults
+    to ``OPENAI_API_KEY``.
+    """
+    url = environ.get(BASE_URL_VARIABLE, "").strip()
+    if not url:
+        return fields, {}
+    resolved = dict(fields)
+    sources: dict[str, str] = {}
+    for role, names in ROLE_FIELDS.items():
+        if resolved.get(names.base_url) is None:
+            resolved[names.base_url] = url
+            sources[role] = BASE_URL_VARIABLE
+    return resolved, sources
 
 
 def run_fields(spec: RunSpec) -> dict[str, Any]:

@@ -9,14 +9,13 @@ when it started and ended and how.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import platform
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -35,7 +34,7 @@ from aidanbench.core.setting_kinds import (
 from aidanbench.core.settings import Settings, variant_label
 from aidanbench.graph.questions import question_set_hash
 from aidanbench.nodes.prompts import prompts_sha256
-from aidanbench.runner.spec import RunSpec
+from aidanbench.runner.spec import RunSpec, base_urls
 from aidanbench.runner.tasks import Task, thread_id
 from aidanbench.services import role_host
 
@@ -43,23 +42,6 @@ RESCORE_FIELDS = frozenset(
     {"coherence_threshold", "novelty_threshold", "llm_novelty_threshold", "max_answers"}
 )
 """Scoring settings ``aidanbench rescore`` can apply to stored answers when stricter."""
-
-
-@contextmanager
-def run_lock(run_dir: Path) -> Iterator[None]:
-    """Hold the run directory's lock; a second writer is refused, not interleaved."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(run_dir / rundir.LOCK, "a+")  # noqa: SIM115 - held for the whole run
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UsageError(
-                f"run directory {run_dir} is in use by another aidanbench run"
-            ) from None
-        yield
-    finally:
-        handle.close()
 
 
 def stored_metadata(run_dir: Path) -> dict[str, Any] | None:
@@ -251,9 +233,15 @@ def spelled(questions: Sequence[str], spellings: dict[str, str]) -> list[str]:
     return [spellings.get(q, q) for q in questions]
 
 
-def session_record(spec: RunSpec, tasks: Sequence[Task], in_flight: int) -> dict[str, Any]:
-    """What this session asked for and the operational settings it applied; ``in_flight``
-    is the questions it keeps in flight (``runner.admission``)."""
+def session_record(
+    spec: RunSpec,
+    tasks: Sequence[Task],
+    in_flight: int,
+    sources: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """What this session asked for and the operational settings it applied, with the
+    questions it keeps in flight (``in_flight``: ``runner.admission``), the base URL each
+    role reached and which roles took theirs from ``OPENAI_BASE_URL``."""
     first = tasks[0].settings
     questions = spec.questions_list
     return {
@@ -269,6 +257,8 @@ def session_record(spec: RunSpec, tasks: Sequence[Task], in_flight: int) -> dict
         "operational": operational_settings(first),
         "coherence_threshold_source": spec.coherence_threshold_source,
         "endpoints": endpoints(first),
+        "base_urls": base_urls(first),
+        "endpoint_sources": dict(sources or {}),
         "concurrency": in_flight,
         "concurrency_automatic": spec.concurrency is None,
         "server": spec.server,
@@ -283,7 +273,11 @@ def endpoints(settings: Settings) -> dict[str, str]:
 
 
 def grown_metadata(
-    stored: dict[str, Any] | None, spec: RunSpec, tasks: Sequence[Task], in_flight: int
+    stored: dict[str, Any] | None,
+    spec: RunSpec,
+    tasks: Sequence[Task],
+    in_flight: int,
+    sources: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The run's metadata with this session added: the grid grows, nothing is dropped."""
     meta = dict(stored or {})
@@ -350,7 +344,7 @@ def grown_metadata(
         # the lock is ours: a session still marked running was killed before its end
         if isinstance(session, dict) and session.get("status") == "running":
             session["status"] = "killed"
-    meta["sessions"] = [*earlier, session_record(spec, tasks, in_flight)]
+    meta["sessions"] = [*earlier, session_record(spec, tasks, in_flight, sources)]
     return meta
 
 
@@ -368,6 +362,32 @@ def judging_record(settings: Settings, source: dict[str, Any] | None) -> dict[st
         "coherence_threshold_source": source,
         "judge_samples": settings.judge_samples,
     }
+
+
+def drop_models_without_lines(
+    meta: dict[str, Any], models: Sequence[str], lines: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """Take each of ``models`` that has no question line out of the run's model lists
+    (``spec.models``, ``scoring_settings``, ``judging``); return them.
+
+    Such a model never produced an answer or a stop (a mistyped name stopped by its
+    endpoint's refusal, a run interrupted before its first answer): it is not part of the
+    run, and a later session may bring it in with other scoring settings. Its threads
+    are left as they are (``aidanbench forget`` removes them); a thread's own record
+    (``measured``) still guards what it continues. The sessions' own records keep what
+    each session asked for.
+    """
+    present = {line["model"] for line in lines}
+    gone = [model for model in dict.fromkeys(models) if model not in present]
+    spec = meta.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("models"), list):
+        spec["models"] = [m for m in spec["models"] if m not in gone]
+    for record in ("scoring_settings", "judging"):
+        by_model = meta.get(record)
+        if isinstance(by_model, dict):
+            for model in gone:
+                by_model.pop(model, None)
+    return gone
 
 
 def question_counts(meta: dict[str, Any], lines: Sequence[dict[str, Any]]) -> None:

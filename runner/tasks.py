@@ -88,6 +88,14 @@ def thread_id(model: str, temperature: float, repeat: int, question: str) -> str
     return f"{model}|t={temperature!r}|r={repeat}|q={digest}"
 
 
+def model_of_thread(thread: str) -> str | None:
+    """The model of a thread id made by ``thread_id`` (None for any other id)."""
+    parts = thread.rsplit("|", 3)
+    if len(parts) == 4 and [p[:2] for p in parts[1:]] == ["t=", "r=", "q="]:
+        return parts[0]
+    return None
+
+
 def is_finished(values: Mapping[str, Any], pending: bool) -> bool:
     """Stopped by the benchmark's rule with nothing left to run: skipped on a rerun."""
     return not pending and values.get("stop_reason") in FINAL_STOPS
@@ -195,10 +203,28 @@ class RunLines:
         return line
 
     def write(self) -> None:
-        """Rewrite results, answers and questions files from every line known."""
-        rundir.write_outputs(self.run_dir, list(self.lines.values()))
+        """Rewrite results, answers and questions files from every line to show."""
+        rundir.write_outputs(self.run_dir, self.all())
         self._written = self.clock()
 
     def all(self) -> list[dict[str, Any]]:
-        """Every line, in the run's order."""
-        return list(self.lines.values())
+        """Every line to show (``with_results``), in the run's order."""
+        return with_results(self.lines.values())
+
+
+def with_results(lines: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lines of every (model, temperature) that has produced something: an answer or
+    a stop on at least one of its lines.
+
+    A row whose threads have all produced nothing (none started yet, or each stopped
+    before its first answer by an interruption or a refused endpoint) leaves no line, so
+    a mistyped model ranks nowhere; once a row has produced something, its lines not yet
+    started are shown too (``unfinished``).
+    """
+    lines = list(lines)
+    rows = {
+        (ln["model"], ln["temperature"])
+        for ln in lines
+        if ln.get("answers") or ln.get("stop_reason")
+    }
+    return [line for line in lines if (line["model"], line["temperature"]) in rows]

@@ -168,9 +168,17 @@ class EmbeddingBatcher:
 def _caller_specific(exc: Exception) -> bool:
     """Whether ``exc`` may be caused by one caller's texts rather than by the endpoint:
     a 4xx that is not worth retrying (400 bad input, 413 too large, 422 ...), or a reply
-    that cannot be read at all (one text may be what breaks the provider's encoder)."""
+    that cannot be read at all (one text may be what breaks the provider's encoder). A
+    refused key (401, 403) or an unknown model or path (404) is the endpoint's."""
     if isinstance(exc, MalformedReply):
         return True
     if isinstance(exc, openai.APIStatusError):
-        return 400 <= exc.status_code < 500 and exc.status_code not in (401, 403, 408, 409, 429)
+        return 400 <= exc.status_code < 500 and exc.status_code not in (
+            401,
+            403,
+            404,
+            408,
+            409,
+            429,
+        )
     return False

@@ -133,7 +133,7 @@ def _describe(role: str, host: str, exc: BaseException) -> ErrorInfo:
         )
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
-        detail = _short(_api_message(exc))
+        detail = short(api_message(exc))
         return ErrorInfo(
             kind="error",
             role=role,
@@ -142,7 +142,7 @@ def _describe(role: str, host: str, exc: BaseException) -> ErrorInfo:
             retryable=is_retryable(exc),
         )
     if isinstance(exc, MalformedReply):
-        what = f"malformed reply ({_short(str(exc), 120)})"
+        what = f"malformed reply ({short(str(exc), 120)})"
     elif _dropped_connection(exc):
         what = "connection failed"
     elif isinstance(exc, openai.APITimeoutError | TimeoutError):
@@ -175,7 +175,8 @@ def _dropped_connection(exc: BaseException) -> bool:
     return False
 
 
-def _api_message(exc: openai.APIStatusError) -> str:
+def api_message(exc: openai.APIStatusError) -> str:
+    """The message of an API error body ("" when it has none)."""
     body = exc.body
     if isinstance(body, dict):
         inner = body.get("error", body)
@@ -186,6 +187,7 @@ def _api_message(exc: openai.APIStatusError) -> str:
     return ""
 
 
-def _short(text: str, limit: int = 160) -> str:
+def short(text: str, limit: int = 160) -> str:
+    """``text`` on one line, cut at ``limit`` characters."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit] + "…"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx2
+import numpy as np
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage
@@ -22,8 +23,10 @@ from aidanbench.services import clients, retry
 from aidanbench.services.batching import EmbeddingBatcher
 from aidanbench.services.cache import ScoreCache, endpoint_key
 from aidanbench.services.chat import OpenAIChat
+from aidanbench.services.endpoint_check import PROBE_MESSAGE, PROBE_TEXT
 from aidanbench.services.errors import host_of
 from aidanbench.services.limits import EndpointLimiter, EndpointStats
+from aidanbench.services.refusals import RefusalWatch
 
 ROLES = ("model", "judge", "embeddings")
 
@@ -56,6 +59,9 @@ class Services:
     """Retries of a transient failure; the clients themselves never retry."""
     embedding_namespace: str = "default"
     """What decides a vector (endpoint and model): the cache key of this embedder."""
+    refusals: RefusalWatch | None = None
+    """Tells a refused role (no retry can fix it) from one request's error
+    (``services.refusals``); None: every failure is the request's own."""
     _built: dict[str, object] = field(default_factory=dict)
     _batcher: EmbeddingBatcher | None = None
 
@@ -118,33 +124,71 @@ class Services:
         return self._batcher
 
     async def chat(self, role: str, prompt: str) -> AIMessage:
-        """The reply of ``role`` (``model`` or ``judge``) to one user message.
-
-        A 200 reply the client cannot read (no choices, not JSON, an HTML page, an
-        ``error`` object) is a ``MalformedReply``, retried like a 5xx. Lone UTF-16
-        surrogates, which no UTF-8 file, database or request can hold, are replaced by
-        U+FFFD as a UTF-8 decoder replaces invalid bytes.
+        """The reply of ``role`` (``model`` or ``judge``) to one user message (``ask``),
+        retried (``services.retry``); a refused role raises ``EndpointRefused``
+        (``services.refusals``). Lone UTF-16 surrogates, which no UTF-8 file, database or
+        request can hold, are replaced by U+FFFD as a UTF-8 decoder replaces invalid bytes.
         """
         client = self.model if role == "model" else self.judge
-
-        async def request() -> AIMessage:
-            if isinstance(client, OpenAIChat):
-                return await client.reply(prompt)
-            try:
-                reply = await client.ainvoke([HumanMessage(prompt)])
-            except (ValueError, LookupError, TypeError, AttributeError) as exc:
-                raise MalformedReply(f"{type(exc).__name__}: {exc}") from exc
-            if not isinstance(reply, AIMessage):
-                raise MalformedReply(f"a {type(reply).__name__} instead of a message")
-            return reply
-
-        reply = await retry.call(
-            self.limiters[role],
-            request,
-            limit_s=self.request_timeout,
-            max_retries=self.max_retries,
-        )
+        try:
+            reply = await retry.call(
+                self.limiters[role],
+                lambda: ask(client, prompt),
+                limit_s=self.request_timeout,
+                max_retries=self.max_retries,
+            )
+        except Exception as exc:
+            if self.refusals is not None:
+                await self.refusals.check(role, exc, lambda: self._once(role, client))
+            raise
+        if self.refusals is not None:
+            self.refusals.succeeded(role)
         return repaired(reply)
+
+    async def _once(self, role: str, client: ChatClient) -> AIMessage:
+        """One content-free request of a chat role, as its settings send it."""
+        limit = self.request_timeout
+        return await retry.attempt_once(
+            self.limiters[role], limit, lambda: ask(client, PROBE_MESSAGE)
+        )
+
+    async def embed(self, texts: list[str]) -> list[np.ndarray]:
+        """Vectors of ``texts`` through the batcher (``embedder``); a refused embeddings
+        role raises ``EndpointRefused`` (``services.refusals``)."""
+        try:
+            vectors = await self.embedder.embed(texts)
+        except Exception as exc:
+            if self.refusals is not None:
+                await self.refusals.check("embeddings", exc, self._embed_once)
+            raise
+        if self.refusals is not None:
+            self.refusals.succeeded("embeddings")
+        return vectors
+
+    async def _embed_once(self) -> object:
+        """One content-free embeddings request."""
+        client = self.embeddings
+        limit = self.request_timeout
+        return await retry.attempt_once(
+            self.limiters["embeddings"], limit, lambda: client.aembed_documents([PROBE_TEXT])
+        )
+
+
+async def ask(client: ChatClient, prompt: str) -> AIMessage:
+    """One attempt of a chat role's client at one user message.
+
+    A 200 reply the client cannot read (no choices, not JSON, an HTML page, an ``error``
+    object) is a ``MalformedReply``, retried like a 5xx.
+    """
+    if isinstance(client, OpenAIChat):
+        return await client.reply(prompt)
+    try:
+        reply = await client.ainvoke([HumanMessage(prompt)])
+    except (ValueError, LookupError, TypeError, AttributeError) as exc:
+        raise MalformedReply(f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(reply, AIMessage):
+        raise MalformedReply(f"a {type(reply).__name__} instead of a message")
+    return reply
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -370,6 +414,7 @@ class OpenAIServices:
             request_timeout=settings.request_timeout,
             max_retries=settings.max_retries,
             embedding_namespace=embedding_namespace(settings),
+            refusals=RefusalWatch(settings, key_values(settings)),
         )
 
         def pool(role: str) -> httpx2.AsyncClient:

@@ -174,9 +174,10 @@ class Handler(BaseHTTPRequestHandler):
     ) -> tuple[int, Any]:
         """Check, count, consult the fault hook, wait, then ask the brain."""
         expected = None if stub.api_key is None else f"Bearer {stub.api_key}"
-        if expected is not None and self.headers.get("Authorization") != expected:
-            raise protocol.HTTPError(401, "Incorrect API key provided")
-        if method == "GET" and path == "/v1/models":
+        given = self.headers.get("Authorization")
+        if expected is not None and given != expected:
+            return 401, protocol.unauthorized(given)
+        if method == "GET" and path == "/v1/models" and stub.list_models:
             return 200, protocol.models_list(stub._served_models())
         batch_answer = self._batch_route(stub, method, path, raw, draft)
         if batch_answer is not None:
@@ -190,6 +191,8 @@ class Handler(BaseHTTPRequestHandler):
         else:
             draft.prompt = protocol.chat_prompt(body)
             draft.kind = classify(draft.prompt)
+        if not stub._serves(model):
+            return 404, protocol.model_not_found(model)
         key = content_key(model, draft.prompt, draft.texts)
         draft.attempt = stub._next_attempt(draft.kind, key)
         info = RequestInfo(draft.kind, model, draft.prompt, draft.texts, draft.attempt, key, body)

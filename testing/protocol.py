@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,7 +194,56 @@ def embeddings_response(
     return {"object": "list", "data": data, "model": model, "usage": usage}
 
 
-def models_list(ids: Sequence[str]) -> dict[str, Any]:
-    """The ``GET /v1/models`` answer."""
-    data = [{"id": i, "object": "model", "created": 0, "owned_by": "aidanbench-stub"} for i in ids]
+def models_list(models: Mapping[str, str | None]) -> dict[str, Any]:
+    """The ``GET /v1/models`` answer: each model, with its ``shutdown_date`` when set."""
+    data = []
+    for name, shutdown in models.items():
+        entry: dict[str, Any] = {
+            "id": name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "aidanbench-stub",
+        }
+        if shutdown is not None:
+            entry["shutdown_date"] = shutdown
+        data.append(entry)
     return {"object": "list", "data": data}
+
+
+def model_not_found(model: str) -> dict[str, Any]:
+    """OpenAI's 404 body for a model that does not exist or has been shut down."""
+    return {
+        "error": {
+            "message": f"The model `{model}` does not exist or you do not have access to it.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "model_not_found",
+        }
+    }
+
+
+KEYS_PAGE = "https://platform.openai.com/account/api-keys"
+
+
+def unauthorized(authorization: str | None) -> dict[str, Any]:
+    """OpenAI's 401 body: the key it got, masked as OpenAI masks it, or none given."""
+    key = (authorization or "").removeprefix("Bearer ").strip()
+    if not key:
+        message = (
+            "You didn't provide an API key. You need to provide your API key in an "
+            "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY). "
+            f"You can obtain an API key from {KEYS_PAGE}."
+        )
+        code = None
+    else:
+        masked = key[:8] + "*" * max(len(key) - 12, 0) + key[-4:] if len(key) > 12 else "***"
+        message = f"Incorrect API key provided: {masked}. You can find your API key at {KEYS_PAGE}."
+        code = "invalid_api_key"
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": None,
+            "code": code,
+        }
+    }

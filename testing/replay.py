@@ -52,7 +52,8 @@ class ReplayBrain:
         self._beyond = np.full(size, 1.0 / math.sqrt(size))
 
     def chat(self, kind: Kind, model: str, prompt: str, body: Mapping[str, Any]) -> Reply:
-        """Recorded answer, recorded coherence, or 100/0 similarity by identity."""
+        """Recorded answer, recorded coherence, or 100/0 similarity by identity; any
+        other message (a preflight's one-line request) gets a plain ``OK``."""
         if kind == "generate":
             question, previous = parse_generate_prompt(prompt)
             rows = self.chains[question].answers
@@ -66,6 +67,8 @@ class ReplayBrain:
         if kind == "similarity":
             _, first, second = parse_similarity_prompt(prompt)
             return Reply(f"<similarity_score>{100 if first == second else 0}</similarity_score>")
+        if kind == "other":
+            return Reply("OK")
         raise ValueError(f"replay brain cannot answer a {kind} request")
 
     def embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
@@ -68,10 +68,15 @@ class OpenAIStub:
 
     Use ``with OpenAIStub() as stub:`` or ``start()``/``stop()``; point clients at
     ``stub.base_url``. ``brain``, ``latency`` and ``faults`` may be replaced while it runs.
-    Setting ``api_key`` makes it answer 401 to requests without that bearer token;
-    ``models`` are listed by ``GET /v1/models`` along with every model requested so far.
-    It also speaks OpenAI's Batch API (``testing.batches``): a batch completes
-    ``batch_seconds`` after it was created, its lines answered by the same brain.
+    Setting ``api_key`` makes it answer 401 to requests without that bearer token, with
+    OpenAI's body. By default it serves any model name: ``models`` are listed by ``GET
+    /v1/models`` along with every model requested so far. A ``catalogue`` (model id to its
+    ``shutdown_date``, ``YYYY-MM-DD`` or None) makes it answer as OpenAI does today: it
+    lists exactly those models, each with its shutdown date where one is set, and answers
+    a request for any other model with 404 ``model_not_found``. ``list_models=False``
+    plays a server without ``GET /v1/models`` (404, as for any unknown path). It also
+    speaks OpenAI's Batch API (``testing.batches``): a batch completes ``batch_seconds``
+    after it was created, its lines answered by the same brain.
     """
 
     def __init__(
@@ -83,6 +88,8 @@ class OpenAIStub:
         api_key: str | None = None,
         models: Sequence[str] = (),
         batch_seconds: float = 0.0,
+        catalogue: Mapping[str, str | None] | None = None,
+        list_models: bool = True,
     ) -> None:
         self.brain: Brain = brain if brain is not None else ScriptedBrain()
         self.latency = latency if latency is not None else Latency()
@@ -91,6 +98,8 @@ class OpenAIStub:
         self.models = tuple(models)
         self.batch_seconds = batch_seconds
         self.batch_store = BatchStore()
+        self.catalogue = None if catalogue is None else dict(catalogue)
+        self.list_models = list_models
         self._lock = threading.Lock()
         self._records: list[RecordedRequest] = []
         self._attempts: dict[tuple[Kind, str], int] = {}
@@ -184,6 +193,13 @@ class OpenAIStub:
         """How many requests (of ``kind``, or all) have finished."""
         return len(self.requests if kind is None else self.of_kind(kind))
 
+    def asked(self, kind: Kind | None = None) -> int:
+        """How many requests asked a model something (chat completions and embeddings,
+        of ``kind`` or all): what a run pays for. ``GET /v1/models`` is not one."""
+        return sum(
+            r.method == "POST" for r in (self.requests if kind is None else self.of_kind(kind))
+        )
+
     def max_concurrency(self, kind: Kind | None = None) -> int:
         """The most requests (of ``kind``, or all) that were in the server at once."""
         chosen = self.requests if kind is None else self.of_kind(kind)
@@ -237,10 +253,17 @@ class OpenAIStub:
         with self._lock:
             self._records.append(record)
 
-    def _served_models(self) -> list[str]:
+    def _served_models(self) -> dict[str, str | None]:
+        """The models ``GET /v1/models`` lists, with their shutdown dates."""
+        if self.catalogue is not None:
+            return dict(sorted(self.catalogue.items()))
         with self._lock:
             seen = {r.model for r in self._records if r.model}
-        return sorted(seen | set(self.models))
+        return dict.fromkeys(sorted(seen | set(self.models)))
+
+    def _serves(self, model: str) -> bool:
+        """Whether a request for ``model`` is answered (else 404 ``model_not_found``)."""
+        return self.catalogue is None or model in self.catalogue
 
     def _wait(self, seconds: float) -> None:
         """Sleep, but give up (and drop the request) as soon as ``stop()`` is called."""

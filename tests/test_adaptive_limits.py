@@ -315,7 +315,9 @@ async def test_early_acceptance_backs_off_without_a_429_storm(
 def test_run_records_each_endpoint_limit_and_429s(api_key: str, tmp_path: Path) -> None:
     questions = bundled_questions(2)
     brain = ScriptedBrain({q: 2 for q in questions})
-    with OpenAIStub(brain, faults=fail_times("generate", 1, 429, match=questions[0])) as stub:
+    served = ("m1", "o1-mini", "text-embedding-3-large")  # listed: the preflight asks no model
+    faults = fail_times("generate", 1, 429, match=questions[0])
+    with OpenAIStub(brain, faults=faults, models=served) as stub:
         run_dir = tmp_path / "run"
         url = stub.base_url
         args = ["run", "--model", "m1", "--questions", "2", "--run-dir", str(run_dir)]
@@ -327,7 +329,9 @@ def test_run_records_each_endpoint_limit_and_429s(api_key: str, tmp_path: Path) 
         assert host == f"127.0.0.1:{stub.port}"
         refused = [r for r in stub.requests if r.status == 429]
         assert refused and stats["rate_limited"] == len(refused)
-        assert stats["requests"] == stub.count()
+        assert stats["requests"] == stub.asked() - stub.asked("other"), (
+            "the run's, not the preflight's"
+        )
         assert stats["ceiling"] == Settings.model_fields["max_concurrency"].default
         assert stats["limit"] >= 1
 

@@ -21,12 +21,14 @@ from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain
 from .conftest import REPO
 
 QUESTIONS = bundled_questions(4)
+SERVED = ("m1", "m2", "o1-mini", "text-embedding-3-large")
+"""What the stub lists on ``GET /v1/models``: the preflight then asks nothing more."""
 
 
 @pytest.fixture
 def bench_stub() -> Iterator[OpenAIStub]:
     brain = ScriptedBrain({q: 3 + i for i, q in enumerate(QUESTIONS)})
-    with OpenAIStub(brain) as stub:
+    with OpenAIStub(brain, models=SERVED) as stub:
         yield stub
 
 
@@ -107,9 +109,9 @@ def test_run_writes_the_run_directory(
     }
     assert len(meta["prompts_sha256"]) == 64 and meta["questions"] == 4
 
-    calls = bench_stub.count()
+    calls = bench_stub.asked()
     assert main(run_args(bench_stub, run_dir)) == 0, "rerun of a finished run"
-    assert bench_stub.count() == calls, "finished questions are skipped"
+    assert bench_stub.asked() == calls, "finished questions are skipped"
 
 
 def cli(stub: OpenAIStub, run_dir: Path, api_key: str) -> subprocess.Popen[str]:
@@ -298,7 +300,7 @@ def test_scoring_setting_change_is_refused_naming_the_setting(
     assert main(run_args(bench_stub, run_dir, "--max-answers", "2")) == 0
     before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
     capsys.readouterr()
-    calls = bench_stub.count()
+    calls = bench_stub.asked()
     for extra, named in (
         (("--max-answers", "3"), "max_answers = 2; this command gives 3 (--max-answers)"),
         (("--max-answers", "2", "--coherence-threshold", "20"), "coherence_threshold = 15.0"),
@@ -310,9 +312,9 @@ def test_scoring_setting_change_is_refused_naming_the_setting(
         assert named in err and "new --run-dir" in err, err
         assert ("rescore" in err) == ("threshold" in named or "max_answers" in named), err
     assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
-    assert bench_stub.count() == calls, "nothing was sent"
+    assert bench_stub.asked() == calls, "nothing was sent"
     assert main(run_args(bench_stub, run_dir, "--use-stored-settings")) == 0, "stored: max 2"
-    assert bench_stub.count() == calls, "the stored cap keeps every thread finished"
+    assert bench_stub.asked() == calls, "the stored cap keeps every thread finished"
 
 
 def test_use_stored_settings_without_a_spec_in_metadata(
@@ -326,9 +328,9 @@ def test_use_stored_settings_without_a_spec_in_metadata(
     for key in ("spec", "scoring_settings", "sessions"):
         del meta[key]
     (run_dir / "metadata.json").write_text(json.dumps(meta))
-    calls = bench_stub.count()
+    calls = bench_stub.asked()
     assert main(run_args(bench_stub, run_dir, "--use-stored-settings")) == 0
-    assert bench_stub.count() == calls
+    assert bench_stub.asked() == calls
 
 
 def test_locked_run_dir_is_refused(
@@ -349,7 +351,7 @@ def test_locked_run_dir_is_refused(
         )
     assert code.returncode == 2
     assert "in use by another aidanbench run" in code.stderr
-    assert bench_stub.count() == 0
+    assert bench_stub.asked() == 0
 
 
 def test_errored_question_is_listed_and_retried_by_a_rerun(
@@ -358,17 +360,17 @@ def test_errored_question_is_listed_and_retried_by_a_rerun(
     from aidanbench.testing import http_error, when
 
     run_dir = tmp_path / "r"
-    bench_stub.faults = when("coherence", http_error(401, "bad key"), match=QUESTIONS[2])
+    bench_stub.faults = when("coherence", http_error(400, "bad request"), match=QUESTIONS[2])
     assert main(run_args(bench_stub, run_dir)) == 1
     err = capsys.readouterr().err
     assert "2 question(s) stopped on an error" in err
-    assert "judge at 127.0.0.1" in err and "HTTP 401" in err
+    assert "judge at 127.0.0.1" in err and "HTTP 400" in err
     lines = [json.loads(x) for x in (run_dir / "questions.jsonl").read_text().splitlines()]
     stops = {(x["model"], x["question"]): x["stop_reason"] for x in lines}
     assert [stops[("m1", q)] for q in QUESTIONS] == ["novelty", "novelty", "error", "novelty"]
 
     bench_stub.faults = None
-    calls = bench_stub.count()
+    calls = len(bench_stub.requests)
     assert main(run_args(bench_stub, run_dir)) == 0
     lines = [json.loads(x) for x in (run_dir / "questions.jsonl").read_text().splitlines()]
     assert all(x["stop_reason"] == "novelty" for x in lines)
@@ -391,8 +393,9 @@ def test_unreachable_endpoint_is_one_line(
     args[args.index("--judge-base-url") + 1] = closed
     err = one_line_error(capsys, main(args))
     assert "cannot reach the judge endpoint 127.0.0.1:" in err
+    assert "--judge-base-url" in err and "OPENAI_BASE_URL" in err
     assert not (tmp_path / "r").exists()
-    assert bench_stub.count() == 0
+    assert bench_stub.asked() == 0
 
 
 def test_reward_mode_headline(

@@ -87,10 +87,17 @@ def jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+SERVED = ("m-table", "m-provider", "judge-model", "embedding-model")
+"""What the stubs list on ``GET /v1/models``: the preflight then sends no request of its
+own, and the figures below are the questions' alone."""
+
+
 def sent_usage(stub: OpenAIStub) -> dict[str, int]:
-    """Totals of what the server answered, from its own responses."""
+    """Totals of what the server answered to model requests, from its own responses."""
     totals = {"calls": 0, "input": 0, "cached": 0, "output": 0, "reasoning": 0}
     for request in stub.requests:
+        if request.method != "POST":  # GET /v1/models is no model's call
+            continue
         totals["calls"] += 1
         usage = (request.response or {}).get("usage") if request.status == 200 else None
         if not usage:
@@ -111,7 +118,7 @@ def test_usage_and_dollars_land_in_every_file_and_the_report(
 ) -> None:
     brain = MeteredBrain(ScriptedBrain({q: 2 for q in QUESTIONS}), METERS)
     run_dir = tmp_path / "run"
-    with OpenAIStub(brain) as stub:
+    with OpenAIStub(brain, models=SERVED) as stub:
         code = main(
             args(stub, run_dir, ["m-table", "m-provider"], "--prices", str(prices_file(tmp_path)))
         )
@@ -185,7 +192,7 @@ def test_a_model_without_a_price_costs_unknown_everywhere(
 ) -> None:
     brain = MeteredBrain(ScriptedBrain({q: 1 for q in QUESTIONS}), METERS)
     run_dir = tmp_path / "run"
-    with OpenAIStub(brain) as stub:
+    with OpenAIStub(brain, models=SERVED) as stub:
         prices = str(prices_file(tmp_path))
         assert main(args(stub, run_dir, ["m-unpriced"], "--prices", prices)) == 0
         capsys.readouterr()
@@ -229,7 +236,7 @@ def test_a_question_cost_cap_stops_exactly_and_a_higher_cap_continues(
     per_answer = TABLE_GENERATE + JUDGE  # 0.325
     # after answer n the question has paid n answers and the look-ahead for n + 1
     cap = 3 * per_answer + TABLE_GENERATE
-    with OpenAIStub(brain) as stub:
+    with OpenAIStub(brain, models=SERVED) as stub:
         command = args(stub, run_dir, ["m-table"], "--prices", prices, "--concurrency", "1")
         assert main([*command, "--max-question-cost", repr(cap)]) == 0
         questions = jsonl(run_dir / "questions.jsonl")
@@ -266,7 +273,7 @@ def test_the_run_budget_stops_in_flight_questions_and_starts_no_more(
     prices = str(prices_file(tmp_path))
     per_answer = TABLE_GENERATE + JUDGE
     budget = 3 * per_answer + TABLE_GENERATE  # embeddings are priced 0 here
-    with OpenAIStub(brain) as stub:
+    with OpenAIStub(brain, models=SERVED) as stub:
         command = args(stub, run_dir, ["m-table"], "--prices", prices, "--concurrency", "1")
         assert main([*command, "--max-cost", repr(budget)]) == 0
         questions = jsonl(run_dir / "questions.jsonl")
@@ -343,11 +350,11 @@ def test_a_killed_and_resumed_run_counts_every_call_it_sent(api_key: str, tmp_pa
     prices = prices_file(tmp_path)
     release = threading.Event()
     brain = MeteredBrain(ScriptedBrain({q: 8 for q in QUESTIONS}), METERS)
-    with OpenAIStub(brain) as stub:
+    with OpenAIStub(brain, models=SERVED) as stub:
         clean_dir = tmp_path / "clean"
         proc = cli(stub, clean_dir, api_key, prices)
         assert proc.communicate(timeout=120) and proc.returncode == 0
-        clean_calls, clean = stub.count(), sent_usage(stub)
+        clean_calls, clean = stub.asked(), sent_usage(stub)
 
         stub.clear()
         stub.faults = faulty(5, release)
@@ -368,7 +375,7 @@ def test_a_killed_and_resumed_run_counts_every_call_it_sent(api_key: str, tmp_pa
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         killed = sent_usage(stub)
-        killed_calls = stub.count()
+        killed_calls = stub.asked()
 
     assert killed_calls == clean_calls + 2, "the 500 and the cut embedding request"
     clean_meta = json.loads((clean_dir / "metadata.json").read_text())
@@ -436,7 +443,7 @@ def test_the_estimate_predicts_what_a_run_then_sends_without_calling_anything(
     brain = ScriptedBrain({q: 4 for q in QUESTIONS})  # the server counts characters / 4 + 1
     run_dir = tmp_path / "run"
     prices = str(prices_file(tmp_path))
-    with OpenAIStub(brain) as stub:
+    with OpenAIStub(brain, models=SERVED) as stub:
         command = args(stub, run_dir, ["m-table"], "--prices", prices)
         capsys.readouterr()
         assert main([*command, "--dry-run", "--answers-from", str(tmp_path)]) == 2

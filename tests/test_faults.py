@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 
+from aidanbench.core.errors import EndpointRefused
+from aidanbench.graph.question import build_question_graph
 from aidanbench.services import ServicesFactory, default_services
 from aidanbench.testing import (
     OpenAIStub,
@@ -101,20 +104,81 @@ async def test_persistent_network_faults_are_named_for_what_they_are(
     await asyncio.sleep(1.1)  # let the hung handlers give up before the stub stops
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404])
+ROLE_OF = {"generate": "model", "coherence": "judge", "embed": "embeddings"}
+MODEL_OF = {"model": "model-under-test", "judge": "judge-model", "embeddings": "embedding-model"}
+"""The model each role asks in ``stub_settings``."""
+
+CONTENT = {"generate": Q, "coherence": Q, "embed": "Idea 1"}
+"""Text found in the question's requests of each kind, never in a content-free one."""
+
+
 @pytest.mark.parametrize("kind", ["generate", "coherence", "embed"])
-async def test_client_errors_are_not_retried(
-    services: ServicesFactory, faulty: OpenAIStub, status: int, kind: str
+async def test_a_400_for_one_request_is_its_question_error_not_retried(
+    services: ServicesFactory, faulty: OpenAIStub, kind: str
 ) -> None:
-    faulty.faults = when(kind, http_error(status, f"stub refuses with {status}"))  # type: ignore[arg-type]
+    """A 400 on the question's own request, while the role's content-free request goes
+    through: the request's fault, recorded for its question and never retried."""
+    faulty.faults = when(kind, http_error(400, "stub refuses this text"), match=CONTENT[kind])  # type: ignore[arg-type]
     out = await run_question(services, Q, stub_settings(faulty, max_retries=3))
-    role = {"generate": "model", "coherence": "judge", "embed": "embeddings"}[kind]
+    role = ROLE_OF[kind]
     assert out["stop_reason"] == "error"
     error = out["error"]
-    assert error["status"] == status and error["retryable"] is False
+    assert error["status"] == 400 and error["retryable"] is False
     assert error["role"] == role
-    assert error["message"].startswith(f"{role} at 127.0.0.1:{faulty.port}: HTTP {status}")
-    assert faulty.count(kind) == 1  # type: ignore[arg-type]
+    assert error["message"].startswith(f"{role} at 127.0.0.1:{faulty.port}: HTTP 400")
+    refused = [r for r in faulty.of_kind(kind) if r.status == 400]  # type: ignore[arg-type]
+    assert len(refused) == 1, "not retried"
+    probes = (
+        faulty.of_kind("other")
+        if kind != "embed"
+        else [r for r in faulty.of_kind("embed") if r.texts == ("ok",)]
+    )
+    assert [r.status for r in probes] == [200], "one content-free request told them apart"
+
+
+@pytest.mark.parametrize("status", [401, 403, 404])
+@pytest.mark.parametrize("kind", ["generate", "coherence", "embed"])
+async def test_a_refusal_stops_the_question_and_a_corrected_rerun_continues_it(
+    services: ServicesFactory, faulty: OpenAIStub, status: int, kind: str
+) -> None:
+    """401, 403, 404: no retry can fix them, so no question is charged an error: the
+    graph raises, the interrupted step stays pending, and once the endpoint accepts
+    the role the same thread continues to the chain's end."""
+    faulty.faults = when(kind, http_error(status, f"stub refuses with {status}"))  # type: ignore[arg-type]
+    saver = InMemorySaver()
+    settings = stub_settings(faulty, max_retries=3)
+    with pytest.raises(EndpointRefused) as refused:
+        await run_question(services, Q, settings, checkpointer=saver)
+    role = ROLE_OF[kind]
+    line = str(refused.value)
+    assert f"127.0.0.1:{faulty.port}" in line and f"HTTP {status}" in line
+    assert ("refused the key" in line) == (status != 404)
+    assert MODEL_OF[role] in line or status != 404
+    assert "\n" not in line
+    assert faulty.count(kind) == 1, "not retried"  # type: ignore[arg-type]
+    graph = build_question_graph(services).compile(checkpointer=saver)
+    state = await graph.aget_state({"configurable": {"thread_id": "t"}})
+    assert state.next, "the interrupted step is pending"
+    assert state.values.get("error") is None and state.values.get("stop_reason") is None
+    faulty.faults = None
+    out = await run_question(services, Q, settings, checkpointer=saver, resume=True)
+    assert (out["stop_reason"], out["score"]) == ("coherence", 2)
+
+
+@pytest.mark.parametrize("role", ["model", "judge", "embeddings"])
+async def test_a_400_every_request_of_a_role_gets_stops_the_question(
+    services: ServicesFactory, faulty: OpenAIStub, role: str
+) -> None:
+    """Every request of the role gets a 400, its content-free one too (a request field
+    the model does not take): a refusal, not the question's error."""
+    model = MODEL_OF[role]
+    faulty.faults = lambda info: (
+        http_error(400, "unsupported field") if info.model == model else None
+    )
+    with pytest.raises(EndpointRefused, match="refuses every request") as refused:
+        await run_question(services, Q, stub_settings(faulty, max_retries=3))
+    assert model in str(refused.value) and "got HTTP 400 too" in str(refused.value)
+    assert len([r for r in faulty.requests if r.model == model]) == 2, "the request and one more"
 
 
 @pytest.mark.parametrize(

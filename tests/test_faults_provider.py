@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from aidanbench.core.errors import EndpointRefused
 from aidanbench.core.results import read_aidanbench_file
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
@@ -225,12 +226,19 @@ async def test_every_attempt_counts_against_the_request_rate(
 async def test_a_key_echoed_by_the_provider_is_redacted(
     services: ServicesFactory, planned: OpenAIStub, api_key: str
 ) -> None:
-    planned.faults = when("coherence", echo_key(401), match=VICTIM_TEXT)
+    """In a question's error (a 400 on one request) and in the line of a refused key."""
+    planned.faults = when("coherence", echo_key(400), match=VICTIM_TEXT)
     outs = await run_all(services, stub_settings(planned))
     victim = outs[QUESTIONS.index(VICTIM)]
-    assert victim["stop_reason"] == "error" and victim["error"]["status"] == 401
-    assert "Invalid key" in victim["error"]["message"]
+    assert victim["stop_reason"] == "error" and victim["error"]["status"] == 400
+    assert "Invalid key: Bearer [redacted]" in victim["error"]["message"]
     assert api_key not in json.dumps(outs)
+
+    planned.faults = when("coherence", echo_key(401))
+    with pytest.raises(EndpointRefused) as refused:
+        await run_question(services, QUESTIONS[0], stub_settings(planned))
+    assert "Invalid key: Bearer [redacted]" in str(refused.value)
+    assert api_key not in str(refused.value)
 
 
 async def test_empty_answer_is_regenerated_not_sent_to_embeddings(
@@ -304,7 +312,7 @@ def test_run_command_under_reordered_embeddings_and_malformed_replies(
     run_dir = tmp_path / "run"
     faults = combine(
         when("coherence", malformed("html"), match=chains[1].answers[1].answer),
-        when("generate", echo_key(401), match=keyed, times=1),
+        when("generate", echo_key(400), match=keyed, times=1),
         when("embed", reordered_embeddings()),
     )
     extra = ["--questions-file", str(questions_file), "--max-retries", "1"]

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from aidanbench.core.errors import EndpointRefused
 from aidanbench.core.settings import Settings
 from aidanbench.services import default_services
-from aidanbench.testing import OpenAIStub, ScriptedBrain, hang, http_error, when
+from aidanbench.testing import OpenAIStub, ScriptedBrain, hang, when
 from aidanbench.testing.settings import stub_settings as settings_for
 
 from .graphs import run_question
@@ -73,11 +74,14 @@ async def test_missing_key_names_the_variable(
 
 
 async def test_bad_model_name_is_not_retried(stub: OpenAIStub, api_key: str) -> None:
-    stub.faults = when("generate", http_error(404, "The model `nope` does not exist"))
-    out = await run_question(default_services, Q, stub_settings(stub, max_retries=3))
-    assert out["stop_reason"] == "error"
-    assert out["error"]["status"] == 404
-    assert "HTTP 404" in out["error"]["message"] and "does not exist" in out["error"]["message"]
+    """OpenAI's 404 for a model it does not serve stops the question at once (raised,
+    never recorded as its error), naming the model and what to fix."""
+    stub.catalogue = {"judge-model": None, "embedding-model": None}
+    with pytest.raises(EndpointRefused) as refused:
+        await run_question(default_services, Q, stub_settings(stub, max_retries=3))
+    line = str(refused.value)
+    assert "HTTP 404 model_not_found" in line and "model-under-test" in line
+    assert "--model" in line and "does not exist" in line
     assert stub.count("generate") == 1
 
 

@@ -81,9 +81,9 @@ def test_results_files_from_an_interrupted_write_are_refused_then_rewritten(
     for command in (["report", str(run_dir)], [*rescore, "--novelty-threshold", "0.2"]):
         err = one_line(aidanbench(command))
         assert "interrupted write" in err and "run the same 'aidanbench run'" in err
-    calls = bench_stub.count()
+    calls = bench_stub.asked()
     finished_run(bench_stub, run_dir)
-    assert bench_stub.count() == calls, "rewritten from the checkpoints, no new calls"
+    assert bench_stub.asked() == calls, "rewritten from the checkpoints, no new calls"
     assert not (run_dir / ".questions.jsonl.k1ll3d").exists(), "leftover removed"
     after = snapshot(run_dir)
     for name in ("results.json", "answers.jsonl", "questions.jsonl", rundir.OUTPUTS):
@@ -103,10 +103,10 @@ def test_question_order_does_not_matter(bench_stub: OpenAIStub, tmp_path: Path) 
         return [*base[:i], "--questions-file", str(path), *base[i + 2 :]]
 
     assert aidanbench(args(forward)).returncode == 0
-    calls = bench_stub.count()
+    calls = bench_stub.asked()
     proc = aidanbench(args(backward))
     assert proc.returncode == 0, proc.stderr
-    assert bench_stub.count() == calls, "same threads: nothing to run again"
+    assert bench_stub.asked() == calls, "same threads: nothing to run again"
 
 
 @pytest.mark.parametrize(
@@ -224,11 +224,18 @@ def test_disk_full_is_one_line(bench_stub: OpenAIStub, tmp_path: Path) -> None:
     assert "no space left" in err and "run the same command again" in err
 
 
-def test_provider_text_cannot_drive_the_terminal(bench_stub: OpenAIStub, tmp_path: Path) -> None:
-    bench_stub.faults = when("coherence", http_error(401, "bad \x1b[2J\x1b[31mkey\x07 \x9b"))
+@pytest.mark.parametrize(("status", "exit_status"), [(400, 1), (401, 2)])
+def test_provider_text_cannot_drive_the_terminal(
+    bench_stub: OpenAIStub, tmp_path: Path, status: int, exit_status: int
+) -> None:
+    """A provider's message with escape sequences, in a question's error (400) and in
+    the line that stops a run (401): escaped either way."""
+    text = "bad \x1b[2J\x1b[31mkey\x07 \x9b"
+    bench_stub.faults = when("coherence", http_error(status, text), match=QUESTIONS[0])
     proc = aidanbench(run_args(bench_stub, tmp_path / "r"))
-    assert proc.returncode == 1
-    assert "stopped on an error" in proc.stderr
+    assert proc.returncode == exit_status, proc.stderr
+    assert "stopped on an error" in proc.stderr or "refused the key" in proc.stderr
+    assert "\\x1b[2J" in proc.stderr, "shown, escaped"
     assert not any(c in proc.stderr for c in "\x1b\x07\x9b"), repr(proc.stderr)
 
 

@@ -33,6 +33,8 @@ QUESTIONS = bundled_questions(4)
 CHAINS = {q: 3 + i for i, q in enumerate(QUESTIONS)}
 KEY = "AIDANBENCH_TEST_KEY"
 SCORED = ("generate", "coherence", "similarity", "embed")
+SERVED = ("m1", "m2", "o1-mini", "text-embedding-3-large")
+"""What the stubs list on ``GET /v1/models``: the preflight then asks nothing more."""
 
 
 def args(url: str, run_dir: Path, models: tuple[str, ...], n: int, *extra: str) -> list[str]:
@@ -109,13 +111,13 @@ def test_killed_run_resumes_on_a_moved_endpoint_with_a_lower_rate(
     records each session's URL and rate."""
     run_dir = tmp_path / "run"
     latency = Latency(generate=0.03, coherence=0.04, embed=0.01)
-    with OpenAIStub(ScriptedBrain(CHAINS), latency=latency) as first:
+    with OpenAIStub(ScriptedBrain(CHAINS), latency=latency, models=SERVED) as first:
         old_url = first.base_url
         proc = command(old_url, run_dir, api_key)
         wait_for(lambda: first.count("generate") >= 8, "8 answers")
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
-    with OpenAIStub(ScriptedBrain(CHAINS)) as moved:
+    with OpenAIStub(ScriptedBrain(CHAINS), models=SERVED) as moved:
         new_url = moved.base_url
         assert new_url != old_url
         proc = command(new_url, run_dir, api_key, "--requests-per-minute", "12")
@@ -208,9 +210,9 @@ def test_python_api_runs_resumes_and_returns_the_summary(
     assert [(row.model, row.score) for row in result.summary] == [("m1", 18), ("m2", 18)]
     assert result.totals["score"] == 36 and not result.errored
     assert (tmp_path / "run" / "results.json").exists()
-    calls = stub.count()
+    calls = stub.asked()
     again = run_sync(api_spec(stub, tmp_path / "run"), progress=Progress(out=io.StringIO()))
-    assert stub.count() == calls, "finished threads are reused"
+    assert stub.asked() == calls, "finished threads are reused"
     assert again.totals == result.totals
 
 
@@ -229,7 +231,7 @@ def test_live_table_ends_equal_to_the_summary_after_a_resume(
     line, so its table ends on the run's totals (API calls and tokens included)."""
     stub.brain = ScriptedBrain(CHAINS)
     run_dir = tmp_path / "run"
-    stub.faults = when("coherence", http_error(401, "bad key"), match=QUESTIONS[2])
+    stub.faults = when("coherence", http_error(400, "bad request"), match=QUESTIONS[2])
     first = run_sync(api_spec(stub, run_dir), progress=Progress(out=io.StringIO(), live=False))
     assert len(first.errored) == 2
     stub.faults = None
@@ -290,7 +292,7 @@ def test_use_stored_settings_fills_what_is_left_out_and_applies_what_is_given(
     assert main([*bare, "--questions", "2"]) == 0
     assert asked(stub.requests[before:]) == {("m1", QUESTIONS[1])}, "stored URLs, one new thread"
     assert scores(run_dir)[("m1", QUESTIONS[1], 1)] == 2, "the stored --max-answers"
-    with OpenAIStub(ScriptedBrain(CHAINS)) as moved:
+    with OpenAIStub(ScriptedBrain(CHAINS), models=SERVED) as moved:
         new_url = moved.base_url
         assert main(args(new_url, run_dir, ("m1",), 3, "--use-stored-settings")) == 0
         assert asked(moved.requests) == {("m1", QUESTIONS[2])}, "the given URL is applied"

@@ -13,6 +13,7 @@ import asyncio
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -407,6 +408,25 @@ def test_errored_questions_are_retried_on_the_server(
     assert main(args) == 0
     assert read_results(run_dir) == read_results(local_run.run_dir)
     assert beyond(stub.requests, local_run.asked) == failed, "only failed calls are asked again"
+
+
+def test_a_refused_model_stops_a_server_run_with_one_line(
+    server: str, stub: OpenAIStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The server's graph raises ``EndpointRefused`` like the local one: the client
+    stops with its one line and exit 2, and no question is charged an error."""
+    run_dir = tmp_path / "remote"
+    args = remote_args(stub, run_dir, server, *own_threads("refused"))
+    refusal = http_error(404, "The model does not exist", code="model_not_found")
+    stub.faults = when("generate", refusal)
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert re.search(r"does not serve m[12] \(HTTP 404 model_not_found", err[-1]), err
+    assert (run_dir / "questions.jsonl").read_text() == ""
+    assert json.loads((run_dir / "metadata.json").read_text())["sessions"][-1]["status"] == (
+        "refused"
+    )
 
 
 def test_killed_client_rerun_collects_the_server_runs(

@@ -293,6 +293,79 @@ def test_unknown_path_bad_json_and_model_list() -> None:
     assert [r.status for r in stub.requests] == [404, 400, 200]
 
 
+def raw_get(stub: OpenAIStub, path: str, key: str | None = None) -> tuple[int, Any]:
+    """A plain HTTP GET, with a bearer key when given."""
+    connection = http.client.HTTPConnection("127.0.0.1", stub.port, timeout=5)
+    try:
+        headers = {} if key is None else {"Authorization": f"Bearer {key}"}
+        connection.request("GET", path, headers=headers)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def test_a_catalogue_answers_as_openai_does_today() -> None:
+    """The model list with each ``shutdown_date`` where one is set; for any other model
+    OpenAI's 404 body, word for word; the list even of a model never asked for."""
+    catalogue = {"gpt-4o-mini": "2027-01-14", "judge": None}
+    with OpenAIStub(catalogue=catalogue) as stub:
+        status, listed = raw_get(stub, "/v1/models")
+        assert status == 200
+        assert [(m["id"], m.get("shutdown_date")) for m in listed["data"]] == [
+            ("gpt-4o-mini", "2027-01-14"),
+            ("judge", None),
+        ]
+        assert "shutdown_date" not in listed["data"][1]
+        message = {"role": "user", "content": "Say hello."}
+        status, body = raw_post(
+            stub, "/v1/chat/completions", {"model": "o1-mini", "messages": [message]}
+        )
+        assert (status, body) == (
+            404,
+            {
+                "error": {
+                    "message": "The model `o1-mini` does not exist or you do not have "
+                    "access to it.",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "model_not_found",
+                }
+            },
+        )
+        status, _ = raw_post(stub, "/v1/embeddings", {"model": "nope", "input": ["x"]})
+        assert status == 404
+        status, body = raw_post(
+            stub, "/v1/chat/completions", {"model": "judge", "messages": [message]}
+        )
+        assert status == 200 and body["choices"][0]["message"]["content"] == "OK"
+
+
+def test_a_server_without_a_model_list() -> None:
+    with OpenAIStub(list_models=False) as stub:
+        status, body = raw_get(stub, "/v1/models")
+    assert status == 404 and body["error"]["message"] == "Invalid URL (GET /v1/models)"
+
+
+def test_a_wrong_key_gets_openais_401_body() -> None:
+    with OpenAIStub(api_key="sk-right-0000-0000") as stub:
+        status, wrong = raw_get(stub, "/v1/models", key="sk-wrong-1234-5678-abcd")
+        _, none = raw_get(stub, "/v1/models")
+        assert raw_get(stub, "/v1/models", key="sk-right-0000-0000")[0] == 200
+    assert status == 401
+    assert wrong == {
+        "error": {
+            "message": "Incorrect API key provided: sk-wrong***********abcd. You can find your "
+            "API key at https://platform.openai.com/account/api-keys.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_api_key",
+        }
+    }
+    assert none["error"]["message"].startswith("You didn't provide an API key.")
+    assert none["error"]["code"] is None
+
+
 async def test_latency_overlaps_and_can_change_while_running() -> None:
     with OpenAIStub(latency=Latency(generate=0.2)) as stub:
         client = chat(stub)

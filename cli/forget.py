@@ -1,0 +1,70 @@
+"""``aidanbench forget RUN --model M``: take a model out of a run directory.
+
+Its question threads, its lines in every results file and its entries in
+``metadata.json`` are removed (``runner.forget``), so no summary, report or view shows
+it again; the usage ledger keeps what its requests cost, because that money was spent.
+``report.html`` is rewritten when the directory has one (removed when nothing is left).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from aidanbench.analysis import rundir
+from aidanbench.cli.errors import printable
+from aidanbench.cli.run import REPORT
+
+
+def register(subparsers: Any) -> None:
+    """Add ``forget`` to the command line."""
+    p = subparsers.add_parser(
+        "forget",
+        help="remove a model's threads and results from a run directory",
+        description="Remove every trace of a model from a run directory: its question "
+        "threads, its lines in the results files and its metadata entries. The usage "
+        "ledger keeps what its requests cost. Refused while a run uses the directory.",
+    )
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    p.add_argument(
+        "-m",
+        "--model",
+        action="append",
+        required=True,
+        metavar="MODEL",
+        help="the model to remove (repeatable)",
+    )
+    p.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Forget the models, then say what went and what the ledger keeps."""
+    rundir.refuse_if_in_use(args.run_dir)
+    from aidanbench.runner.forget import forget
+
+    for done in forget(args.run_dir, args.model):
+        spent = "unknown" if done.dollars is None else f"${done.dollars:.4f}"
+        print(
+            f"forgot {printable(done.model)}: {done.threads} thread(s), {done.lines} "
+            f"question line(s); its {done.ledger_lines} usage-ledger line(s) ({spent}) are "
+            "kept: that money was spent"
+        )
+    server = (rundir.read_metadata(args.run_dir) or {}).get("server")
+    if server:
+        print(
+            f"its threads on the LangGraph server {printable(str(server))} are not touched "
+            "(the server keeps them, keyed by their scoring settings)"
+        )
+    report = args.run_dir / REPORT
+    if not report.exists():
+        return 0
+    questions = args.run_dir / rundir.QUESTIONS
+    if not questions.exists() or not rundir.read_lines(args.run_dir):
+        report.unlink()
+        print(f"report: {report} removed (no results left)")
+        return 0
+    from aidanbench.analysis.view import write_view
+
+    print(f"report: {write_view([args.run_dir], report)}")
+    return 0

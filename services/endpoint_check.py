@@ -1,0 +1,136 @@
+"""What an endpoint answers before a run: its model list, or one minimal request.
+
+The run's preflight (``runner.preflight``) judges these answers; this module only asks.
+Each call is one attempt bounded as a whole by ``limit_s`` and never raises for what the
+endpoint answers: the status, the error body's ``code`` and message, or why no answer
+came, are returned as an ``Answer``. Keys are passed in, used for the request and never
+kept.
+
+The minimal requests are what one role would send, shrunk: a chat completion of one
+short user message with a small token limit (``max_completion_tokens`` for OpenAI's own
+API, whose reasoning models refuse ``max_tokens``; ``max_tokens`` elsewhere, the field
+every OpenAI-compatible server knows), and an embeddings request of one short text in
+the encoding the run asks for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+import openai
+
+from aidanbench.services.errors import api_message, short
+
+PROBE_MESSAGE = "Reply with the single word OK."
+"""The user message of a minimal chat request."""
+
+PROBE_MAX_TOKENS = 16
+"""The token limit of a minimal chat request."""
+
+PROBE_TEXT = "ok"
+"""The text of a minimal embeddings request."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What an endpoint answered to one request."""
+
+    status: int | None
+    """The HTTP status; None when no answer came (see ``message``)."""
+    seconds: float
+    """How long the request took."""
+    payload: Any = None
+    """The JSON body of a 2xx answer (None when it is not JSON)."""
+    code: str | None = None
+    """The error body's ``code`` (``model_not_found``, ``invalid_api_key``…)."""
+    message: str = ""
+    """The error body's message, or why no answer came; one line."""
+
+    @property
+    def ok(self) -> bool:
+        """A 2xx answer."""
+        return self.status is not None and 200 <= self.status < 300
+
+
+def endpoint_client(base_url: str, key: str, limit_s: float) -> openai.AsyncOpenAI:
+    """A client for ``base_url`` making one attempt per call; close it with ``close()``."""
+    return openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=limit_s, max_retries=0)
+
+
+async def list_models(client: openai.AsyncOpenAI, limit_s: float) -> Answer:
+    """``GET {base_url}/models``."""
+    return await _ask(client.get("/models", cast_to=httpx2.Response), limit_s)
+
+
+async def minimal_chat(
+    client: openai.AsyncOpenAI, model: str, limit_s: float, *, openai_api: bool
+) -> Answer:
+    """One short user message to ``model`` with a small token limit."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": PROBE_MESSAGE}],
+        "max_completion_tokens" if openai_api else "max_tokens": PROBE_MAX_TOKENS,
+    }
+    return await _ask(client.post("/chat/completions", body=body, cast_to=httpx2.Response), limit_s)
+
+
+async def minimal_embeddings(client: openai.AsyncOpenAI, model: str, limit_s: float) -> Answer:
+    """One short text embedded by ``model``."""
+    body = {"model": model, "input": [PROBE_TEXT], "encoding_format": "base64"}
+    return await _ask(client.post("/embeddings", body=body, cast_to=httpx2.Response), limit_s)
+
+
+def listed_models(payload: Any) -> dict[str, str | None] | None:
+    """The model ids of a ``GET /models`` body with each one's ``shutdown_date`` (None
+    when not given); None when the body is not a model list."""
+    data = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(data, list):
+        return None
+    models: dict[str, str | None] = {}
+    for item in data:
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            shutdown = item.get("shutdown_date")
+            models[item["id"]] = shutdown if isinstance(shutdown, str) else None
+    return models
+
+
+async def _ask(request: Any, limit_s: float) -> Answer:
+    """Await one request of the OpenAI client and describe what came back."""
+    started = time.perf_counter()
+    try:
+        response: httpx2.Response = await asyncio.wait_for(request, limit_s)
+    except openai.APIStatusError as exc:
+        return Answer(
+            status=exc.status_code,
+            seconds=time.perf_counter() - started,
+            code=exc.code,
+            message=short(api_message(exc), 300),
+        )
+    except (openai.APIConnectionError, TimeoutError, OSError) as exc:
+        return Answer(
+            status=None, seconds=time.perf_counter() - started, message=no_answer_reason(exc)
+        )
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = None
+    return Answer(
+        status=response.status_code, seconds=time.perf_counter() - started, payload=payload
+    )
+
+
+def no_answer_reason(exc: BaseException) -> str:
+    """Why no HTTP answer came: the operating system's reason when there is one."""
+    if isinstance(exc, TimeoutError | openai.APITimeoutError):
+        return "no answer in time"
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, OSError) and (cause.errno or cause.strerror):
+            return os.strerror(cause.errno) if cause.errno else str(cause.strerror)
+        cause = cause.__cause__ or cause.__context__
+    return "connection failed"

@@ -1,0 +1,131 @@
+"""Errors no retry can fix: the endpoint refuses the role, not one request.
+
+A 404 (``model_not_found``, or a base URL without the API's paths), a 401 or a 403 says
+the same for every request of a role: recording it as each question's error would charge
+every question with a configuration mistake, and rerunning would only repeat it. So it
+is raised as ``EndpointRefused`` instead, out of the node and out of the graph: the run
+stops at once with one line, and the interrupted step stays pending, so a corrected
+rerun continues every thread where it stopped.
+
+A 400 is usually about one request (a prompt too long, a filtered text) and stays that
+question's error, except when it is about the role's settings (a request field the model
+does not take). Told apart by asking: the first 400 of a role that has had no successful
+request yet is followed by one content-free request of the same role with the same
+settings (the same client; ``services.endpoint_check`` has the texts). If that gets a
+400 too (or another refusal), no request of the role can succeed: ``EndpointRefused``.
+If it succeeds, the role is known to work and its 400s are the requests' own from then
+on. Concurrent 400s of one role share one such request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from aidanbench.core.errors import EndpointRefused, printable
+from aidanbench.core.settings import ROLE_FIELDS, ROLE_NAMES, Settings, role_flag
+from aidanbench.services.errors import api_message, host_of, redact, short
+
+REFUSED_STATUSES = frozenset({401, 403, 404})
+"""Statuses that refuse a role whatever the request."""
+
+Probe = Callable[[], Awaitable[object]]
+"""One content-free request of a role (raises what the endpoint answered)."""
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status of an OpenAI client error (None for anything else)."""
+    import openai
+
+    return exc.status_code if isinstance(exc, openai.APIStatusError) else None
+
+
+@dataclass
+class RefusalWatch:
+    """Tells, for one settings object's roles, a refusal from a request's own error."""
+
+    settings: Settings
+    secrets: list[str] = field(default_factory=list)
+    """Key values to keep out of messages."""
+    answered: set[str] = field(default_factory=set)
+    """Roles that have had a successful request."""
+    _probes: dict[str, asyncio.Future[BaseException | None]] = field(default_factory=dict)
+
+    def succeeded(self, role: str) -> None:
+        """A request of ``role`` succeeded."""
+        self.answered.add(role)
+
+    async def check(self, role: str, exc: BaseException, probe: Probe) -> None:
+        """Raise ``EndpointRefused`` when ``exc`` (a failed request of ``role``, retries
+        done) means no request of the role can succeed; else return."""
+        status = status_of(exc)
+        if status in REFUSED_STATUSES:
+            raise EndpointRefused(self.line(role, exc)) from exc
+        if status != 400 or role in self.answered:
+            return
+        probed = await self._probe(role, probe)
+        if probed is not None and status_of(probed) in (400, *REFUSED_STATUSES):
+            raise EndpointRefused(self.line(role, exc, probed)) from exc
+
+    async def _probe(self, role: str, probe: Probe) -> BaseException | None:
+        """The outcome of the role's content-free request (one in flight per role)."""
+        running = self._probes.get(role)
+        if running is None:
+            running = self._probes[role] = asyncio.ensure_future(self._ask(role, probe))
+            running.add_done_callback(lambda _: self._probes.pop(role, None))
+        return await asyncio.shield(running)
+
+    async def _ask(self, role: str, probe: Probe) -> BaseException | None:
+        try:
+            await probe()
+        except Exception as exc:
+            return exc
+        self.answered.add(role)
+        return None
+
+    def line(self, role: str, exc: BaseException, probed: BaseException | None = None) -> str:
+        """The one line that stops the run: who refused what, and what to change."""
+        import openai
+
+        fields = ROLE_FIELDS[role]
+        model = str(getattr(self.settings, fields.model))
+        host = host_of(getattr(self.settings, fields.base_url))
+        key_env = str(getattr(self.settings, fields.api_key_env))
+        status = status_of(exc)
+        code = getattr(exc, "code", None)
+        said = f"HTTP {status}" + (f" {code}" if code else "")
+        if isinstance(exc, openai.APIStatusError) and api_message(exc):
+            said += f": {short(api_message(exc), 200)}"
+        said = printable(redact(said, self.secrets))
+        who = f"the {ROLE_NAMES[role]} endpoint {host}"
+        if status in (401, 403):
+            what = (
+                f"{who} refused the key in {key_env} ({said}); put a valid key in {key_env} "
+                f"or name another variable with {role_flag(role, 'api_key_env')}"
+            )
+        elif status == 404:
+            what = (
+                f"{who} does not serve {printable(model)} ({said}); fix "
+                f"{role_flag(role, 'model')} or {role_flag(role, 'base_url')}"
+            )
+        else:
+            also = f"HTTP {status_of(probed)}" if probed is not None else "the same"
+            what = (
+                f"{who} refuses every request of {printable(model)} ({said}; a one-line "
+                f"request with the same settings got {also} too); fix the role's settings "
+                f"({_settings_flags(role)})"
+            )
+        return (
+            f"{what}. No retry can fix this, so the run stopped at once and no question "
+            "was charged an error; run the same command again once fixed: every question "
+            "continues where it stopped"
+        )
+
+
+def _settings_flags(role: str) -> str:
+    if role == "model":
+        return "--model, --model-kwargs"
+    if role == "judge":
+        return "--judge-model, --judge-temperature"
+    return "--embedding-model"
