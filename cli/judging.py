@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from aidanbench.analysis.rejudge import JudgeAborted, Rejudging, rejudge
 from aidanbench.cli import options
 from aidanbench.cli.errors import UsageError, printable
+from aidanbench.core.errors import EndpointRefused
 from aidanbench.core.settings import Settings
 from aidanbench.services.batch import BatchStatus
 from aidanbench.services.pricing import PriceFileError, price_table, same_model
@@ -147,6 +148,8 @@ def judge_all(prompts: Sequence[str], settings: Settings, args: argparse.Namespa
         return loop.run(work())
     except JudgeAborted as exc:
         raise UsageError(f"the judge {settings.judge_model} cannot be used: {exc}") from None
+    except EndpointRefused as exc:
+        raise UsageError(f"the judge {settings.judge_model} cannot be used: {exc.reason}") from None
 
 
 def failures_line(judged: Rejudging, total: int) -> str:

@@ -32,8 +32,7 @@ from pydantic.fields import FieldInfo
 from aidanbench.cli import calibration_file
 from aidanbench.cli.env_args import json_object
 from aidanbench.cli.errors import UsageError, printable
-from aidanbench.core.settings import Settings, variant_problem
-from aidanbench.runner.spec import unused_variants
+from aidanbench.core.settings import Settings, unused_variants, variant_problem
 
 NO_FLAG: dict[str, str] = {
     "cache_path": "the command keeps the cache in the run directory (RUN_DIR/cache.sqlite), "

@@ -71,7 +71,14 @@ class EndpointRefused(UsageError, ValueError):
 
     A ``ValueError`` too (a setting's value the endpoint refuses): a LangGraph server
     passes the message of a ``ValueError`` on to its client and hides any other
-    exception's behind "An internal error occurred", and a ``--server`` run prints it."""
+    exception's behind "An internal error occurred", and a ``--server`` run prints it.
+
+    The message says what the run does about it; ``reason`` is the refusal alone, for
+    commands that are not a run (``calibrate``, ``rescore``) to say in their own words."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")

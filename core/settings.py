@@ -9,7 +9,7 @@ built from these settings outside the graph state.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -341,6 +341,12 @@ def variant_label(model: str) -> str | None:
     """The ``LABEL`` of ``NAME@LABEL`` (the text after the last ``@``), or None."""
     name, at, label = model.rpartition("@")
     return label if at and name and label else None
+
+
+def unused_variants(models: Sequence[str], variants: Mapping[str, Any]) -> list[str]:
+    """Labels of ``variants`` that no model names (a typo, most likely)."""
+    used = {variant_label(model) for model in models}
+    return sorted(label for label in variants if label not in used)
 
 
 BENCHMARK_NOVELTY_THRESHOLD = 0.15

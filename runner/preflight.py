@@ -28,13 +28,14 @@ recorded anywhere.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import difflib
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import (
@@ -46,6 +47,9 @@ from aidanbench.core.settings import (
 )
 from aidanbench.runner.spec import BASE_URL_VARIABLE, OPENAI_URL
 from aidanbench.services.endpoint_check import (
+    PROBE_MAX_TOKENS,
+    PROBE_MESSAGE,
+    PROBE_TEXT,
     Answer,
     endpoint_client,
     list_models,
@@ -56,7 +60,7 @@ from aidanbench.services.endpoint_check import (
 from aidanbench.services.errors import host_of
 from aidanbench.services.lifecycle import Shutdowns, known_shutdowns, parse_date
 from aidanbench.services.pricing import price_table
-from aidanbench.services.usage import UsageLedger, raw_usage
+from aidanbench.services.usage import UsageLedger, prompt_tokens, raw_usage
 
 if TYPE_CHECKING:
     import openai
@@ -133,13 +137,45 @@ class Preflight:
         for asked in self.asked:
             where = {"thread": None, "node": "preflight"}
             role, model = asked.role.role, asked.role.model
-            request = ledger.sent(role, model, where, price=table.price(model))
-            if asked.answer.ok:
-                payload = asked.answer.payload
-                usage = raw_usage(payload.get("usage") if isinstance(payload, dict) else None)
-                ledger.replied(role, model, usage, table.price(model), where, request=request)
-            else:
+            chat = asked.role.kind == "chat"
+            prompt = PROBE_MESSAGE if chat else PROBE_TEXT
+            request = ledger.sent(
+                role,
+                model,
+                where,
+                input_tokens=prompt_tokens(prompt),
+                output_tokens=PROBE_MAX_TOKENS if chat else 0,
+                price=table.price(model),
+            )
+            if not asked.answer.ok:
                 ledger.failed(role, model, request, asked.answer.status)
+                continue
+            payload = asked.answer.payload if isinstance(asked.answer.payload, dict) else {}
+            served = payload.get("model") if chat else None
+            served = str(served) if served else None
+            usage = raw_usage(payload.get("usage"))
+            if not chat and usage.input_tokens is not None:  # an embedding has no output
+                usage = dataclasses.replace(usage, output_tokens=0)
+            ledger.replied(
+                role,
+                model,
+                usage,
+                table.served_price(model, served),
+                where,
+                served=served,
+                request=request,
+                prompt=prompt,
+                reply=probe_reply(payload) if chat else "",
+            )
+
+
+def probe_reply(payload: dict[str, Any]) -> str:
+    """The text of a minimal chat request's reply ("" when it has none)."""
+    choices = payload.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else ""
 
 
 @dataclass

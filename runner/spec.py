@@ -9,7 +9,7 @@ the run directory decides); a field left out takes its default, or with
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,13 @@ from pydantic import (
 
 from aidanbench.analysis import rundir
 from aidanbench.core.errors import UsageError, printable
-from aidanbench.core.settings import ROLE_FIELDS, Settings, variant_label, variant_problem
+from aidanbench.core.settings import (
+    ROLE_FIELDS,
+    Settings,
+    unused_variants,
+    variant_label,
+    variant_problem,
+)
 from aidanbench.graph.question_sources import QuestionSourceError, validated
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.runner.tasks import Task
@@ -180,12 +186,6 @@ class RunSpec(BaseModel):
     def questions_list(self) -> list[str]:
         """The questions, each once, in order."""
         return list(dict.fromkeys(self.questions))
-
-
-def unused_variants(models: Sequence[str], variants: Mapping[str, Any]) -> list[str]:
-    """Labels of ``variants`` that no model names (a typo, most likely)."""
-    used = {variant_label(model) for model in models}
-    return sorted(label for label in variants if label not in used)
 
 
 def given_settings(values: dict[str, Any]) -> dict[str, Any]:

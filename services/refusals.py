@@ -61,12 +61,12 @@ class RefusalWatch:
         done) means no request of the role can succeed; else return."""
         status = status_of(exc)
         if status in REFUSED_STATUSES:
-            raise EndpointRefused(self.line(role, exc)) from exc
+            raise self.refused(role, exc) from exc
         if status != 400 or role in self.answered:
             return
         probed = await self._probe(role, probe)
         if probed is not None and status_of(probed) in (400, *REFUSED_STATUSES):
-            raise EndpointRefused(self.line(role, exc, probed)) from exc
+            raise self.refused(role, exc, probed) from exc
 
     async def _probe(self, role: str, probe: Probe) -> BaseException | None:
         """The outcome of the role's content-free request (one in flight per role)."""
@@ -84,12 +84,25 @@ class RefusalWatch:
         self.answered.add(role)
         return None
 
-    def line(self, role: str, exc: BaseException, probed: BaseException | None = None) -> str:
-        """The one line that stops the run: who refused what, and what to change."""
+    def refused(
+        self, role: str, exc: BaseException, probed: BaseException | None = None
+    ) -> EndpointRefused:
+        """The error that stops the run, with its one line."""
+        reason = self.reason(role, exc, probed)
+        return EndpointRefused(
+            f"{reason}. No retry can fix this, so the run stopped at once and no question "
+            "was charged an error; run the same command again once fixed: every question "
+            "continues where it stopped",
+            reason,
+        )
+
+    def reason(self, role: str, exc: BaseException, probed: BaseException | None = None) -> str:
+        """Who refused what, and what to change."""
         import openai
 
         fields = ROLE_FIELDS[role]
-        model = str(getattr(self.settings, fields.model))
+        settings = self.settings
+        model = settings.provider_model if role == "model" else str(getattr(settings, fields.model))
         host = host_of(getattr(self.settings, fields.base_url))
         key_env = str(getattr(self.settings, fields.api_key_env))
         status = status_of(exc)
@@ -116,11 +129,7 @@ class RefusalWatch:
                 f"request with the same settings got {also} too); fix the role's settings "
                 f"({_settings_flags(role)})"
             )
-        return (
-            f"{what}. No retry can fix this, so the run stopped at once and no question "
-            "was charged an error; run the same command again once fixed: every question "
-            "continues where it stopped"
-        )
+        return what
 
 
 def _settings_flags(role: str) -> str:

@@ -54,7 +54,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     another judge and novelty threshold), ``repeats`` (m1, 3 repeats), ``novelty`` (m1,
     reward mode novelty_sum)."""
     root = tmp_path_factory.mktemp("campaign")
-    with pytest.MonkeyPatch.context() as patch, OpenAIStub(PerModelBrain(LENGTHS)) as stub:
+    listed = ("m1", "m2", "o1-mini", "other-judge", "text-embedding-3-large")
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        OpenAIStub(PerModelBrain(LENGTHS), models=listed) as stub,
+    ):
         for name in KEY_VARIABLES:
             patch.setenv(name, TEST_KEY)
         real_connect = socket.socket.connect

@@ -54,11 +54,16 @@ class ServedAs:
 
 
 def run(run_dir: Path, served: str | None, capsys: pytest.CaptureFixture[str], *extra: str) -> None:
-    with OpenAIStub(ServedAs(served)) as server:
+    with OpenAIStub(ServedAs(served), models=LISTED) as server:
         argv = ["run", "-m", "m", "--questions", str(QUESTIONS), "--judge-model", "o1-mini"]
         argv += [*stub_flags(server.base_url), "--run-dir", str(run_dir), *extra]
         assert main(argv) == 0
     capsys.readouterr()
+
+
+LISTED = ("m", "o1-mini", "text-embedding-3-large")
+"""What the stubs list on ``GET /v1/models``: the preflight then sends no request of its
+own, and every judge line below is a question's."""
 
 
 def judge_lines(run_dir: Path) -> list[dict[str, Any]]:
@@ -70,7 +75,7 @@ def judge_lines(run_dir: Path) -> list[dict[str, Any]]:
 def substituted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run whose judge (o1-mini asked) was served by gpt-4.1-mini."""
     run_dir = tmp_path_factory.mktemp("substituted") / "run"
-    with OpenAIStub(ServedAs("gpt-4.1-mini")) as server:
+    with OpenAIStub(ServedAs("gpt-4.1-mini"), models=LISTED) as server:
         argv = ["run", "-m", "m", "--questions", str(QUESTIONS), "--judge-model", "o1-mini"]
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv(TEST_KEY_VARIABLE, "sk-test-not-a-key")

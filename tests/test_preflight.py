@@ -292,9 +292,14 @@ def test_without_a_model_list_one_request_per_role_decides_and_is_in_the_ledger(
     ]
     replied = [line for line in checks if line["event"] == "usage"]
     assert len(replied) == 3 and all(line["input_tokens"] > 0 for line in replied)
+    assert {line["id"] for line in replied} == {
+        line["id"] for line in checks if line["event"] == "sent"
+    }
+    assert all(line["output_tokens"] is not None for line in replied), "an embedding outputs 0"
     assert len(asked) == 3, "what the server saw"
     meta = json.loads((run_dir / "metadata.json").read_text())
     assert meta["usage"]["api_calls"] == sent_by_the_run, "the checks are counted"
+    assert meta["usage"]["unrecorded"] == 0 and meta["usage"]["without_usage"] == 0
 
 
 def test_no_preflight_sends_nothing_before_the_run(openai_like: OpenAIStub, tmp_path: Path) -> None:

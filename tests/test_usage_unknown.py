@@ -17,7 +17,7 @@ import pytest
 from aidanbench.cli.main import main
 from aidanbench.testing import Fault, OpenAIStub, RequestInfo, ScriptedBrain
 
-from .test_cost import QUESTIONS, args, jsonl, prices_file
+from .test_cost import QUESTIONS, SERVED, args, jsonl, prices_file
 
 WITHOUT = {
     "absent": lambda payload: {k: v for k, v in payload.items() if k != "usage"},
@@ -46,7 +46,7 @@ def test_no_usage_is_unknown_in_every_output(
 ) -> None:
     run_dir = tmp_path / "run"
     brain = ScriptedBrain({q: 2 for q in QUESTIONS})
-    with OpenAIStub(brain, faults=no_usage(how)) as stub:
+    with OpenAIStub(brain, faults=no_usage(how), models=SERVED) as stub:
         command = args(stub, run_dir, ["m-table"], "--prices", str(prices_file(tmp_path)))
         assert main(command) == 0
     run_out = capsys.readouterr()
@@ -102,7 +102,7 @@ def test_no_usage_is_unknown_in_every_output(
 def metered_dollars(tmp_path: Path, prices: str) -> float:
     """What the same run costs when the server does report its usage."""
     run_dir = tmp_path / "metered"
-    with OpenAIStub(ScriptedBrain({q: 10 for q in QUESTIONS})) as stub:
+    with OpenAIStub(ScriptedBrain({q: 10 for q in QUESTIONS}), models=SERVED) as stub:
         assert main(args(stub, run_dir, ["m-table"], "--prices", prices, "--questions", "1")) == 0
     meta: dict[str, Any] = json.loads((run_dir / "metadata.json").read_text())
     return float(meta["usage"]["dollars"])
@@ -114,7 +114,7 @@ def test_the_run_budget_counts_replies_without_usage_at_their_estimate(
     prices = str(prices_file(tmp_path))
     run_dir = tmp_path / "run"
     brain = ScriptedBrain({q: 10 for q in QUESTIONS})
-    with OpenAIStub(brain, faults=no_usage("absent")) as stub:
+    with OpenAIStub(brain, faults=no_usage("absent"), models=SERVED) as stub:
         command = args(stub, run_dir, ["m-table"], "--prices", prices, "--concurrency", "1")
         assert main([*command, "--max-cost", "1.0"]) == 0
         questions = jsonl(run_dir / "questions.jsonl")
@@ -133,7 +133,9 @@ def test_a_question_cap_counts_replies_without_usage_at_their_estimate(
 ) -> None:
     prices = str(prices_file(tmp_path))
     run_dir = tmp_path / "run"
-    with OpenAIStub(ScriptedBrain({q: 10 for q in QUESTIONS}), faults=no_usage("nulls")) as stub:
+    with OpenAIStub(
+        ScriptedBrain({q: 10 for q in QUESTIONS}), faults=no_usage("nulls"), models=SERVED
+    ) as stub:
         command = args(stub, run_dir, ["m-table"], "--prices", prices, "--questions", "1")
         assert main([*command, "--max-question-cost", "1.0"]) == 0
     (line,) = jsonl(run_dir / "questions.jsonl")
