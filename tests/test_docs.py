@@ -250,7 +250,7 @@ def missing_names(text: str) -> list[str]:
             continue
         if not found:
             missing.append(span)
-    for module in re.findall(r"python -m ([\w.]+)", text):
+    for module in re.findall(r"python -m\s+([\w.]+)", text):
         file = REPO / module.replace(".", "/")
         if module.split(".")[0] in TOP_FOLDERS:
             found = file.with_suffix(".py").exists() or (file / "__main__.py").exists()
