@@ -1,9 +1,9 @@
 """Settings flags: one per ``Settings`` field (or a stated reason), and what is sent is recorded.
 
 The flags are made from the fields (``aidanbench.cli.options``); these tests hold the
-command line, README's settings table and the requests on the wire to the fields. Bad
-values go through the installed ``aidanbench`` command against the local stub server:
-one line, exit status 2, nothing written, nothing sent.
+command line, the settings table of docs/settings.md and the requests on the wire to the
+fields. Bad values go through the installed ``aidanbench`` command against the local stub
+server: one line, exit status 2, nothing written, nothing sent.
 """
 
 from __future__ import annotations
@@ -151,22 +151,22 @@ def test_help_is_the_field_description() -> None:
     assert option(parser, "--judge-temperature") and option(parser, "--judge-attempts")
 
 
-def readme_settings_rows() -> dict[str, tuple[str, str]]:
-    text = (REPO / "README.md").read_text("utf-8")
-    section = text.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
+def documented_settings_rows() -> dict[str, tuple[str, str]]:
+    text = (REPO / "docs" / "settings.md").read_text("utf-8")
+    section = text.split("\n## Every setting\n", 1)[1].split("\n## ", 1)[0]
     rows: dict[str, tuple[str, str]] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) != 4 or not cells[0].startswith("`"):
             continue
         setting = cells[0].strip("`")
-        assert setting not in rows, f"{setting} twice in README's settings table"
+        assert setting not in rows, f"{setting} twice in the settings table"
         rows[setting] = (cells[1], cells[2])
     return rows
 
 
-def test_readme_settings_table_lists_exactly_the_flags() -> None:
-    rows = readme_settings_rows()
+def test_the_settings_table_lists_exactly_the_flags() -> None:
+    rows = documented_settings_rows()
     assert list(rows) == list(Settings.model_fields)
     flagged = {flag.field: flag for flag in options.flags()}
     for field, (flag_cell, default_cell) in rows.items():
