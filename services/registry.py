@@ -434,6 +434,20 @@ class OpenAIServices:
         )
         return services
 
+    def forget(self) -> None:
+        """Start afresh, as a new instance would: every score cache (files closed), every
+        limiter and client. For a process whose endpoints change under one address (a
+        test's local server on a port an earlier one used): what was learnt of the old
+        one (its vectors' length, its scores) must not answer for the new one. httpx
+        pools need no closing; an ``aiohttp`` instance is closed with ``aclose`` first.
+        """
+        with self._caches_lock:
+            for cache in self._caches.values():
+                cache.close()
+            self._caches.clear()
+        self._loops = weakref.WeakKeyDictionary()
+        self._last = None
+
     async def aclose(self) -> None:
         """Close the running loop's clients and every cache file this instance opened.
 

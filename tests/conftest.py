@@ -68,6 +68,14 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
+def fresh_default_services() -> None:
+    """Each test starts with a ``default_services`` that knows no endpoint: stub servers
+    get free ports, and a port an earlier test's stub used would otherwise find that
+    stub's scores and vectors' length."""
+    default_services.forget()
+
+
+@pytest.fixture(autouse=True)
 def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fixed width, so rich lays tables out the same everywhere."""
     monkeypatch.setenv("COLUMNS", "200")

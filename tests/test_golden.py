@@ -41,7 +41,7 @@ async def test_reference_run_replays_to_published_scores(
             *(run_question(default_services, c.question, settings) for c in chains)
         )
     scores = [out["score"] for out in outs]
-    assert scores == PUBLISHED[model]
+    assert scores == PUBLISHED[model], [(out["stop_reason"], out.get("error")) for out in outs]
     assert sum(scores) == sum(PUBLISHED[model])
     for chain, out in zip(chains, outs, strict=True):
         assert len(out["answers"]) == len(chain.answers)

@@ -119,3 +119,20 @@ def test_endpoint_ceiling_fits_the_open_file_limit() -> None:
     soft, reserve = (int(x) for x in raised.split())
     assert soft == 600, "the soft limit is raised to the hard one"
     assert first.split() == [str(600 - reserve), str(600 - reserve - 100)]
+
+
+async def test_forget_starts_the_shared_factory_afresh(stub: OpenAIStub, api_key: str) -> None:
+    """What ``default_services`` learnt of an endpoint (its vectors' length, scores) is
+    forgotten: a later server on a reused port (another test's stub) starts from nothing.
+    conftest's ``fresh_default_services`` does this before every test."""
+    first, second = bundled_questions(2)
+    settings = stub_settings(stub)
+    stub.brain = ScriptedBrain({first: 2}, dim=256)
+    assert (await run_question(default_services, first, settings))["score"] == 2
+
+    stub.brain = ScriptedBrain({second: 2}, dim=8)  # the same endpoint, shorter vectors
+    stale = await run_question(default_services, second, settings)
+    assert stale["score"] == 0 and stale["stop_reason"] == "error", "remembered length 256"
+
+    default_services.forget()
+    assert (await run_question(default_services, second, settings))["score"] == 2
