@@ -16,7 +16,6 @@ question is a lower bound too; that is what every statistic here says of it.
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,9 +25,6 @@ from aidanbench.core.errors import printable
 from aidanbench.core.records import totals
 from aidanbench.core.results import QuestionResult
 from aidanbench.core.vocabulary import is_censored
-
-COST_CHART = "cost_vs_score.png"
-"""File name of the cost-versus-score chart ``plot`` writes."""
 
 UNKNOWN = "unknown"
 """How an unknown dollar figure is printed."""
@@ -261,54 +257,4 @@ def cost_lines(results: Sequence[QuestionResult], paths: Sequence[str | Path]) -
     censored = sum(1 for line in lines if is_censored(line.stop_reason))
     if censored:
         out.append(f"{censored} question(s) censored; {CENSORING}.")
-    return out
-
-
-def cost_score_points(
-    results: Sequence[QuestionResult],
-) -> list[tuple[str, float, int, bool]]:
-    """(label, dollars, score, lower bound) per model with a known cost, for the chart."""
-    points = []
-    for (model, temperature), row in model_costs(recorded(results)).items():
-        if row["dollars"] is not None:
-            label = f"{model} @ {temperature:g}"
-            points.append((label, row["dollars"], row["score"], row["score_is_lower_bound"]))
-    return points
-
-
-def plot_cost_vs_score(results: Sequence[QuestionResult], out: Path) -> Path | None:
-    """The cost-versus-score chart (PNG) of run directories; None when no cost is known.
-
-    A model whose score is a lower bound is drawn hollow, labelled ``≥``, with an arrow up.
-    """
-    points = cost_score_points(results)
-    if not points:
-        return None
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(8, 5.5), dpi=120, layout="constrained")
-    FigureCanvasAgg(figure)
-    ax = figure.add_subplot()
-    middle = (min(p[1] for p in points) + max(p[1] for p in points)) / 2
-    for label, dollars, score, bound in points:
-        ax.scatter([dollars], [score], facecolors="none" if bound else "C0", edgecolors="C0")
-        if bound:
-            ax.annotate("", (dollars, score * 1.08 + 1), (dollars, score), arrowprops={})
-        right = dollars > middle  # label towards the middle, so it stays inside the axes
-        ax.annotate(
-            textwrap.fill(score_text(score, bound) + "  " + label, 48),
-            (dollars, score),
-            xytext=(-6 if right else 6, 0),
-            textcoords="offset points",
-            ha="right" if right else "left",
-            va="center",
-            fontsize=8,
-        )
-    ax.margins(x=0.1, y=0.1)
-    ax.set_xlabel("dollars (recorded answers and discarded look-aheads)")
-    ax.set_ylabel("score (valid answers)")
-    ax.set_title("Cost versus score", loc="left", fontsize=13)
-    ax.set_title("hollow, ≥: a lower bound (a cap stopped questions)", loc="right", fontsize=8)
-    figure.savefig(out)
     return out

@@ -41,6 +41,7 @@ from aidanbench.analysis.calibrate import (
     calibrate,
     plot_calibration,
 )
+from aidanbench.analysis.plots import require_matplotlib
 from aidanbench.cli import judge_calibration, judging, options
 from aidanbench.cli.env_args import NotGiven
 from aidanbench.cli.errors import UsageError
@@ -180,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
             "name the model to calibrate, one at a time: --judge-model M (a judge to take "
             "over from o1-mini) or --embedding-model M"
         )
+    require_matplotlib()  # its chart is the command's output: say so before any work
     reference = Path(args.reference) if args.reference else published_run()
     if not reference.is_file():
         raise UsageError(f"reference file not found: {reference}")
