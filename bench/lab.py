@@ -392,12 +392,10 @@ def child(args: argparse.Namespace) -> None:
     if args.child in ("c", "ca"):
         result = plain_run("a" if args.child == "ca" else "b", args.url, args)
     else:
-        from aidanbench.runner import loop
-
         if args.variant == "command":
-            result = loop.run(command_run(args.child, args.url, args))
+            result = asyncio.run(command_run(args.child, args.url, args))
         else:
-            result = loop.run(graph_run(args.child, args.url, args))
+            result = asyncio.run(graph_run(args.child, args.url, args))
     result["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(result))
 

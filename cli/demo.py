@@ -12,6 +12,7 @@ Interrupted, it resumes like ``run``: the same command continues where it stoppe
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
@@ -33,7 +34,7 @@ from aidanbench.core.results import QuestionResult, read_aidanbench_file
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import question_set_hash
 from aidanbench.nodes.prompts import prompts_sha256
-from aidanbench.runner import loop, store
+from aidanbench.runner import store
 from aidanbench.runner.local import drive_local
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.tasks import Task, errored
@@ -260,7 +261,7 @@ def handle(args: argparse.Namespace) -> int:
         progress = Progress()
         try:
             with progress:
-                lines = loop.run(_drive(tasks, run_dir, args.concurrency, progress))
+                lines = asyncio.run(_drive(tasks, run_dir, args.concurrency, progress))
         except KeyboardInterrupt:
             print(
                 f"\nInterrupted. Every completed step is saved in {run_dir}; run the same "

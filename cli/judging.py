@@ -10,6 +10,7 @@ asks for nothing already judged and the dollars spent are known across reruns.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from collections.abc import Sequence
@@ -130,7 +131,6 @@ def judge_all(prompts: Sequence[str], settings: Settings, args: argparse.Namespa
     A failure no retry can fix is one line (exit 2); answers that could not be judged
     are listed by the caller.
     """
-    from aidanbench.runner import loop
     from aidanbench.services import OpenAIServices
 
     async def work() -> Rejudging:
@@ -145,7 +145,7 @@ def judge_all(prompts: Sequence[str], settings: Settings, args: argparse.Namespa
             )
 
     try:
-        return loop.run(work())
+        return asyncio.run(work())
     except JudgeAborted as exc:
         raise UsageError(f"the judge {settings.judge_model} cannot be used: {exc}") from None
     except EndpointRefused as exc:

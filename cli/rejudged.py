@@ -6,6 +6,7 @@ the re-judged chains for ``aidanbench run`` to continue (``runner.rejudged``).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import hashlib
 import json
@@ -25,7 +26,7 @@ from aidanbench.cli.report import make_console, one_line, read_inputs
 from aidanbench.core.results import QuestionResult
 from aidanbench.core.settings import Settings
 from aidanbench.core.thresholds import Thresholds
-from aidanbench.runner import loop, store
+from aidanbench.runner import store
 from aidanbench.runner.rejudged import QUESTIONS_FILE, copy_cache, seed_run, task_settings
 from aidanbench.runner.spec import RunSpec
 from aidanbench.services.usage import LEDGER
@@ -209,7 +210,7 @@ def write_into(
         "created": store.now(),
     }
     try:
-        seeded = loop.run(seed_run(into, rescored, settings_of, spec, provenance))
+        seeded = asyncio.run(seed_run(into, rescored, settings_of, spec, provenance))
     except ValueError as exc:
         raise UsageError(printable(one_line(exc))) from None
     commands = []

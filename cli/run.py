@@ -151,7 +151,6 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     check_run_args(args)
     if not args.dry_run:  # a dry run writes nothing: another run may hold the directory
         rundir.refuse_if_in_use(args.run_dir)
-    from aidanbench.runner import loop
 
     spec = run_spec(args)
     judge = spec.settings.get("judge_model", Settings.model_fields["judge_model"].default)
@@ -163,7 +162,7 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
         return cost.dry_run(args, spec)
     run_dir = spec.run_dir
     try:
-        result = loop.run(until_terminated(_session(spec, services)))
+        result = asyncio.run(until_terminated(_session(spec, services)))
     except (KeyboardInterrupt, Terminated) as exc:
         where = run_dir if spec.server is None else f"the server's threads ({spec.server})"
         print(

@@ -224,6 +224,4 @@ def run_sync(
     services: ServicesFactory | None = None,
 ) -> RunResult:
     """``run`` for code without an event loop (scripts); notebooks ``await run(spec)``."""
-    from aidanbench.runner import loop
-
-    return loop.run(run(spec, progress=progress, services=services))
+    return asyncio.run(run(spec, progress=progress, services=services))

@@ -6,6 +6,7 @@ server, and inspects the run directory it leaves.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import resource
@@ -20,6 +21,7 @@ import pytest
 
 from aidanbench.analysis import rundir
 from aidanbench.graph.questions import bundled_questions
+from aidanbench.runner.drive import run_all
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain, http_error, when
 
 from .conftest import REPO, TEST_KEY
@@ -237,6 +239,39 @@ def test_provider_text_cannot_drive_the_terminal(
     assert "stopped on an error" in proc.stderr or "refused the key" in proc.stderr
     assert "\\x1b[2J" in proc.stderr, "shown, escaped"
     assert not any(c in proc.stderr for c in "\x1b\x07\x9b"), repr(proc.stderr)
+
+
+async def test_the_drive_loop_ends_every_job_and_raises_the_first_failure() -> None:
+    """``run_all`` returns or raises only once every job has ended (the caller closes the
+    checkpointer next), with the first failure itself, not a group of them; cancelled,
+    it is cancelled, whatever a job raises on its way out."""
+    ended: list[str] = []
+
+    async def job(name: str, fail_after: float | None = None) -> None:
+        try:
+            await asyncio.sleep(fail_after if fail_after is not None else 10)
+            if fail_after is not None:
+                raise ValueError(name)
+        finally:
+            ended.append(name)
+
+    with pytest.raises(ValueError, match=r"^first$"):
+        await run_all([job("slow"), job("first", 0.01), job("second", 0.02)])
+    assert sorted(ended) == ["first", "second", "slow"]
+
+    async def noisy_on_cancel() -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            raise RuntimeError("closed database") from None
+
+    ended.clear()
+    runner = asyncio.ensure_future(run_all([noisy_on_cancel(), job("quiet")]))
+    await asyncio.sleep(0.01)
+    runner.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await runner
+    assert ended == ["quiet"]
 
 
 @pytest.mark.parametrize("after", [40, 70, 100])
