@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aidanbench.cli import estimate
-from aidanbench.cli.errors import UsageError, printable
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
 from aidanbench.services.pricing import PriceFileError, price_table
 

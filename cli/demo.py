@@ -28,8 +28,8 @@ from aidanbench import reference
 from aidanbench.analysis import rundir
 from aidanbench.analysis.summary import summarise
 from aidanbench.analysis.view import write_view
-from aidanbench.cli.errors import UsageError
 from aidanbench.cli.run import REPORT, _print_summary
+from aidanbench.core.errors import UsageError
 from aidanbench.core.results import QuestionResult, read_aidanbench_file
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import question_set_hash

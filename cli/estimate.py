@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from aidanbench.analysis.cost import dollars_text
 from aidanbench.analysis.estimate import Plan, answer_counts, estimate
 from aidanbench.cli import options, question_source
-from aidanbench.cli.errors import UsageError, printable
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings, variant_label
 from aidanbench.services.pricing import PriceFileError, price_table
 

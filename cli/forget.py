@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from aidanbench.analysis import rundir
-from aidanbench.cli.errors import printable
 from aidanbench.cli.run import REPORT
+from aidanbench.core.errors import printable
 
 
 def register(subparsers: Any) -> None:

@@ -29,7 +29,7 @@ from aidanbench.analysis.judge_noise import noise_text
 from aidanbench.analysis.rejudge import coherence_prompt
 from aidanbench.analysis.rundir import atomic_write
 from aidanbench.cli import calibration_file, judging
-from aidanbench.cli.errors import UsageError, printable
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.results import QuestionResult
 from aidanbench.runner.store import now
 from aidanbench.services.errors import host_of

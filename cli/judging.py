@@ -21,8 +21,7 @@ from pydantic import ValidationError
 
 from aidanbench.analysis.rejudge import JudgeAborted, Rejudging, rejudge
 from aidanbench.cli import options
-from aidanbench.cli.errors import UsageError, printable
-from aidanbench.core.errors import EndpointRefused
+from aidanbench.core.errors import EndpointRefused, UsageError, printable
 from aidanbench.core.settings import Settings
 from aidanbench.services.batch import BatchStatus
 from aidanbench.services.pricing import PriceFileError, price_table, same_model

@@ -31,7 +31,7 @@ from pydantic.fields import FieldInfo
 
 from aidanbench.cli import calibration_file
 from aidanbench.cli.env_args import json_object
-from aidanbench.cli.errors import UsageError, printable
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings, unused_variants, variant_problem
 
 NO_FLAG: dict[str, str] = {

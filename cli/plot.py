@@ -19,8 +19,8 @@ from aidanbench.analysis.plots import (
     require_matplotlib,
     select_question,
 )
-from aidanbench.cli.errors import UsageError
 from aidanbench.cli.report import add_reward_mode_argument, one_line, read_inputs
+from aidanbench.core.errors import UsageError
 
 
 def output_dir(text: str) -> Path:

@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from aidanbench.cli.errors import UsageError
+from aidanbench.core.errors import UsageError
 from aidanbench.graph.question_files import load_questions
 from aidanbench.graph.question_sources import (
     DATASET_FILE_SUFFIXES,

@@ -21,8 +21,8 @@ from aidanbench.analysis.judge_noise import SAMPLES_KEY
 from aidanbench.analysis.rejudge import Rejudging, coherence_prompt
 from aidanbench.analysis.rescore import RescoredQuestion, rescore_question
 from aidanbench.cli import calibration_file, judging
-from aidanbench.cli.errors import UsageError, printable
 from aidanbench.cli.report import make_console, one_line, read_inputs
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.results import QuestionResult
 from aidanbench.core.settings import Settings
 from aidanbench.core.thresholds import Thresholds

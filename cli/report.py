@@ -44,7 +44,7 @@ from aidanbench.analysis.summary import (
     truncation_text,
     warnings,
 )
-from aidanbench.cli.errors import UsageError, printable
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.results import QuestionResult
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import is_censored

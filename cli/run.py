@@ -22,8 +22,8 @@ from pydantic import ValidationError
 
 from aidanbench.analysis import rundir
 from aidanbench.cli import calibration_file, cost, env_args, options, question_source
-from aidanbench.cli.errors import UsageError, printable
 from aidanbench.cli.inputs import check_run_args
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from aidanbench import reference
 from aidanbench.analysis.rundir import read_results
 from aidanbench.analysis.summary import SummaryRow, render_summary, summarise
 from aidanbench.cli.main import main
-from aidanbench.cli.progress import Progress
+from aidanbench.runner.progress import Progress
 
 from .builders import REFERENCE_SCORES
 
