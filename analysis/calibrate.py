@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from aidanbench.core.results import QuestionResult, chain_validity
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.nodes.novelty import cosine_novelty
+from aidanbench.record.results import QuestionResult, chain_validity
 
 EmbedFn = Callable[[list[str]], np.ndarray]
 """Embeds a batch of texts: one row per text, in order (any length, need not be unit)."""

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aidanbench.core.records import add_dollars
+from aidanbench.core.calls import add_dollars
 from aidanbench.core.settings import (
     OPENAI_REASONING_PREFIXES,
     TOKEN_LIMIT_FIELDS,
@@ -116,7 +116,7 @@ class AnswerCounts:
 def answer_counts(path: Path | None = None) -> AnswerCounts:
     """The distribution of a run directory or results file; the published run by default."""
     from aidanbench import reference
-    from aidanbench.analysis.rundir import read_results
+    from aidanbench.record.results import read_results
 
     source = path if path is not None else reference.published_run()
     results = read_results(Path(source))

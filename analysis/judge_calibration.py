@@ -42,8 +42,8 @@ import numpy as np
 
 from aidanbench.analysis.calibrate import QuestionKey, kendall_tau_b, round_threshold
 from aidanbench.analysis.judge_noise import SAMPLES_KEY, JudgeNoise, judge_noise
-from aidanbench.core.results import QuestionResult, chain_validity
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.record.results import QuestionResult, chain_validity
 
 REFERENCE_COHERENCE_THRESHOLD = Thresholds().coherence
 """o1-mini's cut in the published benchmark (15)."""

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from aidanbench.core.results import AnswerRow, QuestionResult
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.record.results import AnswerRow, QuestionResult
 
 SAMPLES_KEY = "coherence_samples"
 """Where an answer's judgments are kept (``AnswerRecord``; ``AnswerRow.extra``)."""

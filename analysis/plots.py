@@ -22,15 +22,14 @@ from aidanbench.analysis.summary import (
     UNFINISHED,
     GroupKey,
     SummaryRow,
-    errored,
     group_label,
     group_results,
     question_order,
     summarise,
 )
 from aidanbench.core.errors import UsageError
-from aidanbench.core.results import AnswerRow, QuestionResult
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.record.results import AnswerRow, QuestionResult
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -217,7 +216,7 @@ def _score_matrix(
         i, j = row_of[r.question], column_of[(r.model, r.temperature)]
         sums[i, j] += r.score
         counts[i, j] += 1
-        failed[i, j] |= errored(r)
+        failed[i, j] |= r.errored
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan), failed
 
@@ -362,7 +361,7 @@ def plot_trajectory(results: Sequence[QuestionResult], question: str, path: Path
                 marker="o",
                 markersize=2.5,
                 alpha=0.9,
-                label=f"{label}: {r.score}" + (f" ({r.stop_reason})" if errored(r) else ""),
+                label=f"{label}: {r.score}" + (f" ({r.stop_reason})" if r.errored else ""),
             )
             end = _failure(r, thresholds)
             if end is not None and end[1] == field:

@@ -45,8 +45,8 @@ from aidanbench.analysis.plots import require_matplotlib
 from aidanbench.cli import judge_calibration, judging, options
 from aidanbench.cli.env_args import NotGiven
 from aidanbench.core.errors import UsageError
-from aidanbench.core.results import read_aidanbench_file
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL
+from aidanbench.record.results import read_aidanbench_file
 from aidanbench.reference import published_run
 
 

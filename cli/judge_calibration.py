@@ -27,10 +27,10 @@ from aidanbench.analysis.judge_calibration import (
 )
 from aidanbench.analysis.judge_noise import noise_text
 from aidanbench.analysis.rejudge import coherence_prompt
-from aidanbench.analysis.rundir import atomic_write
 from aidanbench.cli import calibration_file, judging
 from aidanbench.core.errors import UsageError, printable
-from aidanbench.core.results import QuestionResult
+from aidanbench.record.files import atomic_write
+from aidanbench.record.results import QuestionResult
 from aidanbench.runner.store import now
 from aidanbench.services.errors import host_of
 

@@ -23,9 +23,9 @@ from aidanbench.analysis.rejudge import JudgeAborted, Rejudging, rejudge
 from aidanbench.cli import options
 from aidanbench.core.errors import EndpointRefused, UsageError, printable
 from aidanbench.core.settings import Settings
+from aidanbench.record.usage import summarise_ledger
 from aidanbench.services.batch import BatchStatus
 from aidanbench.services.pricing import PriceFileError, price_table, same_model
-from aidanbench.services.usage import summarise_ledger
 
 JUDGE_FIELDS = (
     "judge_model",
@@ -178,11 +178,11 @@ def cost_summary(settings: Settings) -> dict[str, Any]:
     usage = summarise_ledger(Path(settings.usage_path))
     return {
         "ledger": settings.usage_path,
-        "api_calls": usage["api_calls"],
-        "tokens": usage["tokens"],
-        "dollars": usage["dollars"],
-        "unpriced_models": usage["unpriced_models"],
-        "served_models": usage["served_models"],
+        "api_calls": usage.api_calls,
+        "tokens": usage.tokens,
+        "dollars": usage.dollars,
+        "unpriced_models": usage.unpriced_models or [],
+        "served_models": usage.served_models or {},
     }
 
 

@@ -2,7 +2,7 @@
 
 Accepted files: a JSON list of strings; JSONL or CSV with a ``question`` field; plain text
 with one question per line. Anything else is an error, never a silent fallback to the
-bundled list. Blank, duplicate (after ``core.questions.normal_question``) or absurdly
+bundled list. Blank, duplicate (after ``record.lines.normal_question``) or absurdly
 long questions are errors too: each would waste or skew a run.
 """
 

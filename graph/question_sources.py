@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from aidanbench.core.errors import printable
-from aidanbench.core.questions import normal_question, spelling_note
+from aidanbench.record.lines import normal_question, spelling_note
 
 MAX_QUESTION_CHARS = 2000
 """Longest question accepted; the benchmark's longest is under 150 characters."""

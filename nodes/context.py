@@ -21,7 +21,7 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
-from aidanbench.core.records import add_dollars
+from aidanbench.core.calls import add_dollars
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import CallStats, ErrorInfo
 from aidanbench.services import Services, ServicesFactory, key_values, role_host

@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.nodes.caps import budget_exhausted
 from aidanbench.nodes.prepare import measurement_differences
+from aidanbench.record.lines import QuestionLine
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.tasks import RunLines, Task
 
@@ -54,7 +55,7 @@ async def drive(
     *,
     concurrency: int,
     progress: Progress,
-) -> list[dict[str, Any]]:
+) -> list[QuestionLine]:
     """Run every task to a stop (or resume it), writing outputs as questions finish.
 
     Returns every question line of the run directory, the lines carried from earlier

@@ -22,7 +22,6 @@ from pydantic import (
     model_validator,
 )
 
-from aidanbench.analysis import rundir
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import (
     ROLE_FIELDS,
@@ -33,8 +32,8 @@ from aidanbench.core.settings import (
 )
 from aidanbench.graph.question_sources import QuestionSourceError, validated
 from aidanbench.graph.questions import bundled_questions
+from aidanbench.record import files
 from aidanbench.runner.tasks import Task
-from aidanbench.services.usage import LEDGER
 
 RUN_FIELDS = frozenset(
     {"model", "temperature", "variant_fields", "cache_path", "prices_path", "usage_path"}
@@ -121,7 +120,8 @@ class RunSpec(BaseModel):
     @field_validator("questions")
     @classmethod
     def _one_spelling(cls, value: list[str]) -> list[str]:
-        """Each question normalised (``core.questions``); two spellings of one refused."""
+        """Each question in its normal form (``record.lines.normal_question``); two
+        spellings of one are refused."""
         try:
             return validated(value, "questions")
         except QuestionSourceError as exc:
@@ -245,8 +245,8 @@ def run_fields(spec: RunSpec) -> dict[str, Any]:
     this machine): its dollars come from the bundled prices."""
     local = spec.server is None
     return {
-        "cache_path": str(spec.run_dir / rundir.CACHE),
-        "usage_path": str(spec.run_dir / LEDGER) if local else None,
+        "cache_path": str(spec.run_dir / files.CACHE),
+        "usage_path": str(spec.run_dir / files.LEDGER) if local else None,
         "prices_path": str(spec.prices.resolve()) if local and spec.prices else None,
     }
 

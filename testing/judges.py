@@ -21,8 +21,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from aidanbench.core.results import QuestionResult
 from aidanbench.nodes.judging import neutralise
+from aidanbench.record.results import QuestionResult
 from aidanbench.testing.brain import Brain, Kind, Reply, parse_coherence_prompt
 
 Rule = Callable[[float, str, int], int]

@@ -16,8 +16,8 @@ from matplotlib.transforms import Bbox
 from aidanbench import reference
 from aidanbench.analysis import plots
 from aidanbench.analysis.plots import COST_CHART, plot_cost_vs_score
-from aidanbench.analysis.rundir import read_results
 from aidanbench.cli.main import main
+from aidanbench.record.results import read_results
 from tests.builders import chain, question_line, write_run_dir
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

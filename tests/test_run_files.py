@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from aidanbench.analysis import rundir
 from aidanbench.graph.questions import bundled_questions
+from aidanbench.record import files
 from aidanbench.runner.drive import run_all
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain, http_error, when
 
+from .builders import write_outputs
 from .conftest import REPO, TEST_KEY
 from .test_bad_input import AIDANBENCH, aidanbench, one_line, run_args, snapshot
 
@@ -72,12 +73,12 @@ def test_results_files_from_an_interrupted_write_are_refused_then_rewritten(
     good = snapshot(run_dir)
     lines = question_lines(run_dir)
     half = [{**line, "answers": []} for line in lines[:1]]
-    marker = json.loads((run_dir / rundir.OUTPUTS).read_text())
+    marker = json.loads((run_dir / files.OUTPUTS).read_text())
     # what a write of one question leaves when killed after its first rename
-    rundir.write_outputs(tmp_path / "other", half)
-    os.replace(tmp_path / "other" / rundir.OUTPUTS, run_dir / rundir.OUTPUTS)
-    os.replace(tmp_path / "other" / rundir.RESULTS, run_dir / rundir.RESULTS)
-    assert json.loads((run_dir / rundir.OUTPUTS).read_text()) != marker
+    write_outputs(tmp_path / "other", half)
+    os.replace(tmp_path / "other" / files.OUTPUTS, run_dir / files.OUTPUTS)
+    os.replace(tmp_path / "other" / files.RESULTS, run_dir / files.RESULTS)
+    assert json.loads((run_dir / files.OUTPUTS).read_text()) != marker
     (run_dir / ".questions.jsonl.k1ll3d").write_text('{"half": ')
     rescore = ["rescore", str(run_dir), "--coherence-threshold", "20"]
     for command in (["report", str(run_dir)], [*rescore, "--novelty-threshold", "0.2"]):
@@ -88,7 +89,7 @@ def test_results_files_from_an_interrupted_write_are_refused_then_rewritten(
     assert bench_stub.asked() == calls, "rewritten from the checkpoints, no new calls"
     assert not (run_dir / ".questions.jsonl.k1ll3d").exists(), "leftover removed"
     after = snapshot(run_dir)
-    for name in ("results.json", "answers.jsonl", "questions.jsonl", rundir.OUTPUTS):
+    for name in ("results.json", "answers.jsonl", "questions.jsonl", files.OUTPUTS):
         assert after[name] == good[name]
     assert aidanbench(["report", str(run_dir)]).returncode == 0
 
