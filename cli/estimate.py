@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from aidanbench.analysis.cost import dollars_text
 from aidanbench.analysis.estimate import Plan, answer_counts, estimate
-from aidanbench.cli import options, question_source
+from aidanbench.cli import options
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings, variant_label
 from aidanbench.services.pricing import PriceFileError, price_table
@@ -37,10 +37,7 @@ def register(subparsers: Any) -> None:
     options.add_settings_flags(p, only={"model_kwargs"})
     options.add_variant_flag(p)
     add_reasoning_tokens(p)
-    which = p.add_mutually_exclusive_group()
-    which.add_argument("--questions", type=int, metavar="N", help="the first N bundled questions")
-    which.add_argument("--questions-file", type=Path, metavar="PATH", help="your own questions")
-    question_source.register(p, which)
+    options.add_question_flags(p)
     p.add_argument("-r", "--repeats", type=int, default=1, metavar="K")
     p.add_argument("--judge-model", default="o1-mini")
     p.add_argument("--embedding-model", default="text-embedding-3-large")
@@ -198,7 +195,7 @@ def handle(args: argparse.Namespace) -> int:
     """Handler of ``aidanbench estimate``."""
     if args.repeats < 1:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
-    questions = question_source.resolve_questions(args).questions
+    questions = options.question_set(args).questions
     settings = {
         "judge_model": args.judge_model,
         "embedding_model": args.embedding_model,

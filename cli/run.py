@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
-from aidanbench.cli import calibration_file, cost, env_args, options, question_source
+from aidanbench.cli import calibration_file, cost, env_args, options
 from aidanbench.cli.inputs import check_run_args
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings
@@ -51,10 +51,7 @@ def register(subparsers: Any) -> None:
         required={"model"},
     )
     options.add_variant_flag(p)
-    which = p.add_mutually_exclusive_group()
-    which.add_argument("--questions", type=int, metavar="N", help="the first N bundled questions")
-    which.add_argument("--questions-file", type=Path, metavar="PATH", help="your own questions")
-    question_source.register(p, which)
+    options.add_question_flags(p)
     p.add_argument(
         "-r", "--repeats", type=int, default=1, metavar="K", help="runs of each question (1)"
     )
@@ -109,7 +106,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
     if args.concurrency is not None and args.concurrency < 1:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
-    question_set = question_source.resolve_questions(args)
+    question_set = options.question_set(args)
     try:
         source = calibration_file.threshold_source(args.coherence_threshold, args.judge_model)
     except ValueError as exc:

@@ -23,8 +23,7 @@ from aidanbench.core.schema_docs import documented
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import QuestionOutput
 from aidanbench.graph.question import build_question_graph
-from aidanbench.graph.question_sources import validated
-from aidanbench.graph.questions import bundled_questions
+from aidanbench.graph.questions import bundled_questions, validated
 from aidanbench.nodes.context import settings_of
 from aidanbench.record.lines import QuestionLine
 from aidanbench.record.results import question_result, totals
@@ -76,7 +75,7 @@ class BenchmarkState(TypedDict):
 async def plan(state: BenchmarkState) -> dict[str, Any]:
     """Resolve the question set: the input's, or the bundled one.
 
-    The input is checked as every question source is (``question_sources.validated``):
+    The input is checked as every question source is (``graph.questions.validated``):
     strings, not blank, distinct, not huge.
     """
     questions = state.get("questions") or bundled_questions()

@@ -30,8 +30,7 @@ from aidanbench.core.settings import (
     variant_label,
     variant_problem,
 )
-from aidanbench.graph.question_sources import QuestionSourceError, validated
-from aidanbench.graph.questions import bundled_questions
+from aidanbench.graph.questions import QuestionSourceError, bundled_questions, validated
 from aidanbench.record import files
 from aidanbench.runner.tasks import Task
 
