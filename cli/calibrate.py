@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import textwrap
 import time
@@ -68,14 +67,15 @@ def _local_factory(args: argparse.Namespace) -> EmbedFn:
 
 def _openai_factory(args: argparse.Namespace) -> EmbedFn:
     """An OpenAI-compatible embeddings model named by ``--embedding-model``."""
-    key_env: str = args.embedding_api_key_env
-    api_key = os.environ.get(key_env)
-    if not api_key:
-        raise UsageError(
-            f"environment variable {key_env} is not set "
-            f"(API key for embedding model {args.embedding_model!r})"
-        )
     import openai
+
+    from aidanbench.core.errors import ConfigError
+    from aidanbench.services.clients import api_key as key_of
+
+    try:
+        api_key = key_of(args.embedding_api_key_env, "embeddings").get_secret_value()
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
 
     from aidanbench.core.errors import MalformedReply
     from aidanbench.services.embeddings import embed_all

@@ -32,7 +32,6 @@ from aidanbench.core.errors import UsageError, printable
 from aidanbench.record.files import atomic_write
 from aidanbench.record.results import QuestionResult
 from aidanbench.runner.store import now
-from aidanbench.services.errors import host_of
 
 CENSORING_NOTE = (
     "Reference chains stop at their first invalid answer, so a threshold that passes a "
@@ -85,7 +84,7 @@ def run(
         "reference_sha256": sha256_of(reference),
         "judge": {
             **calibration.to_dict(),
-            "endpoint": host_of(settings.judge_base_url),
+            "endpoint": settings.endpoint("judge").host,
             "temperature": settings.judge_temperature,
             "served_models": served,
         },

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ from pydantic import ValidationError
 
 from aidanbench.analysis.rejudge import JudgeAborted, Rejudging, rejudge
 from aidanbench.cli import options
-from aidanbench.core.errors import EndpointRefused, UsageError, printable
+from aidanbench.core.errors import ConfigError, EndpointRefused, UsageError, printable
 from aidanbench.core.settings import Settings
 from aidanbench.record.usage import summarise_ledger
 from aidanbench.services.batch import BatchStatus
@@ -105,10 +104,12 @@ def judge_settings(args: argparse.Namespace, cache: Path, usage: Path | None = N
         )
     except ValidationError as exc:
         raise UsageError(options.validation_line(exc)) from None
-    if not os.environ.get(settings.judge_api_key_env):
-        raise UsageError(
-            f"environment variable {settings.judge_api_key_env} (API key of the judge) is not set"
-        )
+    from aidanbench.services.clients import check_keys  # loads the OpenAI client
+
+    try:
+        check_keys(settings, ["judge"])
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
     return settings
 
 
@@ -130,10 +131,10 @@ def judge_all(prompts: Sequence[str], settings: Settings, args: argparse.Namespa
     A failure no retry can fix is one line (exit 2); answers that could not be judged
     are listed by the caller.
     """
-    from aidanbench.services import OpenAIServices
+    from aidanbench.services import OpenAIServices, clients
 
     async def work() -> Rejudging:
-        async with OpenAIServices("aiohttp", chat="openai") as factory:
+        async with OpenAIServices(clients.RUN_TRANSPORT, chat=clients.RUN_CHAT) as factory:
             return await rejudge(
                 prompts,
                 settings,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
-from aidanbench.cli import calibration_file, cost, env_args, options
+from aidanbench.cli import calibration_file, env_args, estimate, options
 from aidanbench.cli.inputs import check_run_args
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings
@@ -82,7 +82,7 @@ def register(subparsers: Any) -> None:
         "/models, or one minimal request per role), for an endpoint that objects to them",
     )
     env_args.register(p)
-    cost.register(p)
+    estimate.add_run_cost_flags(p)
     p.set_defaults(handler=handle)
 
 
@@ -152,9 +152,9 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     embedder = spec.settings.get(
         "embedding_model", Settings.model_fields["embedding_model"].default
     )
-    cost.check(args, spec, judge, embedder)
+    estimate.check_run_costs(args, spec, judge, embedder)
     if args.dry_run:
-        return cost.dry_run(args, spec)
+        return estimate.dry_run(args, spec)
     result = run_session(spec, services)
     if isinstance(result, int):
         return result

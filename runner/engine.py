@@ -19,20 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aidanbench.analysis.summary import SummaryRow, summarise
-from aidanbench.core.errors import EndpointRefused, UsageError
-from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
+from aidanbench.core.errors import ConfigError, EndpointRefused, UsageError
+from aidanbench.core.settings import Settings
 from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
 from aidanbench.record.metadata import Metadata, RunTotals, write_metadata
 from aidanbench.record.results import QuestionResult, results_of, run_totals, totals
-from aidanbench.runner import admission, cost, preflight, store
+from aidanbench.runner import admission, preflight, store
 from aidanbench.runner.drive import Questions, drive
 from aidanbench.runner.local import check_recorded_measurements, local_questions
 from aidanbench.runner.preflight import Preflight
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.spec import RunSpec, build_tasks, environment_base_urls, run_fields
 from aidanbench.runner.tasks import RunLines, Task
-from aidanbench.services import OpenAIServices, ServicesFactory
+from aidanbench.services import OpenAIServices, ServicesFactory, clients
 from aidanbench.services.usage import ledger
 
 
@@ -127,13 +127,11 @@ async def prepare(
 
 
 def check_keys(settings: Settings) -> None:
-    """Every role's key variable must be set before anything starts."""
-    needed = [("model", settings.api_key_env), ("judge", settings.judge_api_key_env)]
-    if settings.embedding_model != LOCAL_EMBEDDING_MODEL:
-        needed.append(("embeddings", settings.embedding_api_key_env))
-    for role, variable in needed:
-        if not os.environ.get(variable):
-            raise UsageError(f"environment variable {variable} (API key of the {role}) is not set")
+    """Every role's key variable must be set before anything starts (one line)."""
+    try:
+        clients.check_keys(settings)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
 
 
 async def execute(
@@ -160,7 +158,8 @@ async def execute(
             ledger_path = run_dir / files.LEDGER
             prepared.checked.record(ledger(ledger_path), run_fields(spec)["prices_path"])
         lines = RunLines(run_dir, carried=carried)
-        cost.arm(spec)
+        if spec.server is None:  # the run-wide budget: earlier sessions' spending counts
+            ledger(run_dir / files.LEDGER).max_cost = spec.max_cost
         try:
             with progress:
                 async with backend(spec, services, progress) as questions:
@@ -181,7 +180,7 @@ async def execute(
         store.drop_models_without_lines(meta, spec.models, all_lines)
         results, notes = results_of(all_lines, meta)
         meta.totals = run_totals(totals(results))
-        cost.finish(meta, spec)
+        store.record_spending(meta, spec)
         if progress.endpoints is not None:
             meta.endpoint_limits = {
                 host: dataclasses.asdict(stats) for host, stats in progress.endpoints().items()
@@ -219,7 +218,7 @@ async def backend(
         async with local_questions(spec.run_dir, services) as local:
             yield local
         return
-    pools = OpenAIServices("aiohttp", chat="openai")
+    pools = OpenAIServices(clients.RUN_TRANSPORT, chat=clients.RUN_CHAT)
     progress.endpoints = pools.endpoint_stats
     try:
         async with local_questions(spec.run_dir, pools) as local:

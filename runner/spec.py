@@ -25,6 +25,7 @@ from pydantic import (
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import (
     ROLE_FIELDS,
+    ROLES,
     Settings,
     unused_variants,
     variant_label,
@@ -204,15 +205,10 @@ def given_settings(values: dict[str, Any]) -> dict[str, Any]:
 BASE_URL_VARIABLE = "OPENAI_BASE_URL"
 """The OpenAI SDK's variable: the base URL of every client not given one."""
 
-OPENAI_URL = "https://api.openai.com/v1"
-"""Where a role with no base URL goes (the OpenAI SDK's default)."""
-
 
 def base_urls(settings: Settings) -> dict[str, str]:
     """The base URL each role reaches (``OPENAI_URL`` for a role given none)."""
-    return {
-        role: getattr(settings, names.base_url) or OPENAI_URL for role, names in ROLE_FIELDS.items()
-    }
+    return {role: settings.endpoint(role).url for role in ROLES}
 
 
 def environment_base_urls(

@@ -1,4 +1,4 @@
-"""The run directory as the engine keeps it: lock, metadata, sessions, carried lines.
+"""The run directory as the engine keeps it: metadata, sessions, carried lines, spending.
 
 ``metadata.json`` records the run as it has grown: every model, temperature and repeat
 ever asked for (``spec``), each model's scoring settings (``scoring_settings``, fixed
@@ -29,7 +29,7 @@ from aidanbench.core.setting_kinds import (
     operational_settings,
     scoring_settings,
 )
-from aidanbench.core.settings import Settings, variant_label
+from aidanbench.core.settings import ROLES, Settings, variant_label
 from aidanbench.graph.questions import question_set_hash
 from aidanbench.nodes.prompts import prompts_sha256
 from aidanbench.record import files
@@ -39,13 +39,16 @@ from aidanbench.record.metadata import (
     Judging,
     Metadata,
     RunSettings,
+    RunTotals,
     Session,
     ThresholdSource,
     read_metadata,
 )
+from aidanbench.record.usage import summarise_ledger
 from aidanbench.runner.spec import RunSpec, base_urls
 from aidanbench.runner.tasks import Task
-from aidanbench.services import role_host
+from aidanbench.services.pricing import price_table
+from aidanbench.services.usage import forget_ledger
 
 RESCORE_FIELDS = frozenset(
     {"coherence_threshold", "novelty_threshold", "llm_novelty_threshold", "max_answers"}
@@ -262,7 +265,7 @@ def session_record(
 
 def endpoints(settings: Settings) -> dict[str, str]:
     """Host of each role's endpoint."""
-    return {role: role_host(settings, role) for role in ("model", "judge", "embeddings")}
+    return {role: settings.endpoint(role).host for role in ROLES}
 
 
 def grown_metadata(
@@ -402,6 +405,48 @@ def question_counts(meta: Metadata, questions: Iterable[str]) -> None:
     meta.questions = len(found)
     meta.questions_sha256 = question_set_hash(found)
     meta.question_set_sha256 = question_set_hash(sorted(found))
+
+
+def record_spending(meta: Metadata, spec: RunSpec) -> None:
+    """Write what was sent and spent into the metadata's ``totals`` and ``usage``.
+
+    ``totals`` keeps the recorded answers' figures under ``recorded_*``; ``api_calls``
+    and ``tokens`` become what was actually sent, across sessions, redone calls
+    included, ``dollars`` the run's cost (null when a model has no price or a reply no
+    usage), ``unrecorded`` the requests sent without a recorded reply and
+    ``dollars_bound`` what the run can have cost at most (``record.usage``).
+    """
+    path = spec.run_dir / files.LEDGER
+    forget_ledger(path)
+    if not path.exists():
+        return
+    usage = summarise_ledger(path)
+    recorded = meta.totals or RunTotals()
+    meta.totals = RunTotals.model_validate(
+        {
+            **recorded.model_dump(exclude_unset=True),
+            "recorded_api_calls": recorded.api_calls,
+            "recorded_tokens": recorded.tokens,
+            "recorded_dollars": recorded.dollars,
+            "api_calls": usage.api_calls,
+            "unrecorded": usage.unrecorded,
+            "tokens": usage.tokens,
+            "dollars": usage.dollars,
+            "dollars_bound": usage.dollars_bound,
+        }
+    )
+    meta.usage = usage
+    for judging in (meta.judging or {}).values():
+        judging.served = (usage.served_models or {}).get(f"judge:{judging.judge_model}", {})
+    meta.prices = {
+        **price_table(spec.prices).describe(),
+        "file": None if spec.prices is None else str(spec.prices),
+    }
+    meta.caps = {
+        "max_cost": spec.max_cost,
+        "max_question_cost": spec.settings.get("max_question_cost"),
+        "max_question_seconds": spec.settings.get("max_question_seconds"),
+    }
 
 
 def sqlite_problem(path: Path) -> str | None:
