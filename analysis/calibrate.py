@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from aidanbench.core.results import QuestionResult, chain_validity
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.nodes.novelty import cosine_novelty
+from aidanbench.record.results import QuestionResult, chain_validity
 
 EmbedFn = Callable[[list[str]], np.ndarray]
 """Embeds a batch of texts: one row per text, in order (any length, need not be unit)."""
@@ -410,8 +410,7 @@ def plot_calibration(calibration: Calibration, path: Path) -> Path:
     Uses matplotlib's object API on an Agg canvas (no pyplot state, no display needed).
     Points are coloured by how the calibrated rule's decision compares with the reference.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from aidanbench.analysis.plots import new_figure
 
     x = np.asarray([a.reference_novelty for a in calibration.compared], dtype=np.float64)
     y = np.asarray([a.novelty for a in calibration.compared], dtype=np.float64)
@@ -425,8 +424,7 @@ def plot_calibration(calibration: Calibration, path: Path) -> Path:
     ]
     t = calibration.threshold
     r = calibration.reference_threshold
-    fig = Figure(figsize=(7.5, 6.2), dpi=120, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure((7.5, 6.2), dpi=120)
     ax = fig.add_subplot()
     for mask, label, colour, size in groups:
         if mask.any():

@@ -1,7 +1,7 @@
 """What a run cost, for ``report``, ``plot`` and the live table, and censored scores.
 
 Two families of figures, each computed in one place: what the *recorded* answers and
-discarded look-aheads of each (model, temperature) cost, ``core.records.totals`` of its
+discarded look-aheads of each (model, temperature) cost, ``record.results.totals`` of its
 question lines (the figure the live table, the summary, the HTML and the charts show
 too), and what the run *sent*, the ledger's totals in ``metadata.json``
 (``services.usage.summarise_ledger``: every request across sessions, redone and retried
@@ -16,19 +16,16 @@ question is a lower bound too; that is what every statistic here says of it.
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aidanbench.analysis import rundir
 from aidanbench.core.errors import printable
-from aidanbench.core.records import totals
-from aidanbench.core.results import QuestionResult
 from aidanbench.core.vocabulary import is_censored
-
-COST_CHART = "cost_vs_score.png"
-"""File name of the cost-versus-score chart ``plot`` writes."""
+from aidanbench.record.metadata import Metadata, read_metadata
+from aidanbench.record.results import QuestionResult, read_results, totals
+from aidanbench.record.usage import LedgerSummary
 
 UNKNOWN = "unknown"
 """How an unknown dollar figure is printed."""
@@ -72,7 +69,7 @@ def model_costs(
     results: Iterable[QuestionResult],
 ) -> dict[tuple[str, float], dict[str, Any]]:
     """Per (model, temperature): dollars, score, censored questions, dollars per valid
-    answer and requests without usage, all from ``core.records.totals`` of its lines."""
+    answer and requests without usage, all from ``record.results.totals`` of its lines."""
     groups: dict[tuple[str, float], list[QuestionResult]] = {}
     for result in results:
         groups.setdefault((result.model, result.temperature), []).append(result)
@@ -101,24 +98,24 @@ def recorded(results: Iterable[QuestionResult]) -> list[QuestionResult]:
     return [r for r in results if r.api_calls is not None]
 
 
-def run_usage(path: str | Path) -> dict[str, Any] | None:
-    """The run's sent totals from ``metadata.json`` (None when not recorded)."""
-    run_dir = Path(path)
-    if not run_dir.is_dir():
-        return None
-    meta = rundir.read_metadata(run_dir)
-    usage = meta.get("usage") if meta else None
-    return usage if isinstance(usage, dict) else None
+@dataclass(frozen=True)
+class RunCost:
+    """What one run directory records of its spending: the usage ledger's totals (what
+    was sent) and the models whose cost is unknown for want of a price."""
+
+    usage: LedgerSummary | None
+    """``metadata.json``'s ``usage``; None for a results file, or a run without a ledger."""
+    unpriced: tuple[str, ...] = ()
 
 
-def unpriced_models(path: str | Path) -> list[str]:
-    """Models whose cost is unknown for want of a price: from the ledger's totals, or
-    else the answers."""
-    usage = run_usage(path)
+def run_cost(metadata: Metadata | None, results: Iterable[QuestionResult]) -> RunCost:
+    """A run's ``RunCost`` from its metadata and results: the unpriced models are the
+    ledger's, or else those of answers that recorded usage but no dollars."""
+    usage = metadata.usage if metadata is not None else None
     if usage is not None:
-        return list(usage.get("unpriced_models") or [])
+        return RunCost(usage, tuple(usage.unpriced_models or ()))
     found: set[str] = set()
-    for result in rundir.read_results(Path(path)) if Path(path).is_dir() else []:
+    for result in results:
         for answer in result.answers:
             for role, stats in (answer.extra.get("calls") or {}).items():
                 if (
@@ -128,7 +125,18 @@ def unpriced_models(path: str | Path) -> list[str]:
                     and stats.get("cost_usd") is None
                 ):
                     found.add(str(result.model if role == "generate" else role))
-    return sorted(found)
+    return RunCost(None, tuple(sorted(found)))
+
+
+def read_run_cost(path: str | Path) -> RunCost:
+    """``run_cost`` of the run directory at ``path`` (a results file has none)."""
+    run_dir = Path(path)
+    if not run_dir.is_dir():
+        return RunCost(None)
+    metadata = read_metadata(run_dir)
+    if metadata is not None and metadata.usage is not None:
+        return run_cost(metadata, [])
+    return run_cost(metadata, read_results(run_dir))
 
 
 def question_fields(
@@ -159,16 +167,20 @@ def run_fields(results: Iterable[QuestionResult]) -> dict[tuple[str, float], dic
     }
 
 
-def cost_payloads(paths: Sequence[str | Path]) -> dict[str, Any]:
+def cost_payload(runs: Sequence[RunCost]) -> dict[str, Any]:
     """``report --json``'s ``cost`` over several inputs, as one input holding them all
     would give it: their sent totals added (unknown when one input has none)."""
-    usages = [run_usage(path) for path in paths]
-    sent = None if any(u is None for u in usages) else _added([u for u in usages if u])
+    usages = [run.usage for run in runs]
+    sent = (
+        None
+        if any(u is None for u in usages)
+        else _added([u.model_dump(exclude_unset=True) for u in usages if u is not None])
+    )
     return {
         "sent": sent,
         "dollars": None if sent is None else sent.get("dollars"),
         "dollars_bound": None if sent is None else sent.get("dollars_bound"),
-        "unpriced_models": sorted({m for path in paths for m in unpriced_models(path)}),
+        "unpriced_models": sorted({m for run in runs for m in run.unpriced}),
         "censoring": CENSORING,
         "estimates": ESTIMATES,
     }
@@ -235,7 +247,7 @@ def sent_line(usage: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def cost_lines(results: Sequence[QuestionResult], paths: Sequence[str | Path]) -> list[str]:
+def cost_lines(results: Sequence[QuestionResult], runs: Sequence[RunCost]) -> list[str]:
     """The text report's cost section (empty without a run directory)."""
     lines = recorded(results)
     if not lines:
@@ -250,10 +262,10 @@ def cost_lines(results: Sequence[QuestionResult], paths: Sequence[str | Path]) -
         if row["usage_missing"]:
             text += f"; {row['usage_missing']} requests without usage"
         out.append(text)
-    usage = cost_payloads(paths)["sent"]
+    usage = cost_payload(runs)["sent"]
     if usage is not None:
         out += sent_line(usage)
-    missing = sorted({model for path in paths for model in unpriced_models(path)})
+    missing = sorted({model for run in runs for model in run.unpriced})
     if missing:
         out.append(
             f"No price for: {', '.join(printable(m) for m in missing)} (their cost is unknown)"
@@ -261,54 +273,4 @@ def cost_lines(results: Sequence[QuestionResult], paths: Sequence[str | Path]) -
     censored = sum(1 for line in lines if is_censored(line.stop_reason))
     if censored:
         out.append(f"{censored} question(s) censored; {CENSORING}.")
-    return out
-
-
-def cost_score_points(
-    results: Sequence[QuestionResult],
-) -> list[tuple[str, float, int, bool]]:
-    """(label, dollars, score, lower bound) per model with a known cost, for the chart."""
-    points = []
-    for (model, temperature), row in model_costs(recorded(results)).items():
-        if row["dollars"] is not None:
-            label = f"{model} @ {temperature:g}"
-            points.append((label, row["dollars"], row["score"], row["score_is_lower_bound"]))
-    return points
-
-
-def plot_cost_vs_score(results: Sequence[QuestionResult], out: Path) -> Path | None:
-    """The cost-versus-score chart (PNG) of run directories; None when no cost is known.
-
-    A model whose score is a lower bound is drawn hollow, labelled ``≥``, with an arrow up.
-    """
-    points = cost_score_points(results)
-    if not points:
-        return None
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(8, 5.5), dpi=120, layout="constrained")
-    FigureCanvasAgg(figure)
-    ax = figure.add_subplot()
-    middle = (min(p[1] for p in points) + max(p[1] for p in points)) / 2
-    for label, dollars, score, bound in points:
-        ax.scatter([dollars], [score], facecolors="none" if bound else "C0", edgecolors="C0")
-        if bound:
-            ax.annotate("", (dollars, score * 1.08 + 1), (dollars, score), arrowprops={})
-        right = dollars > middle  # label towards the middle, so it stays inside the axes
-        ax.annotate(
-            textwrap.fill(score_text(score, bound) + "  " + label, 48),
-            (dollars, score),
-            xytext=(-6 if right else 6, 0),
-            textcoords="offset points",
-            ha="right" if right else "left",
-            va="center",
-            fontsize=8,
-        )
-    ax.margins(x=0.1, y=0.1)
-    ax.set_xlabel("dollars (recorded answers and discarded look-aheads)")
-    ax.set_ylabel("score (valid answers)")
-    ax.set_title("Cost versus score", loc="left", fontsize=13)
-    ax.set_title("hollow, ≥: a lower bound (a cap stopped questions)", loc="right", fontsize=8)
-    figure.savefig(out)
     return out

@@ -12,7 +12,7 @@ from statistics import fmean
 from typing import Any
 
 from aidanbench.core.metric_names import ENVIRONMENT_METRICS, environment_aliases
-from aidanbench.core.results import QuestionResult
+from aidanbench.record.results import QuestionResult
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aidanbench.core.records import add_dollars
+from aidanbench.core.calls import add_dollars
 from aidanbench.core.settings import (
     OPENAI_REASONING_PREFIXES,
     TOKEN_LIMIT_FIELDS,
@@ -116,7 +116,7 @@ class AnswerCounts:
 def answer_counts(path: Path | None = None) -> AnswerCounts:
     """The distribution of a run directory or results file; the published run by default."""
     from aidanbench import reference
-    from aidanbench.analysis.rundir import read_results
+    from aidanbench.record.results import read_results
 
     source = path if path is not None else reference.published_run()
     results = read_results(Path(source))
@@ -155,7 +155,7 @@ def tokens(chars: float) -> float:
 
 
 @dataclass(frozen=True)
-class Plan:
+class PlannedRun:
     """What is asked of every question line."""
 
     models: Sequence[str]
@@ -241,7 +241,7 @@ def assumed_reasoning(model: str, fields: Mapping[str, Any], answer_tokens: floa
     return Reasoning(figures[0], figures[1], figures[2], basis)
 
 
-def model_reasoning(model: str, plan: Plan, counts: AnswerCounts) -> Reasoning:
+def model_reasoning(model: str, plan: PlannedRun, counts: AnswerCounts) -> Reasoning:
     """Reasoning tokens per generation of ``model`` (module docstring)."""
     measured = counts.reasoning.get(model)
     if measured is not None:
@@ -255,7 +255,7 @@ def model_reasoning(model: str, plan: Plan, counts: AnswerCounts) -> Reasoning:
     )
 
 
-def judge_reasoning(plan: Plan, counts: AnswerCounts) -> Reasoning:
+def judge_reasoning(plan: PlannedRun, counts: AnswerCounts) -> Reasoning:
     """Reasoning tokens per judge call (measured, else assumed from the judge's name)."""
     measured = counts.judge_reasoning.get(plan.judge_model)
     if measured is not None:
@@ -267,7 +267,7 @@ def judge_reasoning(plan: Plan, counts: AnswerCounts) -> Reasoning:
 
 
 @dataclass
-class Usage:
+class RoleTokens:
     """Tokens of one role, as floats (an estimate)."""
 
     input: float = 0.0
@@ -276,7 +276,7 @@ class Usage:
     reasoning: float = 0.0
     """Of ``output``, hidden reasoning tokens."""
 
-    def add(self, other: Usage, weight: float = 1.0) -> None:
+    def add(self, other: RoleTokens, weight: float = 1.0) -> None:
         self.input += other.input * weight
         self.output += other.output * weight
         self.calls += other.calls * weight
@@ -287,9 +287,9 @@ def question_usage(
     question: str,
     n: int,
     answer_chars: float,
-    plan: Plan,
+    plan: PlannedRun,
     reasoning: Mapping[str, float] | None = None,
-) -> dict[str, Usage]:
+) -> dict[str, RoleTokens]:
     """Tokens per role of one question whose chain reaches ``n`` answers; ``reasoning``
     gives the hidden reasoning tokens per request of ``model`` and ``judge`` (billed as
     output, counted in ``output`` and apart in ``reasoning``)."""
@@ -300,7 +300,7 @@ def question_usage(
     each = len(render_generate(question, [probe, probe], cot=plan.cot)) - one
     generations = n + (1 if plan.pipeline else 0)  # the last look-ahead is discarded
     thought = hidden.get("model", 0.0)
-    gen = Usage(
+    gen = RoleTokens(
         calls=generations,
         output=generations * (tokens(answer_chars) + thought),
         reasoning=generations * thought,
@@ -310,7 +310,7 @@ def question_usage(
     judged = hidden.get("judge", 0.0)
     coherence = len(render_coherence(question, probe))
     asked = n * plan.judge_samples
-    judge = Usage(
+    judge = RoleTokens(
         calls=asked,
         input=asked * tokens(coherence),
         output=asked * (JUDGE_OUTPUT_TOKENS + judged),
@@ -320,17 +320,19 @@ def question_usage(
     if plan.llm_novelty:
         pairs = n * (n - 1) / 2
         pair = len(render_similarity(question, probe, probe))
-        roles["similarity"] = Usage(
+        roles["similarity"] = RoleTokens(
             calls=pairs,
             input=pairs * tokens(pair),
             output=pairs * (JUDGE_OUTPUT_TOKENS + judged),
             reasoning=pairs * judged,
         )
-    roles["embeddings"] = Usage(calls=n, input=n * tokens(answer_chars))
+    roles["embeddings"] = RoleTokens(calls=n, input=n * tokens(answer_chars))
     return roles
 
 
-def _dollars(roles: dict[str, Usage], model: str, plan: Plan, prices: PriceTable) -> float | None:
+def _dollars(
+    roles: dict[str, RoleTokens], model: str, plan: PlannedRun, prices: PriceTable
+) -> float | None:
     total: float | None = 0.0
     names = {"model": plan.settings_of(model).provider_model}
     names |= {"judge": plan.judge_model, "similarity": plan.judge_model}
@@ -342,7 +344,7 @@ def _dollars(roles: dict[str, Usage], model: str, plan: Plan, prices: PriceTable
     return total
 
 
-def estimate(plan: Plan, counts: AnswerCounts, prices: PriceTable) -> dict[str, Any]:
+def estimate(plan: PlannedRun, counts: AnswerCounts, prices: PriceTable) -> dict[str, Any]:
     """The plan's tokens and dollars per model: ``low``, ``expected`` and ``high``."""
     low, high = counts.quantile(0.1), counts.quantile(0.9)
     weights = {n: counts.lengths.count(n) / len(counts.lengths) for n in set(counts.lengths)}
@@ -357,13 +359,13 @@ def estimate(plan: Plan, counts: AnswerCounts, prices: PriceTable) -> dict[str, 
         }
         for name, spread in (("low", {low: 1.0}), ("expected", weights), ("high", {high: 1.0})):
             hidden = {"model": thought.at(name), "judge": judged.at(name)}
-            roles: dict[str, Usage] = {}
+            roles: dict[str, RoleTokens] = {}
             dollars: float | None = 0.0
             for question in plan.questions:
                 for n, weight in spread.items():
                     one = question_usage(question, n, counts.answer_chars, plan, hidden)
                     for role, usage in one.items():
-                        roles.setdefault(role, Usage()).add(usage, weight * plan.repeats)
+                        roles.setdefault(role, RoleTokens()).add(usage, weight * plan.repeats)
                     cost = _dollars(one, model, plan, prices)
                     dollars = add_dollars(
                         dollars, None if cost is None else cost * weight * plan.repeats

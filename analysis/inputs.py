@@ -13,18 +13,17 @@ with is resolved here.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
-from aidanbench.analysis.rundir import read_metadata, read_results_noted
 from aidanbench.analysis.summary import REWARD_MODES
-from aidanbench.core.results import QuestionResult
 from aidanbench.core.settings import Settings, token_limit_field
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.record.metadata import Metadata, read_metadata
+from aidanbench.record.results import QuestionResult, read_results_noted
 
 DEFAULT_REWARD_MODE = "count"
 """The benchmark's headline: the number of valid answers."""
@@ -51,17 +50,16 @@ def read_input(path: Path, thresholds: Thresholds | None = None) -> Input:
     results, notes = read_results_noted(path, thresholds)
     mode = None
     if path.is_dir():
-        spec = ((read_metadata(path) or {}).get("spec")) or {}
-        recorded = spec.get("reward_mode") if isinstance(spec, dict) else None
+        metadata = read_metadata(path)
+        recorded = metadata.spec.reward_mode if metadata and metadata.spec else None
         mode = recorded if recorded in REWARD_MODES else None
     return Input(path, results, mode, notes)
 
 
-def token_limit_field_of(model: str, metadata: Mapping[str, Any] | None) -> str:
+def token_limit_field_of(model: str, metadata: Metadata | None) -> str:
     """The request field that raises ``model``'s token limit (``Settings.token_limit_field``)
     under the request fields its run recorded for it (model kwargs, variant fields)."""
-    scoring = (metadata or {}).get("scoring_settings")
-    record = scoring.get(model) if isinstance(scoring, dict) else None
+    record = ((metadata.scoring_settings if metadata else None) or {}).get(model)
     fields = {
         name: record[name]
         for name in ("model_kwargs", "variant_fields")

@@ -42,8 +42,8 @@ import numpy as np
 
 from aidanbench.analysis.calibrate import QuestionKey, kendall_tau_b, round_threshold
 from aidanbench.analysis.judge_noise import SAMPLES_KEY, JudgeNoise, judge_noise
-from aidanbench.core.results import QuestionResult, chain_validity
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.record.results import QuestionResult, chain_validity
 
 REFERENCE_COHERENCE_THRESHOLD = Thresholds().coherence
 """o1-mini's cut in the published benchmark (15)."""
@@ -377,14 +377,12 @@ def plot_judge_calibration(calibration: JudgeCalibration, path: Path) -> Path:
     one point per distinct pair (its area grows with how many answers share it), coloured
     by how the calibrated rule's decision compares with o1-mini's, with both cuts and the
     fitted line drawn. matplotlib's object API on an Agg canvas (no display needed)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from aidanbench.analysis.plots import new_figure
 
     x, y = calibration.recorded, calibration.judged
     t, r = calibration.threshold, calibration.reference_threshold
     ref, got = x > r, y > t
-    fig = Figure(figsize=(7.5, 6.2), dpi=120, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure((7.5, 6.2), dpi=120)
     ax = fig.add_subplot()
     groups = [
         (ref & got, "both pass", "#9aa5b1"),

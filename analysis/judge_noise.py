@@ -15,7 +15,7 @@ this measures, for one (model, temperature):
   replicates with the deciding judgments only: the interval from question resampling
   alone. The first is wider by what the judge's noise adds.
 
-The score itself stays the benchmark's: the first judgment decides (``nodes.judging``).
+The score itself stays the benchmark's: the first judgment decides (``nodes.judge_calls``).
 A chain walked under drawn judgments can pass its recorded terminal answer (a judgment
 that failed it is replaced by one that passes); what would have followed was never
 generated, so such a chain counts up to where the recording ends, a lower bound; the
@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from aidanbench.core.results import AnswerRow, QuestionResult
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.record.results import AnswerRow, QuestionResult
 
 SAMPLES_KEY = "coherence_samples"
 """Where an answer's judgments are kept (``AnswerRecord``; ``AnswerRow.extra``)."""

@@ -9,6 +9,7 @@ a chart's pixel size is ``figure size x DPI``. Each model keeps one colour in ev
 
 from __future__ import annotations
 
+import importlib.util
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,19 +17,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from aidanbench.analysis.cost import has_censored
+from aidanbench.analysis.cost import has_censored, model_costs, recorded, score_text
 from aidanbench.analysis.summary import (
     UNFINISHED,
     GroupKey,
     SummaryRow,
-    errored,
     group_label,
     group_results,
     question_order,
     summarise,
 )
-from aidanbench.core.results import AnswerRow, QuestionResult
+from aidanbench.core.errors import UsageError
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.record.results import AnswerRow, QuestionResult
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -47,6 +48,12 @@ SCORES, QUESTIONS, TRAJECTORY, STOP_REASONS = (
     "stop_reasons.png",
 )
 """File names ``plot_all`` writes."""
+
+COST_CHART = "cost_vs_score.png"
+"""File name of the cost-versus-score chart ``plot`` writes for run directories."""
+
+PLOTS_INSTALL = "pip install -e '.[plots]'"
+"""How README installs the ``[plots]`` extra (matplotlib), quoted when it is missing."""
 
 STOP_COLOURS = {
     "novelty": "#4c78a8",
@@ -90,11 +97,20 @@ def stop_reasons_figsize(groups: int) -> tuple[float, float]:
     return 10.0, 2.0 + 0.5 * groups
 
 
-def _figure(size: tuple[float, float]) -> Figure:
+def require_matplotlib() -> None:
+    """A ``UsageError`` naming the install command when matplotlib (the ``[plots]``
+    extra) is missing; the commands that draw call it before any other work."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError(f"drawing charts needs the [plots] extra: {PLOTS_INSTALL}")
+
+
+def new_figure(size: tuple[float, float], dpi: int = DPI) -> Figure:
+    """An empty figure of ``size`` inches on an Agg canvas; every chart starts here."""
+    require_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=size, dpi=DPI, layout="constrained")
+    figure = Figure(figsize=size, dpi=dpi, layout="constrained")
     FigureCanvasAgg(figure)
     return figure
 
@@ -143,7 +159,7 @@ def plot_scores(rows: Sequence[SummaryRow], path: Path) -> Path:
     values = [float(r.reward) for r in rows]
     order = sorted(range(len(rows)), key=lambda i: values[i])
     labels = _labels(keys)
-    figure = _figure(scores_figsize(len(rows)))
+    figure = new_figure(scores_figsize(len(rows)))
     ax = figure.add_subplot()
     positions = np.arange(len(order))
     ax.barh(
@@ -200,7 +216,7 @@ def _score_matrix(
         i, j = row_of[r.question], column_of[(r.model, r.temperature)]
         sums[i, j] += r.score
         counts[i, j] += 1
-        failed[i, j] |= errored(r)
+        failed[i, j] |= r.errored
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan), failed
 
@@ -216,7 +232,7 @@ def plot_questions(results: Sequence[QuestionResult], path: Path) -> Path:
     keys = list(group_results(results))
     questions = question_order(results)
     matrix, failed = _score_matrix(results, keys, questions)
-    figure = _figure(questions_figsize(len(keys), len(questions)))
+    figure = new_figure(questions_figsize(len(keys), len(questions)))
     ax = figure.add_subplot()
     cmap = colormaps["YlGnBu"].with_extremes(bad="#e6e6e6")
     peak = float(np.nanmax(matrix)) if np.isfinite(matrix).any() else 1.0
@@ -323,7 +339,7 @@ def plot_trajectory(results: Sequence[QuestionResult], question: str, path: Path
     panels.append(("novelty", "embedding novelty", thresholds.novelty))
     if with_llm:
         panels.append(("llm_novelty", "LLM novelty", thresholds.llm_novelty or 0.0))
-    figure = _figure(trajectory_figsize(len(panels)))
+    figure = new_figure(trajectory_figsize(len(panels)))
     axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
     repeats = len({r.repeat for r in lines}) > 1
     labels = dict(zip(keys, _labels(keys), strict=True))
@@ -345,7 +361,7 @@ def plot_trajectory(results: Sequence[QuestionResult], question: str, path: Path
                 marker="o",
                 markersize=2.5,
                 alpha=0.9,
-                label=f"{label}: {r.score}" + (f" ({r.stop_reason})" if errored(r) else ""),
+                label=f"{label}: {r.score}" + (f" ({r.stop_reason})" if r.errored else ""),
             )
             end = _failure(r, thresholds)
             if end is not None and end[1] == field:
@@ -395,7 +411,7 @@ def plot_stop_reasons(rows: Sequence[SummaryRow], path: Path) -> Path:
     reasons.sort(
         key=lambda reason: list(STOP_COLOURS).index(reason) if reason in STOP_COLOURS else 99
     )
-    figure = _figure(stop_reasons_figsize(len(rows)))
+    figure = new_figure(stop_reasons_figsize(len(rows)))
     ax = figure.add_subplot()
     positions = np.arange(len(rows))[::-1]
     left = np.zeros(len(rows))
@@ -465,3 +481,49 @@ def plot_all(
         plot_trajectory(results, chosen, out_dir / TRAJECTORY),
         plot_stop_reasons(rows, out_dir / STOP_REASONS),
     ]
+
+
+def cost_score_points(
+    results: Sequence[QuestionResult],
+) -> list[tuple[str, float, int, bool]]:
+    """(label, dollars, score, lower bound) per model with a known cost, for the chart."""
+    points = []
+    for (model, temperature), row in model_costs(recorded(results)).items():
+        if row["dollars"] is not None:
+            label = f"{model} @ {temperature:g}"
+            points.append((label, row["dollars"], row["score"], row["score_is_lower_bound"]))
+    return points
+
+
+def plot_cost_vs_score(results: Sequence[QuestionResult], out: Path) -> Path | None:
+    """The cost-versus-score chart (PNG) of run directories; None when no cost is known.
+
+    A model whose score is a lower bound is drawn hollow, labelled ``≥``, with an arrow up.
+    """
+    points = cost_score_points(results)
+    if not points:
+        return None
+    figure = new_figure((8, 5.5), dpi=120)
+    ax = figure.add_subplot()
+    middle = (min(p[1] for p in points) + max(p[1] for p in points)) / 2
+    for label, dollars, score, bound in points:
+        ax.scatter([dollars], [score], facecolors="none" if bound else "C0", edgecolors="C0")
+        if bound:
+            ax.annotate("", (dollars, score * 1.08 + 1), (dollars, score), arrowprops={})
+        right = dollars > middle  # label towards the middle, so it stays inside the axes
+        ax.annotate(
+            textwrap.fill(score_text(score, bound) + "  " + label, 48),
+            (dollars, score),
+            xytext=(-6 if right else 6, 0),
+            textcoords="offset points",
+            ha="right" if right else "left",
+            va="center",
+            fontsize=8,
+        )
+    ax.margins(x=0.1, y=0.1)
+    ax.set_xlabel("dollars (recorded answers and discarded look-aheads)")
+    ax.set_ylabel("score (valid answers)")
+    ax.set_title("Cost versus score", loc="left", fontsize=13)
+    ax.set_title("hollow, ≥: a lower bound (a cap stopped questions)", loc="right", fontsize=8)
+    figure.savefig(out)
+    return out

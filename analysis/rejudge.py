@@ -3,7 +3,7 @@
 
 Each answer is judged with the benchmark's exact coherence prompt (``render_coherence``,
 with judge markup neutralised exactly as the ``judge`` node does), ``judge_samples`` times.
-The first judgment decides, as in a run (``nodes.judging.sample_judgments``); the others
+The first judgment decides, as in a run (``nodes.judge_calls.sample_judgments``); the others
 measure noise. Judgments are kept in the score cache by (judge, endpoint, temperature)
 and the rendered prompt, with the model that served each, so a rerun (or another command
 on the same answers) asks nothing again.
@@ -32,10 +32,10 @@ from langchain_core.messages import AIMessage
 from aidanbench.core.errors import ScoreParseError
 from aidanbench.core.settings import Settings
 from aidanbench.nodes.context import reply_text
-from aidanbench.nodes.judging import neutralise, read_judge
+from aidanbench.nodes.judge_calls import neutralise, read_judge
 from aidanbench.nodes.parsing import parse_score
 from aidanbench.nodes.prompts import render_coherence
-from aidanbench.services import ServicesFactory, judge_namespace, key_values, role_host
+from aidanbench.services import ServicesFactory, judge_namespace, key_values
 from aidanbench.services.batch import BatchClient, BatchRequest, BatchStatus
 from aidanbench.services.cache import digest
 from aidanbench.services.chat import chat_body
@@ -211,7 +211,8 @@ async def _direct(job: _Job, missing: dict[str, list[Judgment]]) -> None:
         except Exception as exc:
             if not is_recoverable(exc):
                 raise
-            message = describe("judge", role_host(settings, "judge"), exc, key_values(settings))
+            host = settings.endpoint("judge").host
+            message = describe("judge", host, exc, key_values(settings))
             if not isinstance(exc, ScoreParseError) and not is_retryable(exc):
                 raise JudgeAborted(message["message"]) from exc
             job.result.failures[prompt] = message["message"]
@@ -245,9 +246,8 @@ async def _batched(
     model = settings.judge_model
     table = price_table(settings.prices_path)
     book: UsageLedger | None = None if settings.usage_path is None else ledger(settings.usage_path)
-    client = openai_client(
-        settings.judge_base_url, api_key(settings.judge_api_key_env, "judge"), settings, None
-    )
+    judge = settings.endpoint("judge")
+    client = openai_client(judge.base_url, api_key(judge.key_env, "judge"), settings, None)
     runner = BatchClient(
         client,
         services.cache,

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from aidanbench.core.results import QuestionResult, chain_validity
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import THRESHOLD_STOPS
+from aidanbench.record.results import QuestionResult, chain_validity
 
 BENCHMARK_THRESHOLDS = Thresholds()
 """Thresholds assumed for lines that do not record theirs (original-schema files)."""

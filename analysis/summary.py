@@ -2,7 +2,7 @@
 
 Everything here reads ``QuestionResult`` values only, so run directories and results files
 in the original schema are summarised the same way, alone or together; the counting
-itself is ``aidanbench.core.records.totals``.
+itself is ``aidanbench.record.results.totals``.
 
 Counting convention: a question's score is its number of valid answers (the terminal,
 failing answer is recorded but not counted). The published leaderboard counted the
@@ -38,11 +38,9 @@ from aidanbench.analysis.cost import has_censored, tokens_text
 from aidanbench.analysis.judge_noise import JudgeNoise, judge_noise
 from aidanbench.analysis.tables import Column, fitted_tables
 from aidanbench.core.errors import printable
-from aidanbench.core.records import UNFINISHED as UNFINISHED
-from aidanbench.core.records import errored as errored
-from aidanbench.core.records import totals
-from aidanbench.core.results import QuestionResult
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.record.results import UNFINISHED as UNFINISHED
+from aidanbench.record.results import QuestionResult, totals
 from aidanbench.services.pricing import same_model
 
 REFERENCE_JUDGE = "o1-mini"
@@ -155,7 +153,7 @@ class SummaryRow:
     api_calls: int | None = None
     """Requests of every answer and discarded look-ahead; None when not recorded."""
     cost_usd: float | None = None
-    """Dollars of those requests (``core.records.totals``); None when any part is unknown
+    """Dollars of those requests (``record.results.totals``); None when any part is unknown
     (no price, a reply without usage) or not recorded."""
     usage_missing: int = 0
     """Requests whose reply reported no usage (their tokens and dollars are unknown)."""

@@ -5,7 +5,7 @@ its charts are inline SVG drawn by its own script. It is built from run director
 original-schema results files through the same readers and statistics as ``aidanbench
 report`` (``summarise``, ``warnings``, ``paired_comparison``), so its numbers are the
 report's numbers: each row's score, calls, tokens and dollars are its ``SummaryRow``'s
-(``core.records.totals``), and the figures are formatted here as the report formats
+(``record.results.totals``), and the figures are formatted here as the report formats
 them (``dollars_text``, ``tokens_text``), never recomputed in the page. There is no total
 across models: a sum of different models' scores measures nothing.
 
@@ -30,7 +30,6 @@ from typing import Any
 from aidanbench.analysis.cost import dollars_text, tokens_text
 from aidanbench.analysis.inputs import token_limit_field_of
 from aidanbench.analysis.judge_noise import noise_text
-from aidanbench.analysis.rundir import atomic_write, read_metadata, read_results_noted
 from aidanbench.analysis.summary import (
     caption,
     describe_thresholds,
@@ -43,9 +42,11 @@ from aidanbench.analysis.summary import (
     truncation_text,
     warnings,
 )
-from aidanbench.core.results import AnswerRow, QuestionResult
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import THRESHOLD_STOPS
+from aidanbench.record.files import atomic_write
+from aidanbench.record.metadata import Metadata, read_metadata
+from aidanbench.record.results import AnswerRow, QuestionResult, read_results_noted
 
 TEMPLATE = "view_template.html"
 """The page's markup, styles and script; ``build_html`` fills its two slots."""
@@ -63,7 +64,7 @@ class Source:
 
     path: Path
     results: list[QuestionResult]
-    metadata: Mapping[str, Any] | None
+    metadata: Metadata | None
     read_thresholds: Thresholds
     """Thresholds validity was recomputed with where the file does not record them."""
     notes: tuple[str, ...] = ()
@@ -211,8 +212,8 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
     for g, row in enumerate(rows):
         key = (row.model, row.temperature)
         source = origin[key]
-        meta = source.metadata or {}
-        settings = meta.get("settings") or {}
+        meta = source.metadata or Metadata()
+        settings = meta.settings
         recorded = row.thresholds is not None
         shown = row.thresholds or source.read_thresholds
         cut = truncation_text(row, token_limit_field_of(row.model, meta), temperatures)
@@ -223,11 +224,12 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
                 "row": json.loads(json.dumps(row.to_dict(), default=str)),
                 "source": source.path.name,
                 "kind": "run directory" if source.path.is_dir() else "results file",
-                "judge_model": row.judge_model or settings.get("judge_model"),
-                "embedding_model": row.embedding_model or settings.get("embedding_model"),
+                "judge_model": row.judge_model or (settings.judge_model if settings else None),
+                "embedding_model": row.embedding_model
+                or (settings.embedding_model if settings else None),
                 "thresholds": describe_thresholds(shown)
                 + ("" if recorded else " (not recorded; validity recomputed with these)"),
-                "prompts_sha256": meta.get("prompts_sha256"),
+                "prompts_sha256": meta.prompts_sha256,
                 "recorded": row.api_calls is not None,
                 "cost_text": dollars_text(row.cost_usd),
                 "tokens_text": tokens_text(row.tokens),
@@ -341,8 +343,11 @@ def write_view(
     that cannot be read. ``thresholds`` recompute validity of original-schema files
     (the benchmark's by default); run directories keep their own.
     """
-    sources = [load_source(Path(p), thresholds) for p in paths]
-    html = build_html(sources)
+    return write_page([load_source(Path(p), thresholds) for p in paths], out)
+
+
+def write_page(sources: Sequence[Source], out: Path | str) -> Path:
+    """Write the page of ``sources`` (results in memory, as a run ends) to ``out``."""
     target = Path(out)
-    atomic_write(target, html)
+    atomic_write(target, build_html(sources))
     return target

@@ -128,9 +128,8 @@ async def hold(url: str, chains: int) -> dict[str, Any]:
 
 def child(args: argparse.Namespace) -> None:
     os.environ.setdefault(KEY, "lab")
-    from aidanbench.runner import loop
 
-    result = loop.run(hold(args.url, args.child))
+    result = asyncio.run(hold(args.url, args.child))
     print(json.dumps(result), flush=True)
     os._exit(0)  # the held chains are abandoned, not wound down
 

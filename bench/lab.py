@@ -188,12 +188,12 @@ def tasks_for(workload: str, url: str, run_dir: Path, args: argparse.Namespace) 
     from aidanbench.testing.published import published_chains
 
     if workload == "a":
-        tasks = demo_tasks(published_chains(), url, run_dir)
-        if args.variant != "fixed-limit":
-            return tasks
+        update: dict[str, Any] = {"usage_path": None}  # the drive loop alone: no ledger
+        if args.variant == "fixed-limit":
+            update["max_concurrency"] = 16
         return [
-            Task(t.settings.model_copy(update={"max_concurrency": 16}), t.question, t.repeat)
-            for t in tasks
+            Task(t.settings.model_copy(update=update), t.question, t.repeat)
+            for t in demo_tasks(published_chains(), url, run_dir)
         ]
     out = []
     for model in lab_models(args.models):
@@ -267,9 +267,9 @@ async def graph_run(workload: str, url: str, args: argparse.Namespace) -> dict[s
     return {
         "wall": wall,
         "cpu": cpu,
-        "turns": sum(len(line["answers"]) for line in lines),
-        "score": sum(int(line.get("score") or 0) for line in lines),
-        "errored": sum(1 for line in lines if line.get("error")),
+        "turns": sum(len(line.answers) for line in lines),
+        "score": sum(line.score or 0 for line in lines),
+        "errored": sum(1 for line in lines if line.error),
         "limits": limits,
     }
 
@@ -306,15 +306,14 @@ async def command_run(workload: str, url: str, args: argparse.Namespace) -> dict
             prepared = dataclasses.replace(prepared, tasks=kept)
         result = await execute(prepared)
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-        meta = json.loads((Path(tmp) / "metadata.json").read_text())
     return {
         "wall": wall,
         "cpu": cpu,
-        "turns": sum(len(line["answers"]) for line in result.lines),
-        "score": sum(int(line.get("score") or 0) for line in result.lines),
-        "errored": len(result.errored),
-        "limits": meta["endpoint_limits"],
-        "in_flight": meta["sessions"][-1]["concurrency"],
+        "turns": sum(len(line.answers) for line in result.lines),
+        "score": sum(line.score or 0 for line in result.lines),
+        "errored": len(result.failed),
+        "limits": result.metadata.endpoint_limits,
+        "in_flight": result.metadata.sessions[-1].concurrency,
     }
 
 
@@ -392,12 +391,10 @@ def child(args: argparse.Namespace) -> None:
     if args.child in ("c", "ca"):
         result = plain_run("a" if args.child == "ca" else "b", args.url, args)
     else:
-        from aidanbench.runner import loop
-
         if args.variant == "command":
-            result = loop.run(command_run(args.child, args.url, args))
+            result = asyncio.run(command_run(args.child, args.url, args))
         else:
-            result = loop.run(graph_run(args.child, args.url, args))
+            result = asyncio.run(graph_run(args.child, args.url, args))
     result["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(result))
 

@@ -44,7 +44,6 @@ from typing import Any, TextIO
 from aiohttp import web
 
 from aidanbench.nodes.parsing import extract_answer
-from aidanbench.runner import loop
 from aidanbench.testing import ScriptedBrain, protocol
 from aidanbench.testing.brain import (
     Kind,
@@ -292,7 +291,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
-    loop.run(serve(parser().parse_args()))
+    asyncio.run(serve(parser().parse_args()))
 
 
 if __name__ == "__main__":

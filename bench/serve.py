@@ -22,7 +22,6 @@ import sys
 
 from aiohttp import web
 
-from aidanbench.runner import loop
 from aidanbench.testing import ScriptedBrain, protocol
 from aidanbench.testing.brain import classify
 
@@ -75,7 +74,7 @@ async def serve(lg: float, lj: float, le: float, answers: int, size: int) -> Non
 def main() -> None:
     lg, lj, le = (float(x) for x in sys.argv[1:4])
     answers, size = int(sys.argv[4]), int(sys.argv[5])
-    loop.run(serve(lg, lj, le, answers, size))
+    asyncio.run(serve(lg, lj, le, answers, size))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ measures, in this one process:
 * checkpoint bytes after 10, 50 and 100 answers of about 1.5 kB;
 * peak memory (max RSS) of the process.
 
-Everything runs on the event loop the command line uses (``runner.loop``).
+Everything runs on asyncio's own event loop, as the command line does.
 """
 
 from __future__ import annotations
@@ -49,14 +49,13 @@ from langchain_core.outputs import ChatResult
 from langchain_core.runnables import RunnableConfig
 from openai import AsyncOpenAI
 
-from aidanbench.analysis import rundir
 from aidanbench.core.settings import Settings
 from aidanbench.graph.question import build_question_graph
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.nodes.novelty import cosine_novelty
 from aidanbench.nodes.parsing import extract_answer, parse_score
 from aidanbench.nodes.prompts import render_coherence, render_generate
-from aidanbench.runner import loop
+from aidanbench.record import files
 from aidanbench.runner.checkpoints import open_checkpointer
 from aidanbench.runner.local import drive_local as drive
 from aidanbench.runner.progress import Progress
@@ -149,7 +148,7 @@ async def whole_run(url: str, questions: list[str], checkpointed: bool) -> RunTi
             url,
             # a model name of its own: the per-question runs' vectors stay out of its cache
             embedding_model="whole-run-embedding",
-            cache_path=str(run_dir / rundir.CACHE) if checkpointed else None,
+            cache_path=str(run_dir / files.CACHE) if checkpointed else None,
         )
         services(settings).warm()
         cpu, start = time.process_time(), time.perf_counter()
@@ -378,4 +377,4 @@ def parse_args() -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    loop.run(main(parse_args()))
+    asyncio.run(main(parse_args()))

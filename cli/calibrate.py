@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import textwrap
 import time
@@ -41,11 +40,12 @@ from aidanbench.analysis.calibrate import (
     calibrate,
     plot_calibration,
 )
+from aidanbench.analysis.plots import require_matplotlib
 from aidanbench.cli import judge_calibration, judging, options
 from aidanbench.cli.env_args import NotGiven
-from aidanbench.cli.errors import UsageError
-from aidanbench.core.results import read_aidanbench_file
+from aidanbench.core.errors import UsageError
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL
+from aidanbench.record.results import read_aidanbench_file
 from aidanbench.reference import published_run
 
 
@@ -67,14 +67,15 @@ def _local_factory(args: argparse.Namespace) -> EmbedFn:
 
 def _openai_factory(args: argparse.Namespace) -> EmbedFn:
     """An OpenAI-compatible embeddings model named by ``--embedding-model``."""
-    key_env: str = args.embedding_api_key_env
-    api_key = os.environ.get(key_env)
-    if not api_key:
-        raise UsageError(
-            f"environment variable {key_env} is not set "
-            f"(API key for embedding model {args.embedding_model!r})"
-        )
     import openai
+
+    from aidanbench.core.errors import ConfigError
+    from aidanbench.services.clients import api_key as key_of
+
+    try:
+        api_key = key_of(args.embedding_api_key_env, "embeddings").get_secret_value()
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
 
     from aidanbench.core.errors import MalformedReply
     from aidanbench.services.embeddings import embed_all
@@ -180,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
             "name the model to calibrate, one at a time: --judge-model M (a judge to take "
             "over from o1-mini) or --embedding-model M"
         )
+    require_matplotlib()  # its chart is the command's output: say so before any work
     reference = Path(args.reference) if args.reference else published_run()
     if not reference.is_file():
         raise UsageError(f"reference file not found: {reference}")

@@ -2,8 +2,9 @@
 
 A local OpenAI-compatible server (``aidanbench.testing.published``, in a child process so
 its work is not charged to the run) plays the five models, the judge and the embedder of
-the bundled published 2024 run, and the same driver as ``aidanbench run`` scores all 49
-questions through it: checkpoints, live table, run directory, summary. The published
+the bundled published 2024 run, and the run engine scores all 49 questions through it
+exactly as ``aidanbench run`` would (``run.run_session``): preflight, lock, metadata,
+checkpoints, live table, run directory, summary, cost and HTML report. The published
 scores are known, so the demo ends by comparing every per-question score with them and
 exits 1 on any difference: it is a self-test of an installation as much as a showcase.
 Interrupted, it resumes like ``run``: the same command continues where it stopped.
@@ -14,31 +15,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
 from aidanbench import reference
-from aidanbench.analysis import rundir
-from aidanbench.analysis.summary import summarise
-from aidanbench.analysis.view import write_view
-from aidanbench.cli.errors import UsageError
-from aidanbench.cli.run import REPORT, _print_summary
-from aidanbench.core.results import QuestionResult, read_aidanbench_file
-from aidanbench.core.settings import Settings
-from aidanbench.graph.questions import question_set_hash
-from aidanbench.nodes.prompts import prompts_sha256
-from aidanbench.runner import loop, store
-from aidanbench.runner.local import drive_local
-from aidanbench.runner.progress import Progress
-from aidanbench.runner.tasks import Task, errored
-from aidanbench.runner.tasks import totals as run_totals
-from aidanbench.services import OpenAIServices
+from aidanbench.cli.run import run_session, show_result
+from aidanbench.core.errors import UsageError, printable
+from aidanbench.record.metadata import read_metadata
+from aidanbench.record.results import QuestionResult, read_aidanbench_file
+from aidanbench.runner.spec import RunSpec, build_tasks
+from aidanbench.runner.tasks import Task
 
 DEFAULT_RUN_DIR = "runs/demo"
 DEFAULT_LATENCY_SCALE = 0.06
@@ -47,6 +37,14 @@ KEY_VARIABLE = "AIDANBENCH_DEMO_KEY"
 """The variable the demo's settings name; the local server needs no real key."""
 JUDGE_MODEL = "o1-mini"
 EMBEDDING_MODEL = "text-embedding-3-large"
+
+SOURCE = {
+    "kind": "published run",
+    "file": reference.PUBLISHED_RUN,
+    "sha256": reference.SHA256[reference.PUBLISHED_RUN],
+}
+"""Where the demo's questions come from, as its metadata records them: a run directory
+that records another source holds another run."""
 
 Expected = dict[str, dict[str, int]]
 """Model -> question -> score."""
@@ -86,11 +84,11 @@ def register(subparsers: Any) -> None:
 
 
 def published_scores(chains: Sequence[QuestionResult]) -> Expected:
-    """Each question's published score: its valid answers (all but the recorded failure)."""
-    expected: Expected = {}
+    """Each question's score (its valid answers: all but the recorded failure), by model."""
+    scores: Expected = {}
     for chain in chains:
-        expected.setdefault(chain.model, {})[chain.question] = chain.score
-    return expected
+        scores.setdefault(chain.model, {})[chain.question] = chain.score
+    return scores
 
 
 def read_expected(path: Path) -> Expected:
@@ -109,70 +107,51 @@ def read_expected(path: Path) -> Expected:
     return data
 
 
+def demo_spec(
+    chains: Sequence[QuestionResult], base_url: str, run_dir: Path, concurrency: int | None
+) -> RunSpec:
+    """The published run's grid, every role at the local server (its port is an
+    operational setting: each session records its own)."""
+    settings: dict[str, Any] = {"judge_model": JUDGE_MODEL, "embedding_model": EMBEDDING_MODEL}
+    for role in ("", "judge_", "embedding_"):
+        settings |= {f"{role}base_url": base_url, f"{role}api_key_env": KEY_VARIABLE}
+    return RunSpec(
+        models=list(dict.fromkeys(c.model for c in chains)),
+        temperatures=sorted({c.temperature for c in chains}),
+        questions=list(dict.fromkeys(c.question for c in chains)),
+        questions_source=SOURCE,
+        settings=settings,
+        run_dir=run_dir,
+        concurrency=concurrency,
+    )
+
+
+def published_cells(chains: Sequence[QuestionResult]) -> set[tuple[str, float, str]]:
+    """(model, temperature, question) of each published chain: the demo's grid, which
+    lacks a question of one model."""
+    return {(c.model, c.temperature, c.question) for c in chains}
+
+
 def demo_tasks(chains: Sequence[QuestionResult], base_url: str, run_dir: Path) -> list[Task]:
-    """One task per published chain, every role at the local server."""
-    settings: dict[str, Settings] = {}
-    for chain in chains:
-        if chain.model not in settings:
-            settings[chain.model] = Settings(
-                model=chain.model,
-                temperature=chain.temperature,
-                base_url=base_url,
-                api_key_env=KEY_VARIABLE,
-                judge_model=JUDGE_MODEL,
-                judge_base_url=base_url,
-                judge_api_key_env=KEY_VARIABLE,
-                embedding_model=EMBEDDING_MODEL,
-                embedding_base_url=base_url,
-                embedding_api_key_env=KEY_VARIABLE,
-                cache_path=str(run_dir / rundir.CACHE),
-            )
-    return [Task(settings[c.model], c.question, 1) for c in chains]
+    """The tasks the run engine makes of the demo, for callers that drive them without a
+    session around them (tests and benchmarks)."""
+    spec = demo_spec(chains, base_url, run_dir, None)
+    fields = {model: spec.settings for model in spec.models}
+    cells = published_cells(chains)
+    return [t for t in build_tasks(spec, fields, spec.questions_list) if t.cell in cells]
 
 
-def demo_spec(chains: Sequence[QuestionResult]) -> dict[str, Any]:
-    """What the run directory records as the run's settings (no ports: they change)."""
-    return {
-        "models": list(dict.fromkeys(c.model for c in chains)),
-        "temperatures": sorted({c.temperature for c in chains}),
-        "repeats": 1,
-        "reward_mode": "count",
-        "settings": {
-            "base_url": "local replay of the published run",
-            "judge_model": JUDGE_MODEL,
-            "embedding_model": EMBEDDING_MODEL,
-        },
-        "demo": {
-            "replays": reference.PUBLISHED_RUN,
-            "sha256": reference.SHA256[reference.PUBLISHED_RUN],
-        },
-    }
-
-
-def demo_metadata(spec: dict[str, Any], questions: list[str], tasks: list[Task]) -> dict[str, Any]:
-    """Provenance written before the demo starts (totals are added at the end)."""
-    first = tasks[0].settings
-    return {
-        "spec": spec,
-        "package_version": importlib_metadata.version("aidanbench"),
-        "git_commit": store.git_commit(),
-        "python": platform.python_version(),
-        "endpoints": store.endpoints(first),
-        "prompts_sha256": prompts_sha256(),
-        "questions_sha256": question_set_hash(questions),
-        "questions": len(questions),
-        "settings": {
-            "embedding_model": first.embedding_model,
-            "judge_model": first.judge_model,
-            "thresholds": {
-                "coherence": first.thresholds.coherence,
-                "novelty": first.thresholds.novelty,
-                "llm_novelty": first.thresholds.llm_novelty,
-            },
-            "temperatures_sent": spec["temperatures"],
-            "pipeline": first.pipeline,
-        },
-    }
+def refuse_another_run(run_dir: Path) -> None:
+    """A run directory whose metadata records another source is refused (one line)."""
+    try:
+        stored = read_metadata(run_dir) if run_dir.is_dir() else None
+    except ValueError as exc:
+        raise UsageError(printable(str(exc))) from None
+    if stored is None:
+        return
+    earlier_demo = stored.spec is not None and (stored.spec.model_extra or {}).get("demo")
+    if stored.questions_source != SOURCE and not earlier_demo:
+        raise UsageError(f"run directory {run_dir} holds another run; use another --run-dir")
 
 
 @contextmanager
@@ -183,7 +162,10 @@ def replay_server(latency_scale: float) -> Iterator[str]:
     process, which then closes the child's stdin: the child stops when the run does.
     """
     proc = subprocess.Popen(
-        [sys.executable, "-m", "aidanbench.testing.published", repr(latency_scale)],
+        [
+            *(sys.executable, "-m", "aidanbench.testing.published", repr(latency_scale)),
+            *(JUDGE_MODEL, EMBEDDING_MODEL),
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -205,11 +187,8 @@ def replay_server(latency_scale: float) -> Iterator[str]:
             proc.wait()
 
 
-def differences(lines: Sequence[Mapping[str, Any]], expected: Expected) -> list[str]:
+def differences(got: Expected, expected: Expected) -> list[str]:
     """Every way the run's scores differ from the expected ones, as readable lines."""
-    got: Expected = {}
-    for line in lines:
-        got.setdefault(line["model"], {})[line["question"]] = int(line.get("score") or 0)
     problems = []
     for model in sorted({*expected, *got}):
         want, have = expected.get(model, {}), got.get(model, {})
@@ -224,59 +203,28 @@ def differences(lines: Sequence[Mapping[str, Any]], expected: Expected) -> list[
     return problems
 
 
-async def _drive(
-    tasks: list[Task], run_dir: Path, concurrency: int | None, progress: Progress
-) -> list[dict[str, Any]]:
-    """The run engine's local drive loop on HTTP pools closed when it ends."""
-    factory = OpenAIServices("aiohttp", chat="openai")
-    try:
-        return await drive_local(
-            tasks, run_dir, concurrency=concurrency, progress=progress, services=factory
-        )
-    finally:
-        await factory.aclose()
-
-
 def handle(args: argparse.Namespace) -> int:
-    """Run (or resume) the demo, print the summary and check it."""
+    """Run (or resume) the demo through the run engine, show it as ``run`` does, check it."""
     if args.latency_scale < 0:
         raise UsageError(f"--latency-scale must be at least 0, got {args.latency_scale}")
     if args.concurrency is not None and args.concurrency < 1:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
     chains = read_aidanbench_file(reference.published_run())
     expected = read_expected(args.expect) if args.expect else published_scores(chains)
-    run_dir: Path = args.run_dir
-    spec = demo_spec(chains)
-    stored = rundir.read_metadata(run_dir) if run_dir.exists() else None
-    if stored is not None and stored.get("spec") != spec:
-        raise UsageError(f"run directory {run_dir} holds another run; use another --run-dir")
+    refuse_another_run(args.run_dir)
     os.environ.setdefault(KEY_VARIABLE, "demo-key-for-the-local-server")
-    questions = list(dict.fromkeys(c.question for c in chains))
-    with rundir.run_lock(run_dir), replay_server(args.latency_scale) as base_url:
-        tasks = demo_tasks(chains, base_url, run_dir)
-        meta = stored or demo_metadata(spec, questions, tasks)
-        meta["started_at"] = meta.get("started_at") or store.now()
-        store.write_metadata(run_dir, meta)
-        progress = Progress()
-        try:
-            with progress:
-                lines = loop.run(_drive(tasks, run_dir, args.concurrency, progress))
-        except KeyboardInterrupt:
-            print(
-                f"\nInterrupted. Every completed step is saved in {run_dir}; run the same "
-                "command again to resume.",
-                file=sys.stderr,
-            )
-            return 130
-        meta["finished_at"] = store.now()
-        meta["totals"] = run_totals(lines)
-        store.write_metadata(run_dir, meta)
-    _print_summary(summarise(rundir.read_run_dir(run_dir)), "count", run_dir)
-    print(f"report: {write_view([run_dir], run_dir / REPORT)}")
-    failed = errored(lines)
+    cells = published_cells(chains)
+    with replay_server(args.latency_scale) as base_url:
+        spec = demo_spec(chains, base_url, args.run_dir, args.concurrency)
+        result = run_session(spec, cells=cells)
+    if isinstance(result, int):
+        return result
+    show_result(result)
+    failed = result.failed
     for line in failed:
-        print(f"  {line['model']}: {line['question'][:60]} — {line['error']}", file=sys.stderr)
-    problems = differences(lines, expected)
+        message = line.error_message or "no message recorded"
+        print(printable(f"  {line.model}: {line.question[:60]} — {message}"), file=sys.stderr)
+    problems = differences(published_scores(result.results), expected)
     if problems or failed:
         print(
             f"Demo check FAILED: {len(problems)} score(s) differ from the expected ones"
@@ -285,11 +233,11 @@ def handle(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         for problem in problems:
-            print(f"  {problem}", file=sys.stderr)
+            print(f"  {printable(problem)}", file=sys.stderr)
         return 1
     totals = " / ".join(str(sum(s.values())) for s in expected.values())
     print(
-        f"Demo check passed: all {len(lines)} question scores equal the published run's "
-        f"(totals {totals})."
+        f"Demo check passed: all {len(result.lines)} question scores equal the published "
+        f"run's (totals {totals})."
     )
     return 0

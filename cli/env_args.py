@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from aidanbench.cli.errors import UsageError
+from aidanbench.core.errors import UsageError
 
 THRESHOLD_KEYS = {
     "coherence_score": "coherence_threshold",

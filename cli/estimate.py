@@ -1,9 +1,15 @@
-"""``aidanbench estimate`` (and ``run --dry-run``): what a planned run would cost.
+"""``aidanbench estimate``, and ``run``'s cost options: what a run would cost, and may.
 
 No API call is made and nothing is written: the prompts are rendered here and priced
 with the price table (``--prices`` overrides it) and an answer-count distribution
 (``--answers-from`` a run directory or results file; the published 2024 run by
 default). See ``aidanbench.analysis.estimate`` for the model and its assumptions.
+
+``run`` takes the same price table and distribution flags (``add_run_cost_flags``):
+``--dry-run`` prints this estimate instead of running, ``--max-cost`` sets the run-wide
+budget (the run engine arms it on the usage ledger, ``services.usage``), and
+``check_run_costs`` refuses a cap the price table cannot count, before anything is
+written.
 """
 
 from __future__ import annotations
@@ -13,16 +19,19 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from aidanbench.analysis.cost import dollars_text
-from aidanbench.analysis.estimate import Plan, answer_counts, estimate
-from aidanbench.cli import options, question_source
-from aidanbench.cli.errors import UsageError, printable
-from aidanbench.core.settings import Settings, variant_label
+from aidanbench.analysis.estimate import PlannedRun, answer_counts, estimate
+from aidanbench.cli import options
+from aidanbench.core.errors import UsageError, printable
+from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings, variant_label
 from aidanbench.services.pricing import PriceFileError, price_table
+
+if TYPE_CHECKING:
+    from aidanbench.runner.spec import RunSpec
 
 
 def register(subparsers: Any) -> None:
@@ -37,10 +46,7 @@ def register(subparsers: Any) -> None:
     options.add_settings_flags(p, only={"model_kwargs"})
     options.add_variant_flag(p)
     add_reasoning_tokens(p)
-    which = p.add_mutually_exclusive_group()
-    which.add_argument("--questions", type=int, metavar="N", help="the first N bundled questions")
-    which.add_argument("--questions-file", type=Path, metavar="PATH", help="your own questions")
-    question_source.register(p, which)
+    options.add_question_flags(p)
     p.add_argument("-r", "--repeats", type=int, default=1, metavar="K")
     p.add_argument("--judge-model", default="o1-mini")
     p.add_argument("--embedding-model", default="text-embedding-3-large")
@@ -124,7 +130,7 @@ def plan_estimate(
         counts = answer_counts(args.answers_from)
     except (PriceFileError, ValueError, OSError) as exc:
         raise UsageError(printable(str(exc))) from None
-    plan = Plan(
+    plan = PlannedRun(
         models=list(models),
         questions=list(questions),
         judge_model=settings["judge_model"],
@@ -198,7 +204,7 @@ def handle(args: argparse.Namespace) -> int:
     """Handler of ``aidanbench estimate``."""
     if args.repeats < 1:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
-    questions = question_source.resolve_questions(args).questions
+    questions = options.question_set(args).questions
     settings = {
         "judge_model": args.judge_model,
         "embedding_model": args.embedding_model,
@@ -211,3 +217,75 @@ def handle(args: argparse.Namespace) -> int:
     }
     variants = options.variants(args)
     return show(plan_estimate(args, args.model, questions, settings, variants), args.json)
+
+
+def add_run_cost_flags(p: argparse.ArgumentParser) -> None:
+    """Add ``run``'s cost flags: the price table, the run-wide budget and the dry run
+    (the per-question caps are settings, whose flags come with the others)."""
+    p.add_argument(
+        "--prices",
+        type=Path,
+        metavar="FILE",
+        help="JSON price table replacing the bundled list prices of the models it names",
+    )
+    p.add_argument(
+        "--max-cost",
+        type=float,
+        metavar="USD",
+        help="stop the run once it has spent this many dollars (all its sessions)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the tokens and dollars this run would cost (as `estimate`) and stop",
+    )
+    add_answers_from(p)
+    add_reasoning_tokens(p)
+
+
+def _positive(args: argparse.Namespace, name: str) -> None:
+    value = getattr(args, name, None)
+    if value is not None and not (math.isfinite(value) and value > 0):
+        flag = "--" + name.replace("_", "-")
+        raise UsageError(f"{flag} must be a positive finite number, got {value}")
+
+
+def check_run_costs(
+    args: argparse.Namespace,
+    spec: RunSpec,
+    judge_model: str,
+    embedding_model: str = LOCAL_EMBEDDING_MODEL,
+) -> None:
+    """Refuse bad cost options before anything is written (``UsageError``).
+
+    A dollar cap needs a price for every model that spends: the models (priced by the
+    name they are sent as, a variant's NAME), the judge and, for ``--max-cost``, the
+    embedding model (unless local). Without one its dollars are unknown and the cap could
+    not count them. A provider that reports no usage does not need refusing: its tokens
+    are then estimated from above (``services.usage``).
+    """
+    for name in ("max_cost", "max_question_cost", "max_question_seconds"):
+        _positive(args, name)
+    try:
+        table = price_table(args.prices)
+    except PriceFileError as exc:
+        raise UsageError(printable(str(exc))) from None
+    if args.max_cost is not None or args.max_question_cost is not None:
+        spending = [*(spec.provider_model(m) for m in spec.models), judge_model]
+        if args.max_cost is not None and embedding_model != LOCAL_EMBEDDING_MODEL:
+            spending.append(embedding_model)
+        unpriced = [m for m in dict.fromkeys(spending) if table.price(m) is None]
+        if unpriced:
+            flag = "--max-cost" if args.max_cost is not None else "--max-question-cost"
+            raise UsageError(
+                f"{flag} needs prices, and {', '.join(printable(m) for m in unpriced)} "
+                "has none; give them with --prices FILE"
+            )
+
+
+def dry_run(args: argparse.Namespace, spec: RunSpec) -> int:
+    """``run --dry-run``: the estimate of this run; no call, nothing written."""
+    settings = Settings(model=spec.models[0], **spec.settings)
+    values = settings.model_dump() | {"repeats": spec.repeats * len(spec.temperatures)}
+    result = plan_estimate(args, spec.models, spec.questions, values, spec.variants)
+    return show(result, False)

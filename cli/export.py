@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from aidanbench.analysis.export import FORMATS, export
-from aidanbench.cli.errors import UsageError
 from aidanbench.cli.plot import output_dir
 from aidanbench.cli.report import one_line
-from aidanbench.core.errors import printable
+from aidanbench.core.errors import UsageError, printable
 
 
 def run(args: argparse.Namespace) -> int:

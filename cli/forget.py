@@ -12,9 +12,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from aidanbench.analysis import rundir
-from aidanbench.cli.errors import printable
-from aidanbench.cli.run import REPORT
+from aidanbench.core.errors import printable
+from aidanbench.record import files
 
 
 def register(subparsers: Any) -> None:
@@ -40,7 +39,7 @@ def register(subparsers: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     """Forget the models, then say what went and what the ledger keeps."""
-    rundir.refuse_if_in_use(args.run_dir)
+    files.refuse_if_in_use(args.run_dir)
     from aidanbench.runner.forget import forget
 
     for done in forget(args.run_dir, args.model):
@@ -50,17 +49,21 @@ def handle(args: argparse.Namespace) -> int:
             f"question line(s); its {done.ledger_lines} usage-ledger line(s) ({spent}) are "
             "kept: that money was spent"
         )
-    server = (rundir.read_metadata(args.run_dir) or {}).get("server")
+    from aidanbench.record.lines import read_lines
+    from aidanbench.record.metadata import read_metadata
+
+    metadata = read_metadata(args.run_dir)
+    server = metadata.server if metadata else None
     if server:
         print(
             f"its threads on the LangGraph server {printable(str(server))} are not touched "
             "(the server keeps them, keyed by their scoring settings)"
         )
-    report = args.run_dir / REPORT
+    report = args.run_dir / files.REPORT
     if not report.exists():
         return 0
-    questions = args.run_dir / rundir.QUESTIONS
-    if not questions.exists() or not rundir.read_lines(args.run_dir):
+    questions = args.run_dir / files.QUESTIONS
+    if not questions.exists() or not read_lines(args.run_dir):
         report.unlink()
         print(f"report: {report} removed (no results left)")
         return 0

@@ -21,12 +21,12 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from aidanbench.cli import options
-from aidanbench.cli.errors import UsageError, printable
 from aidanbench.core.credentials import (
     looks_like_key,
     secret_paths,
     url_credential,
 )
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import (
     LOCAL_EMBEDDING_MODEL,
     LOCAL_INSTALL,

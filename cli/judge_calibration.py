@@ -27,12 +27,11 @@ from aidanbench.analysis.judge_calibration import (
 )
 from aidanbench.analysis.judge_noise import noise_text
 from aidanbench.analysis.rejudge import coherence_prompt
-from aidanbench.analysis.rundir import atomic_write
 from aidanbench.cli import calibration_file, judging
-from aidanbench.cli.errors import UsageError, printable
-from aidanbench.core.results import QuestionResult
+from aidanbench.core.errors import UsageError, printable
+from aidanbench.record.files import atomic_write
+from aidanbench.record.results import QuestionResult
 from aidanbench.runner.store import now
-from aidanbench.services.errors import host_of
 
 CENSORING_NOTE = (
     "Reference chains stop at their first invalid answer, so a threshold that passes a "
@@ -85,7 +84,7 @@ def run(
         "reference_sha256": sha256_of(reference),
         "judge": {
             **calibration.to_dict(),
-            "endpoint": host_of(settings.judge_base_url),
+            "endpoint": settings.endpoint("judge").host,
             "temperature": settings.judge_temperature,
             "served_models": served,
         },

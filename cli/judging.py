@@ -10,7 +10,7 @@ asks for nothing already judged and the dollars spent are known across reruns.
 from __future__ import annotations
 
 import argparse
-import os
+import asyncio
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,12 +20,11 @@ from pydantic import ValidationError
 
 from aidanbench.analysis.rejudge import JudgeAborted, Rejudging, rejudge
 from aidanbench.cli import options
-from aidanbench.cli.errors import UsageError, printable
-from aidanbench.core.errors import EndpointRefused
+from aidanbench.core.errors import ConfigError, EndpointRefused, UsageError, printable
 from aidanbench.core.settings import Settings
+from aidanbench.record.usage import summarise_ledger
 from aidanbench.services.batch import BatchStatus
 from aidanbench.services.pricing import PriceFileError, price_table, same_model
-from aidanbench.services.usage import summarise_ledger
 
 JUDGE_FIELDS = (
     "judge_model",
@@ -105,10 +104,12 @@ def judge_settings(args: argparse.Namespace, cache: Path, usage: Path | None = N
         )
     except ValidationError as exc:
         raise UsageError(options.validation_line(exc)) from None
-    if not os.environ.get(settings.judge_api_key_env):
-        raise UsageError(
-            f"environment variable {settings.judge_api_key_env} (API key of the judge) is not set"
-        )
+    from aidanbench.services.clients import check_keys  # loads the OpenAI client
+
+    try:
+        check_keys(settings, ["judge"])
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
     return settings
 
 
@@ -130,11 +131,10 @@ def judge_all(prompts: Sequence[str], settings: Settings, args: argparse.Namespa
     A failure no retry can fix is one line (exit 2); answers that could not be judged
     are listed by the caller.
     """
-    from aidanbench.runner import loop
-    from aidanbench.services import OpenAIServices
+    from aidanbench.services import OpenAIServices, clients
 
     async def work() -> Rejudging:
-        async with OpenAIServices("aiohttp", chat="openai") as factory:
+        async with OpenAIServices(clients.RUN_TRANSPORT, chat=clients.RUN_CHAT) as factory:
             return await rejudge(
                 prompts,
                 settings,
@@ -145,7 +145,7 @@ def judge_all(prompts: Sequence[str], settings: Settings, args: argparse.Namespa
             )
 
     try:
-        return loop.run(work())
+        return asyncio.run(work())
     except JudgeAborted as exc:
         raise UsageError(f"the judge {settings.judge_model} cannot be used: {exc}") from None
     except EndpointRefused as exc:
@@ -179,11 +179,11 @@ def cost_summary(settings: Settings) -> dict[str, Any]:
     usage = summarise_ledger(Path(settings.usage_path))
     return {
         "ledger": settings.usage_path,
-        "api_calls": usage["api_calls"],
-        "tokens": usage["tokens"],
-        "dollars": usage["dollars"],
-        "unpriced_models": usage["unpriced_models"],
-        "served_models": usage["served_models"],
+        "api_calls": usage.api_calls,
+        "tokens": usage.tokens,
+        "dollars": usage.dollars,
+        "unpriced_models": usage.unpriced_models or [],
+        "served_models": usage.served_models or {},
     }
 
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from aidanbench.cli import COMMANDS
-from aidanbench.cli.errors import UsageError, printable
+from aidanbench.core.errors import UsageError, printable
 
 SUMMARIES = {
     "run": "score models on AidanBench (resumable)",

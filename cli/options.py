@@ -14,6 +14,13 @@ never the field (``validation_line``).
 ``run`` takes every flag; ``calibrate`` takes the embedding endpoint's. ``rescore``'s
 ``--*-threshold`` options share names but not meaning: they are the required targets of a
 rescore of recorded answers, not settings of a run, so they are not made here.
+
+The question-set flags of ``run`` and ``estimate`` are here too (``add_question_flags``,
+``question_set``): ``--questions N`` (the first N bundled), ``--questions-file``,
+``--questions-dataset`` with ``--questions-split`` and ``--questions-field``, and the
+environment's ``-a questions`` / ``questions_path`` / ``num_questions`` with ``-n``
+(``cli.env_args`` folds those into the same options first). They only say which source
+``graph.questions.load_question_set`` reads, and word its refusals after the flags.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import types
 import typing
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -31,8 +39,17 @@ from pydantic.fields import FieldInfo
 
 from aidanbench.cli import calibration_file
 from aidanbench.cli.env_args import json_object
-from aidanbench.cli.errors import UsageError, printable
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings, unused_variants, variant_problem
+from aidanbench.graph.questions import (
+    DATASET_FILE_SUFFIXES,
+    DEFAULT_FIELD,
+    QuestionSet,
+    QuestionSourceError,
+    bundled_questions,
+    load_question_set,
+    validated,
+)
 
 NO_FLAG: dict[str, str] = {
     "cache_path": "the command keeps the cache in the run directory (RUN_DIR/cache.sqlite), "
@@ -312,3 +329,75 @@ def validation_line(exc: ValidationError, given_as: Mapping[str, str] | None = N
     if "got " in message or top.endswith(("url", "_env", "kwargs")):
         return f"invalid {flag}: {message}"
     return f"invalid {flag}: {message} (got {printable(repr(first.get('input')))})"
+
+
+def add_question_flags(parser: argparse.ArgumentParser) -> None:
+    """Add the question-set flags (one source at a time) and the dataset's options."""
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--questions", type=int, metavar="N", help="the first N bundled questions")
+    which.add_argument("--questions-file", type=Path, metavar="PATH", help="your own questions")
+    which.add_argument(
+        "--questions-dataset",
+        metavar="NAME_OR_PATH",
+        help="a Hugging Face dataset: hub name, data file, folder of data files, or a "
+        "save_to_disk folder (needs the [hf] extra)",
+    )
+    parser.add_argument(
+        "--questions-split",
+        metavar="SPLIT",
+        help="split of --questions-dataset (default: its only split)",
+    )
+    parser.add_argument(
+        "--questions-field",
+        metavar="FIELD",
+        help=f"column holding the questions ({DEFAULT_FIELD})",
+    )
+
+
+def question_set(args: argparse.Namespace) -> QuestionSet:
+    """The question set the flags ask for, validated, with its source record (and the
+    ``limit`` asked for); a bad set or flag is one ``UsageError`` line."""
+    limit: int | None = args.questions
+    inline: list[str] | None = getattr(args, "questions_list", None)
+    path: Path | None = args.questions_file
+    dataset: str | None = args.questions_dataset
+    split: str | None = args.questions_split
+    field: str | None = args.questions_field
+    is_dataset = dataset is not None or (
+        path is not None and path.suffix.lower() in DATASET_FILE_SUFFIXES
+    )
+    if not is_dataset and (split is not None or field is not None):
+        flag = "--questions-split" if split is not None else "--questions-field"
+        raise UsageError(f"{flag} applies only to --questions-dataset (or a parquet file)")
+    if limit is not None and limit < 1:
+        raise UsageError(f"--questions must be at least 1, got {limit}")
+    available = len(bundled_questions())
+    if path is None and dataset is None and inline is None and (limit or 0) > available:
+        raise UsageError(
+            f"--questions {limit}: there are {available} bundled questions; "
+            f"give at most {available}, or --questions-file for your own"
+        )
+    try:
+        if inline is not None:
+            found = QuestionSet(validated(inline, "-a questions", limit), {"kind": "list"})
+        elif is_dataset:
+            from aidanbench.graph.hf_datasets import quiet_datasets
+
+            quiet_datasets()
+            found = load_question_set(
+                dataset or path,
+                split=split,
+                question_field=field or DEFAULT_FIELD,
+                limit=limit,
+                dataset=True,
+            )
+        else:
+            found = load_question_set(path)
+    except QuestionSourceError as exc:
+        raise UsageError(str(exc)) from None
+    if limit is not None and limit > len(found.questions):
+        raise UsageError(
+            f"--questions {limit}: questions file {path} holds {len(found.questions)} questions"
+        )
+    questions = found.questions if limit is None else found.questions[:limit]
+    return QuestionSet(questions, {**found.source, "limit": limit})

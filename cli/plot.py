@@ -2,7 +2,7 @@
 
 Writes ``scores.png``, ``questions.png``, ``trajectory.png`` and ``stop_reasons.png``
 (see ``aidanbench.analysis.plots``), and for a run directory with known dollars
-``cost_vs_score.png`` (``aidanbench.analysis.cost``), and prints their paths, one per line.
+``cost_vs_score.png``, and prints their paths, one per line.
 """
 
 from __future__ import annotations
@@ -12,10 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aidanbench.analysis.cost import COST_CHART, plot_cost_vs_score
-from aidanbench.analysis.plots import plot_all, select_question
-from aidanbench.cli.errors import UsageError
+from aidanbench.analysis.plots import (
+    COST_CHART,
+    plot_all,
+    plot_cost_vs_score,
+    require_matplotlib,
+    select_question,
+)
 from aidanbench.cli.report import add_reward_mode_argument, one_line, read_inputs
+from aidanbench.core.errors import UsageError
 
 
 def output_dir(text: str) -> Path:
@@ -30,6 +35,7 @@ def output_dir(text: str) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``aidanbench plot``."""
+    require_matplotlib()
     inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
     results = inputs.results
     for note in inputs.notes:

@@ -6,6 +6,7 @@ the re-judged chains for ``aidanbench run`` to continue (``runner.rejudged``).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import hashlib
 import json
@@ -15,20 +16,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aidanbench.analysis import rundir
 from aidanbench.analysis.judge_noise import SAMPLES_KEY
 from aidanbench.analysis.rejudge import Rejudging, coherence_prompt
 from aidanbench.analysis.rescore import RescoredQuestion, rescore_question
 from aidanbench.cli import calibration_file, judging
-from aidanbench.cli.errors import UsageError, printable
 from aidanbench.cli.report import make_console, one_line, read_inputs
-from aidanbench.core.results import QuestionResult
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings
 from aidanbench.core.thresholds import Thresholds
-from aidanbench.runner import loop, store
+from aidanbench.record import files
+from aidanbench.record.metadata import read_metadata
+from aidanbench.record.results import QuestionResult
+from aidanbench.runner import store
 from aidanbench.runner.rejudged import QUESTIONS_FILE, copy_cache, seed_run, task_settings
 from aidanbench.runner.spec import RunSpec
-from aidanbench.services.usage import LEDGER
 
 DEFAULT_CACHE = Path("judge-cache.sqlite")
 """Where judgments are cached without ``--cache`` or ``--into`` (the working directory)."""
@@ -76,7 +77,7 @@ def _into(args: argparse.Namespace) -> Path | None:
         raise UsageError("--into takes one PATH (the run whose chains it continues)")
     if into.exists() and not into.is_dir():
         raise UsageError(f"--into {into}: is a file")
-    if (into / rundir.METADATA).exists() or (into / rundir.CHECKPOINTS).exists():
+    if (into / files.METADATA).exists() or (into / files.CHECKPOINTS).exists():
         raise UsageError(f"--into {into} is a run directory already; name a new one")
     return into
 
@@ -95,8 +96,8 @@ def run(args: argparse.Namespace, thresholds: Thresholds, coherence: float) -> i
         raise UsageError(printable(str(exc))) from None
     inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
     into = _into(args)
-    cache: Path = args.cache or (DEFAULT_CACHE if into is None else into / rundir.CACHE)
-    settings = judging.judge_settings(args, cache, None if into is None else into / LEDGER)
+    cache: Path = args.cache or (DEFAULT_CACHE if into is None else into / files.CACHE)
+    settings = judging.judge_settings(args, cache, None if into is None else into / files.LEDGER)
     if into is not None:  # every check made: the first write
         into.mkdir(parents=True, exist_ok=True)
         if not cache.exists():
@@ -164,7 +165,7 @@ def write_into(
 ) -> dict[str, Any]:
     """Seed the run directory ``into`` and say how ``aidanbench run`` continues it."""
     origin = Path(args.paths[0])
-    stored = store.stored_scoring(rundir.read_metadata(origin) if origin.is_dir() else None)
+    stored = store.stored_scoring(read_metadata(origin) if origin.is_dir() else None)
     judge = {
         "judge_model": settings.judge_model,
         "judge_base_url": settings.judge_base_url,
@@ -209,7 +210,7 @@ def write_into(
         "created": store.now(),
     }
     try:
-        seeded = loop.run(seed_run(into, rescored, settings_of, spec, provenance))
+        seeded = asyncio.run(seed_run(into, rescored, settings_of, spec, provenance))
     except ValueError as exc:
         raise UsageError(printable(one_line(exc))) from None
     commands = []

@@ -26,7 +26,6 @@ from aidanbench.analysis.environment_metrics import line_metrics, rollout_means
 from aidanbench.analysis.inputs import combine, read_input, token_limit_field_of
 from aidanbench.analysis.inputs import reward_mode as resolve_reward_mode
 from aidanbench.analysis.judge_noise import noise_text
-from aidanbench.analysis.rundir import read_metadata
 from aidanbench.analysis.summary import (
     COUNTING,
     HEADLINE,
@@ -34,7 +33,6 @@ from aidanbench.analysis.summary import (
     REWARD_MODES,
     PairedComparison,
     SummaryRow,
-    errored,
     group_label,
     group_results,
     paired_comparison,
@@ -44,10 +42,11 @@ from aidanbench.analysis.summary import (
     truncation_text,
     warnings,
 )
-from aidanbench.cli.errors import UsageError, printable
-from aidanbench.core.results import QuestionResult
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import is_censored
+from aidanbench.record.metadata import Metadata, read_metadata
+from aidanbench.record.results import QuestionResult
 
 LineKey = tuple[str, float, str, int]
 """(model, temperature, question, repeat): one question line."""
@@ -134,7 +133,7 @@ def _cell(lines: Sequence[QuestionResult], marks: Mapping[LineKey, str]) -> str:
         return "–"
     parts = []
     for line in sorted(lines, key=lambda r: r.repeat):
-        mark = "!" if errored(line) else ""
+        mark = "!" if line.errored else ""
         bound = "≥" if is_censored(line.stop_reason) else ""
         parts.append(f"{bound}{line.score}{mark}{marks.get(line_key(line), '')}")
     return "/".join(parts)
@@ -212,7 +211,7 @@ def question_table(
 
 def print_errors(results: Sequence[QuestionResult], console: Console) -> None:
     """The errored question lines with their error, if any."""
-    failed = [r for r in results if errored(r)]
+    failed = [r for r in results if r.errored]
     if not failed:
         return
     numbers = {q: i for i, q in enumerate(question_order(results), 1)}
@@ -228,15 +227,14 @@ def print_errors(results: Sequence[QuestionResult], console: Console) -> None:
         )
 
 
-def recorded_settings(paths: Sequence[str]) -> dict[str, Any]:
+def recorded_settings(paths: Sequence[str]) -> Metadata:
     """The scoring settings the inputs' run directories recorded, by model, as one
     metadata document (``token_limit_field_of`` reads it)."""
-    scoring: dict[str, Any] = {}
+    scoring: dict[str, dict[str, Any]] = {}
     for path in paths:
-        if Path(path).is_dir():
-            found = (read_metadata(Path(path)) or {}).get("scoring_settings")
-            scoring.update(found if isinstance(found, dict) else {})
-    return {"scoring_settings": scoring}
+        found = read_metadata(Path(path)) if Path(path).is_dir() else None
+        scoring.update((found.scoring_settings if found else None) or {})
+    return Metadata(scoring_settings=scoring)
 
 
 def truncation_fields(
@@ -462,7 +460,7 @@ def run(args: argparse.Namespace) -> int:
             question_fields=cost.question_fields(results),
             run_fields=merged_fields(cost.run_fields(results), truncation_fields(rows, args.paths)),
         )
-        payload["cost"] = cost.cost_payloads(args.paths)
+        payload["cost"] = cost.cost_payload([cost.read_run_cost(p) for p in args.paths])
         print(json.dumps(payload, indent=2))
         return 0
     console = make_console()
@@ -472,7 +470,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(question_table(results, width=console.width))
     print_errors(results, console)
     print_truncation(rows, args.paths, console)
-    for text in cost.cost_lines(results, args.paths):
+    for text in cost.cost_lines(results, [cost.read_run_cost(p) for p in args.paths]):
         console.print(text, markup=False)
     if comparison is not None:
         console.print("\n" + printable(comparison_text(comparison)), markup=False)

@@ -35,7 +35,6 @@ from aidanbench.analysis.summary import (
 )
 from aidanbench.cli import calibration_file, judging, rejudged
 from aidanbench.cli.env_args import NotGiven
-from aidanbench.cli.errors import UsageError, printable
 from aidanbench.cli.report import (
     add_common_arguments,
     line_key,
@@ -49,6 +48,7 @@ from aidanbench.cli.report import (
     read_inputs,
     report_payload,
 )
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.thresholds import Thresholds
 
 TRUNCATED_MARK = "+"

@@ -14,17 +14,17 @@ import errno
 import signal
 import sqlite3
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
-from aidanbench.analysis import rundir
-from aidanbench.cli import calibration_file, cost, env_args, options, question_source
-from aidanbench.cli.errors import UsageError, printable
+from aidanbench.cli import calibration_file, env_args, estimate, options
 from aidanbench.cli.inputs import check_run_args
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings
+from aidanbench.record import files
 
 if TYPE_CHECKING:
     from aidanbench.analysis.summary import SummaryRow
@@ -35,8 +35,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 DEFAULT_RUN_DIR = "runs/aidanbench"
-REPORT = "report.html"
-"""The run's offline HTML report (``aidanbench view``), rewritten at the end of every run."""
 
 
 def register(subparsers: Any) -> None:
@@ -53,10 +51,7 @@ def register(subparsers: Any) -> None:
         required={"model"},
     )
     options.add_variant_flag(p)
-    which = p.add_mutually_exclusive_group()
-    which.add_argument("--questions", type=int, metavar="N", help="the first N bundled questions")
-    which.add_argument("--questions-file", type=Path, metavar="PATH", help="your own questions")
-    question_source.register(p, which)
+    options.add_question_flags(p)
     p.add_argument(
         "-r", "--repeats", type=int, default=1, metavar="K", help="runs of each question (1)"
     )
@@ -87,7 +82,7 @@ def register(subparsers: Any) -> None:
         "/models, or one minimal request per role), for an endpoint that objects to them",
     )
     env_args.register(p)
-    cost.register(p)
+    estimate.add_run_cost_flags(p)
     p.set_defaults(handler=handle)
 
 
@@ -111,7 +106,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
     if args.concurrency is not None and args.concurrency < 1:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
-    question_set = question_source.resolve_questions(args)
+    question_set = options.question_set(args)
     try:
         source = calibration_file.threshold_source(args.coherence_threshold, args.judge_model)
     except ValueError as exc:
@@ -150,22 +145,75 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     env_args.apply(args)
     check_run_args(args)
     if not args.dry_run:  # a dry run writes nothing: another run may hold the directory
-        rundir.refuse_if_in_use(args.run_dir)
-    from aidanbench.runner import loop
+        files.refuse_if_in_use(args.run_dir)
 
     spec = run_spec(args)
     judge = spec.settings.get("judge_model", Settings.model_fields["judge_model"].default)
     embedder = spec.settings.get(
         "embedding_model", Settings.model_fields["embedding_model"].default
     )
-    cost.check(args, spec, judge, embedder)
+    estimate.check_run_costs(args, spec, judge, embedder)
     if args.dry_run:
-        return cost.dry_run(args, spec)
-    run_dir = spec.run_dir
+        return estimate.dry_run(args, spec)
+    result = run_session(spec, services)
+    if isinstance(result, int):
+        return result
+    show_result(result)
+    failed = result.failed
+    if failed:
+        print(
+            f"{len(failed)} question(s) stopped on an error; run the same command again to "
+            "retry them:",
+            file=sys.stderr,
+        )
+        for line in failed:
+            message = line.error_message or "no message recorded"
+            print(
+                printable(f"  {line.model}: {line.question[:60]} — ") + printable(message),
+                file=sys.stderr,
+            )
+        return 1
+    return 0
+
+
+def show_result(result: RunResult) -> None:
+    """The summary, the cost section and the HTML report of a session that ended, all
+    from what it hands back (nothing is read again from the run directory)."""
+    from aidanbench.analysis.cost import cost_lines, run_cost
+    from aidanbench.analysis.view import Source, write_page  # after the run: not on its start-up
+    from aidanbench.cli.report import make_console
+    from aidanbench.core.thresholds import Thresholds
+
+    run_dir = result.run_dir
+    _print_summary(result.summary, result.metadata.reward_mode, run_dir)
+    console = make_console()
+    for text in cost_lines(result.results, [run_cost(result.metadata, result.results)]):
+        console.print(text, markup=False)
+    source = Source(run_dir, result.results, result.metadata, Thresholds(), tuple(result.notes))
+    print(f"report: {write_page([source], run_dir / files.REPORT)}")
+
+
+def run_session(
+    spec: RunSpec,
+    services: ServicesFactory | None = None,
+    cells: Collection[tuple[str, float, str]] | None = None,
+) -> RunResult | int:
+    """Check, then run one session through the run engine, as ``run`` does (every
+    refusal comes before the live table appears); ``cells`` as ``runner.engine.prepare``
+    takes them.
+
+    Ctrl-C or SIGTERM is the one line saying how to resume, returned as the exit status
+    (130, 143); a full disk is a ``UsageError``.
+    """
+    from aidanbench.runner.engine import execute, prepare
+
+    async def session() -> RunResult:
+        return await execute(await prepare(spec, cells=cells), services=services)
+
     try:
-        result = loop.run(until_terminated(_session(spec, services)))
+        return asyncio.run(until_terminated(session()))
     except (KeyboardInterrupt, Terminated) as exc:
-        where = run_dir if spec.server is None else f"the server's threads ({spec.server})"
+        where = spec.run_dir if spec.server is None else f"the server's threads ({spec.server})"
         print(
             f"\nInterrupted. Every completed step is saved in {where}; run the same "
             "command again to resume.",
@@ -176,42 +224,9 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
         if not is_disk_full(exc):
             raise
         raise UsageError(
-            f"no space left to write in {printable(str(run_dir))} ({one_line(exc)}); every "
-            "step completed before is saved: free space and run the same command again"
+            f"no space left to write in {printable(str(spec.run_dir))} ({one_line(exc)}); "
+            "every step completed before is saved: free space and run the same command again"
         ) from None
-    _print_summary(result.summary, run_reward_mode(run_dir), run_dir)
-    from aidanbench.analysis.cost import cost_lines
-    from aidanbench.cli.report import make_console
-
-    console = make_console()
-    for text in cost_lines(rundir.read_run_dir(run_dir), [run_dir]):
-        console.print(text, markup=False)
-    from aidanbench.analysis.view import write_view  # after the run: not on its start-up
-
-    print(f"report: {write_view([run_dir], run_dir / REPORT)}")
-    failed = result.errored
-    if failed:
-        print(
-            f"{len(failed)} question(s) stopped on an error; run the same command again to "
-            "retry them:",
-            file=sys.stderr,
-        )
-        for line in failed:
-            print(
-                printable(f"  {line['model']}: {line['question'][:60]} — ")
-                + printable(str(line["error"]["message"])),
-                file=sys.stderr,
-            )
-        return 1
-    return 0
-
-
-async def _session(spec: RunSpec, services: ServicesFactory | None) -> RunResult:
-    """Check, then run: every refusal comes before the live table appears."""
-    from aidanbench.runner.engine import execute, prepare
-
-    prepared = await prepare(spec)
-    return await execute(prepared, services=services)
 
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
@@ -261,12 +276,6 @@ async def until_terminated(work: Awaitable[T]) -> T:
         raise
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
-
-
-def run_reward_mode(run_dir: Path) -> str:
-    """The reward mode the run directory records (a scoring setting of the run)."""
-    spec = (rundir.read_metadata(run_dir) or {}).get("spec") or {}
-    return str(spec.get("reward_mode") or "count")
 
 
 def _print_summary(rows: list[SummaryRow], reward_mode: str, run_dir: Path) -> None:

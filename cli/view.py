@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from aidanbench.analysis.view import write_view
-from aidanbench.cli.errors import UsageError
+from aidanbench.core.errors import UsageError
 
 DEFAULT_OUTPUT = "report.html"
 

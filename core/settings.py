@@ -276,6 +276,16 @@ class Settings(BaseModel):
             llm_novelty=self.llm_novelty_threshold if self.llm_novelty else None,
         )
 
+    def endpoint(self, role: str) -> Endpoint:
+        """Where ``role`` goes: the model it asks for (a variant's NAME for the model under
+        test), its base URL and the variable holding its key. Every caller that reaches,
+        names or checks a role's endpoint asks here."""
+        fields = ROLE_FIELDS[role]
+        model = self.provider_model if role == "model" else str(getattr(self, fields.model))
+        return Endpoint(
+            role, model, getattr(self, fields.base_url), str(getattr(self, fields.api_key_env))
+        )
+
     @property
     def resolved_novelty_threshold(self) -> float:
         """``novelty_threshold``, or the default for the chosen embedding model."""
@@ -359,6 +369,50 @@ CALIBRATED_NOVELTY_THRESHOLDS: dict[str, float] = {LOCAL_EMBEDDING_MODEL: 0.085}
 def default_novelty_threshold(embedding_model: str) -> float:
     """The benchmark's 0.15, or a calibrated value where one was measured for the model."""
     return CALIBRATED_NOVELTY_THRESHOLDS.get(embedding_model, BENCHMARK_NOVELTY_THRESHOLD)
+
+
+ROLES = ("model", "judge", "embeddings")
+"""Every role of a run (the model under test, the judge, the embedding model), in the
+order messages and checks take them."""
+
+OPENAI_URL = "https://api.openai.com/v1"
+"""Where a role with no base URL goes (the OpenAI SDK's default)."""
+
+
+def host_of(url: str | None) -> str:
+    """The host (and port) of an endpoint URL, for messages; ``api.openai.com`` for None."""
+    if not url:
+        return "api.openai.com"
+    return urlsplit(url).netloc or url
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One role's endpoint as the settings name it (``Settings.endpoint``)."""
+
+    role: str
+    """``model``, ``judge`` or ``embeddings``."""
+    model: str
+    """The model the endpoint is asked for (a variant's NAME, not the row's NAME@LABEL)."""
+    base_url: str | None
+    """As set; None: OpenAI's API."""
+    key_env: str
+    """The environment variable holding the role's key."""
+
+    @property
+    def local(self) -> bool:
+        """Embeddings computed on this machine: no endpoint, no key."""
+        return self.role == "embeddings" and self.model == LOCAL_EMBEDDING_MODEL
+
+    @property
+    def url(self) -> str:
+        """The base URL the role reaches (``OPENAI_URL`` when none is set)."""
+        return self.base_url or OPENAI_URL
+
+    @property
+    def host(self) -> str:
+        """The endpoint's host (and port) for messages; ``local`` for local embeddings."""
+        return "local" if self.local else host_of(self.base_url)
 
 
 @dataclass(frozen=True)

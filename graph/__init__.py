@@ -54,7 +54,7 @@ if TYPE_CHECKING:
         build_benchmark_graph,
     )
     from aidanbench.graph.question import build_question_graph
-    from aidanbench.graph.question_sources import (
+    from aidanbench.graph.questions import (
         QuestionSet,
         QuestionSourceError,
         load_question_set,
@@ -69,10 +69,10 @@ _EXPORTS = {
     "BenchmarkOutput": "aidanbench.graph.benchmark",
     "BenchmarkState": "aidanbench.graph.benchmark",
     "Settings": "aidanbench.core.settings",
-    "QuestionSet": "aidanbench.graph.question_sources",
-    "QuestionSourceError": "aidanbench.graph.question_sources",
-    "load_questions": "aidanbench.graph.question_sources",
-    "load_question_set": "aidanbench.graph.question_sources",
+    "QuestionSet": "aidanbench.graph.questions",
+    "QuestionSourceError": "aidanbench.graph.questions",
+    "load_questions": "aidanbench.graph.questions",
+    "load_question_set": "aidanbench.graph.questions",
     "StopReason": "aidanbench.core.vocabulary",
     "Thresholds": "aidanbench.core.thresholds",
     "QuestionInput": "aidanbench.core.state",

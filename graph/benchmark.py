@@ -19,14 +19,14 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from typing_extensions import TypedDict
 
-from aidanbench.core.records import errored, question_result, totals
 from aidanbench.core.schema_docs import documented
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import QuestionOutput
 from aidanbench.graph.question import build_question_graph
-from aidanbench.graph.question_sources import validated
-from aidanbench.graph.questions import bundled_questions
+from aidanbench.graph.questions import bundled_questions, validated
 from aidanbench.nodes.context import settings_of
+from aidanbench.record.lines import QuestionLine
+from aidanbench.record.results import question_result, totals
 from aidanbench.services import ServicesFactory, default_services
 
 
@@ -75,7 +75,7 @@ class BenchmarkState(TypedDict):
 async def plan(state: BenchmarkState) -> dict[str, Any]:
     """Resolve the question set: the input's, or the bundled one.
 
-    The input is checked as every question source is (``question_sources.validated``):
+    The input is checked as every question source is (``graph.questions.validated``):
     strings, not blank, distinct, not huge.
     """
     questions = state.get("questions") or bundled_questions()
@@ -91,8 +91,9 @@ def fan_out(state: BenchmarkState) -> list[Send]:
 
 
 def summarize_results(results: list[QuestionOutput]) -> dict[str, Any]:
-    """Totals over question outputs, counted by ``core.records.totals``."""
-    lines = [question_result(r) for r in results]
+    """Totals over question outputs, counted as every report counts them
+    (``record.results.totals``)."""
+    lines = [question_result(_line(output)) for output in results]
     counted = totals(lines)
     return {
         "score": counted.score,
@@ -102,9 +103,16 @@ def summarize_results(results: list[QuestionOutput]) -> dict[str, Any]:
         "errored": [
             {"question": output["question"], "error": output.get("error")}
             for output, line in zip(results, lines, strict=True)
-            if errored(line)
+            if line.errored
         ],
     }
+
+
+def _line(output: QuestionOutput) -> QuestionLine:
+    measured = output["measured"]
+    if measured is None:  # prepare records it before any answer
+        raise ValueError(f"question {output['question'][:60]!r} has no measured settings")
+    return QuestionLine.from_output(output, measured=measured, question=output["question"])
 
 
 async def summarize(state: BenchmarkState) -> dict[str, Any]:

@@ -1,19 +1,64 @@
-"""The benchmark's 63 questions, bundled in the benchmark's order (``aidanbench.reference``)."""
+"""Question sets, one loader and one validator: the bundled 63, a list, a file, a dataset.
+
+The benchmark's environment names three sources of questions (a list, a file, a dataset
+with a ``question`` field); the bundled set is the benchmark's own 63, in its order
+(``aidanbench.reference``). ``load_question_set`` turns any of them into a validated list
+and a record of where it came from (kind, path or name, split, field, revision or
+fingerprint), which a run stores beside the set's hash so the same set can be found
+again; the command line, the graph API and the verifiers environments all load through
+it.
+
+Accepted files: a JSON list of strings; JSONL or CSV with a ``question`` field; plain
+text with one question per line; parquet and arrow files are datasets
+(``graph.hf_datasets``). Anything else is an error, never a silent fallback to the
+bundled list. Blank, duplicate (in their normal form, ``record.lines.normal_question``)
+or absurdly long questions are errors too (``validated``): each would waste or skew a run.
+"""
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
+from typing import Any
 
 from aidanbench import reference
+from aidanbench.core.errors import printable
+from aidanbench.record.lines import normal_question, spelling_note
+
+MAX_QUESTION_CHARS = 2000
+"""Longest question accepted; the benchmark's longest is under 150 characters."""
+
+DEFAULT_FIELD = "question"
+"""The column (or JSONL/CSV field) questions are read from."""
+
+DATASET_FILE_SUFFIXES = frozenset({".parquet", ".arrow"})
+"""File kinds that only ``datasets`` reads, so a questions *file* of this kind is a dataset."""
+
+
+class QuestionSourceError(ValueError):
+    """A question source that cannot be used; the message is one line saying why."""
+
+
+@dataclass(frozen=True)
+class QuestionSet:
+    """Validated questions and where they came from."""
+
+    questions: list[str]
+    """The questions, in the source's order, after any limit."""
+    source: dict[str, Any] = field(default_factory=dict)
+    """``kind`` (``bundled``, ``list``, ``file``, ``dataset``) and what identifies it."""
 
 
 @cache
 def _bundled() -> tuple[str, ...]:
-    questions = json.loads(reference.read_text(reference.QUESTIONS))
-    return tuple(questions)
+    return tuple(json.loads(reference.read_text(reference.QUESTIONS)))
 
 
 def bundled_questions(limit: int | None = None) -> list[str]:
@@ -25,3 +70,163 @@ def bundled_questions(limit: int | None = None) -> list[str]:
 def question_set_hash(questions: Sequence[str]) -> str:
     """sha256 over the questions (JSON list), recorded so runs on the same set can be matched."""
     return hashlib.sha256(json.dumps(list(questions)).encode("utf-8")).hexdigest()
+
+
+def load_questions(
+    source: Sequence[str] | str | os.PathLike[str] | None = None,
+    *,
+    split: str | None = None,
+    question_field: str = DEFAULT_FIELD,
+    limit: int | None = None,
+) -> list[str]:
+    """The questions of ``source`` (``load_question_set``)."""
+    return load_question_set(
+        source, split=split, question_field=question_field, limit=limit
+    ).questions
+
+
+def load_question_set(
+    source: Sequence[str] | str | os.PathLike[str] | None = None,
+    *,
+    split: str | None = None,
+    question_field: str = DEFAULT_FIELD,
+    limit: int | None = None,
+    dataset: bool = False,
+) -> QuestionSet:
+    """The first ``limit`` questions of ``source``, validated, and the source's record.
+
+    ``None`` is the bundled set; a list of strings is the list; a string or path naming
+    an existing file is a questions file (parquet and arrow files are datasets); an
+    existing folder is a dataset; any other string is a dataset name on the Hugging Face
+    Hub. With ``dataset``, a file is read as a dataset too (``split`` and
+    ``question_field`` apply to datasets only). Raises ``QuestionSourceError`` (one line)
+    when the source cannot be read or holds a non-string, blank, repeated or over-long
+    question.
+    """
+    if source is None:
+        questions = validated(bundled_questions(), "bundled questions", limit)
+        return QuestionSet(questions, {"kind": "bundled"})
+    if not isinstance(source, str | os.PathLike):
+        return QuestionSet(validated(list(source), "question list", limit), {"kind": "list"})
+    path = Path(source)
+    if not dataset and path.is_file() and path.suffix.lower() not in DATASET_FILE_SUFFIXES:
+        where = f"questions file {path}"
+        questions = validated(read_questions_file(path), where, limit)
+        return QuestionSet(questions, {"kind": "file", "path": str(path)})
+    from aidanbench.graph.hf_datasets import read_dataset
+
+    values, where, record = read_dataset(
+        os.fspath(source), split=split, question_field=question_field
+    )
+    return QuestionSet(validated(values, where, limit), record)
+
+
+def validated(questions: Sequence[object], where: str, limit: int | None = None) -> list[str]:
+    """The first ``limit`` questions, each checked and put in its normal form: a string,
+    not blank, valid Unicode, not huge, and distinct from every other once normalised (a
+    repeat is refused naming both).
+
+    Every question is checked before the limit applies, so a set is valid or not
+    whatever part of it a run asks for.
+    """
+    if limit is not None and limit < 1:
+        raise QuestionSourceError(f"the number of questions must be at least 1, got {limit}")
+    if not questions:
+        raise QuestionSourceError(f"{where} holds no questions")
+    seen: dict[str, tuple[int, str]] = {}
+    checked: list[str] = []
+    for number, question in enumerate(questions, 1):
+        if not isinstance(question, str):
+            raise QuestionSourceError(
+                f"{where}: question {number} is {type(question).__name__} "
+                f"{printable(repr(question))[:80]}, not a string"
+            )
+        if not question.strip():
+            raise QuestionSourceError(f"{where}: question {number} is empty")
+        try:
+            question.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise QuestionSourceError(
+                f"{where}: question {number} holds an invalid character "
+                f"(a lone surrogate {question[exc.start]!r}); fix its \\u escape"
+            ) from None
+        if len(question) > MAX_QUESTION_CHARS:
+            raise QuestionSourceError(
+                f"{where}: question {number} is {len(question)} characters "
+                f"(at most {MAX_QUESTION_CHARS})"
+            )
+        key = normal_question(question)
+        if key in seen:
+            first, spelled = seen[key]
+            raise QuestionSourceError(
+                f"{where}: question {number} repeats question {first} "
+                f"{printable(repr(key[:60]))}{spelling_note(spelled, question)}"
+            )
+        seen[key] = (number, question)
+        checked.append(key)
+    return checked if limit is None else checked[:limit]
+
+
+def read_questions_file(path: Path) -> list[str]:
+    """Questions from a file, by its content and extension (not yet validated)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise QuestionSourceError(f"questions file not found: {path}") from None
+    except OSError as exc:
+        raise QuestionSourceError(f"cannot read questions file {path}: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise QuestionSourceError(
+            f"questions file {path} is not UTF-8 (byte {exc.start}); save it as UTF-8"
+        ) from None
+    if not text.strip():
+        raise QuestionSourceError(f"questions file {path} is empty")
+    suffix = path.suffix.lower()
+    stripped = text.lstrip()
+    if suffix == ".jsonl":
+        return _from_jsonl(text, path)
+    if suffix == ".csv":
+        return _from_csv(text, path)
+    if suffix == ".json" or stripped.startswith("["):
+        return _from_json(text, path)
+    if stripped.startswith("{"):
+        return _from_jsonl(text, path)
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _from_json(text: str, path: Path) -> list[str]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise QuestionSourceError(
+            f"questions file {path} is not valid JSON (line {exc.lineno})"
+        ) from None
+    if not isinstance(data, list) or not all(isinstance(q, str) for q in data):
+        raise QuestionSourceError(f"questions file {path} must be a JSON list of strings")
+    return list(data)
+
+
+def _from_jsonl(text: str, path: Path) -> list[str]:
+    questions = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise QuestionSourceError(
+                f"{path}:{number}: invalid JSON ({exc.msg} at column {exc.colno})"
+            ) from None
+        if not isinstance(record, dict) or not isinstance(record.get(DEFAULT_FIELD), str):
+            raise QuestionSourceError(f"{path}:{number}: needs a string field 'question'")
+        questions.append(record[DEFAULT_FIELD])
+    return questions
+
+
+def _from_csv(text: str, path: Path) -> list[str]:
+    reader = csv.DictReader(io.StringIO(text))
+    if reader.fieldnames is None or DEFAULT_FIELD not in reader.fieldnames:
+        raise QuestionSourceError(f"CSV questions file {path} needs a 'question' column")
+    return [row[DEFAULT_FIELD] or "" for row in reader]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from aidanbench.core.records import question_dollars
+from aidanbench.core.calls import question_dollars
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import ErrorInfo
 from aidanbench.services.usage import ledger

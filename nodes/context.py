@@ -21,10 +21,10 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
-from aidanbench.core.records import add_dollars
+from aidanbench.core.calls import add_dollars
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import CallStats, ErrorInfo
-from aidanbench.services import Services, ServicesFactory, key_values, role_host
+from aidanbench.services import Services, ServicesFactory, key_values
 from aidanbench.services.errors import describe
 from aidanbench.services.pricing import Price, price_table
 from aidanbench.services.usage import reply_usage, served_model
@@ -62,17 +62,13 @@ class NodeContext:
         """The price of a call of ``role`` (``model``, ``judge``, ``embeddings``) served by
         ``served`` (``PriceTable.served_price``: the served model's own price, the asked
         model's for a dated snapshot of it, else None), or None when unknown."""
-        settings = self.settings
-        model = {
-            "model": settings.provider_model,
-            "judge": settings.judge_model,
-            "embeddings": settings.embedding_model,
-        }[role]
-        return price_table(settings.prices_path).served_price(model, served)
+        model = self.settings.endpoint(role).model
+        return price_table(self.settings.prices_path).served_price(model, served)
 
     def failure(self, role: str, exc: BaseException) -> ErrorInfo:
         """The recorded form of a failed call by ``role``, with the run's keys redacted."""
-        return describe(role, role_host(self.settings, role), exc, key_values(self.settings))
+        host = self.settings.endpoint(role).host
+        return describe(role, host, exc, key_values(self.settings))
 
 
 def no_calls() -> CallStats:

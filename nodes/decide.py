@@ -18,7 +18,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from aidanbench.core.records import answer_dollars, call_tokens, usage_missing
+from aidanbench.core.calls import answer_dollars, call_tokens, usage_missing
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import (
     AnswerRecord,

@@ -27,7 +27,7 @@ from aidanbench.nodes.context import (
 )
 from aidanbench.nodes.parsing import extract_answer
 from aidanbench.nodes.prompts import render_generate
-from aidanbench.services import ServicesFactory, role_host
+from aidanbench.services import ServicesFactory
 from aidanbench.services.errors import is_recoverable
 from aidanbench.services.usage import served_model
 
@@ -47,7 +47,7 @@ def empty_answer(ctx: NodeContext, reply: AIMessage, raw: str) -> ErrorInfo:
     return ErrorInfo(
         kind="error",
         role="model",
-        message=f"model at {role_host(ctx.settings, 'model')}: empty answer: "
+        message=f"model at {ctx.settings.endpoint('model').host}: empty answer: "
         + empty_cause(reply, raw, ctx.settings.token_limit_field),
         status=None,
         retryable=True,

@@ -13,7 +13,7 @@ from langgraph.runtime import Runtime
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import QuestionState, ScoreOutcome
 from aidanbench.nodes.context import NodeContext
-from aidanbench.nodes.judging import ask_judge, neutralise, sample_judgments
+from aidanbench.nodes.judge_calls import ask_judge, neutralise, sample_judgments
 from aidanbench.nodes.prompts import render_coherence
 from aidanbench.services import ServicesFactory
 from aidanbench.services.errors import is_recoverable

@@ -16,7 +16,7 @@ from aidanbench.core.settings import Settings
 from aidanbench.core.state import CallStats, QuestionState, ScoreOutcome
 from aidanbench.nodes.context import NodeContext, add_calls, no_calls
 from aidanbench.nodes.generate import previous_answers
-from aidanbench.nodes.judging import ask_judge, neutralise
+from aidanbench.nodes.judge_calls import ask_judge, neutralise
 from aidanbench.nodes.novelty import llm_novelty as novelty_from_similarities
 from aidanbench.nodes.prompts import render_similarity
 from aidanbench.services import ServicesFactory, judge_namespace

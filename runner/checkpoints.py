@@ -40,7 +40,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from aidanbench.analysis.rundir import read_only_uri
+from aidanbench.record.files import read_only_uri
 
 _PUT_CHECKPOINT = (
     "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "

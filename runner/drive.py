@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.nodes.caps import budget_exhausted
 from aidanbench.nodes.prepare import measurement_differences
+from aidanbench.record.lines import QuestionLine
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.tasks import RunLines, Task
 
@@ -54,7 +55,7 @@ async def drive(
     *,
     concurrency: int,
     progress: Progress,
-) -> list[dict[str, Any]]:
+) -> list[QuestionLine]:
     """Run every task to a stop (or resume it), writing outputs as questions finish.
 
     Returns every question line of the run directory, the lines carried from earlier
@@ -101,36 +102,31 @@ def report(progress: Progress, task: Task, event: Any) -> None:
 
 
 async def run_all(jobs: Sequence[Coroutine[Any, Any, None]]) -> None:
-    """Await every job; on the first failure or a cancellation, stop the others first.
+    """Await every job in a ``TaskGroup``; the first failure is re-raised as it was.
 
-    ``asyncio.gather`` leaves the other jobs running when one raises, and returns at once
-    when cancelled while they are still unwinding: the caller then closes the checkpointer
-    under them, and each prints a "closed database" traceback. Here every job has ended
-    before this returns or raises, and the first failure is re-raised as it was.
+    The group ends every job before it returns or raises (``asyncio.gather`` would
+    leave them running, and the caller would close the checkpointer under them). It
+    reports failures as an exception group; the drive loop's callers name one failure
+    (a refused endpoint, a full disk), so the first is raised alone. A job that fails
+    while it is being cancelled counts as cancelled (``_cancelled_stays_cancelled``), so
+    Ctrl-C ends the run as an interruption whatever the jobs raise on their way out.
     """
-    tasks = [asyncio.ensure_future(job) for job in jobs]
-    if not tasks:
-        return
     try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-    except asyncio.CancelledError:
-        await _stop(tasks)
+        async with asyncio.TaskGroup() as group:
+            for job in jobs:
+                group.create_task(_cancelled_stays_cancelled(job))
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+
+
+async def _cancelled_stays_cancelled(job: Coroutine[Any, Any, None]) -> None:
+    try:
+        await job
+    except Exception:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise asyncio.CancelledError from None
         raise
-    failed = [t for t in done if not t.cancelled() and t.exception() is not None]
-    if failed:
-        await _stop(tasks)
-        exc = failed[0].exception()
-        assert exc is not None
-        raise exc
-
-
-async def _stop(tasks: Sequence[asyncio.Future[None]]) -> None:
-    for task in tasks:
-        task.cancel()
-    await asyncio.wait(tasks)
-    for task in tasks:
-        if not task.cancelled():
-            task.exception()  # retrieved: only the first failure is reported
 
 
 def refuse_other_measurement(task: Task, values: dict[str, Any]) -> None:

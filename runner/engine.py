@@ -13,43 +13,56 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from aidanbench.analysis import rundir
 from aidanbench.analysis.summary import SummaryRow, summarise
-from aidanbench.core.errors import EndpointRefused, UsageError
-from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
-from aidanbench.runner import admission, cost, preflight, store
+from aidanbench.core.errors import ConfigError, EndpointRefused, UsageError
+from aidanbench.core.settings import Settings
+from aidanbench.record import files
+from aidanbench.record.lines import QuestionLine
+from aidanbench.record.metadata import Metadata, RunTotals, write_metadata
+from aidanbench.record.results import QuestionResult, results_of, run_totals, totals
+from aidanbench.runner import admission, preflight, store
 from aidanbench.runner.drive import Questions, drive
 from aidanbench.runner.local import check_recorded_measurements, local_questions
 from aidanbench.runner.preflight import Preflight
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.spec import RunSpec, build_tasks, environment_base_urls, run_fields
-from aidanbench.runner.tasks import RunLines, Task, errored, totals
-from aidanbench.services import OpenAIServices, ServicesFactory
-from aidanbench.services.usage import LEDGER, ledger
+from aidanbench.runner.tasks import RunLines, Task
+from aidanbench.services import OpenAIServices, ServicesFactory, clients
+from aidanbench.services.usage import ledger
 
 
 @dataclass(frozen=True)
 class RunResult:
-    """What a session leaves: the run directory's lines, totals and summary rows."""
+    """What a session leaves: the run directory's lines and metadata, as written, and
+    what every view shows of them, computed from them here (nothing is read back)."""
 
     run_dir: Path
-    lines: list[dict[str, Any]]
+    lines: list[QuestionLine]
     """Every question line of the run directory, earlier sessions' included."""
-    totals: dict[str, Any]
-    """As recorded in ``metadata.json``: questions, answers, score, API calls, tokens."""
+    metadata: Metadata
+    """``metadata.json`` as written at the end of the session."""
+    results: list[QuestionResult]
+    """The lines as every report reads them (``record.results``)."""
+    notes: list[str]
+    """Lines counted once for two spellings of one question (``record.results.distinct``)."""
     summary: list[SummaryRow]
     """One row per (model, temperature), as ``aidanbench report`` shows them."""
 
     @property
-    def errored(self) -> list[dict[str, Any]]:
+    def totals(self) -> RunTotals:
+        """As recorded in ``metadata.json``: questions, answers, score; API calls, tokens
+        and dollars as sent (the usage ledger's) on a local run."""
+        return self.metadata.totals or RunTotals()
+
+    @property
+    def failed(self) -> list[QuestionLine]:
         """Lines that stopped on an error: running the same spec again retries them."""
-        return errored(self.lines)
+        return [line for line in self.lines if line.errored]
 
 
 @dataclass(frozen=True)
@@ -58,7 +71,7 @@ class Prepared:
 
     spec: RunSpec
     tasks: list[Task]
-    stored: dict[str, Any] | None
+    stored: Metadata | None
     sources: dict[str, str] = field(default_factory=dict)
     """Roles whose base URL came from ``OPENAI_BASE_URL`` (role: the variable)."""
     checked: Preflight | None = None
@@ -72,8 +85,13 @@ class Prepared:
         )
 
 
-async def prepare(spec: RunSpec) -> Prepared:
+async def prepare(
+    spec: RunSpec, *, cells: Collection[tuple[str, float, str]] | None = None
+) -> Prepared:
     """Every check of the session, before anything is written.
+
+    ``cells`` (model, temperature, question) keep only those of the grid's threads (every
+    one by default).
 
     Raises ``UsageError`` with one line: a scoring setting changed for a model already in
     the run, a damaged checkpoint file, a thread measured otherwise, a missing key, or
@@ -90,8 +108,12 @@ async def prepare(spec: RunSpec) -> Prepared:
         sources = next(iter(resolved.values()))[1]
     questions = store.spelled(spec.questions_list, store.stored_spellings(spec.run_dir))
     tasks = build_tasks(spec, fields, questions)
+    if cells is not None:  # a grid with holes: the published run lacks one question of one model
+        tasks = [
+            t for t in tasks if (t.settings.model, t.settings.temperature, t.question) in cells
+        ]
     store.refuse_scoring_changes(spec, stored, tasks)
-    checkpoints = spec.run_dir / rundir.CHECKPOINTS
+    checkpoints = spec.run_dir / files.CHECKPOINTS
     store.check_checkpoints(checkpoints)
     if spec.server is None and checkpoints.exists() and not store.stored_scoring(stored):
         await check_recorded_measurements(tasks, checkpoints)
@@ -105,13 +127,11 @@ async def prepare(spec: RunSpec) -> Prepared:
 
 
 def check_keys(settings: Settings) -> None:
-    """Every role's key variable must be set before anything starts."""
-    needed = [("model", settings.api_key_env), ("judge", settings.judge_api_key_env)]
-    if settings.embedding_model != LOCAL_EMBEDDING_MODEL:
-        needed.append(("embeddings", settings.embedding_api_key_env))
-    for role, variable in needed:
-        if not os.environ.get(variable):
-            raise UsageError(f"environment variable {variable} (API key of the {role}) is not set")
+    """Every role's key variable must be set before anything starts (one line)."""
+    try:
+        clients.check_keys(settings)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
 
 
 async def execute(
@@ -124,20 +144,22 @@ async def execute(
     spec, tasks = prepared.spec, prepared.tasks
     run_dir = spec.run_dir
     progress = progress if progress is not None else Progress()
-    with rundir.run_lock(run_dir):
-        rundir.remove_leftovers(run_dir)
-        store.set_aside_damaged_cache(run_dir / rundir.CACHE)
+    with files.run_lock(run_dir):
+        files.remove_leftovers(run_dir)
+        store.set_aside_damaged_cache(run_dir / files.CACHE)
         carried = store.carried_lines(run_dir)
         in_flight = prepared.in_flight
         meta = store.grown_metadata(prepared.stored, spec, tasks, in_flight, prepared.sources)
-        session = meta["sessions"][-1]
+        session = meta.sessions[-1]
         asked = dict.fromkeys(task.question for task in tasks)
-        store.question_counts(meta, [*carried, *({"question": q} for q in asked)])
-        store.write_metadata(run_dir, meta)
+        store.question_counts(meta, [*(line.question for line in carried), *asked])
+        write_metadata(run_dir, meta)
         if prepared.checked is not None:
-            prepared.checked.record(ledger(run_dir / LEDGER), run_fields(spec)["prices_path"])
+            ledger_path = run_dir / files.LEDGER
+            prepared.checked.record(ledger(ledger_path), run_fields(spec)["prices_path"])
         lines = RunLines(run_dir, carried=carried)
-        cost.arm(spec)
+        if spec.server is None:  # the run-wide budget: earlier sessions' spending counts
+            ledger(run_dir / files.LEDGER).max_cost = spec.max_cost
         try:
             with progress:
                 async with backend(spec, services, progress) as questions:
@@ -145,26 +167,28 @@ async def execute(
                         tasks, questions, lines, concurrency=in_flight, progress=progress
                     )
         except BaseException as exc:
-            session["status"] = ended_by(exc)
+            session.status = ended_by(exc)
             if isinstance(exc, EndpointRefused):
-                session["refusal"] = str(exc)
-            session["finished_at"] = store.now()
+                session.refusal = str(exc)
+            session.finished_at = store.now()
             store.drop_models_without_lines(meta, spec.models, lines.all())
             with contextlib.suppress(OSError):  # a full disk: the first error is the one to tell
-                store.write_metadata(run_dir, meta)
+                write_metadata(run_dir, meta)
             raise
-        session["status"] = "finished"
-        session["finished_at"] = meta["finished_at"] = store.now()
+        session.status = "finished"
+        session.finished_at = meta.finished_at = store.now()
         store.drop_models_without_lines(meta, spec.models, all_lines)
-        meta["totals"] = totals(all_lines)
-        cost.finish(meta, spec)
+        results, notes = results_of(all_lines, meta)
+        meta.totals = run_totals(totals(results))
+        store.record_spending(meta, spec)
         if progress.endpoints is not None:
-            meta["endpoint_limits"] = {
+            meta.endpoint_limits = {
                 host: dataclasses.asdict(stats) for host, stats in progress.endpoints().items()
             }
-        store.question_counts(meta, all_lines)
-        store.write_metadata(run_dir, meta)
-    return RunResult(run_dir, all_lines, meta["totals"], summarise(rundir.read_run_dir(run_dir)))
+        store.question_counts(meta, (line.question for line in all_lines))
+        write_metadata(run_dir, meta)
+    summary = summarise(results, meta.reward_mode)
+    return RunResult(run_dir, all_lines, meta, results, notes, summary)
 
 
 def ended_by(exc: BaseException) -> str:
@@ -194,7 +218,7 @@ async def backend(
         async with local_questions(spec.run_dir, services) as local:
             yield local
         return
-    pools = OpenAIServices("aiohttp", chat="openai")
+    pools = OpenAIServices(clients.RUN_TRANSPORT, chat=clients.RUN_CHAT)
     progress.endpoints = pools.endpoint_stats
     try:
         async with local_questions(spec.run_dir, pools) as local:
@@ -224,6 +248,4 @@ def run_sync(
     services: ServicesFactory | None = None,
 ) -> RunResult:
     """``run`` for code without an event loop (scripts); notebooks ``await run(spec)``."""
-    from aidanbench.runner import loop
-
-    return loop.run(run(spec, progress=progress, services=services))
+    return asyncio.run(run(spec, progress=progress, services=services))

@@ -19,14 +19,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from aidanbench.analysis import rundir
 from aidanbench.core.errors import UsageError, printable
+from aidanbench.record import files
+from aidanbench.record.lines import QuestionLine, read_lines, write_lines
+from aidanbench.record.metadata import Forgotten as ForgottenRecord
+from aidanbench.record.metadata import Metadata, RunTotals, write_metadata
+from aidanbench.record.results import results_of, run_totals, totals
+from aidanbench.record.usage import read_ledger
 from aidanbench.runner import store
 from aidanbench.runner.checkpoints import delete_threads, stored_threads
-from aidanbench.runner.tasks import model_of_thread, totals
-from aidanbench.services.usage import LEDGER, read_ledger
+from aidanbench.runner.tasks import model_of_thread
 
 
 @dataclass(frozen=True)
@@ -51,13 +54,13 @@ def forget(run_dir: Path, models: Sequence[str]) -> list[Forgotten]:
     in use, has results files from an interrupted write, or when a model is not in it.
     """
     if not run_dir.is_dir() or not (
-        (run_dir / rundir.METADATA).exists() or (run_dir / rundir.CHECKPOINTS).exists()
+        (run_dir / files.METADATA).exists() or (run_dir / files.CHECKPOINTS).exists()
     ):
         raise UsageError(f"{printable(str(run_dir))} is not a run directory")
-    with rundir.run_lock(run_dir):
-        meta = store.stored_metadata(run_dir) or {}
+    with files.run_lock(run_dir):
+        meta = store.stored_metadata(run_dir)
         lines = _lines(run_dir)
-        checkpoints = run_dir / rundir.CHECKPOINTS
+        checkpoints = run_dir / files.CHECKPOINTS
         store.check_checkpoints(checkpoints)
         threads = stored_threads(checkpoints) if checkpoints.exists() else []
         present = models_in(meta, lines, threads)
@@ -70,101 +73,99 @@ def forget(run_dir: Path, models: Sequence[str]) -> list[Forgotten]:
             )
         doomed = set(models)
         gone_threads = [t for t in threads if model_of_thread(t) in doomed]
-        kept = [line for line in lines if line["model"] not in doomed]
-        forgotten = [
-            Forgotten(
-                model=model,
-                threads=sum(model_of_thread(t) == model for t in gone_threads),
-                lines=sum(line["model"] == model for line in lines),
-                **_spend(run_dir / LEDGER, model),
+        kept = [line for line in lines if line.model not in doomed]
+        forgotten = []
+        for model in dict.fromkeys(models):
+            ledger_lines, dollars = _spend(run_dir / files.LEDGER, model)
+            forgotten.append(
+                Forgotten(
+                    model=model,
+                    threads=sum(model_of_thread(t) == model for t in gone_threads),
+                    lines=sum(line.model == model for line in lines),
+                    ledger_lines=ledger_lines,
+                    dollars=dollars,
+                )
             )
-            for model in dict.fromkeys(models)
-        ]
         delete_threads(checkpoints, gone_threads)
-        if (run_dir / rundir.QUESTIONS).exists():
-            rundir.write_outputs(run_dir, kept)
-        if meta:
-            store.write_metadata(run_dir, without(meta, forgotten, kept))
+        if (run_dir / files.QUESTIONS).exists():
+            write_lines(run_dir, kept)
+        if meta is not None:
+            write_metadata(run_dir, without(meta, forgotten, kept))
     return forgotten
 
 
 def models_in(
-    meta: dict[str, Any], lines: Sequence[dict[str, Any]], threads: Sequence[str]
+    meta: Metadata | None, lines: Sequence[QuestionLine], threads: Sequence[str]
 ) -> list[str]:
     """Every model the run directory holds anything of, in the order first seen."""
-    spec = meta.get("spec")
-    listed = spec.get("models") if isinstance(spec, dict) else None
-    scoring = meta.get("scoring_settings")
     found = [
-        *(listed if isinstance(listed, list) else []),
-        *(scoring if isinstance(scoring, dict) else {}),
-        *(line["model"] for line in lines),
+        *(meta.spec.models if meta and meta.spec else []),
+        *((meta.scoring_settings or {}) if meta else {}),
+        *(line.model for line in lines),
         *(m for t in threads if (m := model_of_thread(t)) is not None),
     ]
-    return list(dict.fromkeys(str(m) for m in found))
+    return list(dict.fromkeys(found))
 
 
 def without(
-    meta: dict[str, Any], forgotten: Sequence[Forgotten], kept: Sequence[dict[str, Any]]
-) -> dict[str, Any]:
+    meta: Metadata, forgotten: Sequence[Forgotten], kept: Sequence[QuestionLine]
+) -> Metadata:
     """``meta`` with the forgotten models out of its model lists and totals, and a record
     of the forgetting. Ledger figures (requests sent, tokens, dollars) are kept whole."""
-    meta = dict(meta)
+    meta = meta.model_copy(deep=True)
     store.drop_models_without_lines(meta, [f.model for f in forgotten], kept)
-    counted = totals(kept)
-    old = meta.get("totals")
-    if isinstance(old, dict):
-        if "recorded_api_calls" in old:  # the ledger's figures: what was sent and spent
+    counted = run_totals(totals(results_of(kept, meta)[0])).model_dump(exclude_unset=True)
+    old = meta.totals
+    if old is not None:
+        if old.recorded_api_calls is not None:  # the ledger's figures: what was sent and spent
             counted |= {
                 "recorded_api_calls": counted["api_calls"],
                 "recorded_tokens": counted["tokens"],
-                "api_calls": old.get("api_calls"),
-                "tokens": old.get("tokens"),
-                "dollars": old.get("dollars"),
+                "api_calls": old.api_calls,
+                "tokens": old.tokens,
+                "dollars": old.dollars,
             }
-        meta["totals"] = {**old, **counted}
+        meta.totals = RunTotals.model_validate({**old.model_dump(exclude_unset=True), **counted})
     if kept:
-        store.question_counts(meta, kept)
-    earlier = meta.get("forgotten")
-    meta["forgotten"] = [
-        *(earlier if isinstance(earlier, list) else []),
+        store.question_counts(meta, (line.question for line in kept))
+    meta.forgotten = [
+        *(meta.forgotten or []),
         *(
-            {
-                "model": f.model,
-                "at": store.now(),
-                "threads": f.threads,
-                "lines": f.lines,
-                "ledger_lines_kept": f.ledger_lines,
-                "dollars_kept": f.dollars,
-            }
+            ForgottenRecord(
+                model=f.model,
+                at=store.now(),
+                threads=f.threads,
+                lines=f.lines,
+                ledger_lines_kept=f.ledger_lines,
+                dollars_kept=f.dollars,
+            )
             for f in forgotten
         ),
     ]
     return meta
 
 
-def _lines(run_dir: Path) -> list[dict[str, Any]]:
-    if not (run_dir / rundir.QUESTIONS).exists():
+def _lines(run_dir: Path) -> list[QuestionLine]:
+    if not (run_dir / files.QUESTIONS).exists():
         return []
     try:
-        return rundir.read_lines(run_dir)
+        return read_lines(run_dir)
     except ValueError as exc:
         raise UsageError(printable(str(exc))) from None
 
 
-def _spend(ledger_path: Path, model: str) -> dict[str, Any]:
+def _spend(ledger_path: Path, model: str) -> tuple[int, float | None]:
     """How many ledger lines were spent on ``model``'s questions (its own requests, and
     the judge's for its threads; embeddings are batched across models, so they name
     none) and the dollars they record."""
     count = 0
     dollars: float | None = 0.0
     for line in read_ledger(ledger_path):
-        thread = line.get("thread")
-        own = line.get("role") == "model" and line.get("model") == model
-        if not own and model_of_thread(thread if isinstance(thread, str) else "") != model:
+        own = line.role == "model" and line.model == model
+        if not own and model_of_thread(line.thread or "") != model:
             continue
         count += 1
-        if line.get("event") == "usage":
-            cost = line.get("cost_usd")
-            dollars = None if dollars is None or cost is None else dollars + float(cost)
-    return {"ledger_lines": count, "dollars": dollars}
+        if line.event == "usage":
+            cost = line.cost_usd
+            dollars = None if dollars is None or cost is None else dollars + cost
+    return count, dollars

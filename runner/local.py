@@ -13,8 +13,9 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Durability
 
-from aidanbench.analysis import rundir
 from aidanbench.graph.question import build_question_graph
+from aidanbench.record import files
+from aidanbench.record.lines import QuestionLine
 from aidanbench.runner.admission import chains_in_flight
 from aidanbench.runner.checkpoints import open_checkpointer
 from aidanbench.runner.drive import Plan, drive, refuse_other_measurement, report
@@ -71,7 +72,7 @@ async def local_questions(
     run_dir: Path, services: ServicesFactory = default_services
 ) -> AsyncIterator[LocalQuestions]:
     """The local backend on ``run_dir``'s checkpoints, closed when the block ends."""
-    async with open_checkpointer(run_dir / rundir.CHECKPOINTS) as saver:
+    async with open_checkpointer(run_dir / files.CHECKPOINTS) as saver:
         yield LocalQuestions(build_question_graph(services).compile(checkpointer=saver), services)
 
 
@@ -81,7 +82,7 @@ async def check_recorded_measurements(tasks: Sequence[Task], checkpoints: Path) 
     Used when a run directory has checkpoints but no ``metadata.json``: the threads'
     own records then decide, before anything is written.
     """
-    async with aiosqlite.connect(rundir.read_only_uri(checkpoints), uri=True) as conn:
+    async with aiosqlite.connect(files.read_only_uri(checkpoints), uri=True) as conn:
         graph = build_question_graph(default_services).compile(checkpointer=AsyncSqliteSaver(conn))
         for task in tasks:
             refuse_other_measurement(task, dict((await graph.aget_state(_config(task))).values))
@@ -94,7 +95,7 @@ async def drive_local(
     concurrency: int | None = None,
     progress: Progress,
     services: ServicesFactory = default_services,
-) -> list[dict[str, Any]]:
+) -> list[QuestionLine]:
     """The drive loop on this machine, without the session around it (no lock, no
     metadata): for callers that keep their own run directory (the demo, benchmarks).
     ``concurrency`` None keeps every task in flight, up to the memory ceiling

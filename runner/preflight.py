@@ -38,14 +38,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from aidanbench.core.errors import UsageError, printable
-from aidanbench.core.settings import (
-    LOCAL_EMBEDDING_MODEL,
-    ROLE_FIELDS,
-    ROLE_NAMES,
-    Settings,
-    role_flag,
-)
-from aidanbench.runner.spec import BASE_URL_VARIABLE, OPENAI_URL
+from aidanbench.core.settings import ROLE_NAMES, ROLES, Endpoint, Settings, role_flag
+from aidanbench.runner.spec import BASE_URL_VARIABLE
 from aidanbench.services.endpoint_check import (
     PROBE_MAX_TOKENS,
     PROBE_MESSAGE,
@@ -57,7 +51,6 @@ from aidanbench.services.endpoint_check import (
     minimal_chat,
     minimal_embeddings,
 )
-from aidanbench.services.errors import host_of
 from aidanbench.services.lifecycle import Shutdowns, known_shutdowns, parse_date
 from aidanbench.services.pricing import price_table
 from aidanbench.services.usage import UsageLedger, prompt_tokens, raw_usage
@@ -80,46 +73,28 @@ BENCHMARK_JUDGE = Settings.model_fields["judge_model"].default
 """The benchmark's own judge, the one the published scores used."""
 
 
-@dataclass(frozen=True)
-class Role:
-    """One role of the session as it reaches its endpoint."""
-
-    role: str
-    """``model``, ``judge`` or ``embeddings``."""
-    model: str
-    base_url: str
-    key_env: str
-
-    @property
-    def host(self) -> str:
-        """The endpoint's host (and port), for messages."""
-        return host_of(self.base_url)
-
-    @property
-    def kind(self) -> Literal["chat", "embeddings"]:
-        """Which minimal request this role's model answers."""
-        return "embeddings" if self.role == "embeddings" else "chat"
-
-
-def roles_of(settings: Iterable[Settings]) -> list[Role]:
-    """Every distinct role of the session's settings (local embeddings reach nothing)."""
-    found: dict[Role, None] = {}
+def roles_of(settings: Iterable[Settings]) -> list[Endpoint]:
+    """Every distinct role endpoint of the session's settings (local embeddings reach
+    nothing), each with the base URL it reaches."""
+    found: dict[Endpoint, None] = {}
     for s in settings:
-        for role, names in ROLE_FIELDS.items():
-            # the name the endpoint knows: a variant's NAME, not the row's NAME@LABEL
-            model = s.provider_model if role == "model" else str(getattr(s, names.model))
-            if role == "embeddings" and model == LOCAL_EMBEDDING_MODEL:
-                continue
-            url = getattr(s, names.base_url) or OPENAI_URL
-            found[Role(role, model, url, str(getattr(s, names.api_key_env)))] = None
+        for role in ROLES:
+            endpoint = s.endpoint(role)
+            if not endpoint.local:
+                found[dataclasses.replace(endpoint, base_url=endpoint.url)] = None
     return list(found)
+
+
+def request_kind(endpoint: Endpoint) -> Literal["chat", "embeddings"]:
+    """Which minimal request the role's model answers."""
+    return "embeddings" if endpoint.role == "embeddings" else "chat"
 
 
 @dataclass(frozen=True)
 class Asked:
     """One minimal request preflight sent, to be written to the usage ledger."""
 
-    role: Role
+    role: Endpoint
     answer: Answer
 
 
@@ -137,7 +112,7 @@ class Preflight:
         for asked in self.asked:
             where = {"thread": None, "node": "preflight"}
             role, model = asked.role.role, asked.role.model
-            chat = asked.role.kind == "chat"
+            chat = request_kind(asked.role) == "chat"
             prompt = PROBE_MESSAGE if chat else PROBE_TEXT
             request = ledger.sent(
                 role,
@@ -179,15 +154,15 @@ def probe_reply(payload: dict[str, Any]) -> str:
 
 
 @dataclass
-class _Endpoint:
+class _Server:
     """The roles reaching one endpoint with one key, and what it answered."""
 
     base_url: str
     key_env: str
-    roles: list[Role]
+    roles: list[Endpoint]
     listing: Answer | None = None
     models: dict[str, str | None] | None = None
-    asked: dict[Role, Answer] = field(default_factory=dict)
+    asked: dict[Endpoint, Answer] = field(default_factory=dict)
 
 
 async def check(
@@ -206,10 +181,10 @@ async def check(
     """
     today = today or datetime.date.today()
     say = warn or _stderr
-    endpoints: dict[tuple[str, str], _Endpoint] = {}
+    endpoints: dict[tuple[str, str], _Server] = {}
     for role in roles_of(settings):
-        key = (role.base_url, role.key_env)
-        endpoints.setdefault(key, _Endpoint(role.base_url, role.key_env, [])).roles.append(role)
+        key = (role.url, role.key_env)
+        endpoints.setdefault(key, _Server(role.url, role.key_env, [])).roles.append(role)
     table = known_shutdowns()
     await asyncio.gather(*(_look(endpoint, table, today) for endpoint in endpoints.values()))
     result = Preflight()
@@ -224,7 +199,7 @@ async def check(
     return result
 
 
-async def _look(endpoint: _Endpoint, table: Shutdowns, today: datetime.date) -> None:
+async def _look(endpoint: _Server, table: Shutdowns, today: datetime.date) -> None:
     """Ask the endpoint for its model list, then each unlisted model for one answer."""
     key = os.environ.get(endpoint.key_env, "")
     client = endpoint_client(endpoint.base_url, key, max(LIST_LIMIT_S, ASK_LIMIT_S))
@@ -245,21 +220,21 @@ async def _look(endpoint: _Endpoint, table: Shutdowns, today: datetime.date) -> 
         await client.close()
 
 
-async def _ask(client: openai.AsyncOpenAI, role: Role, table: Shutdowns) -> Answer:
+async def _ask(client: openai.AsyncOpenAI, role: Endpoint, table: Shutdowns) -> Answer:
     """The minimal request of the role's kind."""
-    if role.kind == "embeddings":
+    if request_kind(role) == "embeddings":
         return await minimal_embeddings(client, role.model, ASK_LIMIT_S)
     return await minimal_chat(client, role.model, ASK_LIMIT_S, openai_api=table.serves(role.host))
 
 
-def _retired_at_provider(role: Role, table: Shutdowns, today: datetime.date) -> bool:
+def _retired_at_provider(role: Endpoint, table: Shutdowns, today: datetime.date) -> bool:
     """A model the provider's own table says is shut down, on the provider's own API."""
     shutdown = table.date_of(role.model)
     return table.serves(role.host) and shutdown is not None and shutdown <= today
 
 
 def _verdicts(
-    endpoint: _Endpoint,
+    endpoint: _Server,
     table: Shutdowns,
     today: datetime.date,
     sources: dict[str, str],
@@ -285,7 +260,7 @@ def _verdicts(
 
 
 def _verdict(
-    role: Role, endpoint: _Endpoint, table: Shutdowns, today: datetime.date, result: Preflight
+    role: Endpoint, endpoint: _Server, table: Shutdowns, today: datetime.date, result: Preflight
 ) -> str | None:
     """One role's refusal line, or None (a warning may be added to ``result``)."""
     listed = endpoint.models or {}
@@ -325,7 +300,7 @@ def _date(text: str | None) -> datetime.date | None:
 
 
 def _warn_soon(
-    role: Role, shutdown: datetime.date | None, today: datetime.date, result: Preflight
+    role: Endpoint, shutdown: datetime.date | None, today: datetime.date, result: Preflight
 ) -> None:
     if shutdown is None or shutdown > today + datetime.timedelta(days=LIKELY_RUN_DAYS):
         return
@@ -337,12 +312,12 @@ def _warn_soon(
     )
 
 
-def _roles_text(roles: Sequence[Role]) -> str:
+def _roles_text(roles: Sequence[Endpoint]) -> str:
     names = list(dict.fromkeys(ROLE_NAMES[r.role] for r in roles))
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def successor_hint(role: Role) -> str:
+def successor_hint(role: Endpoint) -> str:
     """What to do about a judge, embedding or model that cannot be used."""
     if role.role == "judge":
         return (
@@ -352,7 +327,7 @@ def successor_hint(role: Role) -> str:
     return f"choose another with {role_flag(role.role, 'model')}"
 
 
-def retired_line(role: Role, shutdown: datetime.date, source: str) -> str:
+def retired_line(role: Endpoint, shutdown: datetime.date, source: str) -> str:
     """The refusal of a model past its shutdown date."""
     if role.role == "judge" and role.model == BENCHMARK_JUDGE:
         return (
@@ -365,7 +340,7 @@ def retired_line(role: Role, shutdown: datetime.date, source: str) -> str:
     )
 
 
-def unknown_line(role: Role, answer: Answer, listed: Sequence[str], table: Shutdowns) -> str:
+def unknown_line(role: Endpoint, answer: Answer, listed: Sequence[str], table: Shutdowns) -> str:
     """The refusal of a model the endpoint does not serve (404)."""
     said = f"HTTP 404 {answer.code}" if answer.code else "HTTP 404"
     if answer.message:
@@ -392,7 +367,7 @@ def unknown_line(role: Role, answer: Answer, listed: Sequence[str], table: Shutd
     )
 
 
-def key_refused_line(roles: Sequence[Role], answer: Answer) -> str:
+def key_refused_line(roles: Sequence[Endpoint], answer: Answer) -> str:
     """The refusal of a key (401, 403), naming the variable that holds it."""
     role = roles[0]
     said = f"HTTP {answer.status}" + (f": {answer.message}" if answer.message else "")
@@ -403,7 +378,7 @@ def key_refused_line(roles: Sequence[Role], answer: Answer) -> str:
     )
 
 
-def unreachable_line(roles: Sequence[Role], answer: Answer, sources: dict[str, str]) -> str:
+def unreachable_line(roles: Sequence[Endpoint], answer: Answer, sources: dict[str, str]) -> str:
     """The refusal of an endpoint that does not answer, naming what sets its URL."""
     flags = []
     for role in roles:

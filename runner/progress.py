@@ -6,7 +6,7 @@ a run with thousands of answers does not build a table per answer.
 
 A row counts what is stored: a question found finished (an earlier session's work) or
 one that just stopped contributes its stored line, and the row's figures are
-``core.records.totals`` of those lines, the function behind the summary, ``report`` and
+``record.results.totals`` of those lines, the function behind the summary, ``report`` and
 the metadata; the answer events of a question still running are shown on top until it
 stops, when they are replaced by its line. So the table ends equal to the summary
 whatever was resumed, retried or discarded as a look-ahead. Every outside string (model
@@ -37,10 +37,10 @@ from rich.text import Text
 
 from aidanbench.analysis.cost import dollars_text, tokens_text
 from aidanbench.analysis.tables import Column, fitted_tables
-from aidanbench.core import records
 from aidanbench.core.errors import printable
-from aidanbench.core.results import QuestionResult
 from aidanbench.core.vocabulary import is_error_stop
+from aidanbench.record.lines import QuestionLine
+from aidanbench.record.results import QuestionResult, question_result, totals
 from aidanbench.runner.tasks import LineCounts
 
 if TYPE_CHECKING:
@@ -72,9 +72,9 @@ class ModelProgress:
     """Answer events of each running question, until its line replaces them."""
 
     def figures(self) -> LineCounts:
-        """Answers, score, calls, tokens and dollars as of now: ``core.records.totals`` of
+        """Answers, score, calls, tokens and dollars as of now: ``record.results.totals`` of
         the lines (what ``report`` shows of them), plus the answers still in flight."""
-        counted = records.totals(list(self.lines.values()))
+        counted = totals(list(self.lines.values()))
         total = LineCounts(
             answers=counted.answers,
             score=counted.score,
@@ -149,36 +149,33 @@ class Progress:
         row.running += 1
 
     def finished_question(
-        self, label: str, question: str, output: dict[str, Any], key: str | None = None
+        self, label: str, question: str, line: QuestionLine, key: str | None = None
     ) -> None:
-        """A question stopped; ``output`` is its stored line (or the thread's values)."""
+        """A question stopped; ``line`` is its stored line."""
         row = self.rows[label]
         row.running -= 1
-        stop = output.get("stop_reason")
-        if is_error_stop(stop):
+        if is_error_stop(line.stop_reason):
             row.errored += 1
         else:
             row.done += 1
         key = key if key is not None else label
         row.flight.pop(key, None)
-        row.lines[key] = records.question_result(output)
+        row.lines[key] = question_result(line)
         self._line(
-            f"{printable(label)}: {printable(str(stop))} after {output.get('score', 0)} valid — "
-            f"{printable(question[:60])}"
+            f"{printable(label)}: {printable(str(line.stop_reason))} after {line.score or 0} "
+            f"valid — {printable(question[:60])}"
         )
 
-    def skipped(self, label: str, output: dict[str, Any], key: str | None = None) -> None:
+    def skipped(self, label: str, line: QuestionLine, key: str | None = None) -> None:
         """A question finished in an earlier session: counted from its line, not run again."""
         row = self.rows[label]
         row.queued -= 1
         row.done += 1
-        row.lines[key if key is not None else f"{label}#{len(row.lines)}"] = (
-            records.question_result(output)
-        )
+        row.lines[key if key is not None else f"{label}#{len(row.lines)}"] = question_result(line)
 
-    def stored(self, label: str, output: dict[str, Any], key: str | None = None) -> None:
+    def stored(self, label: str, line: QuestionLine, key: str | None = None) -> None:
         """A question about to run again: what its earlier sessions stored is counted now."""
-        self.rows[label].lines[key if key is not None else label] = records.question_result(output)
+        self.rows[label].lines[key if key is not None else label] = question_result(line)
 
     def answer(self, label: str, event: dict[str, Any], key: str | None = None) -> None:
         """An answer event of a running question: shown until the question's line replaces it."""

@@ -37,10 +37,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import CONFIG_KEY_RUNTIME
 from langgraph.runtime import Runtime
 
-from aidanbench.analysis import rundir
 from aidanbench.analysis.judge_noise import SAMPLES_KEY
 from aidanbench.analysis.rescore import RescoredQuestion
-from aidanbench.core.results import AnswerRow
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import AnswerRecord, CallStats
 from aidanbench.core.vocabulary import CAP_STOPS, THRESHOLD_STOPS
@@ -48,10 +46,14 @@ from aidanbench.graph.question import build_question_graph
 from aidanbench.nodes.context import no_calls
 from aidanbench.nodes.metrics import chain_metrics
 from aidanbench.nodes.prepare import measured_by
+from aidanbench.record import files
+from aidanbench.record.lines import QuestionLine, write_lines
+from aidanbench.record.metadata import write_metadata
+from aidanbench.record.results import AnswerRow, results_of, run_totals, totals
 from aidanbench.runner import store
 from aidanbench.runner.checkpoints import open_checkpointer
 from aidanbench.runner.spec import RunSpec, make_settings
-from aidanbench.runner.tasks import Task, totals
+from aidanbench.runner.tasks import Task
 from aidanbench.services import default_services
 
 QUESTIONS_FILE = "questions.json"
@@ -64,11 +66,11 @@ REJUDGED_FLAG = "rejudged"
 def copy_cache(source: Path, target: Path) -> bool:
     """Copy a source run directory's ``cache.sqlite`` (its vectors) to ``target`` with
     SQLite's backup, which is consistent even while the source is being written."""
-    found = source / rundir.CACHE
+    found = source / files.CACHE
     if not source.is_dir() or not found.exists():
         return False
     with (
-        store.closing_db(sqlite3.connect(rundir.read_only_uri(found), uri=True)) as src,
+        store.closing_db(sqlite3.connect(files.read_only_uri(found), uri=True)) as src,
         store.closing_db(sqlite3.connect(target)) as dst,
     ):
         src.backup(dst)
@@ -140,7 +142,7 @@ def thread_values(line: RescoredQuestion, settings: Settings) -> dict[str, Any]:
 class Seeded:
     """What ``seed_run`` wrote."""
 
-    lines: list[dict[str, Any]]
+    lines: list[QuestionLine]
     open: int
     """Threads left for ``run`` to continue."""
     question_sets: list[tuple[list[str], Path]]
@@ -165,7 +167,7 @@ async def seed_run(
         settings = settings_of[(result.model, result.temperature)]
         tasks.append(Task(settings, result.question, result.repeat))
         states.append(thread_values(line, settings))
-    async with open_checkpointer(run_dir / rundir.CHECKPOINTS) as saver:
+    async with open_checkpointer(run_dir / files.CHECKPOINTS) as saver:
         graph = build_question_graph(default_services).compile(checkpointer=saver)
         for task, values in zip(tasks, states, strict=True):
             settings = task.settings
@@ -178,29 +180,29 @@ async def seed_run(
             }
             await graph.aupdate_state(config, values, as_node="decide")
     lines = [task.line(values) for task, values in zip(tasks, states, strict=True)]
-    rundir.write_outputs(run_dir, lines)
+    write_lines(run_dir, lines)
     meta = store.grown_metadata(None, spec, tasks, in_flight=0)  # nothing is asked here
-    session = meta["sessions"][-1]
-    session["status"] = "rejudged"
-    session["finished_at"] = store.now()
-    store.question_counts(meta, lines)
-    meta["totals"] = totals(lines)
-    meta["rejudged_from"] = dict(provenance)
-    store.write_metadata(run_dir, meta)
+    session = meta.sessions[-1]
+    session.status = "rejudged"
+    session.finished_at = store.now()
+    store.question_counts(meta, (line.question for line in lines))
+    meta.totals = run_totals(totals(results_of(lines, meta)[0]))
+    meta.rejudged_from = dict(provenance)
+    write_metadata(run_dir, meta)
     open_threads = sum(1 for values in states if values["stop_reason"] is None)
     return Seeded(lines, open_threads, write_question_sets(run_dir, lines))
 
 
 def write_question_sets(
-    run_dir: Path, lines: Sequence[Mapping[str, Any]]
+    run_dir: Path, lines: Sequence[QuestionLine]
 ) -> list[tuple[list[str], Path]]:
     """One questions file per set of models that answered the same questions
     (``questions.json`` when every model did)."""
     asked: dict[str, list[str]] = {}
     for line in lines:
-        listed = asked.setdefault(line["model"], [])
-        if line["question"] not in listed:
-            listed.append(line["question"])
+        listed = asked.setdefault(line.model, [])
+        if line.question not in listed:
+            listed.append(line.question)
     groups: dict[tuple[str, ...], list[str]] = {}
     for model, questions in asked.items():
         groups.setdefault(tuple(questions), []).append(model)
@@ -208,7 +210,7 @@ def write_question_sets(
     for number, (shared, models) in enumerate(groups.items(), 1):
         name = QUESTIONS_FILE if len(groups) == 1 else f"questions-{number}.json"
         path = run_dir / name
-        rundir.atomic_write(path, json.dumps(list(shared), indent=2, ensure_ascii=False))
+        files.atomic_write(path, json.dumps(list(shared), indent=2, ensure_ascii=False))
         found.append((models, path))
     return found
 

@@ -22,19 +22,18 @@ from pydantic import (
     model_validator,
 )
 
-from aidanbench.analysis import rundir
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import (
     ROLE_FIELDS,
+    ROLES,
     Settings,
     unused_variants,
     variant_label,
     variant_problem,
 )
-from aidanbench.graph.question_sources import QuestionSourceError, validated
-from aidanbench.graph.questions import bundled_questions
+from aidanbench.graph.questions import QuestionSourceError, bundled_questions, validated
+from aidanbench.record import files
 from aidanbench.runner.tasks import Task
-from aidanbench.services.usage import LEDGER
 
 RUN_FIELDS = frozenset(
     {"model", "temperature", "variant_fields", "cache_path", "prices_path", "usage_path"}
@@ -121,7 +120,8 @@ class RunSpec(BaseModel):
     @field_validator("questions")
     @classmethod
     def _one_spelling(cls, value: list[str]) -> list[str]:
-        """Each question normalised (``core.questions``); two spellings of one refused."""
+        """Each question in its normal form (``record.lines.normal_question``); two
+        spellings of one are refused."""
         try:
             return validated(value, "questions")
         except QuestionSourceError as exc:
@@ -205,15 +205,10 @@ def given_settings(values: dict[str, Any]) -> dict[str, Any]:
 BASE_URL_VARIABLE = "OPENAI_BASE_URL"
 """The OpenAI SDK's variable: the base URL of every client not given one."""
 
-OPENAI_URL = "https://api.openai.com/v1"
-"""Where a role with no base URL goes (the OpenAI SDK's default)."""
-
 
 def base_urls(settings: Settings) -> dict[str, str]:
     """The base URL each role reaches (``OPENAI_URL`` for a role given none)."""
-    return {
-        role: getattr(settings, names.base_url) or OPENAI_URL for role, names in ROLE_FIELDS.items()
-    }
+    return {role: settings.endpoint(role).url for role in ROLES}
 
 
 def environment_base_urls(
@@ -245,8 +240,8 @@ def run_fields(spec: RunSpec) -> dict[str, Any]:
     this machine): its dollars come from the bundled prices."""
     local = spec.server is None
     return {
-        "cache_path": str(spec.run_dir / rundir.CACHE),
-        "usage_path": str(spec.run_dir / LEDGER) if local else None,
+        "cache_path": str(spec.run_dir / files.CACHE),
+        "usage_path": str(spec.run_dir / files.LEDGER) if local else None,
         "prices_path": str(spec.prices.resolve()) if local and spec.prices else None,
     }
 

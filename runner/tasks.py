@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aidanbench.analysis import rundir
-from aidanbench.core import records
-from aidanbench.core.metric_names import environment_aliases
+from aidanbench.core.calls import add_dollars
 from aidanbench.core.settings import Settings
-from aidanbench.core.vocabulary import ERROR_KINDS, FINAL_STOPS
+from aidanbench.core.vocabulary import FINAL_STOPS
 from aidanbench.nodes.prepare import measured_by
+from aidanbench.record.lines import QuestionLine, write_lines
 
 
 @dataclass(frozen=True)
@@ -39,47 +38,29 @@ class Task:
         return f"{self.settings.model} (T={self.settings.temperature:g})"
 
     @property
+    def cell(self) -> tuple[str, float, str]:
+        """(model, temperature, question): the task's place in the run's grid."""
+        return self.settings.model, self.settings.temperature, self.question
+
+    @property
     def thread_id(self) -> str:
         """Stable across runs: model, temperature, repeat and a hash of the question."""
         return thread_id(self.settings.model, self.settings.temperature, self.repeat, self.question)
 
-    def line(self, output: dict[str, Any]) -> dict[str, Any]:
-        """The task's ``questions.jsonl`` line (with its answers) from a graph output.
+    def line(self, output: Mapping[str, Any]) -> QuestionLine:
+        """The task's question line (with its answers) from its thread's values.
 
         Thresholds and embedding model are the ones the thread recorded when it started
         (its ``measured``), so a line never labels old scores with this run's settings.
         """
-        s = self.settings
-        measured = output.get("measured") or measured_by(s)
-        keep = (
-            "answers",
-            "stop_reason",
-            "error",
-            "score",
-            "novelty_sum",
-            "mean_coherence",
-            "mean_novelty",
-            "mean_llm_novelty",
-            "format_adherence",
-            "speculative",
+        return QuestionLine.from_output(
+            output,
+            measured=output.get("measured") or measured_by(self.settings),
+            question=self.question,
+            repeat=self.repeat,
+            thread_id=self.thread_id,
+            reward_mode=self.settings.reward_mode,
         )
-        return {
-            "model": s.model,
-            "temperature": s.temperature,
-            "question": self.question,
-            "repeat": self.repeat,
-            "thread_id": self.thread_id,
-            "embedding_model": measured["embedding_model"],
-            "thresholds": {
-                "coherence": measured["coherence_threshold"],
-                "novelty": measured["novelty_threshold"],
-                "llm_novelty": measured["llm_novelty_threshold"],
-            },
-            "measured": measured,
-            **{k: output.get(k) for k in keep},
-            **environment_aliases(output, s.reward_mode),
-            "answers": output.get("answers") or [],
-        }
 
 
 def thread_id(model: str, temperature: float, repeat: int, question: str) -> str:
@@ -111,11 +92,6 @@ def start_input(task: Task, pending: bool) -> dict[str, Any] | None:
     return None if pending else {"question": task.question}
 
 
-def errored(lines: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Question lines that stopped on an error (a rerun retries them)."""
-    return [dict(line) for line in lines if line.get("stop_reason") in ERROR_KINDS]
-
-
 @dataclass(frozen=True)
 class LineCounts:
     """Figures of answers shown in a live table row before their question's line is stored."""
@@ -137,25 +113,9 @@ class LineCounts:
             score=self.score + other.score,
             calls=self.calls + other.calls,
             tokens=tokens,
-            dollars=records.add_dollars(self.dollars, other.dollars),
+            dollars=add_dollars(self.dollars, other.dollars),
             usage_missing=self.usage_missing + other.usage_missing,
         )
-
-
-def totals(lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The run's totals as ``metadata.json`` records them, counted by ``core.records``."""
-    counted = records.totals(records.distinct(records.question_result(x) for x in lines)[0])
-    return {
-        "questions": counted.lines,
-        "answers": counted.answers,
-        "score": counted.score,
-        "api_calls": counted.api_calls,
-        "tokens": counted.tokens,
-        "dollars": counted.dollars,
-        "usage_missing": counted.usage_missing,
-        "errored": counted.errored,
-        "truncated_answers": counted.truncated_answers,
-    }
 
 
 WRITE_EVERY_S = 5.0
@@ -169,9 +129,10 @@ class RunLines:
     first), so the files list questions in the run's order whatever order they finish in.
     Each rewrite serialises every line, so while a run goes on the files are rewritten at
     most every ``every`` seconds (the first finished question at once), and the driver
-    writes them once more at the end: rewriting on every finish took about a tenth of a
-    63-question run's CPU (profiled). The checkpoints, not these files, are what a resumed
-    run starts from.
+    writes them once more at the end: the files are for reading, and rewriting them on
+    every finish would spend the CPU a long run needs (``bench.lab --variants
+    write-always`` measures it). The checkpoints, not these files, are what a resumed run
+    starts from.
     """
 
     def __init__(
@@ -179,22 +140,22 @@ class RunLines:
         run_dir: Path,
         every: float = WRITE_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
-        carried: Sequence[dict[str, Any]] = (),
+        carried: Sequence[QuestionLine] = (),
     ) -> None:
         self.run_dir = run_dir
         self.every = every
         self.clock = clock
-        self.lines: dict[str, dict[str, Any]] = {line["thread_id"]: line for line in carried}
+        self.lines: dict[str, QuestionLine] = {line_thread(line): line for line in carried}
         self._lock = asyncio.Lock()
         self._written: float | None = None
 
-    def record(self, task: Task, values: Mapping[str, Any]) -> dict[str, Any]:
+    def record(self, task: Task, values: Mapping[str, Any]) -> QuestionLine:
         """Note the task's current state (its line) without writing; returns the line."""
-        line = task.line(dict(values))
+        line = task.line(values)
         self.lines[task.thread_id] = line
         return line
 
-    async def finished(self, task: Task, values: Mapping[str, Any]) -> dict[str, Any]:
+    async def finished(self, task: Task, values: Mapping[str, Any]) -> QuestionLine:
         """Note a finished question; rewrite the files unless they were just written."""
         line = self.record(task, values)
         async with self._lock:
@@ -204,15 +165,15 @@ class RunLines:
 
     def write(self) -> None:
         """Rewrite results, answers and questions files from every line to show."""
-        rundir.write_outputs(self.run_dir, self.all())
+        write_lines(self.run_dir, self.all())
         self._written = self.clock()
 
-    def all(self) -> list[dict[str, Any]]:
+    def all(self) -> list[QuestionLine]:
         """Every line to show (``with_results``), in the run's order."""
         return with_results(self.lines.values())
 
 
-def with_results(lines: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_results(lines: Iterable[QuestionLine]) -> list[QuestionLine]:
     """The lines of every (model, temperature) that has produced something: an answer or
     a stop on at least one of its lines.
 
@@ -222,9 +183,10 @@ def with_results(lines: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     started are shown too (``unfinished``).
     """
     lines = list(lines)
-    rows = {
-        (ln["model"], ln["temperature"])
-        for ln in lines
-        if ln.get("answers") or ln.get("stop_reason")
-    }
-    return [line for line in lines if (line["model"], line["temperature"]) in rows]
+    rows = {(line.model, line.temperature) for line in lines if line.produced}
+    return [line for line in lines if (line.model, line.temperature) in rows]
+
+
+def line_thread(line: QuestionLine) -> str:
+    """A line's thread id (lines written before they recorded it: the id its key makes)."""
+    return line.thread_id or thread_id(line.model, line.temperature, line.repeat, line.question)

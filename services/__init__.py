@@ -28,7 +28,6 @@ if TYPE_CHECKING:
         judge_namespace,
         key_values,
         repaired,
-        role_host,
         shared_cache,
         with_policy,
     )
@@ -45,7 +44,6 @@ __all__ = [
     "judge_namespace",
     "key_values",
     "repaired",
-    "role_host",
     "shared_cache",
     "with_policy",
 ]

@@ -27,6 +27,7 @@ loads ``langchain_openai``.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import httpx2
@@ -37,7 +38,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import SecretStr
 
 from aidanbench.core.errors import ConfigError
-from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
+from aidanbench.core.settings import ROLES, Settings
 from aidanbench.services.chat import ChatLedger, OpenAIChat
 from aidanbench.services.embeddings import OpenAICompatibleEmbeddings
 from aidanbench.services.pricing import price_table
@@ -52,12 +53,31 @@ def api_key(variable: str, role: str) -> SecretStr:
     return SecretStr(value)
 
 
+def check_keys(settings: Settings, roles: Sequence[str] = ROLES) -> None:
+    """A ``ConfigError`` naming the first of ``roles`` whose key variable is unset (local
+    embeddings need none): what a run checks before anything starts."""
+    for role in roles:
+        endpoint = settings.endpoint(role)
+        if not endpoint.local:
+            api_key(endpoint.key_env, role)
+
+
 Transport = Literal["httpx", "aiohttp"]
 """The HTTP transport under the OpenAI client (see the module docstring)."""
 
 ChatKind = Literal["langchain", "openai"]
 """``langchain``: ``ChatOpenAI``, whose calls LangSmith and Studio trace; ``openai``:
 ``services.chat.OpenAIChat``, the same request for less CPU, traced by nobody."""
+
+RUN_TRANSPORT: Transport = "aiohttp"
+RUN_CHAT: ChatKind = "openai"
+"""The clients of a run that owns them from start to end (the run engine, so ``aidanbench
+run`` and ``demo``; ``rescore --judge-model``): aiohttp pools, closed when it ends, and
+``OpenAIChat``. Graphs embedded anywhere else keep ``OpenAIServices``' defaults, httpx and
+``ChatOpenAI``, whose calls LangSmith and Studio trace. Why a second chat client: it saves
+CPU per turn where a run is CPU-bound; the measurement (``python -m bench.lab --workloads b
+--variants default,chatopenai`` and ``python -m bench.chat_client``) and the decision are
+in the performance documentation (README's Performance section)."""
 
 
 def http_pool(settings: Settings, transport: Transport, size: int) -> httpx2.AsyncClient:
@@ -98,16 +118,16 @@ def chat_client(
     kind: ChatKind,
     role: str,
     *,
-    base_url: str | None,
-    key_env: str,
-    model: str,
     temperature: float | None,
     extra_body: dict[str, Any] | None = None,
     name: str | None = None,
 ) -> BaseChatModel | OpenAIChat:
-    """One chat role's client of ``kind`` asking for ``model``, writing to the run's usage
-    ledger under ``name`` (default: ``model``) if the run keeps one."""
-    key = api_key(key_env, role)
+    """One chat role's client of ``kind`` for the role's endpoint (``Settings.endpoint``),
+    writing to the run's usage ledger under ``name`` (default: the model asked for) if the
+    run keeps one."""
+    endpoint = settings.endpoint(role)
+    base_url, model = endpoint.base_url, endpoint.model
+    key = api_key(endpoint.key_env, role)
     record = chat_ledger(settings, role, model, name or model)
     if kind == "openai":
         client = openai_client(base_url, key, settings, pool)
@@ -150,9 +170,6 @@ def model_under_test(
         pool,
         kind,
         "model",
-        base_url=settings.base_url,
-        key_env=settings.api_key_env,
-        model=settings.provider_model,
         temperature=settings.temperature,
         extra_body=settings.request_fields or None,
         name=settings.model,
@@ -168,9 +185,6 @@ def judge(
         pool,
         kind,
         "judge",
-        base_url=settings.judge_base_url,
-        key_env=settings.judge_api_key_env,
-        model=settings.judge_model,
         temperature=settings.judge_temperature,
     )
 
@@ -181,12 +195,13 @@ def embeddings(settings: Settings, pool: httpx2.AsyncClient | None) -> Embedding
     Texts are sent as strings, never as token ids (which many OpenAI-compatible servers
     reject, and which need a tokenizer file downloaded).
     """
-    if settings.embedding_model == LOCAL_EMBEDDING_MODEL:
+    endpoint = settings.endpoint("embeddings")
+    if endpoint.local:
         from aidanbench.services.local_embeddings import local_embeddings
 
         return local_embeddings()
-    key = api_key(settings.embedding_api_key_env, "embeddings")
-    client = openai_client(settings.embedding_base_url, key, settings, pool)
+    key = api_key(endpoint.key_env, "embeddings")
+    client = openai_client(endpoint.base_url, key, settings, pool)
     usage = None
     if settings.usage_path is not None:
         price = price_table(settings.prices_path).price(settings.embedding_model)

@@ -21,7 +21,6 @@ import sys
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from aidanbench.core.errors import ConfigError, ErrorInfo, MalformedReply, ScoreParseError
 
@@ -98,13 +97,6 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
         text = text.replace(secret, REDACTED)
     return text
-
-
-def host_of(url: str | None) -> str:
-    """The host (and port) of an endpoint URL, for messages; ``api.openai.com`` for None."""
-    if not url:
-        return "api.openai.com"
-    return urlsplit(url).netloc or url
 
 
 def describe(role: str, host: str, exc: BaseException, secrets: Iterable[str] = ()) -> ErrorInfo:

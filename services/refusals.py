@@ -24,8 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aidanbench.core.errors import EndpointRefused, printable
-from aidanbench.core.settings import ROLE_FIELDS, ROLE_NAMES, Settings, role_flag
-from aidanbench.services.errors import api_message, host_of, redact, short
+from aidanbench.core.settings import ROLE_NAMES, Settings, role_flag
+from aidanbench.services.errors import api_message, redact, short
 
 REFUSED_STATUSES = frozenset({401, 403, 404})
 """Statuses that refuse a role whatever the request."""
@@ -100,11 +100,8 @@ class RefusalWatch:
         """Who refused what, and what to change."""
         import openai
 
-        fields = ROLE_FIELDS[role]
-        settings = self.settings
-        model = settings.provider_model if role == "model" else str(getattr(settings, fields.model))
-        host = host_of(getattr(self.settings, fields.base_url))
-        key_env = str(getattr(self.settings, fields.api_key_env))
+        endpoint = self.settings.endpoint(role)
+        model, host, key_env = endpoint.model, endpoint.host, endpoint.key_env
         status = status_of(exc)
         code = getattr(exc, "code", None)
         said = f"HTTP {status}" + (f" {code}" if code else "")

@@ -18,17 +18,14 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 
 from aidanbench.core.errors import ConfigError, MalformedReply
-from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings
+from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, ROLES, Settings
 from aidanbench.services import clients, retry
 from aidanbench.services.batching import EmbeddingBatcher
 from aidanbench.services.cache import ScoreCache, endpoint_key
 from aidanbench.services.chat import OpenAIChat
 from aidanbench.services.endpoint_check import PROBE_MESSAGE, PROBE_TEXT
-from aidanbench.services.errors import host_of
 from aidanbench.services.limits import EndpointLimiter, EndpointStats
 from aidanbench.services.refusals import RefusalWatch
-
-ROLES = ("model", "judge", "embeddings")
 
 ChatClient = BaseChatModel | OpenAIChat
 """A chat role's client: any LangChain chat model, or the direct ``OpenAIChat``."""
@@ -229,7 +226,7 @@ def judge_namespace(settings: Settings) -> str:
 
 def key_values(settings: Settings) -> list[str]:
     """The values of every role's key variable, to redact from error messages."""
-    names = {settings.api_key_env, settings.judge_api_key_env, settings.embedding_api_key_env}
+    names = {settings.endpoint(role).key_env for role in ROLES}
     return [value for name in sorted(names) if (value := os.environ.get(name))]
 
 
@@ -248,18 +245,6 @@ def shared_cache(path: str | Path) -> ScoreCache:
         if key not in _caches:
             _caches[key] = ScoreCache(key)
         return _caches[key]
-
-
-def role_host(settings: Settings, role: str) -> str:
-    """Host of ``role``'s endpoint for messages (``local`` for on-machine embeddings)."""
-    if role == "embeddings" and settings.embedding_model == LOCAL_EMBEDDING_MODEL:
-        return "local"
-    url = {
-        "model": settings.base_url,
-        "judge": settings.judge_base_url,
-        "embeddings": settings.embedding_base_url,
-    }[role]
-    return host_of(url)
 
 
 OPEN_FILES_RESERVE = 256
@@ -406,7 +391,7 @@ class OpenAIServices:
         return {host: limiter.stats() for host, limiter in list(state.limiters.items())}
 
     def _build(self, state: _LoopState, settings: Settings) -> Services:
-        hosts = {role: role_host(settings, role) for role in ROLES}
+        hosts = {role: settings.endpoint(role).host for role in ROLES}
         services = Services(
             build={},
             cache=self.cache(settings.cache_path),

@@ -6,9 +6,8 @@ retried, and neither leaves a trace in the state. The ledger does. Every chat re
 writes one ``sent`` line before it goes out (so a request the server saw is counted
 even when the process dies before the reply) and one ``usage`` line when its reply
 arrives, with the tokens the provider reported and the dollars; embedding requests do
-the same. Lines are appended with one ``write`` each to a file opened ``O_APPEND``: the
-kernel holds them the moment the call returns, so a SIGKILL loses none, and a rerun
-appends to the same file, so the run's totals are summed across its sessions.
+the same. The lines, how they are appended (so a SIGKILL loses none) and their totals
+are ``record.usage``'s; this module decides what goes in them.
 
 Every request is one of three things, and totals say how many of each:
 
@@ -34,11 +33,9 @@ unrecorded request, so a budget never silently stops counting.
 from __future__ import annotations
 
 import json
-import os
 import threading
-import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -48,10 +45,14 @@ from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import LLMResult
 
+from aidanbench.record.usage import (
+    TOKEN_FIELDS,
+    LedgerFile,
+    LedgerLine,
+    read_ledger,
+    unrecorded_lines,
+)
 from aidanbench.services.pricing import Price, PriceTable
-
-LEDGER = "usage.jsonl"
-"""The ledger's file name in a run directory."""
 
 MESSAGE_TOKENS = 8
 """Tokens a chat template adds around one message (role markers, separators): added to a
@@ -200,195 +201,6 @@ def usage_metadata(usage: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _add(total: int | float | None, value: Any) -> int | float | None:
-    """A sum that stays unknown once one part is."""
-    if total is None or isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return total + value
-
-
-TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
-"""A ``usage`` line's token counts (each null when the reply did not report it)."""
-
-
-@dataclass
-class Totals:
-    """Sums over ledger lines: what was sent, replied, refused and left unrecorded.
-
-    A token count or ``dollars`` is None (unknown) once any reply lacked it, never a
-    partial sum. ``dollars_bound`` is what the run may have been billed at most: known
-    dollars, replies without usage at their estimate, unrecorded requests at their
-    bound (None when a price, or an old ledger's bound, is missing).
-    """
-
-    calls: int = 0
-    """Requests sent (``sent`` lines)."""
-    replies: int = 0
-    """Requests whose reply was recorded (``usage`` lines)."""
-    refused: int = 0
-    """Requests answered with an HTTP error status (``refused`` lines; not billed)."""
-    without_usage: int = 0
-    """Replies that reported no token counts (their tokens and dollars are unknown)."""
-    input_tokens: int | None = 0
-    cached_input_tokens: int | None = 0
-    output_tokens: int | None = 0
-    reasoning_tokens: int | None = 0
-    dollars: float | None = 0.0
-    provider_cost_calls: int = 0
-    dollars_bound: float | None = 0.0
-    unrecorded_bound: float | None = 0.0
-    """Upper bound of the unrecorded requests' dollars (set by ``settle``)."""
-
-    def add(self, line: Mapping[str, Any]) -> None:
-        """Count one ledger line (``sent`` lines' bounds are added by ``settle``)."""
-        event = line.get("event")
-        if event == "sent":
-            self.calls += 1
-            return
-        if event == "refused":
-            self.refused += 1
-            return
-        if event != "usage":
-            return
-        self.replies += 1
-        if line.get("input_tokens") is None or line.get("output_tokens") is None:
-            self.without_usage += 1
-        for name in TOKEN_FIELDS:
-            value = line.get(name)
-            if name in ("cached_input_tokens", "reasoning_tokens") and value is None:
-                value = 0 if line.get("input_tokens") is not None else None
-            setattr(self, name, _add(getattr(self, name), value))
-        self.provider_cost_calls += int(line.get("provider_cost") is not None)
-        self.dollars = _add(self.dollars, line.get("cost_usd"))
-        self.dollars_bound = _add(self.dollars_bound, line_dollars_bound(line))
-
-    def settle(self, unrecorded: Sequence[Mapping[str, Any]]) -> None:
-        """Add the upper bound of the ``sent`` lines that have no reply."""
-        bound: float | None = 0.0
-        for line in unrecorded:
-            bound = _add(bound, line.get("bound_usd"))
-        self.unrecorded_bound = bound
-        self.dollars_bound = _add(self.dollars_bound, bound)
-
-    @property
-    def unrecorded(self) -> int:
-        """Requests sent with neither a reply nor a refusal recorded (may be billed)."""
-        return max(0, self.calls - self.replies - self.refused)
-
-    @property
-    def tokens(self) -> int | None:
-        """Input plus output tokens (None when either is unknown)."""
-        if self.input_tokens is None or self.output_tokens is None:
-            return None
-        return self.input_tokens + self.output_tokens
-
-    def as_dict(self) -> dict[str, Any]:
-        """The totals as written to ``metadata.json`` (unknown figures are null)."""
-        return {
-            "api_calls": self.calls,
-            "replies": self.replies,
-            "refused": self.refused,
-            "unrecorded": self.unrecorded,
-            "without_usage": self.without_usage,
-            "input_tokens": self.input_tokens,
-            "cached_input_tokens": self.cached_input_tokens,
-            "output_tokens": self.output_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-            "tokens": self.tokens,
-            "dollars": self.dollars,
-            "unrecorded_bound_usd": self.unrecorded_bound,
-            "dollars_bound": self.dollars_bound,
-            "provider_cost_calls": self.provider_cost_calls,
-        }
-
-
-def line_dollars_bound(line: Mapping[str, Any]) -> float | None:
-    """A ``usage`` line's dollars, or its estimate when the reply reported no usage."""
-    cost = line.get("cost_usd")
-    return cost if cost is not None else line.get("estimated_cost_usd")
-
-
-def read_ledger(path: Path) -> Iterator[dict[str, Any]]:
-    """Every whole line of a ledger (a line cut by a crash is skipped)."""
-    try:
-        text = path.read_text("utf-8")
-    except FileNotFoundError:
-        return
-    for raw in text.splitlines():
-        try:
-            line = json.loads(raw)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(line, dict):
-            yield line
-
-
-def unrecorded_lines(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The ``sent`` lines that no reply or refusal answers.
-
-    Lines carry the request's ``id``; a ledger written before ids has none, and its
-    unanswered requests are counted (``Totals.unrecorded``) but have no bound.
-    """
-    answered = {line.get("id") for line in lines if line.get("event") in ("usage", "refused")}
-    sent = [line for line in lines if line.get("event") == "sent"]
-    with_id = [line for line in sent if line.get("id") is not None]
-    unanswered = [line for line in with_id if line["id"] not in answered]
-    legacy = len(sent) - len(with_id)
-    legacy_answered = sum(
-        1 for line in lines if line.get("event") in ("usage", "refused") and line.get("id") is None
-    )
-    return unanswered + [{"bound_usd": None}] * max(0, legacy - legacy_answered)
-
-
-def summarise_ledger(path: Path) -> dict[str, Any]:
-    """The run's totals as sent, overall, by role and model, and the look-ahead part.
-
-    ``speculative`` counts the look-ahead generations (node ``generate_next``), kept
-    apart; ``unpriced_models`` lists the models whose cost is unknown because they have
-    no price (the model that served, where the reply named one), ``without_usage_models``
-    those with replies that reported no usage; ``served_models`` counts, per ``role:asked
-    model`` of the chat roles, the replies by the model the provider said served them.
-    """
-    lines = list(read_ledger(path))
-    overall, lookahead = Totals(), Totals()
-    by_model: dict[str, Totals] = {}
-    unpriced: set[str] = set()
-    without_usage: dict[str, int] = {}
-    served: dict[str, dict[str, int]] = {}
-    for line in lines:
-        overall.add(line)
-        key = f"{line.get('role')}:{line.get('model')}"
-        by_model.setdefault(key, Totals()).add(line)
-        if line.get("node") == "generate_next":
-            lookahead.add(line)
-        if line.get("event") != "usage":
-            continue
-        if line.get("role") != "embeddings":
-            name = str(line.get("served_model") or "not reported")
-            counts = served.setdefault(key, {})
-            counts[name] = counts.get(name, 0) + 1
-        if line.get("input_tokens") is None or line.get("output_tokens") is None:
-            model = str(line.get("model"))
-            without_usage[model] = without_usage.get(model, 0) + 1
-        elif line.get("cost_usd") is None:
-            unpriced.add(
-                str(line.get("served_model") or line.get("priced_as") or line.get("model"))
-            )
-    unrecorded = unrecorded_lines(lines)
-    overall.settle(unrecorded)
-    lookahead.settle([u for u in unrecorded if u.get("node") == "generate_next"])
-    for key, totals in by_model.items():
-        totals.settle([u for u in unrecorded if f"{u.get('role')}:{u.get('model')}" == key])
-    return {
-        **overall.as_dict(),
-        "speculative": lookahead.as_dict(),
-        "by_role_model": {key: totals.as_dict() for key, totals in sorted(by_model.items())},
-        "unpriced_models": sorted(unpriced),
-        "without_usage_models": dict(sorted(without_usage.items())),
-        "served_models": {key: dict(sorted(c.items())) for key, c in sorted(served.items())},
-    }
-
-
 @dataclass
 class UsageLedger:
     """The append-only usage file of one run directory, and the run's budget."""
@@ -400,17 +212,18 @@ class UsageLedger:
     """Dollars so far, this session's and earlier ones': known dollars, estimates of
     replies without usage, and the bounds of requests left unrecorded (earlier sessions'
     requests that never got a reply, and this session's that failed without one)."""
-    _fd: int | None = None
+    _file: LedgerFile = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _in_flight: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._file = LedgerFile(self.path)
         lines = list(read_ledger(self.path))
         for line in lines:
-            if line.get("event") == "usage":
-                self.spent += line_dollars_bound(line) or 0.0
-        for line in unrecorded_lines(lines):
-            self.spent += line.get("bound_usd") or 0.0
+            if line.event == "usage":
+                self.spent += line.dollars_bound or 0.0
+        for unanswered in unrecorded_lines(lines):
+            self.spent += (unanswered.bound_usd if unanswered else None) or 0.0
 
     @property
     def exhausted(self) -> bool:
@@ -419,26 +232,20 @@ class UsageLedger:
 
     def write(self, line: dict[str, Any]) -> None:
         """Append one line (one ``write``: whole, or, cut by a crash, skipped on reading)."""
-        data = (json.dumps({"t": round(time.time(), 3), **line}) + "\n").encode("utf-8")
         with self._lock:
-            if self._fd is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            os.write(self._fd, data)
-            self._count(line)
+            self._count(self._file.append(line))
 
-    def _count(self, line: dict[str, Any]) -> None:
+    def _count(self, line: LedgerLine) -> None:
         """Keep ``spent`` current (called under the lock)."""
-        event, request = line.get("event"), str(line.get("id"))
-        if event == "sent":
-            if request is not None:
-                self._in_flight[request] = line.get("bound_usd") or 0.0
-        elif event == "usage":
+        request = str(line.id)
+        if line.event == "sent":
+            self._in_flight[request] = line.bound_usd or 0.0
+        elif line.event == "usage":
             self._in_flight.pop(request, None)
-            self.spent += line_dollars_bound(line) or 0.0
-        elif event == "refused":
+            self.spent += line.dollars_bound or 0.0
+        elif line.event == "refused":
             self._in_flight.pop(request, None)
-        elif event == "failed":  # no reply: it may have been billed, at most its bound
+        elif line.event == "failed":  # no reply: it may have been billed, at most its bound
             self.spent += self._in_flight.pop(request, 0.0)
 
     def sent(
@@ -523,10 +330,7 @@ class UsageLedger:
 
     def close(self) -> None:
         """Close the file (a later write opens it again)."""
-        with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+        self._file.close()
 
 
 _ledgers: dict[Path, UsageLedger] = {}

@@ -5,7 +5,7 @@ function of the score o1-mini gave that answer: ``affine(0.5, 40)`` rescales it
 (``floor(0.5 · recorded + 40)``), ``noisy(20)`` adds uniform noise of ±20 points. Noise
 needs different replies to the same prompt: the n-th request for a prompt gets the n-th
 draw, a pure function of (prompt, n). A run asks the first judgment of an answer alone
-before the others (``nodes.judging.sample_judgments``), so the first reply is the same
+before the others (``nodes.judge_calls.sample_judgments``), so the first reply is the same
 whatever the concurrency, and the others are kept sorted. Every other request (the model
 under test, embeddings, answers the recording does not have) goes to ``inner``.
 
@@ -21,8 +21,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from aidanbench.core.results import QuestionResult
-from aidanbench.nodes.judging import neutralise
+from aidanbench.nodes.judge_calls import neutralise
+from aidanbench.record.results import QuestionResult
 from aidanbench.testing.brain import Brain, Kind, Reply, parse_coherence_prompt
 
 Rule = Callable[[float, str, int], int]

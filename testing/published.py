@@ -8,8 +8,10 @@ published run occurs under two models. A generate request waits as long as that 
 took in the published run (its cumulative ``processing_time`` less the previous
 answer's), times a scale, so the run's progress follows the published timings.
 
-Run as ``python -m aidanbench.testing.published SCALE``: serves on 127.0.0.1, prints the
-base URL on the first line of stdout and stops when stdin closes. In its own process the
+Run as ``python -m aidanbench.testing.published SCALE [MODEL…]``: serves on 127.0.0.1
+(``GET /v1/models`` lists the run's models and the MODELs named, the judge and embedding
+model the caller uses), prints the base URL on the first line of stdout and stops when
+stdin closes. In its own process the
 server's work is not charged to the run it serves.
 """
 
@@ -24,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from aidanbench import reference
-from aidanbench.core.results import QuestionResult, read_aidanbench_file
+from aidanbench.record.results import QuestionResult, read_aidanbench_file
 from aidanbench.testing.brain import (
     Kind,
     Reply,
@@ -113,7 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Serve the published run until stdin closes (the demo's child process)."""
     args = list(sys.argv[1:] if argv is None else argv)
     scale = float(args[0]) if args else 0.0
-    with OpenAIStub(PublishedRunBrain(published_chains(), scale)) as stub:
+    chains = published_chains()
+    served = [*dict.fromkeys(c.model for c in chains), *args[1:]]
+    with OpenAIStub(PublishedRunBrain(chains, scale), models=served) as stub:
         print(stub.base_url, flush=True)
         sys.stdin.read()
     return 0

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from aidanbench.core.results import QuestionResult
+from aidanbench.record.results import QuestionResult
 from aidanbench.testing.brain import (
     Kind,
     Reply,

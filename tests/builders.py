@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aidanbench.analysis.rundir import METADATA, write_outputs
+from aidanbench.record.files import METADATA
+from aidanbench.record.lines import QuestionLine, write_lines
 
 EMBEDDING = "text-embedding-3-large"
 BENCHMARK = {"coherence": 15.0, "novelty": 0.15, "llm_novelty": None}
@@ -147,13 +148,19 @@ def write_run_dir(
 ) -> Path:
     """A run directory holding ``lines`` and a metadata.json with the run's settings."""
     path.mkdir(parents=True, exist_ok=True)
-    write_outputs(path, list(lines))
+    write_outputs(path, lines)
     settings = {
         "embedding_model": embedding_model,
         "thresholds": {**BENCHMARK, **(thresholds or {})},
     }
     (path / METADATA).write_text(json.dumps({"settings": settings}), "utf-8")
     return path
+
+
+def write_outputs(run_dir: Path, lines: Sequence[dict[str, Any]]) -> None:
+    """The results files of question lines given as the JSON a run writes, through the
+    package's own writer."""
+    write_lines(run_dir, [QuestionLine.model_validate(line) for line in lines])
 
 
 QUESTIONS = ["Why is the sky blue?", "How might you use a brick?", "What is a cause of rain?"]

@@ -17,9 +17,9 @@ import pytest
 from rich.console import Console
 
 from aidanbench.cli.main import main
-from aidanbench.cli.progress import Progress
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
+from aidanbench.runner.progress import Progress
 from aidanbench.services import OpenAIServices, clients, limits
 from aidanbench.services.limits import EndpointLimiter
 from aidanbench.testing import Fault, Latency, OpenAIStub, RequestInfo, ScriptedBrain

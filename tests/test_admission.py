@@ -88,8 +88,9 @@ async def test_the_python_api_keeps_every_question_in_flight_by_default(
 async def test_the_demo_drive_keeps_every_question_in_flight_by_default(
     slow_stub: OpenAIStub, tmp_path: Path, api_key: str
 ) -> None:
-    """``aidanbench demo`` leaves ``--concurrency`` unset and drives its 49 questions
-    through ``drive_local``, whose default is the session's."""
+    """``aidanbench demo`` leaves ``--concurrency`` unset (a session of the run engine:
+    every question in flight); ``drive_local`` alone, without the session, defaults to
+    the session's in-flight count too."""
     assert build_parser(only="demo").parse_args(["demo"]).concurrency is None
     tasks = [
         Task(stub_settings(slow_stub.base_url, model=m, cache_path=str(tmp_path / "c")), q, 1)

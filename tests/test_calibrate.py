@@ -27,7 +27,7 @@ from aidanbench.analysis.calibrate import (
 )
 from aidanbench.cli import calibrate as cli_calibrate
 from aidanbench.cli.main import main
-from aidanbench.core.results import AnswerRow, QuestionResult, read_aidanbench_file
+from aidanbench.record.results import AnswerRow, QuestionResult, read_aidanbench_file
 
 REFERENCE = bundled.published_run()
 PUBLISHED_TOTALS = bundled.PUBLISHED_TOTALS

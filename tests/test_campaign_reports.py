@@ -18,12 +18,13 @@ from typing import Any
 
 import pytest
 
-from aidanbench.analysis.rundir import read_run_dir
 from aidanbench.analysis.summary import BOOTSTRAP_RESAMPLES, bootstrap_sum, summarise, warnings
 from aidanbench.cli.main import main
-from aidanbench.core.records import question_result, totals
 from aidanbench.graph.benchmark import summarize_results
 from aidanbench.graph.questions import bundled_questions
+from aidanbench.record.lines import QuestionLine
+from aidanbench.record.results import question_result, totals
+from aidanbench.record.results import read_results as read_run_dir
 from aidanbench.testing import OpenAIStub, Reply, ScriptedBrain
 
 from .conftest import KEY_VARIABLES, TEST_KEY, _loopback
@@ -399,4 +400,4 @@ def test_metadata_report_and_benchmark_totals_agree(runs: dict[str, Path]) -> No
     summary = summarize_results(outputs)  # type: ignore[arg-type]
     assert summary["score"] == counted.score and summary["questions"] == counted.lines
     assert summary["stop_reasons"] == counted.stop_reasons == {"novelty": 9}
-    assert totals(question_result(o) for o in outputs) == counted
+    assert totals(question_result(QuestionLine.model_validate(o)) for o in outputs) == counted

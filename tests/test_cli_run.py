@@ -233,11 +233,11 @@ def test_bad_questions_file(
     ],
 )
 def test_questions_file_formats(content: bytes, suffix: str, tmp_path: Path) -> None:
-    from aidanbench.graph.question_files import load_questions
+    from aidanbench.graph.questions import load_questions
 
     path = tmp_path / f"q{suffix}"
     path.write_bytes(content)
-    assert load_questions(None, path) == ["q1", "q2"]
+    assert load_questions(path) == ["q1", "q2"]
 
 
 @pytest.mark.parametrize(

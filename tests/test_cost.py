@@ -24,10 +24,10 @@ import pytest
 from rich.console import Console
 
 from aidanbench.cli.main import main
-from aidanbench.cli.progress import Progress
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.nodes.caps import cap_reached, continuation
+from aidanbench.runner.progress import Progress
 from aidanbench.testing import (
     Fault,
     Metered,

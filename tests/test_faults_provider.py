@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 
 from aidanbench.core.errors import EndpointRefused
-from aidanbench.core.results import read_aidanbench_file
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
+from aidanbench.record.results import read_aidanbench_file
 from aidanbench.services import ServicesFactory
 from aidanbench.testing import (
     Fault,

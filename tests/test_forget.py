@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from aidanbench.analysis import rundir
 from aidanbench.cli.main import main
 from aidanbench.graph.questions import bundled_questions
+from aidanbench.record.lines import read_lines
 from aidanbench.runner import forget as forget_module
 from aidanbench.testing import OpenAIStub, ScriptedBrain
 from aidanbench.testing.settings import stub_flags
@@ -103,7 +103,7 @@ def test_a_forget_cut_short_is_finished_by_running_it_again(
     def dies(*args: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(forget_module.rundir, "write_outputs", dies)
+    monkeypatch.setattr(forget_module, "write_lines", dies)
     with pytest.raises(KeyboardInterrupt):
         forget_module.forget(two_models, ["m2"])
     assert len(threads(two_models)) == 2, "the threads went together"
@@ -111,12 +111,12 @@ def test_a_forget_cut_short_is_finished_by_running_it_again(
     monkeypatch.undo()
     assert main(["forget", str(two_models), "-m", "m2"]) == 0
     assert metadata(two_models)["spec"]["models"] == ["m1"]
-    assert {line["model"] for line in rundir.read_lines(two_models)} == {"m1"}
+    assert {line.model for line in read_lines(two_models)} == {"m1"}
 
 
 def test_forgetting_every_model_leaves_no_report(two_models: Path) -> None:
     assert main(["forget", str(two_models), "-m", "m1", "-m", "m2"]) == 0
-    assert threads(two_models) == [] and rundir.read_lines(two_models) == []
+    assert threads(two_models) == [] and read_lines(two_models) == []
     assert not (two_models / "report.html").exists()
     assert metadata(two_models)["spec"]["models"] == []
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from aidanbench.core.results import read_aidanbench_file
+from aidanbench.record.results import read_aidanbench_file
 from aidanbench.services import default_services
 from aidanbench.testing import OpenAIStub
 from aidanbench.testing.replay import ReplayBrain

@@ -17,7 +17,7 @@ import pytest
 
 from aidanbench import reference
 from aidanbench.cli.main import main
-from aidanbench.core.results import QuestionResult
+from aidanbench.record.results import QuestionResult
 from aidanbench.services.batch import read_results
 from aidanbench.testing import Kind, OpenAIStub, Reply, parse_coherence_prompt
 from aidanbench.testing.judges import RecordedJudge, affine

@@ -24,7 +24,7 @@ from aidanbench.analysis.judge_calibration import (
     rank_correlation,
 )
 from aidanbench.cli.main import main
-from aidanbench.core.results import AnswerRow, QuestionResult, read_aidanbench_file
+from aidanbench.record.results import AnswerRow, QuestionResult, read_aidanbench_file
 from aidanbench.testing import Kind, OpenAIStub, Reply, echo_key, parse_coherence_prompt
 from aidanbench.testing.judges import RecordedJudge, affine
 from aidanbench.testing.published import PublishedRunBrain, published_chains

@@ -21,8 +21,8 @@ from aidanbench.analysis.judge_noise import judge_noise
 from aidanbench.analysis.summary import bootstrap_sum
 from aidanbench.analysis.view import load_source, view_data
 from aidanbench.cli.main import main
-from aidanbench.core.results import AnswerRow, QuestionResult
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.record.results import AnswerRow, QuestionResult
 from aidanbench.testing import Kind, OpenAIStub, Reply, ScriptedBrain
 from aidanbench.testing.judges import RecordedJudge, noisy
 from aidanbench.testing.published import PublishedRunBrain, published_chains

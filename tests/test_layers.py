@@ -52,10 +52,10 @@ def test_installed_package_keeps_its_layers() -> None:
 @pytest.mark.parametrize(
     ("module", "upward"),
     [
-        ("core/vocabulary.py", "from aidanbench.graph import question_files"),
+        ("core/vocabulary.py", "from aidanbench.graph import questions"),
         ("services/errors.py", "import aidanbench.nodes.parsing"),
         ("nodes/decide.py", "from aidanbench.graph import question"),
-        ("graph/question.py", "from aidanbench.cli import errors"),
+        ("graph/question.py", "from aidanbench.cli import options"),
         ("analysis/summary.py", "import aidanbench.testing"),
     ],
 )

@@ -16,10 +16,10 @@ import pytest
 from rich.console import Console
 
 from aidanbench import reference
-from aidanbench.analysis.rundir import read_results
 from aidanbench.analysis.summary import SummaryRow, render_summary, summarise
 from aidanbench.cli.main import main
-from aidanbench.cli.progress import Progress
+from aidanbench.record.results import read_results
+from aidanbench.runner.progress import Progress
 
 from .builders import REFERENCE_SCORES
 

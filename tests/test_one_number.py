@@ -2,7 +2,7 @@
 tokens and dollars for each model.
 
 The run is ``aidanbench demo`` (the published run replayed through the real pipeline).
-Each figure is computed once, by ``core.records.totals`` over a model's question lines
+Each figure is computed once, by ``record.results.totals`` over a model's question lines
 (``SummaryRow``); the live table's final state, ``report`` (text and JSON), the metadata,
 the HTML report and the charts must all show exactly that. A view that computed a figure
 of its own (the HTML once summed dollars without the discarded look-aheads; the live
@@ -20,9 +20,9 @@ import pytest
 from matplotlib.figure import Figure
 
 from aidanbench.analysis.cost import dollars_text, tokens_text
-from aidanbench.analysis.rundir import read_run_dir
 from aidanbench.analysis.summary import SummaryRow, summarise
 from aidanbench.cli.main import main
+from aidanbench.record.results import read_results as read_run_dir
 
 PUBLISHED = {
     "anthropic/claude-3.5-sonnet": 421,
@@ -124,13 +124,15 @@ def test_every_view_of_the_demo_run_shows_one_number_per_figure(
         )
         assert (run["tokens"], run["cost_usd"]) == (row.tokens, row.cost_usd), model
 
-    # metadata: the run's totals are the same function over every line
+    # metadata: the recorded answers' totals are the same function over every line (the
+    # demo is a run: api_calls, tokens and dollars are what its usage ledger saw sent)
     totals = json.loads((run_dir / "metadata.json").read_text())["totals"]
     assert totals["score"] == sum(row.score for row in rows.values())
     assert totals["answers"] == sum(row.answers for row in rows.values())
-    assert totals["api_calls"] == sum(row.api_calls or 0 for row in rows.values())
-    assert totals["tokens"] == sum(row.tokens or 0 for row in rows.values())
-    assert totals["dollars"] == pytest.approx(sum(row.cost_usd or 0 for row in rows.values()))
+    assert totals["recorded_api_calls"] == sum(row.api_calls or 0 for row in rows.values())
+    assert totals["recorded_tokens"] == sum(row.tokens or 0 for row in rows.values())
+    recorded_dollars = sum(row.cost_usd or 0 for row in rows.values())
+    assert totals["recorded_dollars"] == pytest.approx(recorded_dollars)
 
     # the HTML report
     html = (run_dir / "report.html").read_text()

@@ -15,9 +15,9 @@ from matplotlib.transforms import Bbox
 
 from aidanbench import reference
 from aidanbench.analysis import plots
-from aidanbench.analysis.cost import COST_CHART, plot_cost_vs_score
-from aidanbench.analysis.rundir import read_results
+from aidanbench.analysis.plots import COST_CHART, plot_cost_vs_score
 from aidanbench.cli.main import main
+from aidanbench.record.results import read_results
 from tests.builders import chain, question_line, write_run_dir
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -172,6 +172,33 @@ def test_output_dir_that_is_a_file(
 def test_missing_input_is_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plot", str(tmp_path / "none.json"), "-o", str(tmp_path / "out")]) == 2
     assert "no such file or directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["plot", "calibrate"])
+def test_without_the_plots_extra_one_line_names_it(
+    command: str,
+    reference_run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """matplotlib is the [plots] extra: a command that draws says how to install it, in
+    one line, before it reads or writes anything."""
+    real = plots.importlib.util.find_spec
+    monkeypatch.setattr(
+        plots.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "matplotlib" else real(name, *a),
+    )
+    out = tmp_path / "charts"
+    args = [str(reference_run)] if command == "plot" else ["--embedding-model", "local"]
+    assert main([command, *args, "-o" if command == "plot" else "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"aidanbench {command}: error: drawing charts needs the [plots] extra: "
+        "pip install -e '.[plots]'"
+    ]
+    assert not out.exists()
 
 
 def clipped_artists(figure: Figure) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import time
 
-from aidanbench.cli.progress import Progress
+from aidanbench.runner.progress import Progress
 
 
 class Terminal(io.StringIO):

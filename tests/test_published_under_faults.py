@@ -86,12 +86,13 @@ async def test_published_run_is_exact_under_transient_faults_and_reordered_embed
         )
         faulted = sum(1 for r in stub.requests if r.attempt > 1)
     assert faulted > 100, "a good share of the requests met a fault and was retried"
-    odd = [(line["stop_reason"], line.get("error")) for line in lines]
+    odd = [(line.stop_reason, line.error) for line in lines]
     odd = [x for x in odd if x[0] not in ("coherence", "novelty")]
     assert not odd, odd[:3]
     got: dict[str, dict[str, int]] = {}
     for line in lines:
-        got.setdefault(line["model"], {})[line["question"]] = line["score"]
+        assert line.score is not None
+        got.setdefault(line.model, {})[line.question] = line.score
     assert got == published_scores(chains)
     assert {m: sum(s.values()) for m, s in got.items()} == reference.PUBLISHED_TOTALS
     assert sum(reference.PUBLISHED_TOTALS.values()) == 1112

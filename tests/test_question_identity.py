@@ -3,6 +3,7 @@ Unicode form are one question in a question set, a run, a resumed run and a repo
 
 from __future__ import annotations
 
+import asyncio
 import json
 import unicodedata
 from pathlib import Path
@@ -11,7 +12,6 @@ import pytest
 
 from aidanbench.cli.main import main
 from aidanbench.graph.questions import bundled_questions
-from aidanbench.runner import loop
 from aidanbench.runner.engine import Prepared, execute
 from aidanbench.runner.spec import RunSpec, build_tasks
 from aidanbench.runner.store import model_fields
@@ -44,7 +44,7 @@ def run_as_spelled(stub: OpenAIStub, run_dir: Path, spellings: list[str]) -> Non
         settings=settings,
     )
     tasks = build_tasks(spec, model_fields(spec, None), spellings)
-    loop.run(execute(Prepared(spec, tasks, None)))
+    asyncio.run(execute(Prepared(spec, tasks, None)))
 
 
 def command(stub: OpenAIStub, run_dir: Path, questions: Path, *extra: str) -> list[str]:

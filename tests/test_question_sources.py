@@ -371,16 +371,16 @@ def test_silent_hub_is_given_up_after_the_probe_timeout(monkeypatch: pytest.Monk
     """A hub that accepts the connection and never answers (as a filtering network might)."""
     import httpx
 
-    from aidanbench.graph import question_sources
+    from aidanbench.graph import hf_datasets
 
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         host = f"127.0.0.1:{silent.getsockname()[1]}"
         monkeypatch.setenv("HF_ENDPOINT", f"http://{host}")
-        monkeypatch.setattr(question_sources, "HUB_PROBE_TIMEOUT", httpx.Timeout(0.5))
-        with pytest.raises(question_sources.QuestionSourceError) as caught:
-            question_sources._probe_hub("someone/some-set")
+        monkeypatch.setattr(hf_datasets, "HUB_PROBE_TIMEOUT", httpx.Timeout(0.5))
+        with pytest.raises(hf_datasets.QuestionSourceError) as caught:
+            hf_datasets._probe_hub("someone/some-set")
     message = str(caught.value)
     assert f"the Hugging Face Hub ({host}) did not answer (time-out: 0.5 s to connect" in message
     assert "HF_HUB_OFFLINE=1" in message and "\n" not in message
@@ -391,7 +391,7 @@ def test_probe_names_the_revision_to_load(monkeypatch: pytest.MonkeyPatch) -> No
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from aidanbench.graph import question_sources
+    from aidanbench.graph import hf_datasets
 
     class Hub(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -410,8 +410,8 @@ def test_probe_names_the_revision_to_load(monkeypatch: pytest.MonkeyPatch) -> No
     thread.start()
     try:
         monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
-        assert question_sources._probe_hub("someone/some-set") == "0123abcd"
-        assert question_sources._probe_hub("someone/other") is None, "404: datasets says why"
+        assert hf_datasets._probe_hub("someone/some-set") == "0123abcd"
+        assert hf_datasets._probe_hub("someone/other") is None, "404: datasets says why"
     finally:
         server.shutdown()
         server.server_close()

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from aidanbench import reference
-from aidanbench.analysis.rundir import read_metadata, read_run_dir
 from aidanbench.cli.main import main
-from aidanbench.core.results import QuestionResult
+from aidanbench.record.metadata import read_metadata
+from aidanbench.record.results import QuestionResult
+from aidanbench.record.results import read_results as read_run_dir
 from aidanbench.testing import OpenAIStub, parse_coherence_prompt, parse_generate_prompt
 from aidanbench.testing.judges import RecordedJudge, affine
 from aidanbench.testing.published import PublishedRunBrain, published_chains
@@ -151,8 +152,9 @@ def test_into_then_run_asks_only_for_answers_past_each_chain(
         payload["into"]["threads"] == 49 and payload["into"]["open"] == payload["truncated"] == 34
     )
     meta = read_metadata(into)
-    assert meta is not None and meta["rejudged_from"]["kind"] == "results file"
-    assert meta["judging"]["gpt-4-turbo"]["judge_model"] == "stub-judge"
+    assert meta is not None and meta.rejudged_from is not None
+    assert meta.rejudged_from["kind"] == "results file"
+    assert meta.judging is not None and meta.judging["gpt-4-turbo"].judge_model == "stub-judge"
     rescored = {(q["model"], q["question"]): q for q in _lines(payload)}
     length = {(c.model, c.question): len(c.answers) for c in chains}
     recorded = {(c.question, a.answer) for c in chains for a in c.answers}
@@ -272,7 +274,9 @@ def test_a_run_directory_continues_with_its_own_settings_and_vectors(
         assert main(rescore_argv) == 0
         payload = json.loads(capsys.readouterr().out)
         assert payload["truncated"] == 2 and payload["into"]["open"] == 2
-        scoring = read_metadata(into)["scoring_settings"]["m"]  # type: ignore[index]
+        meta = read_metadata(into)
+        assert meta is not None and meta.scoring_settings is not None
+        scoring = meta.scoring_settings["m"]
         assert scoring["max_answers"] == 9 and scoring["coherence_threshold"] == 4
         stub.clear()
         (command,) = payload["into"]["continue"]

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from aidanbench.analysis.rescore import TRUNCATED, rescore
-from aidanbench.analysis.rundir import read_results
 from aidanbench.cli.main import main
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.record.results import read_results
 from tests.builders import (
     QUESTIONS,
     REFERENCE_SCORES,

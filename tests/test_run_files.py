@@ -6,6 +6,7 @@ server, and inspects the run directory it leaves.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import resource
@@ -18,10 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from aidanbench.analysis import rundir
 from aidanbench.graph.questions import bundled_questions
+from aidanbench.record import files
+from aidanbench.runner.drive import run_all
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain, http_error, when
 
+from .builders import write_outputs
 from .conftest import REPO, TEST_KEY
 from .test_bad_input import AIDANBENCH, aidanbench, one_line, run_args, snapshot
 
@@ -70,12 +73,12 @@ def test_results_files_from_an_interrupted_write_are_refused_then_rewritten(
     good = snapshot(run_dir)
     lines = question_lines(run_dir)
     half = [{**line, "answers": []} for line in lines[:1]]
-    marker = json.loads((run_dir / rundir.OUTPUTS).read_text())
+    marker = json.loads((run_dir / files.OUTPUTS).read_text())
     # what a write of one question leaves when killed after its first rename
-    rundir.write_outputs(tmp_path / "other", half)
-    os.replace(tmp_path / "other" / rundir.OUTPUTS, run_dir / rundir.OUTPUTS)
-    os.replace(tmp_path / "other" / rundir.RESULTS, run_dir / rundir.RESULTS)
-    assert json.loads((run_dir / rundir.OUTPUTS).read_text()) != marker
+    write_outputs(tmp_path / "other", half)
+    os.replace(tmp_path / "other" / files.OUTPUTS, run_dir / files.OUTPUTS)
+    os.replace(tmp_path / "other" / files.RESULTS, run_dir / files.RESULTS)
+    assert json.loads((run_dir / files.OUTPUTS).read_text()) != marker
     (run_dir / ".questions.jsonl.k1ll3d").write_text('{"half": ')
     rescore = ["rescore", str(run_dir), "--coherence-threshold", "20"]
     for command in (["report", str(run_dir)], [*rescore, "--novelty-threshold", "0.2"]):
@@ -86,7 +89,7 @@ def test_results_files_from_an_interrupted_write_are_refused_then_rewritten(
     assert bench_stub.asked() == calls, "rewritten from the checkpoints, no new calls"
     assert not (run_dir / ".questions.jsonl.k1ll3d").exists(), "leftover removed"
     after = snapshot(run_dir)
-    for name in ("results.json", "answers.jsonl", "questions.jsonl", rundir.OUTPUTS):
+    for name in ("results.json", "answers.jsonl", "questions.jsonl", files.OUTPUTS):
         assert after[name] == good[name]
     assert aidanbench(["report", str(run_dir)]).returncode == 0
 
@@ -237,6 +240,39 @@ def test_provider_text_cannot_drive_the_terminal(
     assert "stopped on an error" in proc.stderr or "refused the key" in proc.stderr
     assert "\\x1b[2J" in proc.stderr, "shown, escaped"
     assert not any(c in proc.stderr for c in "\x1b\x07\x9b"), repr(proc.stderr)
+
+
+async def test_the_drive_loop_ends_every_job_and_raises_the_first_failure() -> None:
+    """``run_all`` returns or raises only once every job has ended (the caller closes the
+    checkpointer next), with the first failure itself, not a group of them; cancelled,
+    it is cancelled, whatever a job raises on its way out."""
+    ended: list[str] = []
+
+    async def job(name: str, fail_after: float | None = None) -> None:
+        try:
+            await asyncio.sleep(fail_after if fail_after is not None else 10)
+            if fail_after is not None:
+                raise ValueError(name)
+        finally:
+            ended.append(name)
+
+    with pytest.raises(ValueError, match=r"^first$"):
+        await run_all([job("slow"), job("first", 0.01), job("second", 0.02)])
+    assert sorted(ended) == ["first", "second", "slow"]
+
+    async def noisy_on_cancel() -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            raise RuntimeError("closed database") from None
+
+    ended.clear()
+    runner = asyncio.ensure_future(run_all([noisy_on_cancel(), job("quiet")]))
+    await asyncio.sleep(0.01)
+    runner.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await runner
+    assert ended == ["quiet"]
 
 
 @pytest.mark.parametrize("after", [40, 70, 100])

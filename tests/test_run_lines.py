@@ -20,9 +20,7 @@ async def test_files_are_rewritten_at_most_every_interval(
 ) -> None:
     clock = [100.0]
     writes: list[int] = []
-    monkeypatch.setattr(
-        runner_tasks.rundir, "write_outputs", lambda _dir, lines: writes.append(len(lines))
-    )
+    monkeypatch.setattr(runner_tasks, "write_lines", lambda _dir, lines: writes.append(len(lines)))
     lines = RunLines(tmp_path, every=5.0, clock=lambda: clock[0])
     tasks = [Task(Settings(), f"Question {i}?", 1) for i in range(4)]
 

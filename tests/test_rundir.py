@@ -1,19 +1,32 @@
-"""Run-directory files are replaced atomically: a crash mid-write keeps the old file."""
+"""The run directory's records: files replaced atomically (a crash mid-write keeps the old
+file), and every run directory an earlier version wrote reads, and is written again, as
+it was (``tests/data/old_run_dirs``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from aidanbench.analysis import rundir
+from aidanbench.record import files
+from aidanbench.record.lines import QuestionLine, read_lines, write_lines
+from aidanbench.record.metadata import read_metadata, write_metadata
+from aidanbench.record.results import read_results
+from aidanbench.record.usage import summarise_ledger
+
+OLD_RUN_DIRS = Path(__file__).parent / "data" / "old_run_dirs"
+GENERATIONS = sorted(p.name for p in OLD_RUN_DIRS.iterdir() if p.is_dir())
 
 
 def test_atomic_write_replaces(tmp_path: Path) -> None:
     path = tmp_path / "results.json"
-    rundir.atomic_write(path, "one")
-    rundir.atomic_write(path, "two")
+    files.atomic_write(path, "one")
+    files.atomic_write(path, "two")
     assert path.read_text() == "two"
     assert oct(path.stat().st_mode & 0o777) == oct(0o644)
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
@@ -23,19 +36,19 @@ def test_crash_mid_write_keeps_previous_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "results.json"
-    rundir.atomic_write(path, '{"models": {}}')
+    files.atomic_write(path, '{"models": {}}')
 
     def crash(fd: int) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "fsync", crash)
     with pytest.raises(OSError, match="disk full"):
-        rundir.atomic_write(path, '{"models": {"half written')
+        files.atomic_write(path, '{"models": {"half written')
     assert path.read_text() == '{"models": {}}'
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"], "no temp file left"
 
 
-def test_write_outputs_orders_and_splits_repeats(tmp_path: Path) -> None:
+def test_write_lines_orders_and_splits_repeats(tmp_path: Path) -> None:
     answer = {
         "index": 1,
         "answer": "a",
@@ -51,10 +64,87 @@ def test_write_outputs_orders_and_splits_repeats(tmp_path: Path) -> None:
         "flags": [],
     }
     lines = [
-        {"model": "m", "temperature": 0.7, "question": "q", "repeat": r, "answers": [answer]}
+        QuestionLine(model="m", temperature=0.7, question="q", repeat=r, answers=[answer])
         for r in (1, 2)
     ]
-    rundir.write_outputs(tmp_path, lines)
+    write_lines(tmp_path, lines)
     assert (tmp_path / "results.json").exists() and (tmp_path / "results.repeat-2.json").exists()
-    results = rundir.read_run_dir(tmp_path)
+    results = read_results(tmp_path)
     assert [(q.repeat, q.score, len(q.answers)) for q in results] == [(1, 0, 1), (2, 0, 1)]
+
+
+def view(result: Any) -> dict[str, Any]:
+    """What ``tests/data/old_run_dirs/*/expected.json`` records of a line (the reader of
+    the version before the typed record, 931bcc5)."""
+    return {
+        "model": result.model,
+        "temperature": result.temperature,
+        "question": result.question,
+        "repeat": result.repeat,
+        "score": result.score,
+        "stop_reason": result.stop_reason,
+        "error": result.error,
+        "answers": len(result.answers),
+        "tokens": result.tokens,
+        "api_calls": result.api_calls,
+        "cost_usd": result.cost_usd,
+        "usage_missing": result.usage_missing,
+        "embedding_model": result.embedding_model,
+        "thresholds": dataclasses.asdict(result.thresholds) if result.thresholds else None,
+        "judge_model": result.judge_model,
+        "prompts_sha256": result.prompts_sha256,
+        "threshold_source": result.threshold_source,
+        "truncated_answers": result.truncated_answers,
+        "novelty_sum": result.novelty_sum,
+    }
+
+
+@pytest.mark.parametrize("generation", GENERATIONS)
+def test_a_run_directory_of_an_earlier_version_reads_as_it_did(generation: str) -> None:
+    """Each fixture was written by ``aidanbench run`` at that commit (round 1's lines
+    without ``measured`` and its metadata without sessions, the manifest and sessions of
+    the next rounds, the ledger and judging records of the last); the expected view is
+    what the reader of the version before this record package made of it."""
+    run_dir = OLD_RUN_DIRS / generation
+    expected = json.loads((run_dir / "expected.json").read_text("utf-8"))
+    assert [view(r) for r in read_results(run_dir)] == expected["results"]
+    if expected["ledger"] is not None:
+        assert summarise_ledger(run_dir / files.LEDGER).model_dump() == expected["ledger"]
+
+
+@pytest.mark.parametrize("generation", GENERATIONS)
+def test_a_run_directory_of_an_earlier_version_is_written_again_unchanged(
+    generation: str, tmp_path: Path
+) -> None:
+    """What a later session does with an earlier one's records: read them and write them
+    again. Every field is kept as it was (none this version does not know is lost, none
+    absent appears); the lines gain only their derived figures (dollars, censored, cut
+    answers), the results files and the metadata come out the same."""
+    source = OLD_RUN_DIRS / generation
+    copy = tmp_path / "run"
+    write_lines(copy, read_lines(source))
+    metadata = read_metadata(source)
+    assert metadata is not None
+    write_metadata(copy, metadata)
+    for name in (files.QUESTIONS, files.ANSWERS):
+        old = [json.loads(x) for x in (source / name).read_text("utf-8").splitlines()]
+        new = [json.loads(x) for x in (copy / name).read_text("utf-8").splitlines()]
+        assert len(old) == len(new), name
+        for before, after in zip(old, new, strict=True):
+            assert after == {**after, **before}, f"{name}: a field changed or went"
+            derived = {"cost_usd", "censored", "truncated_answers"}
+            assert set(after) - set(before) <= derived, name
+    for name in ("results.json", "results.repeat-2.json", files.METADATA):
+        if (source / name).exists():
+            assert json.loads((copy / name).read_text()) == json.loads((source / name).read_text())
+    assert read_results(copy) == read_results(source)
+
+
+def test_damaged_values_in_metadata_are_one_line(tmp_path: Path) -> None:
+    shutil.copytree(OLD_RUN_DIRS / GENERATIONS[-1], tmp_path / "run")
+    path = tmp_path / "run" / files.METADATA
+    meta = json.loads(path.read_text())
+    meta["sessions"] = "not a list"
+    path.write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"metadata.json is damaged \('sessions'"):
+        read_metadata(tmp_path / "run")

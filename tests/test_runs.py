@@ -208,7 +208,7 @@ def test_python_api_runs_resumes_and_returns_the_summary(
     quiet = Progress(out=io.StringIO(), live=False)
     result = run_sync(api_spec(stub, tmp_path / "run"), progress=quiet)
     assert [(row.model, row.score) for row in result.summary] == [("m1", 18), ("m2", 18)]
-    assert result.totals["score"] == 36 and not result.errored
+    assert result.totals.score == 36 and not result.failed
     assert (tmp_path / "run" / "results.json").exists()
     calls = stub.asked()
     again = run_sync(api_spec(stub, tmp_path / "run"), progress=Progress(out=io.StringIO()))
@@ -233,11 +233,11 @@ def test_live_table_ends_equal_to_the_summary_after_a_resume(
     run_dir = tmp_path / "run"
     stub.faults = when("coherence", http_error(400, "bad request"), match=QUESTIONS[2])
     first = run_sync(api_spec(stub, run_dir), progress=Progress(out=io.StringIO(), live=False))
-    assert len(first.errored) == 2
+    assert len(first.failed) == 2
     stub.faults = None
     progress = Progress(out=io.StringIO(), live=False)
     result = run_sync(api_spec(stub, run_dir), progress=progress)
-    assert not result.errored
+    assert not result.failed
     for row in result.summary:
         live = progress.rows[f"{row.model} (T={row.temperature:g})"]
         shown = live.figures()
@@ -249,8 +249,8 @@ def test_live_table_ends_equal_to_the_summary_after_a_resume(
     # embeddings request serving several questions) are metadata's api_calls and tokens
     recorded = result.totals
     figures = [r.figures() for r in progress.rows.values()]
-    assert sum(f.calls for f in figures) == recorded["recorded_api_calls"]
-    assert sum(f.tokens or 0 for f in figures) == recorded["recorded_tokens"]
+    assert sum(f.calls for f in figures) == recorded.recorded_api_calls
+    assert sum(f.tokens or 0 for f in figures) == recorded.recorded_tokens
 
 
 def test_live_table_of_the_command_ends_on_the_summary(

@@ -2,7 +2,7 @@
 
 Also home of the synthetic run-directory builders the report, rescore and plot tests use:
 question lines shaped like the graph's output (``QuestionOutput`` with ``AnswerRecord``s),
-written with ``rundir.write_outputs`` next to a ``metadata.json``.
+written with the package's writer (``record.lines.write_lines``) next to a ``metadata.json``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from aidanbench.analysis.rundir import read_results
 from aidanbench.analysis.summary import (
     COUNTING,
     bootstrap_sum,
@@ -24,6 +23,7 @@ from aidanbench.analysis.summary import (
     summarise,
     warnings,
 )
+from aidanbench.record.results import read_results
 from tests.builders import (
     EMBEDDING,
     QUESTIONS,

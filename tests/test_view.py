@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from aidanbench.analysis.rundir import read_results
 from aidanbench.analysis.summary import paired_comparison, summarise
 from aidanbench.analysis.view import RAW_TAGGED, failure, load_source, view_data, write_view
 from aidanbench.cli.main import main
-from aidanbench.core.results import AnswerRow
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.record.results import AnswerRow, read_results
 from aidanbench.testing import OpenAIStub
 
 from .test_cli_run import QUESTIONS, bench_stub, run_args  # noqa: F401 - fixture

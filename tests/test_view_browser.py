@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from aidanbench.analysis.cost import dollars_text, tokens_text
-from aidanbench.analysis.rundir import read_lines, read_results, write_outputs
 from aidanbench.analysis.summary import paired_comparison
 from aidanbench.analysis.view import write_view
-from aidanbench.core.results import QuestionResult
+from aidanbench.record.lines import read_lines, write_lines
+from aidanbench.record.results import QuestionResult, read_results
 
 from .browser import Browser, Page, chromium, chromium_path
 from .viewdata import PUBLISHED_RUN, make_run_dir
@@ -351,11 +351,11 @@ def test_an_answer_cut_by_the_token_limit_is_shown_where_it_counts(
     run_dir = make_run_dir(tmp_path / "run")
     lines = read_lines(run_dir)
     for line in lines:
-        for answer in line["answers"]:
-            answer["finish_reason"], answer["truncated"] = "stop", False
-    cut = lines[0]["answers"][1]
-    cut["finish_reason"], cut["truncated"] = "length", True
-    write_outputs(run_dir, lines)
+        for answer in line.answers:
+            answer.finish_reason, answer.truncated = "stop", False
+    cut = lines[0].answers[1]
+    cut.finish_reason, cut.truncated = "length", True
+    write_lines(run_dir, lines)
     open_report(page, [run_dir], tmp_path / "report.html")
 
     counted = {row["model"]: row.get("truncated_answers") for row in page.evaluate(LEADERBOARD)}

@@ -121,7 +121,7 @@ async def test_a_capped_retry_after_is_logged_once_over_every_attempt(
         out = io.StringIO()
         result = await run(spec, progress=Progress(out=out, live=False))
         refused = [r for r in stub.requests if r.status == 429]
-    assert result.totals["score"] == 4 and len(refused) == 4
+    assert result.totals.score == 4 and len(refused) == 4
     capped = [line for line in out.getvalue().splitlines() if "above the cap" in line]
     assert len(capped) == 1, out.getvalue()
     assert capped[0].endswith("asked for Retry-After 300 s, above the cap: waiting 1 s per attempt")

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from aidanbench import reference
-from aidanbench.analysis.rundir import METADATA, write_outputs
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.record.files import METADATA
+
+from .builders import write_outputs
 
 PUBLISHED_RUN = reference.published_run()
 """The published run (5 models, 49 question lines, 1,161 answers), original schema."""

@@ -17,7 +17,7 @@ import verifiers.v1 as vf
 from pydantic import Field, model_validator
 
 from aidanbench.core.settings import Settings
-from aidanbench.graph.questions import bundled_questions
+from aidanbench.graph.questions import load_questions
 from aidanbench.nodes.prompts import render_generate
 from aidanbench.verifiers_env.rewards import INFO_KEY, RewardMode, metrics, rewards
 
@@ -129,19 +129,10 @@ class AidanBenchTask(vf.Task[AidanBenchTaskData, vf.State, vf.TaskConfig]):
 
 
 def question_list(config: AidanBenchTasksetConfig) -> list[str]:
-    """The questions the config names, in order; a bad list is an error, never a fallback."""
-    if config.questions is not None:
-        questions = [q.strip() for q in config.questions]
-        if not questions or not all(questions):
-            raise ValueError("questions must be a non-empty list of non-blank strings")
-        if len(set(questions)) != len(questions):
-            raise ValueError("questions holds a duplicate question")
-        return questions if config.num_questions is None else questions[: config.num_questions]
-    if config.questions_path is not None:
-        from aidanbench.graph.question_files import load_questions
-
-        return load_questions(config.num_questions, config.questions_path)
-    return bundled_questions(config.num_questions)
+    """The questions the config names (a list, a file, or the bundled set), in order; a
+    bad list is an error, never a fallback (``graph.questions``, the one validator)."""
+    source = config.questions if config.questions is not None else config.questions_path
+    return load_questions(source, limit=config.num_questions)
 
 
 class AidanBenchTaskset(vf.Taskset[AidanBenchTask, AidanBenchTasksetConfig]):

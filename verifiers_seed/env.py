@@ -33,8 +33,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict
 
 from aidanbench.graph import build_question_graph
-from aidanbench.graph.question_sources import load_questions
-from aidanbench.graph.questions import bundled_questions
+from aidanbench.graph.questions import load_questions
 from aidanbench.nodes.prompts import render_generate
 from aidanbench.services import default_services, with_policy
 from aidanbench.verifiers_seed.args import EnvArgs
@@ -236,12 +235,10 @@ class AidanBenchSeedEnv(vf.Environment):
 
 
 def question_list(args: EnvArgs) -> list[str]:
-    """The questions the arguments name, in order; a bad list is an error, never a fallback."""
-    if args.questions is not None:
-        return load_questions(args.questions, limit=args.num_questions)
-    if args.questions_path is not None:
-        return load_questions(args.questions_path, limit=args.num_questions)
-    return bundled_questions(args.num_questions)
+    """The questions the arguments name (a list, a file, or the bundled set), in order; a
+    bad list is an error, never a fallback."""
+    source = args.questions if args.questions is not None else args.questions_path
+    return load_questions(source, limit=args.num_questions)
 
 
 def load_environment(**kwargs: Any) -> AidanBenchSeedEnv:

@@ -27,8 +27,8 @@ from aidanbench.analysis.export.record import (
     question_number,
     role_usage,
 )
-from aidanbench.core.results import AnswerRow, QuestionResult
 from aidanbench.core.vocabulary import FINAL_STOPS
+from aidanbench.record.results import AnswerRow, QuestionResult
 
 TASK = "aidanbench"
 

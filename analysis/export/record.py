@@ -1,10 +1,9 @@
 """One run as every export format reads it: provenance, rows, question lines, cost.
 
 This is the only place the exporters read a run: ``read_run`` gathers what the run
-directory's readers give (``analysis.rundir`` for the lines and metadata,
+directory's readers give (``aidanbench.record`` for the lines and metadata,
 ``analysis.summary`` for each row's figures and interval, ``analysis.cost`` for dollars)
-into one ``RunRecord``. When the run directory gets one typed record of its own, only
-this module changes.
+into one ``RunRecord``.
 
 A figure the run did not record stays ``None`` here (a results file in the original
 schema records no judge, prompts or cost), and every format writes it as unknown.
@@ -18,12 +17,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from aidanbench.analysis import cost, rundir
+from aidanbench.analysis import cost
 from aidanbench.analysis.inputs import read_input
 from aidanbench.analysis.summary import COUNTING, INTERVAL_METHOD, SummaryRow, summarise
-from aidanbench.core.results import AnswerRow, QuestionResult
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.graph.questions import question_set_hash
+from aidanbench.record.metadata import Metadata, read_metadata
+from aidanbench.record.results import AnswerRow, QuestionResult
 
 LineKey = tuple[str, float, str, int]
 """(model, temperature, question, repeat): one question line."""
@@ -57,7 +57,7 @@ class RunRecord:
     """A run directory or an original-schema results file, with its provenance."""
 
     path: Path
-    metadata: Mapping[str, Any] | None
+    metadata: Metadata | None
     """``metadata.json``; None for a results file."""
     rows: list[Row]
     questions: list[str]
@@ -72,21 +72,21 @@ class RunRecord:
     def is_run_dir(self) -> bool:
         return self.metadata is not None
 
-    def _meta(self, *keys: str) -> Any:
-        value: Any = self.metadata or {}
-        for key in keys:
-            value = value.get(key) if isinstance(value, Mapping) else None
-        return value
+    @property
+    def _meta(self) -> Metadata:
+        return self.metadata or Metadata()
 
     @property
     def judge_model(self) -> str | None:
-        return self._meta("settings", "judge_model") or _shared(
+        settings = self._meta.settings
+        return (settings.judge_model if settings else None) or _shared(
             line.judge_model for row in self.rows for line in row.lines
         )
 
     @property
     def embedding_model(self) -> str | None:
-        return self._meta("settings", "embedding_model") or _shared(
+        settings = self._meta.settings
+        return (settings.embedding_model if settings else None) or _shared(
             line.embedding_model for row in self.rows for line in row.lines
         )
 
@@ -98,14 +98,14 @@ class RunRecord:
 
     @property
     def prompts_sha256(self) -> str | None:
-        return self._meta("prompts_sha256") or _shared(
+        return self._meta.prompts_sha256 or _shared(
             line.prompts_sha256 for row in self.rows for line in row.lines
         )
 
     @property
     def questions_sha256(self) -> str:
         """The recorded hash of the question set, or the same hash of the file's set."""
-        return self._meta("questions_sha256") or question_set_hash(self.questions)
+        return self._meta.questions_sha256 or question_set_hash(self.questions)
 
     @property
     def repeats(self) -> int:
@@ -114,26 +114,25 @@ class RunRecord:
     @property
     def started_at(self) -> str | None:
         """When the run started (ISO 8601); None for a results file."""
-        return _iso(self._meta("started_at"))
+        return _iso(self._meta.started_at)
 
     @property
     def finished_at(self) -> str | None:
         """When the run last ended (ISO 8601); None for a results file or a run still going."""
-        return _iso(self._meta("finished_at"))
+        return _iso(self._meta.finished_at)
 
     @property
     def package_version(self) -> str | None:
-        return self._meta("package_version")
+        return self._meta.package_version
 
     @property
     def git_commit(self) -> str | None:
-        return self._meta("git_commit")
+        return self._meta.git_commit
 
     def scoring_settings(self, model: str) -> dict[str, Any]:
         """The model's scoring settings as the run recorded them (cot, model_kwargs,
         caps…); empty for a results file."""
-        found = self._meta("scoring_settings", model)
-        return dict(found) if isinstance(found, Mapping) else {}
+        return dict((self._meta.scoring_settings or {}).get(model) or {})
 
     def provenance(self) -> dict[str, Any]:
         """What every export records about the run (JSON-ready; unknown is None)."""
@@ -162,7 +161,7 @@ class RunRecord:
             "finished_at": self.finished_at,
             "aidanbench_version": self.package_version,
             "git_commit": self.git_commit,
-            "questions_source": self._meta("questions_source"),
+            "questions_source": self._meta.questions_source,
         }
 
 
@@ -173,7 +172,7 @@ def read_run(path: Path) -> RunRecord:
     """
     source = read_input(path)
     reward_mode = source.reward_mode or "count"
-    metadata = rundir.read_metadata(path) if path.is_dir() else None
+    metadata = read_metadata(path) if path.is_dir() else None
     questions = list(dict.fromkeys(line.question for line in source.results))
     order = {q: n for n, q in enumerate(questions)}
     by_key = cost.run_fields(source.results) if metadata is not None else {}

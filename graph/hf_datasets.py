@@ -1,14 +1,11 @@
-"""Question sets from any of the benchmark's sources: a list, a file, a Hugging Face dataset.
+"""Questions from a Hugging Face dataset: one split and column, a hub name or local data.
 
-The benchmark's environment names three sources of questions (a list, a file, a dataset
-with a ``question`` field). ``load_question_set`` turns any of them into a validated list
-and a record of where it came from (kind, name, split, field, revision or fingerprint),
-which a run stores beside the set's hash so the same set can be found again.
-
-Datasets are read through the ``datasets`` library, an optional extra (``[hf]``): it is
-large, and only this module imports it, on first use. Hub names are downloaded and
-cached as ``datasets`` does; local parquet / JSON / CSV files, folders of data files and
-``save_to_disk`` folders are read in place.
+``graph.questions.load_question_set`` comes here for a dataset: it is read through the
+``datasets`` library, an optional extra (``[hf]``): it is large, and only this module
+imports it, on first use. Hub names are downloaded and cached as ``datasets`` does; local
+parquet / JSON / CSV files, folders of data files and ``save_to_disk`` folders are read in
+place. The record of the source names the dataset, split, field, row count and revision
+or fingerprint; ``graph.questions`` validates the values as every source's.
 
 A hub lookup on a network that drops packets would wait on ``datasets``' own time-outs
 and retries (about 25 s to the first ``ConnectionError``). Before asking ``datasets``
@@ -21,22 +18,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from aidanbench.core.errors import printable
-from aidanbench.core.questions import normal_question, spelling_note
-
-MAX_QUESTION_CHARS = 2000
-"""Longest question accepted; the benchmark's longest is under 150 characters."""
-
-DEFAULT_FIELD = "question"
-"""The column the environment reads questions from."""
+from aidanbench.graph.questions import DEFAULT_FIELD, QuestionSourceError
 
 DATA_FILE_BUILDERS = {
     ".parquet": "parquet",
@@ -47,137 +35,17 @@ DATA_FILE_BUILDERS = {
 }
 """Data-file extensions ``--questions-dataset`` reads, and the ``datasets`` builder of each."""
 
-DATASET_FILE_SUFFIXES = frozenset({".parquet", ".arrow"})
-"""File kinds that only ``datasets`` reads, so a questions *file* of this kind is a dataset."""
-
 HUB_PROBE_TIMEOUT = httpx.Timeout(10.0, connect=5.0)
 """How long the hub is given to answer before a name is declared unreachable."""
 
 HF_EXTRA_HINT = "pip install 'aidanbench[hf]'"
 
 
-class QuestionSourceError(ValueError):
-    """A question source that cannot be used; the message is one line saying why."""
-
-
-@dataclass(frozen=True)
-class QuestionSet:
-    """Validated questions and where they came from."""
-
-    questions: list[str]
-    """The questions, in the source's order, after any limit."""
-    source: dict[str, Any] = field(default_factory=dict)
-    """``kind`` (``bundled``, ``list``, ``file``, ``dataset``) and what identifies it."""
-
-
-def load_questions(
-    source: Sequence[str] | str | os.PathLike[str],
-    *,
-    split: str | None = None,
-    question_field: str = DEFAULT_FIELD,
-    limit: int | None = None,
-) -> list[str]:
-    """The questions of ``source``: a list of strings, a file, or a dataset name or path.
-
-    Raises ``QuestionSourceError`` (one line) when the source cannot be read or holds a
-    non-string, blank, repeated or over-long question.
-    """
-    return load_question_set(
-        source, split=split, question_field=question_field, limit=limit
-    ).questions
-
-
-def load_question_set(
-    source: Sequence[str] | str | os.PathLike[str],
-    *,
-    split: str | None = None,
-    question_field: str = DEFAULT_FIELD,
-    limit: int | None = None,
-) -> QuestionSet:
-    """Like ``load_questions``, with the source's record.
-
-    A string or path naming an existing file is a questions file (parquet and arrow files
-    are datasets); an existing folder is a dataset; any other string is a dataset name on
-    the Hugging Face Hub.
-    """
-    if isinstance(source, str | os.PathLike):
-        path = Path(source)
-        if path.is_file() and path.suffix.lower() not in DATASET_FILE_SUFFIXES:
-            return question_file_set(path, limit)
-        return dataset_question_set(
-            os.fspath(source), split=split, question_field=question_field, limit=limit
-        )
-    return QuestionSet(validated(list(source), "question list", limit), {"kind": "list"})
-
-
-def question_file_set(path: Path, limit: int | None = None) -> QuestionSet:
-    """A questions file in the command line's formats (JSON list, JSONL, CSV, lines)."""
-    from aidanbench.core.errors import UsageError
-    from aidanbench.graph.question_files import read_questions_file
-
-    try:
-        questions = read_questions_file(path)
-    except UsageError as exc:
-        raise QuestionSourceError(str(exc)) from None
-    return QuestionSet(
-        validated(questions, f"questions file {path}", limit), {"kind": "file", "path": str(path)}
-    )
-
-
-def validated(questions: Sequence[object], where: str, limit: int | None = None) -> list[str]:
-    """The first ``limit`` questions, each checked and normalised (``normal_question``): a
-    string, not blank, valid Unicode, not huge, and distinct from every other once
-    normalised (a repeat is refused naming both).
-
-    Every question is checked before the limit applies, so a set is valid or not
-    whatever part of it a run asks for.
-    """
-    if limit is not None and limit < 1:
-        raise QuestionSourceError(f"the number of questions must be at least 1, got {limit}")
-    if not questions:
-        raise QuestionSourceError(f"{where} holds no questions")
-    seen: dict[str, tuple[int, str]] = {}
-    checked: list[str] = []
-    for number, question in enumerate(questions, 1):
-        if not isinstance(question, str):
-            raise QuestionSourceError(
-                f"{where}: question {number} is {type(question).__name__} "
-                f"{printable(repr(question))[:80]}, not a string"
-            )
-        if not question.strip():
-            raise QuestionSourceError(f"{where}: question {number} is empty")
-        try:
-            question.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise QuestionSourceError(
-                f"{where}: question {number} holds an invalid character "
-                f"(a lone surrogate {question[exc.start]!r}); fix its \\u escape"
-            ) from None
-        if len(question) > MAX_QUESTION_CHARS:
-            raise QuestionSourceError(
-                f"{where}: question {number} is {len(question)} characters "
-                f"(at most {MAX_QUESTION_CHARS})"
-            )
-        key = normal_question(question)
-        if key in seen:
-            first, spelled = seen[key]
-            raise QuestionSourceError(
-                f"{where}: question {number} repeats question {first} "
-                f"{printable(repr(key[:60]))}{spelling_note(spelled, question)}"
-            )
-        seen[key] = (number, question)
-        checked.append(key)
-    return checked if limit is None else checked[:limit]
-
-
-def dataset_question_set(
-    name_or_path: str,
-    *,
-    split: str | None = None,
-    question_field: str = DEFAULT_FIELD,
-    limit: int | None = None,
-) -> QuestionSet:
-    """Questions from one split and column of a Hugging Face dataset (hub name or local)."""
+def read_dataset(
+    name_or_path: str, *, split: str | None = None, question_field: str = DEFAULT_FIELD
+) -> tuple[list[object], str, dict[str, Any]]:
+    """One split and column of a Hugging Face dataset (hub name or local): its values (to
+    validate), what to call it in a refusal, and its source record."""
     datasets = _import_datasets()
     path = Path(name_or_path)
     revision: str | None = None
@@ -195,7 +63,6 @@ def dataset_question_set(
             f"{where} has no field {question_field!r} (fields: {', '.join(columns) or 'none'}); "
             "choose one with --questions-field"
         )
-    questions = validated(dataset[question_field], where, limit)
     source: dict[str, Any] = {
         "kind": "dataset",
         "name": name_or_path if kind == "hub" else str(path.resolve()),
@@ -206,7 +73,7 @@ def dataset_question_set(
     }
     if kind == "hub":
         source["revision"] = revision
-    return QuestionSet(questions, source)
+    return list(dataset[question_field]), where, source
 
 
 def _import_datasets() -> Any:

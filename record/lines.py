@@ -1,0 +1,386 @@
+"""The question line and its answers: what a run keeps of each question thread.
+
+A question line is one (model, temperature, question, repeat) of a run. The run engine
+makes it from the question graph's output (``QuestionLine.from_output``), keeps it in
+memory with its answers, and writes it with the others (``write_lines``): the line
+without its answers to ``questions.jsonl``, each answer to ``answers.jsonl`` beside the
+line's key, and the original AidanBench schema to ``results.json`` (one file per
+repeat). ``read_lines`` gives back the same lines, answers joined; a run that grows a
+run directory starts from them, so the lines of threads a later session does not run are
+written again unchanged.
+
+Lines written by every earlier version read: each field a version may not have written
+is optional and stays absent when absent (a line is dumped with what it was given), and
+fields this version does not know are kept. Nested records (an answer's ``calls``, the
+thread's ``measured``) are ``core.state``'s TypedDicts for the type checker and plain
+JSON objects when read, so reading never loads LangGraph and an older record that lacks a
+key added later still reads (or that another tool wrote without one: an error record
+with its message alone).
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from aidanbench.core.calls import answer_dollars, question_dollars
+from aidanbench.core.metric_names import environment_aliases
+from aidanbench.core.vocabulary import ERROR_KINDS, is_censored
+from aidanbench.record import files
+
+if TYPE_CHECKING:
+    from aidanbench.core.errors import ErrorInfo
+    from aidanbench.core.state import CallStats, Measured
+else:  # see the module docstring
+    CallStats = ErrorInfo = Measured = dict
+
+
+def normal_question(text: str) -> str:
+    """``text`` in Unicode NFC, without surrounding whitespace: the one form that
+    identifies a question.
+
+    Two spellings of a question that differ only in surrounding whitespace or in Unicode
+    form (a composed ``é`` against ``e`` and a combining accent) look the same to a person
+    and ask a model the same thing; counted apart, they would give one model two scores
+    for one question. Question sets are normalised when they are read (a set holding two
+    spellings of one question is refused), thread ids hash this form, and reports pair
+    lines by it.
+    """
+    return unicodedata.normalize("NFC", text).strip()
+
+
+def spelling_note(first: str, second: str) -> str:
+    """Why two texts are one question, when they are not equal as written."""
+    if first == second:
+        return ""
+    if first.strip() == second.strip():
+        return " (they differ only in surrounding whitespace)"
+    return " (they differ only in surrounding whitespace or Unicode form)"
+
+
+def truncated_answers(flags: Iterable[bool | None]) -> int | None:
+    """How many answers the token limit cut, of answers flagged ``truncated`` or not;
+    None when there are answers and none of them recorded it (unknown, not 0).
+
+    Every count of cut answers (``questions.jsonl``, ``report``, the HTML page) is this.
+    """
+    given = list(flags)
+    known = [flag for flag in given if flag is not None]
+    if given and not known:
+        return None
+    return sum(known)
+
+
+LINE_KEY = ("model", "temperature", "question", "repeat")
+"""What names a question line, in ``questions.jsonl`` and on each ``answers.jsonl`` line."""
+
+LineKey = tuple[str, float, str, int]
+
+OUTPUT_FIELDS = (
+    "stop_reason",
+    "error",
+    "score",
+    "novelty_sum",
+    "mean_coherence",
+    "mean_novelty",
+    "mean_llm_novelty",
+    "format_adherence",
+    "speculative",
+)
+"""The question graph's output fields a line keeps (its answers apart)."""
+
+
+class AnswerLine(BaseModel):
+    """One scored answer as a run records it (``core.state.AnswerRecord``), valid or the
+    question's failing one; in ``answers.jsonl`` beside its line's key."""
+
+    model_config = ConfigDict(extra="allow")
+
+    index: int
+    """1-based position in the chain (``answer_num`` in the original schema)."""
+    answer: str
+    """The answer text that was judged and embedded."""
+    raw_reply: str | None = None
+    """The model's full reply."""
+    used_answer_tag: bool | None = None
+    """Whether the reply used the ``<answer>`` tag; None when unknown."""
+    coherence: float | None = None
+    """Judge's coherence score, 0-100."""
+    novelty: float | None = None
+    """1 − max cosine similarity to earlier valid answers."""
+    llm_novelty: float | None = None
+    """1 − max judge similarity/100 to earlier answers; None when that judge is off."""
+    valid: bool
+    """Passed every threshold (strictly greater)."""
+    stop_reason: str | None = None
+    """For the failing answer, the criterion it failed."""
+    elapsed_s: float | None = None
+    """Seconds from the question's start to this answer's decision."""
+    calls: dict[str, CallStats] | None = None
+    """Cost per role (``generate``, ``judge``, ``embed``, ``similarity``)."""
+    flags: list[str] | None = None
+    """Notes such as ``judge_markup_neutralised`` or ``rejudged``."""
+    finish_reason: str | None = None
+    """Why the provider stopped the generation; absent in records made before it was kept."""
+    truncated: bool | None = None
+    """Cut by the token limit (``finish_reason`` ``length``); None when unknown."""
+    served_model: str | None = None
+    """Model id the provider reported serving the generation."""
+    reasoning_tokens: int | None = None
+    """Hidden reasoning tokens of the generation; None when the provider did not say."""
+    coherence_samples: list[float] | None = None
+    """Every coherence judgment when several were asked, the deciding one first."""
+
+    def record(self) -> dict[str, Any]:
+        """The answer as written: the fields it was given, and its dollars."""
+        fields = self.model_dump(mode="json", exclude_unset=True)
+        return {**fields, "cost_usd": answer_dollars(fields.get("calls") or {})}
+
+
+class LineThresholds(BaseModel):
+    """Thresholds a line's validity was decided with."""
+
+    coherence: float
+    """An answer passed when coherence > this."""
+    novelty: float
+    """An answer passed when embedding novelty > this."""
+    llm_novelty: float | None = None
+    """An answer passed when LLM novelty > this; None when that judge was off."""
+
+
+class QuestionLine(BaseModel):
+    """One line of ``questions.jsonl`` (with its answers, in memory): a question thread's
+    result and what it means."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    """Model under test."""
+    temperature: float
+    """Sampling temperature of the model under test."""
+    question: str
+    """The question, the key that pairs lines across models and runs."""
+    repeat: int = 1
+    """1-based repeat of the question."""
+    thread_id: str | None = None
+    """The question thread's checkpoint id."""
+    embedding_model: str | None = None
+    """Embedding model behind the line's novelty (the thread's, not the latest run's)."""
+    thresholds: LineThresholds | None = None
+    """Thresholds the line's validity was decided with."""
+    measured: Measured | None = None
+    """Every setting the thread's scores depend on, recorded when it started."""
+    stop_reason: str | None = None
+    """Why the chain ended (``core.vocabulary.StopReason``); None while it runs."""
+    error: ErrorInfo | None = None
+    """Details when ``stop_reason`` is an error kind."""
+    score: int | None = None
+    """Valid answers."""
+    novelty_sum: float | None = None
+    """Embedding novelty summed over valid answers (the alternative reward)."""
+    mean_coherence: float | None = None
+    """Mean coherence over valid answers."""
+    mean_novelty: float | None = None
+    """Mean embedding novelty over valid answers."""
+    mean_llm_novelty: float | None = None
+    """Mean LLM novelty over valid answers, when that judge is on."""
+    format_adherence: float | None = None
+    """Share of replies that used the ``<answer>`` tag."""
+    speculative: CallStats | None = None
+    """Cost of look-ahead generations that were discarded."""
+    reward: float | None = None
+    """The verifiers environment's name for the score, or the novelty sum under that
+    reward mode (``core.metric_names``); the other environment names follow it."""
+    format_reward: float | None = None
+    avg_coherence: float | None = None
+    avg_embedding_novelty: float | None = None
+    sum_embedding_novelty: float | None = None
+    avg_llm_novelty: float | None = None
+    answers: list[AnswerLine] = []
+    """Every scored answer, the failing one last (in ``answers.jsonl`` on disk)."""
+
+    @classmethod
+    def from_output(
+        cls,
+        output: Mapping[str, Any],
+        *,
+        measured: Measured,
+        question: str,
+        repeat: int = 1,
+        thread_id: str | None = None,
+        reward_mode: str = "count",
+    ) -> QuestionLine:
+        """The line of a question graph's output (or a thread's state values).
+
+        Model, temperature, thresholds and embedding model are the ones the thread
+        recorded when it started (``measured``), so a line never labels old scores with
+        a later run's settings.
+        """
+        return cls.model_validate(
+            {
+                "model": measured["model"],
+                "temperature": measured["temperature"],
+                "question": question,
+                "repeat": repeat,
+                "thread_id": thread_id,
+                "embedding_model": measured["embedding_model"],
+                "thresholds": {
+                    "coherence": measured["coherence_threshold"],
+                    "novelty": measured["novelty_threshold"],
+                    "llm_novelty": measured["llm_novelty_threshold"],
+                },
+                "measured": measured,
+                **{name: output.get(name) for name in OUTPUT_FIELDS},
+                **environment_aliases(output, reward_mode),
+                "answers": output.get("answers") or [],
+            }
+        )
+
+    @property
+    def key(self) -> LineKey:
+        """(model, temperature, question, repeat)."""
+        return self.model, self.temperature, self.question, self.repeat
+
+    @property
+    def errored(self) -> bool:
+        """Stopped on an error: running the same spec again retries it."""
+        return self.stop_reason in ERROR_KINDS
+
+    @property
+    def error_message(self) -> str | None:
+        """The error's one line, when the line stopped on one."""
+        return self.error.get("message") if self.error else None
+
+    @property
+    def produced(self) -> bool:
+        """Has an answer or a stop (a thread that never got going has neither)."""
+        return bool(self.answers) or self.stop_reason is not None
+
+    @property
+    def dollars(self) -> float | None:
+        """Dollars of the recorded answers and discarded look-aheads (None: unknown)."""
+        answers = [a.model_dump(include={"calls"}, exclude_unset=True) for a in self.answers]
+        return question_dollars(answers, self.speculative)
+
+    def record(self) -> dict[str, Any]:
+        """The line as ``questions.jsonl`` holds it: the fields it was given, without its
+        answers, with its dollars (null when unknown), whether a cap cut it short
+        (``censored``: its score is a lower bound) and how many of its answers the token
+        limit cut (``truncated_answers``: null when none recorded whether it did)."""
+        fields = self.model_dump(mode="json", exclude_unset=True, exclude={"answers"})
+        return {
+            **fields,
+            "cost_usd": self.dollars,
+            "censored": is_censored(self.stop_reason),
+            "truncated_answers": truncated_answers(a.truncated for a in self.answers),
+        }
+
+    def answer_records(self) -> list[dict[str, Any]]:
+        """The line's ``answers.jsonl`` lines: each answer beside the line's key."""
+        key = dict(zip(LINE_KEY, self.key, strict=True))
+        return [{**key, **answer.record()} for answer in self.answers]
+
+
+def write_lines(run_dir: Path, lines: Sequence[QuestionLine]) -> None:
+    """Write the results files, ``answers.jsonl`` and ``questions.jsonl`` of ``lines``
+    (behind the outputs manifest, ``files.write_outputs``)."""
+    written: dict[str, str] = {}
+    for repeat in sorted({line.repeat for line in lines}) or [1]:
+        chosen = [line for line in lines if line.repeat == repeat]
+        written[files.results_name(repeat)] = json.dumps(original_schema(chosen), indent=2)
+    written[files.ANSWERS] = "".join(
+        json.dumps(answer, ensure_ascii=False) + "\n"
+        for line in lines
+        for answer in line.answer_records()
+    )
+    written[files.QUESTIONS] = "".join(
+        json.dumps(line.record(), ensure_ascii=False) + "\n" for line in lines
+    )
+    files.write_outputs(run_dir, written)
+
+
+def temperature_key(temperature: float) -> str:
+    """Temperature as the original schema keys it (``"0.7"``)."""
+    return repr(float(temperature))
+
+
+def original_schema(lines: Iterable[QuestionLine]) -> dict[str, Any]:
+    """``{"models": {MODEL: {TEMPERATURE: {QUESTION: [answer, …]}}}}``, the published
+    benchmark's results file, of question lines (the failing answer last)."""
+    models: dict[str, dict[str, dict[str, list[dict[str, Any]]]]] = {}
+    for line in lines:
+        by_question = models.setdefault(line.model, {}).setdefault(
+            temperature_key(line.temperature), {}
+        )
+        records = []
+        for answer in line.answers:
+            record: dict[str, Any] = {
+                "answer_num": answer.index,
+                "answer": answer.answer,
+                "coherence_score": answer.coherence,
+                "embedding_dissimilarity_score": answer.novelty,
+                "processing_time": answer.elapsed_s,
+            }
+            if answer.llm_novelty is not None:
+                record["llm_dissimilarity_score"] = answer.llm_novelty
+            records.append(record)
+        by_question[line.question] = records
+    return {"models": models}
+
+
+def read_lines(run_dir: Path) -> list[QuestionLine]:
+    """The question lines of a run directory as ``write_lines`` was given them, answers
+    joined back in, in the order the run listed them.
+
+    Raises ``ValueError`` naming the file and line when one cannot be read, and when the
+    files are from an interrupted write (``files.read_outputs``).
+    """
+    found = files.read_outputs(run_dir, [files.QUESTIONS, files.ANSWERS])
+    questions, answers = found[files.QUESTIONS], found[files.ANSWERS]
+    if questions is None:
+        raise ValueError(f"{run_dir} is not a run directory (no {files.QUESTIONS})")
+    by_key: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    if answers is not None:
+        for _, record in _objects(run_dir / files.ANSWERS, answers):
+            key = tuple(record.get(name) for name in LINE_KEY)
+            by_key.setdefault(key, []).append(
+                {k: v for k, v in record.items() if k not in LINE_KEY}
+            )
+    lines = []
+    for number, record in _objects(run_dir / files.QUESTIONS, questions):
+        key = tuple(record.get(name) for name in LINE_KEY)
+        try:
+            lines.append(QuestionLine.model_validate({**record, "answers": by_key.get(key, [])}))
+        except ValidationError as exc:
+            raise ValueError(f"{run_dir / files.QUESTIONS}:{number}: {_first_error(exc)}") from None
+    return lines
+
+
+def _objects(path: Path, data: bytes) -> Iterable[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each non-blank line of a JSON-lines file."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not UTF-8 (byte {exc.start})") from None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not JSON: {exc}") from exc
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}:{number}: not a JSON object")
+        yield number, record
+
+
+def _first_error(exc: ValidationError) -> str:
+    """The first problem pydantic found, as ``field: message``."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "line"
+    return f"{where}: {first['msg']}"

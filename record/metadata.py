@@ -1,0 +1,243 @@
+"""``metadata.json``: what a run is, as it has grown over its sessions.
+
+The run engine keeps one ``Metadata`` per run directory: the grid ever asked for
+(``spec``), each model's scoring settings, fixed once the model is in the run
+(``scoring_settings``), how each model is judged (``judging``), one ``Session`` per
+session with the operational settings it applied and how it ended, provenance (versions,
+prompt and question hashes) and, once a session ends, the totals: the recorded answers'
+and the usage ledger's (``usage``, what was actually sent).
+
+Every field is optional, so metadata written by any earlier version reads, and fields
+this version does not know are kept when the engine writes the metadata again. A value
+of the wrong kind (a ``spec`` that is a string) is a damaged file, refused with one line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from aidanbench.record import files
+from aidanbench.record.lines import LineThresholds
+from aidanbench.record.usage import LedgerSummary
+
+Open = ConfigDict(extra="allow")
+"""Every record here keeps the fields it does not declare (written by a later version,
+or by another tool)."""
+
+
+class Grid(BaseModel):
+    """``spec``: every model, temperature and repeat the run was ever asked for, and the
+    settings of its latest session."""
+
+    model_config = Open
+
+    models: list[str] = []
+    temperatures: list[float] = []
+    repeats: int | None = None
+    reward_mode: str | None = None
+    """``count`` or ``novelty_sum``: what the headline is (a scoring setting)."""
+    settings: dict[str, Any] | None = None
+    """The latest session's ``Settings`` fields (model and temperature apart)."""
+    variants: dict[str, dict[str, Any]] | None = None
+    """Each variant label's request fields."""
+
+
+class ThresholdSource(BaseModel):
+    """Where a model's coherence threshold came from."""
+
+    model_config = Open
+
+    kind: str | None = None
+    """``benchmark`` (the published 15, on o1-mini's scale), ``given`` or ``calibration``."""
+    file: str | None = None
+    """The calibration file, for ``calibration``."""
+    sha256: str | None = None
+    """Its sha256."""
+    judge_model: str | None = None
+    """The judge it calibrated."""
+
+
+class Judging(BaseModel):
+    """How one model's answers are judged."""
+
+    model_config = Open
+
+    judge_model: str | None = None
+    coherence_threshold: float | None = None
+    coherence_threshold_source: ThresholdSource | None = None
+    judge_samples: int | None = None
+    served: dict[str, int] | None = None
+    """Replies of the judge by the model the provider said served them."""
+
+
+class RunSettings(BaseModel):
+    """``settings``: the scoring settings every line of an early run shared, read for
+    lines that do not record their own."""
+
+    model_config = Open
+
+    embedding_model: str | None = None
+    judge_model: str | None = None
+    thresholds: LineThresholds | None = None
+    rule: str | None = None
+    temperatures_sent: list[float] | None = None
+    pipeline: bool | None = None
+
+
+class Session(BaseModel):
+    """One session: what it asked for, the operational settings it applied, how it ended."""
+
+    model_config = Open
+
+    started_at: str | None = None
+    finished_at: str | None = None
+    status: str | None = None
+    """``running``, ``finished``, ``interrupted``, ``refused``, ``failed: ERROR``,
+    ``killed`` (found running by a later session), ``rejudged``."""
+    refusal: str | None = None
+    """The endpoint's refusal that ended a ``refused`` session."""
+    models: list[str] | None = None
+    temperatures: list[float] | None = None
+    repeats: int | None = None
+    questions: int | None = None
+    questions_sha256: str | None = None
+    questions_source: dict[str, Any] | None = None
+    operational: dict[str, Any] | None = None
+    """The operational settings this session applied (``core.setting_kinds``)."""
+    coherence_threshold_source: ThresholdSource | None = None
+    endpoints: dict[str, str] | None = None
+    """Host of each role's endpoint."""
+    base_urls: dict[str, str] | None = None
+    """Base URL each role reached."""
+    endpoint_sources: dict[str, str] | None = None
+    """Roles whose base URL came from an environment variable (role: the variable)."""
+    concurrency: int | None = None
+    """Questions kept in flight."""
+    concurrency_automatic: bool | None = None
+    server: str | None = None
+    package_version: str | None = None
+    git_commit: str | None = None
+
+
+class RunTotals(BaseModel):
+    """``totals``: the recorded answers' figures (``record.results.totals`` of the
+    run's lines) and, once the usage ledger is summed, what was actually sent."""
+
+    model_config = Open
+
+    questions: int | None = None
+    """Question lines."""
+    answers: int | None = None
+    score: int | None = None
+    api_calls: int | None = None
+    """Requests: sent (the ledger's) when ``recorded_api_calls`` is present, else recorded."""
+    tokens: int | None = None
+    dollars: float | None = None
+    usage_missing: int | None = None
+    errored: int | None = None
+    truncated_answers: int | None = None
+    recorded_api_calls: int | None = None
+    recorded_tokens: int | None = None
+    recorded_dollars: float | None = None
+    unrecorded: int | None = None
+    """Requests sent without a recorded reply (may be billed)."""
+    dollars_bound: float | None = None
+    """What the run can have cost at most."""
+
+
+class Forgotten(BaseModel):
+    """A model ``aidanbench forget`` took out of the run."""
+
+    model_config = Open
+
+    model: str | None = None
+    at: str | None = None
+    threads: int | None = None
+    lines: int | None = None
+    ledger_lines_kept: int | None = None
+    dollars_kept: float | None = None
+
+
+class Metadata(BaseModel):
+    """``metadata.json`` (module docstring)."""
+
+    model_config = Open
+
+    spec: Grid | None = None
+    scoring_settings: dict[str, dict[str, Any]] | None = None
+    """Each model's scoring settings and ``prompts_sha256``, fixed once it is in the run."""
+    judging: dict[str, Judging] | None = None
+    package_version: str | None = None
+    git_commit: str | None = None
+    python: str | None = None
+    prompts_sha256: str | None = None
+    endpoints: dict[str, str] | None = None
+    questions_source: dict[str, Any] | None = None
+    settings: RunSettings | None = None
+    server: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    sessions: list[Session] = Field(default_factory=list)
+    questions: int | None = None
+    """Distinct questions over every line of the run."""
+    questions_sha256: str | None = None
+    """sha256 of the questions in the run's order."""
+    question_set_sha256: str | None = None
+    """sha256 of the sorted questions: equal for runs on the same set."""
+    totals: RunTotals | None = None
+    usage: LedgerSummary | None = None
+    """The usage ledger's totals: what the run sent, across its sessions."""
+    prices: dict[str, Any] | None = None
+    caps: dict[str, Any] | None = None
+    endpoint_limits: dict[str, Any] | None = None
+    forgotten: list[Forgotten] | None = None
+    rejudged_from: dict[str, Any] | None = None
+    """The run a ``rescore --into`` directory was judged again from."""
+
+    @property
+    def reward_mode(self) -> str:
+        """The headline the run records (``count`` when it records none)."""
+        return (self.spec.reward_mode if self.spec else None) or "count"
+
+    def judging_of(self, model: str) -> Judging | None:
+        """How ``model``'s answers are judged, if recorded."""
+        return (self.judging or {}).get(model)
+
+
+def read_metadata(run_dir: Path) -> Metadata | None:
+    """``metadata.json`` of a run directory, if present.
+
+    Raises ``ValueError`` saying the file is damaged when it is not the object a run
+    writes (not UTF-8, not JSON, not an object, or a field of the wrong kind).
+    """
+    path = run_dir / files.METADATA
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is damaged (not UTF-8 at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{path} is damaged (not valid JSON: {exc.msg} at line {exc.lineno}; truncated?)"
+        ) from None
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"{path} is damaged (a JSON {type(data).__name__}, not the object a run writes)"
+        )
+    try:
+        return Metadata.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ValueError(f"{path} is damaged ({where!r}: {first['msg']})") from None
+
+
+def write_metadata(run_dir: Path, metadata: Metadata) -> None:
+    """Replace ``metadata.json`` atomically with the fields ``metadata`` was given."""
+    data = metadata.model_dump(mode="json", exclude_unset=True)
+    files.atomic_write(run_dir / files.METADATA, json.dumps(data, indent=2))

@@ -1,0 +1,504 @@
+"""Results as one read-only shape, whatever they came from: ``QuestionResult``.
+
+Two sources are read: the question lines of a run directory (``record.lines``), with
+what its metadata records about them, and a results file in the original AidanBench
+schema (``{"models": {MODEL: {TEMPERATURE: {QUESTION: [answer, …]}}}}``), so published
+runs can be reported, rescored and plotted like ours. The run engine hands its lines to
+the same ``question_result`` without reading them back.
+
+In an original file validity is not stored; it is recomputed with the thresholds given
+(the benchmark's by default): a chain is valid up to its first failing answer, which the
+original records last.
+
+``totals`` counts a set of results; the metadata's totals, ``report``, ``plot``,
+``rescore``, ``view``, the live table and the benchmark graph's ``summarize`` all go
+through it, so they cannot disagree about what was counted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aidanbench.core.calls import (
+    call_count,
+    call_tokens,
+    known_sum,
+    question_dollars,
+    usage_missing,
+)
+from aidanbench.core.thresholds import Thresholds
+from aidanbench.core.vocabulary import FINAL_STOPS, is_error_stop
+from aidanbench.record.lines import (
+    AnswerLine,
+    LineKey,
+    QuestionLine,
+    normal_question,
+    read_lines,
+    truncated_answers,
+)
+from aidanbench.record.metadata import Judging, Metadata, RunTotals, read_metadata
+
+UNFINISHED = "unfinished"
+"""Stop-reason label of a line with no stop reason (interrupted or still running)."""
+
+ANSWER_EXTRAS = (
+    "raw_reply",
+    "calls",
+    "flags",
+    "stop_reason",
+    "finish_reason",
+    "reasoning_tokens",
+    "coherence_samples",
+)
+"""Answer-record keys kept in ``AnswerRow.extra`` (the view shows them)."""
+
+
+@dataclass(frozen=True)
+class AnswerRow:
+    """One scored answer of a chain; ``index`` counts from 1 like ``answer_num``."""
+
+    index: int
+    answer: str
+    coherence: float | None
+    novelty: float | None
+    llm_novelty: float | None
+    valid: bool
+    elapsed_s: float | None = None
+    used_answer_tag: bool | None = None
+    tokens: int | None = None
+    """Tokens of this answer's generation and scoring requests (embeddings apart); None
+    when a request reported none, or the file records none."""
+    calls: int | None = None
+    """Requests made for this answer, every role (cache hits do not count); None when the
+    file records none."""
+    truncated: bool | None = None
+    """Cut by the token limit (``finish_reason`` ``length``); None when not recorded."""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class QuestionResult:
+    """The chain of answers one model gave to one question in one repeat."""
+
+    model: str
+    temperature: float
+    question: str
+    answers: tuple[AnswerRow, ...]
+    stop_reason: str | None
+    repeat: int = 1
+    error: str | None = None
+    embedding_model: str | None = None
+    thresholds: Thresholds | None = None
+    speculative_tokens: int | None = 0
+    speculative_calls: int = 0
+    """Requests of discarded look-ahead generations."""
+    cost_usd: float | None = None
+    """Dollars of the recorded answers and discarded look-aheads (``core.calls``); None
+    when unknown: a model without a price, a request without usage, or a results file."""
+    usage_missing: int = 0
+    """Requests of those answers and look-aheads whose reply reported no usage."""
+    judge_model: str | None = None
+    """Judge model behind the coherence scores; None when not recorded."""
+    prompts_sha256: str | None = None
+    """sha256 of the prompt templates the line was run with; None when not recorded."""
+    threshold_source: str | None = None
+    """Where the coherence threshold came from (``threshold_source_text``: the
+    benchmark's 15, given, or a calibration file and its sha256); None when not recorded."""
+
+    @property
+    def key(self) -> LineKey:
+        """(model, temperature, question, repeat)."""
+        return self.model, self.temperature, self.question, self.repeat
+
+    @property
+    def score(self) -> int:
+        """Valid answers: the benchmark's per-question score."""
+        return sum(1 for a in self.answers if a.valid)
+
+    @property
+    def novelty_sum(self) -> float:
+        """Sum of embedding novelty over valid answers (the alternative reward)."""
+        return sum(a.novelty or 0.0 for a in self.answers if a.valid)
+
+    @property
+    def tokens(self) -> int | None:
+        """Tokens of every call, discarded look-aheads included (None when one is unknown)."""
+        parts = [a.tokens for a in self.answers] + [self.speculative_tokens]
+        return None if any(p is None for p in parts) else sum(p or 0 for p in parts)
+
+    @property
+    def api_calls(self) -> int | None:
+        """Requests of every answer, discarded look-aheads included (None when unrecorded)."""
+        parts = [a.calls for a in self.answers]
+        if any(p is None for p in parts):
+            return None
+        return sum(p or 0 for p in parts) + self.speculative_calls
+
+    @property
+    def truncated_answers(self) -> int | None:
+        """Answers cut by the token limit (scored as they came); None when unknown."""
+        return truncated_answers(a.truncated for a in self.answers)
+
+    @property
+    def finish_unknown(self) -> int:
+        """Answers whose finish reason was not recorded (whether they were cut is unknown)."""
+        return sum(1 for a in self.answers if a.truncated is None)
+
+    @property
+    def finished(self) -> bool:
+        """Ended by the benchmark's rule or a cap, not by an error or an interruption."""
+        return self.stop_reason in FINAL_STOPS
+
+    @property
+    def errored(self) -> bool:
+        """Ended on a failure (its score is then a lower bound)."""
+        return self.error is not None or is_error_stop(self.stop_reason)
+
+
+@dataclass(frozen=True)
+class Totals:
+    """What a set of results adds up to; every count here is a plain tally.
+
+    A model's headline with repeats is a mean per repeat, not ``score``: see
+    ``aidanbench.analysis.summary``.
+    """
+
+    lines: int
+    """Question lines (questions x repeats x models, as far as they were run)."""
+    questions: int
+    """Distinct question texts."""
+    repeats: int
+    """Distinct repeats."""
+    answers: int
+    """Recorded answers, failing ones included."""
+    score: int
+    """Valid answers over every line."""
+    novelty_sum: float
+    """Embedding novelty of valid answers over every line."""
+    finished: int
+    """Lines ended by the benchmark's rule or the answer cap."""
+    errored: int
+    """Lines ended by an API, configuration or judge error."""
+    stop_reasons: dict[str, int]
+    """Lines per stop reason; ``unfinished`` for lines without one."""
+    api_calls: int | None
+    """Requests of every answer and of discarded look-aheads (cache hits do not count);
+    None when not recorded (results files)."""
+    tokens: int | None
+    """Input plus output tokens of the generation and scoring requests; None when one
+    reported none, or when not recorded."""
+    dollars: float | None = None
+    """Dollars of those requests; None when any part is unknown."""
+    usage_missing: int = 0
+    """Requests whose reply reported no usage (their tokens and dollars are unknown)."""
+    truncated_answers: int | None = None
+    """Answers cut by the token limit (``finish_reason`` ``length``), scored as they
+    came; None when no answer recorded its finish reason."""
+    finish_unknown: int = 0
+    """Answers whose finish reason was not recorded (made before it was kept)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready values."""
+        return asdict(self)
+
+
+def totals(results: Iterable[QuestionResult]) -> Totals:
+    """The totals of ``results``."""
+    lines = list(results)
+    return Totals(
+        lines=len(lines),
+        questions=len({r.question for r in lines}),
+        repeats=len({r.repeat for r in lines}),
+        answers=sum(len(r.answers) for r in lines),
+        score=sum(r.score for r in lines),
+        novelty_sum=sum(r.novelty_sum for r in lines),
+        finished=sum(1 for r in lines if r.finished),
+        errored=sum(1 for r in lines if r.errored),
+        stop_reasons=dict(Counter(r.stop_reason or UNFINISHED for r in lines)),
+        api_calls=known_sum(r.api_calls for r in lines),
+        tokens=known_sum(r.tokens for r in lines),
+        dollars=known_sum(r.cost_usd for r in lines),
+        usage_missing=sum(r.usage_missing for r in lines),
+        truncated_answers=truncated_answers(a.truncated for r in lines for a in r.answers),
+        finish_unknown=sum(r.finish_unknown for r in lines),
+    )
+
+
+def run_totals(counted: Totals) -> RunTotals:
+    """The recorded answers' figures as ``metadata.json`` keeps them (``totals``)."""
+    return RunTotals(
+        questions=counted.lines,
+        answers=counted.answers,
+        score=counted.score,
+        api_calls=counted.api_calls,
+        tokens=counted.tokens,
+        dollars=counted.dollars,
+        usage_missing=counted.usage_missing,
+        errored=counted.errored,
+        truncated_answers=counted.truncated_answers,
+    )
+
+
+def distinct(results: Iterable[QuestionResult]) -> tuple[list[QuestionResult], list[str]]:
+    """``results`` with each (model, temperature, question, repeat) once, and a note per
+    line left out.
+
+    Questions are read in their normal form (``record.lines.normal_question``), so a run
+    made before normalisation that asked one question twice, once with a trailing space,
+    has two lines for one question: the first is counted, the other named.
+    """
+    kept: dict[LineKey, QuestionResult] = {}
+    notes: list[str] = []
+    for result in results:
+        if result.key in kept:
+            notes.append(
+                f"{result.model} @ {result.temperature:g} answered question "
+                f"{result.question[:60]!r} twice (repeat {result.repeat}), in spellings that "
+                "differ only in surrounding whitespace or Unicode form; it is counted once "
+                "(the first line)"
+            )
+            continue
+        kept[result.key] = result
+    return list(kept.values()), notes
+
+
+def answer_row(answer: AnswerLine) -> AnswerRow:
+    """An answer line as a row."""
+    calls = answer.calls
+    record = answer.model_dump(exclude_unset=True)
+    return AnswerRow(
+        index=answer.index,
+        answer=answer.answer,
+        coherence=answer.coherence,
+        novelty=answer.novelty,
+        llm_novelty=answer.llm_novelty,
+        valid=answer.valid,
+        elapsed_s=answer.elapsed_s,
+        used_answer_tag=answer.used_answer_tag,
+        tokens=None if calls is None else call_tokens(calls),
+        calls=None if calls is None else call_count(calls),
+        truncated=answer.truncated,
+        extra={k: record[k] for k in ANSWER_EXTRAS if k in record},
+    )
+
+
+def question_result(line: QuestionLine, metadata: Metadata | None = None) -> QuestionResult:
+    """A question line as a result.
+
+    What the line does not record (lines written before threads recorded their
+    settings) comes from the run's ``metadata``.
+    """
+    meta = metadata or Metadata()
+    settings = meta.settings
+    measured: Mapping[str, Any] = line.measured or {}
+    thresholds = line.thresholds or (settings.thresholds if settings else None)
+    answers = sorted(line.answers, key=lambda a: a.index)
+    speculative = {"speculative": line.speculative} if line.speculative else {}
+    recorded = [a.model_dump(include={"calls"}, exclude_unset=True) for a in answers]
+    return QuestionResult(
+        model=line.model,
+        temperature=line.temperature,
+        question=normal_question(line.question),
+        answers=tuple(answer_row(a) for a in answers),
+        stop_reason=line.stop_reason,
+        repeat=line.repeat,
+        error=line.error_message,
+        embedding_model=(
+            line.embedding_model
+            or measured.get("embedding_model")
+            or (settings.embedding_model if settings else None)
+        ),
+        thresholds=(
+            Thresholds(thresholds.coherence, thresholds.novelty, thresholds.llm_novelty)
+            if thresholds
+            else None
+        ),
+        speculative_tokens=call_tokens(speculative),
+        speculative_calls=call_count(speculative),
+        cost_usd=question_dollars(recorded, line.speculative),
+        usage_missing=usage_missing(speculative) + sum(usage_missing(a.calls) for a in answers),
+        judge_model=measured.get("judge_model") or (settings.judge_model if settings else None),
+        prompts_sha256=measured.get("prompts_sha256") or meta.prompts_sha256,
+        threshold_source=threshold_source_text(meta.judging_of(line.model)),
+    )
+
+
+def results_of(
+    lines: Iterable[QuestionLine], metadata: Metadata | None = None
+) -> tuple[list[QuestionResult], list[str]]:
+    """The results of a run's lines, each (model, temperature, question, repeat) once, in
+    the run's order, and a note per line counted once for two spellings (``distinct``)."""
+    return distinct(question_result(line, metadata) for line in lines)
+
+
+def threshold_source_text(judging: Judging | None) -> str | None:
+    """Where a model's coherence threshold came from, in words: ``benchmark`` (the
+    published 15, on o1-mini's scale), ``given``, or ``calibration FILE (sha256 …)``;
+    None when the run did not record it."""
+    source = judging.coherence_threshold_source if judging else None
+    if source is None:
+        return None
+    if source.kind == "calibration":
+        name = str(source.file or "?").rsplit("/", 1)[-1]
+        return f"calibration {name} (sha256 {(source.sha256 or '')[:12]})"
+    return source.kind if source.kind in ("benchmark", "given") else None
+
+
+def read_run_results(run_dir: Path) -> tuple[list[QuestionResult], list[str]]:
+    """``results_of`` the lines of a run directory, with its metadata."""
+    if not (run_dir / "questions.jsonl").exists():
+        raise ValueError(f"{run_dir} is not a run directory (no questions.jsonl)")
+    metadata = read_metadata(run_dir)
+    return results_of(read_lines(run_dir), metadata)
+
+
+def read_results(path: Path, thresholds: Thresholds | None = None) -> list[QuestionResult]:
+    """A run directory or an original-schema results file, whichever ``path`` is; a
+    question line is counted once however its question was spelled (``distinct``)."""
+    return read_results_noted(path, thresholds)[0]
+
+
+def read_results_noted(
+    path: Path, thresholds: Thresholds | None = None
+) -> tuple[list[QuestionResult], list[str]]:
+    """``read_results``, and a note for each line it counted once for two spellings."""
+    if path.is_dir():
+        return read_run_results(path)
+    if not path.exists():
+        raise ValueError(f"no such file or directory: {path}")
+    return distinct(read_aidanbench_file(path, thresholds))
+
+
+def chain_validity(
+    scores: Iterable[tuple[float | None, float | None, float | None]], thresholds: Thresholds
+) -> tuple[list[bool], str | None]:
+    """Validity of each answer of a recorded chain under ``thresholds``, and the stop reason.
+
+    Answers after the first failure are invalid too: the benchmark stops there. An answer
+    missing a score that the rule needs ends the valid prefix with reason ``unscored``.
+    """
+    flags: list[bool] = []
+    reason: str | None = None
+    for coherence, novelty, llm in scores:
+        if reason is not None:
+            flags.append(False)
+            continue
+        if (
+            coherence is None
+            or novelty is None
+            or (thresholds.llm_novelty is not None and llm is None)
+        ):
+            reason = "unscored"
+            flags.append(False)
+            continue
+        reason = thresholds.failure(coherence, novelty, llm)
+        flags.append(reason is None)
+    return flags, reason
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def read_aidanbench_file(path: Path, thresholds: Thresholds | None = None) -> list[QuestionResult]:
+    """Questions of an original-schema results file, in file order (the read-only view of
+    a published run).
+
+    Raises ``ValueError`` naming the problem when the file is not in that schema.
+    """
+    thresholds = thresholds or Thresholds()
+    try:
+        data = json.loads(Path(path).read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read results file {path}: {exc}") from exc
+    models = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(models, dict):
+        raise ValueError(f"{path} is not an AidanBench results file (no 'models' object)")
+    results: list[QuestionResult] = []
+    for model, temps in models.items():
+        if not isinstance(temps, dict):
+            raise ValueError(f"{path}: models.{model} is not an object of temperatures")
+        for temperature, questions in temps.items():
+            if not isinstance(questions, dict):
+                raise ValueError(f"{path}: models.{model}.{temperature} is not an object")
+            for question, records in questions.items():
+                if not isinstance(records, list):
+                    raise ValueError(f"{path}: answers of {question!r} are not a list")
+                for number, record in enumerate(records, 1):
+                    if not isinstance(record, dict):
+                        raise ValueError(
+                            f"{path}: answer {number} of {question[:60]!r} ({model}) is a "
+                            f"JSON {type(record).__name__}, not an answer object"
+                        )
+                results.append(
+                    _question_from_records(
+                        model, _temperature(path, model, temperature), question, records, thresholds
+                    )
+                )
+    return results
+
+
+def _temperature(path: Path, model: str, key: str) -> float:
+    try:
+        return float(key)
+    except ValueError:
+        raise ValueError(
+            f"{path}: models.{model} has a key {key!r} that is no temperature"
+        ) from None
+
+
+ORIGINAL_FIELDS = frozenset(
+    {
+        "answer_num",
+        "answer",
+        "coherence_score",
+        "embedding_dissimilarity_score",
+        "llm_dissimilarity_score",
+        "processing_time",
+    }
+)
+"""An original-schema answer's fields; any other is kept in ``AnswerRow.extra``."""
+
+
+def _question_from_records(
+    model: str,
+    temperature: float,
+    question: str,
+    records: Sequence[dict[str, Any]],
+    thresholds: Thresholds,
+) -> QuestionResult:
+    ordered = sorted(records, key=lambda r: r.get("answer_num", 0))
+    scores = [
+        (
+            _number(r.get("coherence_score")),
+            _number(r.get("embedding_dissimilarity_score")),
+            _number(r.get("llm_dissimilarity_score")),
+        )
+        for r in ordered
+    ]
+    flags, reason = chain_validity(scores, thresholds)
+    rows = tuple(
+        AnswerRow(
+            index=int(r.get("answer_num", i)),
+            answer=str(r.get("answer", "")),
+            coherence=c,
+            novelty=n,
+            llm_novelty=llm,
+            valid=ok,
+            elapsed_s=_number(r.get("processing_time")),
+            extra={k: v for k, v in r.items() if k not in ORIGINAL_FIELDS},
+        )
+        for i, (r, (c, n, llm), ok) in enumerate(zip(ordered, scores, flags, strict=True), 1)
+    )
+    return QuestionResult(
+        model=model,
+        temperature=temperature,
+        question=normal_question(question),
+        answers=rows,
+        stop_reason=reason,
+    )

@@ -1,0 +1,298 @@
+"""``usage.jsonl``, the usage ledger: one line per request sent and one per answer to it.
+
+Every request writes a ``sent`` line before it goes out (so a request the server saw is
+counted even when the process dies before the reply), then one of: a ``usage`` line when
+its reply arrives (the tokens the provider reported and the dollars), a ``refused`` line
+for an HTTP error status (not billed), or a ``failed`` line when no reply could be read.
+A ``sent`` line with neither is *unrecorded*: a provider may bill it, so it carries an
+upper bound (``bound_usd``). Lines are appended with one ``write`` each to a file opened
+``O_APPEND`` (``LedgerFile``): the kernel holds them the moment the call returns, so a
+SIGKILL loses none, a line cut by a crash is skipped on reading, and a rerun appends to
+the same file, so the run's totals are summed across its sessions
+(``summarise_ledger``). What a request costs and the run's budget are
+``services.usage``'s; this module only writes and reads the lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
+"""A ``usage`` line's token counts (each null when the reply did not report it)."""
+
+
+class LedgerLine(BaseModel):
+    """One line of the ledger; which fields it has depends on its ``event``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    event: str
+    """``sent``, ``usage``, ``refused`` or ``failed``."""
+    t: float | None = None
+    """When it was written (epoch seconds)."""
+    id: str | None = None
+    """The request's id, shared by its ``sent`` line and the line that answers it (absent
+    in ledgers written before ids)."""
+    role: str | None = None
+    """``model``, ``judge`` or ``embeddings``."""
+    model: str | None = None
+    """The model asked for, as the run names it (a variant's ``NAME@LABEL``)."""
+    thread: str | None = None
+    """The question thread the request was made for (None: embeddings, preflight)."""
+    node: str | None = None
+    """The graph node that made it (``generate_next`` is a look-ahead)."""
+    bound_input_tokens: int | None = None
+    """``sent``: input tokens it can be billed for at most (UTF-8 bytes of the prompt)."""
+    bound_output_tokens: int | None = None
+    """``sent``: output tokens it can be billed for at most."""
+    bound_usd: float | None = None
+    """``sent``: dollars it can cost at most (None without a price)."""
+    priced_as: str | None = None
+    """``usage``: the name the model was asked and priced as, when not ``model``."""
+    served_model: str | None = None
+    """``usage``: the model the provider says served the reply."""
+    input_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    provider_cost: float | None = None
+    """``usage``: dollars the provider reported for the call."""
+    cost_usd: float | None = None
+    """``usage``: dollars of the reply (None: no price, or no usage reported)."""
+    batch: str | bool | None = None
+    """A request made through the batch API (``rescore --judge-model``): its batch's id
+    on the ``sent`` line, ``true`` on the ``usage`` line (priced at batch prices)."""
+    estimated_input_tokens: int | None = None
+    """``usage`` without reported usage: the input tokens estimated from above."""
+    estimated_output_tokens: int | None = None
+    estimated_cost_usd: float | None = None
+    """The dollars of that estimate, which the per-question cap counts."""
+    status: int | None = None
+    """``refused`` or ``failed``: the HTTP status, when there was one."""
+
+    @property
+    def dollars_bound(self) -> float | None:
+        """A ``usage`` line's dollars, or its estimate when the reply reported no usage."""
+        return self.cost_usd if self.cost_usd is not None else self.estimated_cost_usd
+
+    @property
+    def without_usage(self) -> bool:
+        """A ``usage`` line whose reply did not say how many tokens went in and out."""
+        return self.input_tokens is None or self.output_tokens is None
+
+
+def _add(total: Any, value: Any) -> Any:
+    """A sum (of counts or dollars) that stays unknown once one part is."""
+    if total is None or value is None:
+        return None
+    return total + value
+
+
+class LedgerFigures(BaseModel):
+    """Sums over ledger lines: what was sent, replied, refused and left unrecorded.
+
+    A token count or ``dollars`` is None (unknown) once any reply lacked it, never a
+    partial sum. ``dollars_bound`` is what the run may have been billed at most: known
+    dollars, replies without usage at their estimate, unrecorded requests at their
+    bound (None when a price, or an old ledger's bound, is missing).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    api_calls: int | None = None
+    """Requests sent (``sent`` lines)."""
+    replies: int | None = None
+    """Requests whose reply was recorded (``usage`` lines)."""
+    refused: int | None = None
+    """Requests answered with an HTTP error status (not billed)."""
+    unrecorded: int | None = None
+    """Requests sent with neither a reply nor a refusal recorded (may be billed)."""
+    without_usage: int | None = None
+    """Replies that reported no token counts (their tokens and dollars are unknown)."""
+    input_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    tokens: int | None = None
+    """Input plus output tokens (None when either is unknown)."""
+    dollars: float | None = None
+    unrecorded_bound_usd: float | None = None
+    """Upper bound of the unrecorded requests' dollars."""
+    dollars_bound: float | None = None
+    provider_cost_calls: int | None = None
+    """Replies that carried the provider's own cost."""
+
+    @classmethod
+    def counting(cls) -> LedgerFigures:
+        """Figures before the first line is counted (a figure read from a file that lacks
+        it stays None: unknown)."""
+        return cls(
+            **{name: 0 for name in ("api_calls", "replies", "refused", "without_usage")},
+            **{name: 0 for name in TOKEN_FIELDS},
+            dollars=0.0,
+            dollars_bound=0.0,
+            provider_cost_calls=0,
+        )
+
+    def add(self, line: LedgerLine) -> None:
+        """Count one line (``sent`` lines' bounds are added by ``settle``)."""
+        if line.event == "sent":
+            self.api_calls = _add(self.api_calls, 1)
+            return
+        if line.event == "refused":
+            self.refused = _add(self.refused, 1)
+            return
+        if line.event != "usage":
+            return
+        self.replies = _add(self.replies, 1)
+        self.without_usage = _add(self.without_usage, int(line.without_usage))
+        for name in TOKEN_FIELDS:
+            value = getattr(line, name)
+            if name in ("cached_input_tokens", "reasoning_tokens") and value is None:
+                value = 0 if line.input_tokens is not None else None
+            setattr(self, name, _add(getattr(self, name), value))
+        self.provider_cost_calls = _add(
+            self.provider_cost_calls, int(line.provider_cost is not None)
+        )
+        self.dollars = _add(self.dollars, line.cost_usd)
+        self.dollars_bound = _add(self.dollars_bound, line.dollars_bound)
+
+    def settle(self, unrecorded: Sequence[LedgerLine | None]) -> LedgerFigures:
+        """These figures completed: the requests left unrecorded, the upper bound of
+        the ``sent`` lines that have no answer (a None is a request of an old ledger,
+        which recorded no bound) and the tokens in all."""
+        bound: float | None = 0.0
+        for line in unrecorded:
+            bound = _add(bound, None if line is None else line.bound_usd)
+        self.unrecorded = max(0, (self.api_calls or 0) - (self.replies or 0) - (self.refused or 0))
+        self.unrecorded_bound_usd = bound
+        self.dollars_bound = _add(self.dollars_bound, bound)
+        inputs, outputs = self.input_tokens, self.output_tokens
+        self.tokens = None if inputs is None or outputs is None else inputs + outputs
+        return self
+
+
+class LedgerSummary(LedgerFigures):
+    """The run's totals as sent (``metadata.json``'s ``usage``), overall, by role and
+    model, and the look-ahead part."""
+
+    speculative: LedgerFigures | None = None
+    """The look-ahead generations (node ``generate_next``)."""
+    by_role_model: dict[str, LedgerFigures] | None = None
+    """Per ``role:model``."""
+    unpriced_models: list[str] | None = None
+    """Models whose cost is unknown for want of a price (the model that served, where the
+    reply named one)."""
+    without_usage_models: dict[str, int] | None = None
+    """Models with replies that reported no usage, and how many."""
+    served_models: dict[str, dict[str, int]] | None = None
+    """Per ``role:asked model`` of the chat roles, replies by the model that served them."""
+
+
+def read_ledger(path: Path) -> Iterator[LedgerLine]:
+    """Every whole line of a ledger (a line cut by a crash is skipped)."""
+    try:
+        text = path.read_text("utf-8")
+    except FileNotFoundError:
+        return
+    for raw in text.splitlines():
+        try:
+            yield LedgerLine.model_validate_json(raw)
+        except ValidationError:
+            continue
+
+
+def unrecorded_lines(lines: Sequence[LedgerLine]) -> list[LedgerLine | None]:
+    """The ``sent`` lines that no reply or refusal answers.
+
+    Lines carry the request's ``id``; a ledger written before ids has none, and each of
+    its unanswered requests is a None (counted, with no bound).
+    """
+    answered = {line.id for line in lines if line.event in ("usage", "refused")}
+    sent = [line for line in lines if line.event == "sent"]
+    with_id = [line for line in sent if line.id is not None]
+    unanswered: list[LedgerLine | None] = [line for line in with_id if line.id not in answered]
+    legacy = len(sent) - len(with_id)
+    legacy_answered = sum(
+        1 for line in lines if line.event in ("usage", "refused") and line.id is None
+    )
+    return unanswered + [None] * max(0, legacy - legacy_answered)
+
+
+def summarise_ledger(path: Path) -> LedgerSummary:
+    """The run's totals as sent (``LedgerSummary``)."""
+    lines = list(read_ledger(path))
+    overall, lookahead = LedgerFigures.counting(), LedgerFigures.counting()
+    by_model: dict[str, LedgerFigures] = {}
+    unpriced: set[str] = set()
+    without_usage: dict[str, int] = {}
+    served: dict[str, dict[str, int]] = {}
+    for line in lines:
+        overall.add(line)
+        key = f"{line.role}:{line.model}"
+        by_model.setdefault(key, LedgerFigures.counting()).add(line)
+        if line.node == "generate_next":
+            lookahead.add(line)
+        if line.event != "usage":
+            continue
+        if line.role != "embeddings":
+            name = str(line.served_model or "not reported")
+            counts = served.setdefault(key, {})
+            counts[name] = counts.get(name, 0) + 1
+        if line.without_usage:
+            model = str(line.model)
+            without_usage[model] = without_usage.get(model, 0) + 1
+        elif line.cost_usd is None:
+            unpriced.add(str(line.served_model or line.priced_as or line.model))
+    unrecorded = unrecorded_lines(lines)
+    return LedgerSummary(
+        **overall.settle(unrecorded).model_dump(),
+        speculative=lookahead.settle(
+            [u for u in unrecorded if u is not None and u.node == "generate_next"]
+        ),
+        by_role_model={
+            key: figures.settle(
+                [u for u in unrecorded if u is not None and f"{u.role}:{u.model}" == key]
+            )
+            for key, figures in sorted(by_model.items())
+        },
+        unpriced_models=sorted(unpriced),
+        without_usage_models=dict(sorted(without_usage.items())),
+        served_models={key: dict(sorted(c.items())) for key, c in sorted(served.items())},
+    )
+
+
+@dataclass
+class LedgerFile:
+    """The append-only file of one ledger: each line one ``write``, safe from threads."""
+
+    path: Path
+    _fd: int | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def append(self, line: Mapping[str, Any]) -> LedgerLine:
+        """Write one line (stamped with the time) whole; returns it as read back."""
+        record = LedgerLine.model_validate({"t": round(time.time(), 3), **line})
+        data = (json.dumps(record.model_dump(mode="json", exclude_unset=True)) + "\n").encode()
+        with self._lock:
+            if self._fd is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.write(self._fd, data)
+        return record
+
+    def close(self) -> None:
+        """Close the file (a later line opens it again)."""
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
