@@ -84,7 +84,7 @@ def add_reasoning_tokens(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="hidden reasoning tokens to assume per request of the models under test where "
         "--answers-from recorded none for them (default: the request's reasoning budget, "
-        "or its effort's: README, Cost)",
+        "or its effort's: docs/cost.md)",
     )
     p.add_argument(
         "--judge-reasoning-tokens",

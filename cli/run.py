@@ -46,7 +46,7 @@ def register(subparsers: Any) -> None:
     )
     options.add_settings_flags(
         p.add_argument_group(
-            "settings", "the run's settings (aidanbench.core.settings.Settings; README, Settings)"
+            "settings", "the run's settings (aidanbench.core.settings.Settings; docs/settings.md)"
         ),
         required={"model"},
     )

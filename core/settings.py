@@ -183,7 +183,7 @@ class Settings(BaseModel):
     # a cap and running again continues it.
     prices_path: str | None = Field(
         default=None,
-        description="JSON price table (README, Cost) whose models replace the bundled "
+        description="JSON price table (docs/cost.md) whose models replace the bundled "
         "list prices; None: the bundled table.",
     )
     usage_path: str | None = Field(

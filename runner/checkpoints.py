@@ -3,7 +3,7 @@
 ``AsyncSqliteSaver`` commits every checkpoint and every task's writes through aiosqlite:
 each commit is several hand-offs to its SQLite thread and back, and a question commits
 about six times per answer, so with many questions in flight the commits cost more CPU
-than the graph itself (README, Performance, has the measurements).
+than the graph itself (docs/performance.md has the measurements).
 
 ``InlineCommitSaver`` keeps the saver's tables, rows and serialisation (it prepares rows
 exactly as ``AsyncSqliteSaver.aput`` and ``aput_writes`` of langgraph-checkpoint-sqlite

@@ -83,7 +83,7 @@ class RunSpec(BaseModel):
     prices: Path | None = Field(
         default=None,
         description="A JSON price table replacing the bundled list prices of the models it "
-        "names (README, Cost).",
+        "names (docs/cost.md).",
     )
     max_cost: float | None = Field(
         default=None,

@@ -4,7 +4,7 @@
 (``bench/chat_client.py``): a callback manager and run tree per call, its parameter and
 LangSmith bookkeeping, the OpenAI client's typed parse of the reply, and a hop to a
 worker thread to turn the reply into a message. A long run at high concurrency spends
-its CPU on exactly that (README, Performance). ``OpenAIChat`` sends the same request
+its CPU on exactly that (docs/performance.md). ``OpenAIChat`` sends the same request
 body (``model``, ``messages``, ``stream: false``, ``temperature`` when set, the extra
 fields) through the same OpenAI client, so errors, headers and timeouts are the
 client's own, reads the JSON itself and returns the ``AIMessage`` ``ChatOpenAI`` would:

@@ -17,7 +17,7 @@ event loop fails ("Event loop is closed") when a second
 Pools come in two transports. ``httpx`` (the OpenAI client's default) needs no closing,
 so it suits every embedding of the graph whose lifetime nobody manages (Studio, a
 notebook, a parent agent). ``aiohttp`` costs less CPU per request (httpx's pool checks
-every idle connection on each request; README, Performance, has the figures), which is
+every idle connection on each request; docs/performance.md has the figures), which is
 what a long run at high concurrency spends its CPU on; its sessions must be closed, so the
 command line, which owns its run from start to end, uses it and closes it. The command
 line's chat clients are ``services.chat.OpenAIChat`` for the same reason, and it never
@@ -77,7 +77,7 @@ run`` and ``demo``; ``rescore --judge-model``): aiohttp pools, closed when it en
 ``ChatOpenAI``, whose calls LangSmith and Studio trace. Why a second chat client: it saves
 CPU per turn where a run is CPU-bound; the measurement (``python -m bench.lab --workloads b
 --variants default,chatopenai`` and ``python -m bench.chat_client``) and the decision are
-in the performance documentation (README's Performance section)."""
+in the performance documentation (docs/performance.md)."""
 
 
 def http_pool(settings: Settings, transport: Transport, size: int) -> httpx2.AsyncClient:

@@ -48,7 +48,7 @@ INITIAL_LIMIT = 64
 """Requests in flight an adaptive limiter starts with. Slow start doubles it per round
 trip, so every halving of it costs a round trip at the start of a run: in a traced
 lab-scale run (630 chains, 3 s generations) the longest chain's first request went out
-at 10.5 s starting from 16 and at 5.1 s from 64 (README, Performance). A provider taking
+at 10.5 s starting from 16 and at 5.1 s from 64 (docs/performance.md). A provider taking
 fewer costs at most this many refusals once, after which the limit halves per round
 trip like any other."""
 

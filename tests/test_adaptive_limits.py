@@ -349,7 +349,7 @@ def test_the_command_line_runs_on_aiohttp_pools(
     api_key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``aidanbench run`` sends every request through the aiohttp transport, the one kept
-    for costing less CPU per request than httpx (README, Performance: the ``httpx``
+    for costing less CPU per request than httpx (docs/performance.md: the ``httpx``
     variant of ``bench.lab``): a change of default, or an OpenAI client without its
     aiohttp extra, fails here instead of silently costing the CPU back."""
     made: list[object] = []

@@ -1,7 +1,7 @@
 """``OpenAIChat``, the command line's chat client, against ``ChatOpenAI``, the graph's.
 
 The command line swapped ``ChatOpenAI`` for a direct call of the OpenAI client to save
-CPU per request (``services.chat``; README, Performance). The swap is only safe if the
+CPU per request (``services.chat``; docs/performance.md). The swap is only safe if the
 provider cannot tell the two apart and the run cannot either: the same request body,
 and the same message, usage and cost read from the same reply. Both are checked here
 over real HTTP, and the command line is pinned to the direct client.
@@ -161,7 +161,7 @@ def test_the_command_line_chats_through_openai_chat(
     api_key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``aidanbench run`` sends every chat request through ``OpenAIChat``, the client
-    kept for costing less CPU per request than ``ChatOpenAI`` (README, Performance: the
+    kept for costing less CPU per request than ``ChatOpenAI`` (docs/performance.md: the
     ``chatopenai`` variant of ``bench.lab``); a change of default fails here."""
     replied: list[str] = []
     real_reply = chat_module.OpenAIChat.reply
