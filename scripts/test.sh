@@ -25,7 +25,7 @@ fi
 
 ruff check .
 ruff format --check .
-mypy core graph nodes services analysis cli runner testing bench reference
+mypy core record graph nodes services analysis cli runner testing bench reference
 lint-imports --no-cache
 python -m pytest "$@"
 
