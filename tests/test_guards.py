@@ -43,6 +43,8 @@ from .conftest import REPO
 from .graphs import finish, run_question
 from .test_http import stub_settings
 
+pytestmark = pytest.mark.usefixtures("quick_backoff")
+
 Q = "Name a use for a paperclip."
 
 
@@ -127,7 +129,7 @@ def embedded_texts(stub: OpenAIStub) -> Counter[str]:
     return Counter(t for r in stub.of_kind("embed") if r.status == 200 for t in r.texts)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("pipeline", [True, False], ids=["pipelined", "sequential"])
 def test_a_killed_run_redoes_at_most_the_step_in_flight(
     tmp_path: Path, api_key: str, pipeline: bool

@@ -48,7 +48,7 @@ def child(run_dir: Path, stub: OpenAIStub, api_key: str, *extra: str) -> subproc
     )
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("pipeline", [True, False])
 def test_sigkill_mid_question_then_resume(tmp_path: Path, api_key: str, pipeline: bool) -> None:
     extra = () if pipeline else ("--no-pipeline",)

@@ -24,6 +24,8 @@ from aidanbench.testing import OpenAIStub, ScriptedBrain
 
 from .conftest import REPO, TEST_KEY
 
+pytestmark = pytest.mark.e2e
+
 README = REPO / "README.md"
 COMMAND = Path(sys.executable).with_name("aidanbench")
 KEYLESS = ("report", "rescore", "plot")
@@ -63,7 +65,6 @@ def test_readme_has_the_blocks_it_should() -> None:
     assert {line.split(" ")[1] for line in SHELL_LINES} == set(KEYLESS)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(PYTHON_BLOCKS)))
 def test_python_block_runs_as_written(index: int, tmp_path: Path) -> None:
     code = PYTHON_BLOCKS[index]

@@ -25,6 +25,8 @@ from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain, http_error, w
 from .conftest import REPO, TEST_KEY
 from .test_bad_input import AIDANBENCH, aidanbench, one_line, run_args, snapshot
 
+pytestmark = pytest.mark.e2e
+
 QUESTIONS = bundled_questions(2)
 
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.services import DEFAULT_CACHE_BYTES, OpenAIServices, default_services
@@ -107,6 +108,7 @@ print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], OPEN_FILES_RESERVE)
 """
 
 
+@pytest.mark.e2e
 def test_endpoint_ceiling_fits_the_open_file_limit() -> None:
     """A ceiling above what the process may open is lowered to what it may (after raising
     the soft limit as far as the hard one allows), so a run at a high
