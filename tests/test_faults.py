@@ -8,6 +8,7 @@ stops the question with a recorded reason; it is never a score.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
@@ -267,3 +268,17 @@ async def test_ordinary_answers_reach_the_judge_unchanged(stub: OpenAIStub, api_
     first = out["answers"][0]["answer"]
     sent = [r.prompt for r in stub.of_kind("coherence") if first in r.prompt]
     assert sent == [render_coherence(Q, first)]
+
+
+@pytest.mark.parametrize("kind", ["generate", "coherence", "embed"])
+@pytest.mark.parametrize("status", [429, 500], ids=["429", "500"])
+async def test_a_persistent_error_is_tried_once_plus_max_retries(
+    services: ServicesFactory, stub: OpenAIStub, api_key: str, kind: str, status: int
+) -> None:
+    fault = rate_limited(0.01) if status == 429 else http_error(500)
+    stub.faults = when(kind, fault)  # type: ignore[arg-type]
+    out = await run_question(services, Q, stub_settings(stub, max_retries=2))
+    assert out["stop_reason"] == "error" and out["answers"] == []
+    assert out["error"]["status"] == status
+    attempts = Counter(r.prompt + "\x00".join(r.texts) for r in stub.of_kind(kind))  # type: ignore[arg-type]
+    assert list(attempts.values()) == [3], "1 attempt + 2 retries, for the one failing request"
