@@ -42,7 +42,7 @@ python3 -m venv .venv-vf
 .venv-vf/bin/python -m pip check
 .venv-vf/bin/mypy package verifiers_env
 .venv-vf/bin/python -m pytest -m "e2e or not e2e" tests/test_verifiers_env.py tests/test_http.py \
-    tests/test_faults.py tests/test_golden.py tests/test_question_graph.py tests/test_packaging.py
+    tests/test_faults.py tests/test_published_replay.py tests/test_question_graph.py tests/test_packaging.py
 
 # The seed's command line (vf-install, vf-eval -n -r -T -a -b -k) on verifiers 0.1. vf-install
 # runs uv, which the test runs offline, building with this environment's setuptools.

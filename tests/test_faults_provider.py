@@ -48,7 +48,7 @@ from aidanbench.testing.replay import ReplayBrain
 
 from .conftest import REPO
 from .graphs import run_question
-from .test_golden import PUBLISHED
+from .test_published_replay import PUBLISHED
 from .test_http import stub_settings
 
 pytestmark = pytest.mark.usefixtures("quick_backoff")
