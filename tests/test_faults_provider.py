@@ -48,8 +48,8 @@ from aidanbench.testing.replay import ReplayBrain
 
 from .conftest import REPO
 from .graphs import run_question
-from .test_published_replay import PUBLISHED
 from .test_http import stub_settings
+from .test_published_replay import PUBLISHED
 
 pytestmark = pytest.mark.usefixtures("quick_backoff")
 
