@@ -434,6 +434,25 @@ class OpenAIServices:
         )
         return services
 
+    def forget(self) -> None:
+        """Start again with empty score caches (their files closed, opened again if a
+        later run names them) and no limiters, in every event loop, keeping the open
+        connection pools (``aclose`` closes them).
+
+        For a process that reuses one instance across unrelated runs, such as a test
+        session: a new server may be given the port of an earlier one, and its endpoint
+        would otherwise find the earlier server's cached vectors and scores.
+        """
+        with self._caches_lock:
+            caches, self._caches = list(self._caches.values()), {}
+        for cache in caches:
+            cache.close()
+        for state in list(self._loops.values()):
+            for services in state.services.values():
+                services.forget()
+            state.services.clear()
+            state.limiters.clear()
+
     async def aclose(self) -> None:
         """Close the running loop's clients and every cache file this instance opened.
 

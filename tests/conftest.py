@@ -74,6 +74,14 @@ def in_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
         )
 
 
+@pytest.fixture(autouse=True)
+def fresh_default_services() -> None:
+    """Each test starts with ``default_services`` as new: no score cached, no limiter.
+    The instance lives as long as the process, and a stub server may get a port an
+    earlier test's stub used, whose cached scores would then answer for it."""
+    default_services.forget()
+
+
 @pytest.fixture
 def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Back-offs from 20 ms instead of 0.5 s (``services.retry``), for tests that count
