@@ -47,7 +47,7 @@ pytest_add_cli_args_test_selection =
     tests/test_routing.py
     tests/test_decide.py
     tests/test_graph_edges.py
-pytest_add_cli_args = -p no:cacheprovider -q
+pytest_add_cli_args = -p no:cacheprovider -q -n 0
 also_copy = README.md
 CFG
 

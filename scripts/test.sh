@@ -31,7 +31,7 @@ ruff format --check .
 mypy core graph nodes services analysis cli runner testing bench reference
 lint-imports --no-cache
 python -m pytest "$@"
-python -m pytest -m e2e "$@"
+python -m pytest -m e2e -n 0 "$@"
 
 # The verifiers environment (vf-eval aidanbench) and the HTTP paths on the openai 2.x the
 # [verifiers] extra resolves to; both tiers of these files (-m "e2e or not e2e").
@@ -41,8 +41,9 @@ python3 -m venv .venv-vf
 .venv-vf/bin/python -m pip install -q -e ".[dev,verifiers]" --config-settings editable_mode=strict
 .venv-vf/bin/python -m pip check
 .venv-vf/bin/mypy package verifiers_env
-.venv-vf/bin/python -m pytest -m "e2e or not e2e" tests/test_verifiers_env.py tests/test_http.py \
-    tests/test_faults.py tests/test_published_replay.py tests/test_question_graph.py tests/test_packaging.py
+.venv-vf/bin/python -m pytest -n 0 -m "e2e or not e2e" tests/test_verifiers_env.py \
+    tests/test_http.py tests/test_faults.py tests/test_published_replay.py \
+    tests/test_question_graph.py tests/test_packaging.py
 
 # The seed's command line (vf-install, vf-eval -n -r -T -a -b -k) on verifiers 0.1. vf-install
 # runs uv, which the test runs offline, building with this environment's setuptools.
@@ -52,4 +53,5 @@ python3 -m venv .venv-vf-seed
     --config-settings editable_mode=strict
 .venv-vf-seed/bin/python -m pip check
 .venv-vf-seed/bin/mypy package verifiers_seed
-.venv-vf-seed/bin/python -m pytest -m "e2e or not e2e" tests/test_verifiers_seed.py tests/test_packaging.py
+.venv-vf-seed/bin/python -m pytest -n 0 -m "e2e or not e2e" tests/test_verifiers_seed.py \
+    tests/test_packaging.py
