@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Set up a virtual environment with every extra and run all checks: lint, format,
-# types, and the whole offline test suite. Used as-is by CI (.ci/run).
+# types, layers, and the whole offline test suite in two tiers: the fast, in-process one
+# (what a bare `pytest` runs) and the end-to-end one (`pytest -m e2e`: the command in
+# subprocesses, the demo, `langgraph dev`, a browser, notebooks, kill storms). Used as-is
+# by CI (.ci/run); arguments go to both pytest runs.
 # The [verifiers] extra gets a second environment (.venv-vf): verifiers pins openai
 # below 3, the base install resolves to openai 3, and each must be tested as installed.
 # The [verifiers-seed] extra (verifiers 0.1, the seed's vf-eval command line) gets a third
@@ -28,17 +31,19 @@ ruff format --check .
 mypy core record graph nodes services analysis cli runner testing bench reference
 lint-imports --no-cache
 python -m pytest "$@"
+python -m pytest -m e2e -n 0 "$@"
 
 # The verifiers environment (vf-eval aidanbench) and the HTTP paths on the openai 2.x the
-# [verifiers] extra resolves to.
+# [verifiers] extra resolves to; both tiers of these files (-m "e2e or not e2e").
 deactivate
 python3 -m venv .venv-vf
 .venv-vf/bin/python -m pip install -q --upgrade pip
 .venv-vf/bin/python -m pip install -q -e ".[dev,verifiers]" --config-settings editable_mode=strict
 .venv-vf/bin/python -m pip check
 .venv-vf/bin/mypy package verifiers_env
-.venv-vf/bin/python -m pytest tests/test_verifiers_env.py tests/test_http.py tests/test_faults.py \
-    tests/test_golden.py tests/test_question_graph.py tests/test_packaging.py
+.venv-vf/bin/python -m pytest -n 0 -m "e2e or not e2e" tests/test_verifiers_env.py \
+    tests/test_http.py tests/test_faults.py tests/test_published_replay.py \
+    tests/test_question_graph.py tests/test_packaging.py
 
 # The seed's command line (vf-install, vf-eval -n -r -T -a -b -k) on verifiers 0.1. vf-install
 # runs uv, which the test runs offline, building with this environment's setuptools.
@@ -48,4 +53,5 @@ python3 -m venv .venv-vf-seed
     --config-settings editable_mode=strict
 .venv-vf-seed/bin/python -m pip check
 .venv-vf-seed/bin/mypy package verifiers_seed
-.venv-vf-seed/bin/python -m pytest tests/test_verifiers_seed.py tests/test_packaging.py
+.venv-vf-seed/bin/python -m pytest -n 0 -m "e2e or not e2e" tests/test_verifiers_seed.py \
+    tests/test_packaging.py

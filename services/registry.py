@@ -420,18 +420,24 @@ class OpenAIServices:
         return services
 
     def forget(self) -> None:
-        """Start afresh, as a new instance would: every score cache (files closed), every
-        limiter and client. For a process whose endpoints change under one address (a
-        test's local server on a port an earlier one used): what was learnt of the old
-        one (its vectors' length, its scores) must not answer for the new one. httpx
-        pools need no closing; an ``aiohttp`` instance is closed with ``aclose`` first.
+        """Start again with empty score caches (their files closed, opened again if a
+        later run names them) and no limiters, in every event loop, keeping the open
+        connection pools (``aclose`` closes them).
+
+        For a process that reuses one instance across unrelated runs, such as a test
+        session: a new server may be given the port of an earlier one, and its endpoint
+        would otherwise find the earlier server's cached scores and vectors, and the
+        vectors' length learnt from them (a reply of another length is refused).
         """
         with self._caches_lock:
-            for cache in self._caches.values():
-                cache.close()
-            self._caches.clear()
-        self._loops = weakref.WeakKeyDictionary()
-        self._last = None
+            caches, self._caches = list(self._caches.values()), {}
+        for cache in caches:
+            cache.close()
+        for state in list(self._loops.values()):
+            for services in state.services.values():
+                services.forget()
+            state.services.clear()
+            state.limiters.clear()
 
     async def aclose(self) -> None:
         """Close the running loop's clients and every cache file this instance opened.

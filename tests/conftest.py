@@ -1,10 +1,10 @@
-"""Shared fixtures. Every test is offline: connecting anywhere but loopback fails."""
+"""Shared fixtures. Every test is offline (pytest-socket allows 127.0.0.1 and localhost
+only), and a test of the fast tier starts no process."""
 
 from __future__ import annotations
 
-import ipaddress
 import signal
-import socket
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from aidanbench import reference
-from aidanbench.services import OpenAIServices, ServicesFactory, default_services
+from aidanbench.services import OpenAIServices, ServicesFactory, default_services, retry
 from aidanbench.testing import OpenAIStub, ScriptedBrain
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,44 +35,59 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _loopback(address: Any) -> bool:
-    if isinstance(address, tuple) and address:
-        host = address[0]
-        if host in ("localhost",):
-            return True
-        try:
-            return ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            return False
-    return True  # unix sockets
+E2E = "e2e"
+"""The marker of the end-to-end tier (deselected by default, run by ``pytest -m e2e``)."""
+
+IN_PROCESS_COMMANDS = (("git", "rev-parse", "HEAD"), ("uname", "-p"))
+"""Commands an in-process test may still start: a run records its checkout's commit, and
+the OpenAI client asks ``platform`` for its headers once per process."""
 
 
 @pytest.fixture(autouse=True)
-def offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Refuse any connection that would leave this machine."""
-    real_connect = socket.socket.connect
-    real_connect_ex = socket.socket.connect_ex
+def in_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The fast tier starts no process: a test that starts one fails, asking to be marked
+    ``e2e``. (Offline is pytest-socket's, ``--allow-hosts`` in pyproject's ``addopts``:
+    a connection beyond loopback fails in every test of either tier.)
 
-    def connect(self: socket.socket, address: Any) -> None:
-        if not _loopback(address):
-            raise ConnectionRefusedError(f"test tried to reach {address!r} (offline tests)")
-        return real_connect(self, address)
+    The process still starts, and the test fails at its end: failing inside
+    ``Popen`` would reach the code under test as an error it might handle.
+    """
+    if request.node.get_closest_marker(E2E) is not None:
+        yield
+        return
+    started: list[tuple[Any, ...]] = []
+    start = subprocess.Popen.__init__
 
-    def connect_ex(self: socket.socket, address: Any) -> int:
-        if not _loopback(address):
-            raise ConnectionRefusedError(f"test tried to reach {address!r} (offline tests)")
-        return real_connect_ex(self, address)
+    def record(self: subprocess.Popen[Any], args: Any, *rest: Any, **options: Any) -> None:
+        command = tuple(args) if isinstance(args, list | tuple) else (args,)
+        if command not in IN_PROCESS_COMMANDS:
+            started.append(command)
+        start(self, args, *rest, **options)
 
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    monkeypatch.setattr(subprocess.Popen, "__init__", record)
+    yield
+    if started:
+        pytest.fail(
+            f"a test of the fast tier started {len(started)} process(es), the first "
+            f"{started[0][:3]!r}: mark it @pytest.mark.{E2E}",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(autouse=True)
 def fresh_default_services() -> None:
-    """Each test starts with a ``default_services`` that knows no endpoint: stub servers
-    get free ports, and a port an earlier test's stub used would otherwise find that
-    stub's scores and vectors' length."""
+    """Each test starts with ``default_services`` as new: no score cached, no limiter.
+    The instance lives as long as the process, and a stub server may get a port an
+    earlier test's stub used, whose cached scores and vectors' length would then answer
+    for it."""
     default_services.forget()
+
+
+@pytest.fixture
+def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Back-offs from 20 ms instead of 0.5 s (``services.retry``), for tests that count
+    attempts and what they leave, not how far apart they are."""
+    monkeypatch.setattr(retry, "INITIAL_BACKOFF_S", 0.02)
 
 
 @pytest.fixture(autouse=True)

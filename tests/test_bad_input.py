@@ -21,6 +21,8 @@ from aidanbench.testing import OpenAIStub, ScriptedBrain
 
 from .conftest import REPO, TEST_KEY
 
+pytestmark = pytest.mark.e2e
+
 QUESTIONS = bundled_questions(2)
 AIDANBENCH = str(Path(sys.executable).with_name("aidanbench"))
 SECRET = "sk-proj-Zq81SECRETpasted0000abcdef"

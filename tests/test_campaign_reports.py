@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import io
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from aidanbench.record.results import question_result, totals
 from aidanbench.record.results import read_results as read_run_dir
 from aidanbench.testing import OpenAIStub, Reply, ScriptedBrain
 
-from .conftest import KEY_VARIABLES, TEST_KEY, _loopback
+from .conftest import KEY_VARIABLES, TEST_KEY
 
 QUESTIONS = bundled_questions(3)
 LENGTHS = {q: n for q, n in zip(QUESTIONS, (3, 5, 7), strict=True)}
@@ -62,14 +61,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     ):
         for name in KEY_VARIABLES:
             patch.setenv(name, TEST_KEY)
-        real_connect = socket.socket.connect
-
-        def connect(self: socket.socket, address: Any) -> None:
-            if not _loopback(address):
-                raise ConnectionRefusedError(f"test tried to reach {address!r}")
-            return real_connect(self, address)
-
-        patch.setattr(socket.socket, "connect", connect)
         url = stub.base_url
         plans = {
             "both": ["-m", "m1", "-m", "m2"],

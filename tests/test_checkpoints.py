@@ -154,3 +154,34 @@ def three_writes(saver: InlineCommitSaver) -> list[Coroutine[Any, Any, None]]:
         "configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c"}
     }
     return [saver.aput_writes(config, [("x", i)], f"task-{i}") for i in range(3)]
+
+
+# --- checkpoint bytes per answer are flat (the answers DeltaChannel) -----------------------
+
+
+async def checkpoint_bytes(tmp_path: Path, answers: int) -> int:
+    """Payload bytes (checkpoints and writes) of one question of ``answers`` answers."""
+    question = f"Checkpoint size at {answers}?"
+    services = brain_services(ScriptedBrain({question: answers}, answer_size=1500))
+    path = tmp_path / f"{answers}.sqlite"
+    async with open_checkpointer(path) as saver:
+        graph = build_question_graph(services).compile(checkpointer=saver)
+        config: Any = {"configurable": {"thread_id": "size"}}
+        out = await graph.ainvoke(
+            {"question": question}, config, context=Settings(max_answers=answers)
+        )
+        assert out["score"] == answers
+    with sqlite3.connect(path) as db:
+        (checkpoints,) = db.execute(
+            "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints"
+        ).fetchone()
+        (writes,) = db.execute("SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes").fetchone()
+    return int(checkpoints) + int(writes)
+
+
+async def test_checkpoint_bytes_per_answer_are_flat_from_10_to_50(tmp_path: Path) -> None:
+    per_answer = {n: await checkpoint_bytes(tmp_path, n) / n for n in (10, 50)}
+    # A list re-serialised in every checkpoint makes the 50-answer figure about 3x the
+    # 10-answer one; stored as deltas they agree within a few percent.
+    assert per_answer[50] <= 1.1 * per_answer[10], per_answer
+    assert per_answer[50] <= 20 * 1500, "at most 20x the answer's size"

@@ -140,7 +140,7 @@ def interrupt_after(proc: subprocess.Popen[str], stub: OpenAIStub, calls: int, s
     return err
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_interrupted_runs_resume_to_the_same_results(tmp_path: Path, api_key: str) -> None:
     brain = ScriptedBrain({q: 3 + i for i, q in enumerate(QUESTIONS)})
     with OpenAIStub(brain, latency=Latency(generate=0.03, coherence=0.04, embed=0.01)) as stub:
@@ -333,6 +333,7 @@ def test_use_stored_settings_without_a_spec_in_metadata(
     assert bench_stub.asked() == calls
 
 
+@pytest.mark.e2e
 def test_locked_run_dir_is_refused(
     bench_stub: OpenAIStub, api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

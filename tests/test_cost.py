@@ -339,7 +339,7 @@ def ledger_nodes(run_dir: Path) -> list[str]:
     return [line["node"] for line in jsonl(path) if line["event"] == "usage" and line["node"]]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_killed_and_resumed_run_counts_every_call_it_sent(api_key: str, tmp_path: Path) -> None:
     """A 500 retried, then a kill while turn 5's embedding hangs: the run's totals are
     what the server received, both sessions, beyond a clean run's by exactly those calls.

@@ -81,7 +81,7 @@ def finished(
     return run_dir, demo(run_dir, "--latency-scale", "0")
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_demo_reproduces_the_published_run(
     finished: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:
@@ -100,7 +100,7 @@ def test_demo_reproduces_the_published_run(
     assert metadata["totals"]["score"] == sum(reference.PUBLISHED_TOTALS.values())
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_differing_score_fails_the_demo(
     finished: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
 ) -> None:
@@ -117,7 +117,7 @@ def test_a_differing_score_fails_the_demo(
     assert "Demo check passed" not in done.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_interrupted_demo_resumes(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     proc = start_demo(run_dir, "--latency-scale", "0.02")
@@ -142,6 +142,7 @@ def test_interrupted_demo_resumes(tmp_path: Path) -> None:
     assert question_scores(run_dir) == published_scores(published_chains())
 
 
+@pytest.mark.e2e
 def test_bad_scale_is_one_line_before_anything_is_written(tmp_path: Path) -> None:
     done = demo(tmp_path / "run", "--latency-scale", "-1")
     assert done.returncode == 2

@@ -120,7 +120,7 @@ def test_the_pages_have_the_blocks_they_should() -> None:
     assert {str(p.values[0]).split(" ")[1] for p in SHELL_LINES} == set(KEYLESS)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("code", PYTHON_BLOCKS)
 def test_python_block_runs_as_written(code: str, tmp_path: Path) -> None:
     (tmp_path / "snippet.py").write_text(code, "utf-8")
@@ -139,7 +139,7 @@ def test_python_block_runs_as_written(code: str, tmp_path: Path) -> None:
     assert done.stdout.strip(), "the snippet printed its result"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("line", SHELL_LINES)
 def test_keyless_command_runs_as_written(line: str, tmp_path: Path) -> None:
     (tmp_path / "reference").symlink_to(REPO / "reference", target_is_directory=True)

@@ -74,7 +74,7 @@ def lines_of(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in (run_dir / "questions.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_quickstart_command_ports_unchanged(
     env_stub: OpenAIStub, api_key: str, tmp_path: Path
 ) -> None:

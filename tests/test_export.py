@@ -90,7 +90,7 @@ def test_bundled_schemas_are_the_recorded_files() -> None:
     assert "MIT License" in (SCHEMAS / "LICENSE").read_text()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_inspect_logs_read_back_with_the_published_totals(
     demo_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -130,7 +130,7 @@ def test_inspect_logs_read_back_with_the_published_totals(
     assert answers == PUBLISHED_ANSWERS
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_every_eval_ever_records_follow_its_schemas(
     demo_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -178,7 +178,7 @@ def test_every_eval_ever_records_follow_its_schemas(
     assert answers == PUBLISHED_ANSWERS
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_hub_eval_results_parse_with_the_published_totals(
     demo_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

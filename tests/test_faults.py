@@ -8,6 +8,7 @@ stops the question with a recorded reason; it is never a score.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
@@ -29,6 +30,10 @@ from .graphs import run_question
 from .test_http import stub_settings
 
 Q = "What could a spoon be used for?"
+HANG = hang(1.5)
+"""A request held 1.5 s, past the 0.5 s request time-out: recorded when it gives up."""
+
+pytestmark = pytest.mark.usefixtures("quick_backoff")
 
 
 @pytest.fixture
@@ -48,7 +53,7 @@ def faulty(stub: OpenAIStub, api_key: str) -> OpenAIStub:
         ("embed", http_error(503)),
         ("generate", connection_reset()),
         ("embed", connection_reset()),
-        ("coherence", hang(1.5)),
+        ("coherence", HANG),
     ],
     ids=["429-retry-after", "429-plain", "500", "502", "503", "reset-model", "reset-embed", "hang"],
 )
@@ -60,7 +65,8 @@ async def test_transient_faults_are_retried(
     out = await run_question(services, Q, settings)
     assert out["stop_reason"] == "coherence" and out["score"] == 2
     assert out["error"] is None
-    await asyncio.sleep(1.6)  # a hung request is recorded when its handler gives up
+    if fault is HANG:
+        await asyncio.sleep(1.6)  # a hung request is recorded when its handler gives up
     requests = faulty.of_kind(kind)  # type: ignore[arg-type]
     distinct = {(r.model, r.prompt, r.texts) for r in requests}
     assert len(requests) == 2 * len(distinct), "each failed request retried once, one layer"
@@ -101,7 +107,8 @@ async def test_persistent_network_faults_are_named_for_what_they_are(
     assert out["stop_reason"] == "error" and out["answers"] == []
     assert out["error"]["message"].endswith(f": {what}")
     assert out["error"]["retryable"] is True
-    await asyncio.sleep(1.1)  # let the hung handlers give up before the stub stops
+    if what == "request timed out":
+        await asyncio.sleep(1.1)  # let the hung handlers give up before the stub stops
 
 
 ROLE_OF = {"generate": "model", "coherence": "judge", "embed": "embeddings"}
@@ -261,3 +268,17 @@ async def test_ordinary_answers_reach_the_judge_unchanged(stub: OpenAIStub, api_
     first = out["answers"][0]["answer"]
     sent = [r.prompt for r in stub.of_kind("coherence") if first in r.prompt]
     assert sent == [render_coherence(Q, first)]
+
+
+@pytest.mark.parametrize("kind", ["generate", "coherence", "embed"])
+@pytest.mark.parametrize("status", [429, 500], ids=["429", "500"])
+async def test_a_persistent_error_is_tried_once_plus_max_retries(
+    services: ServicesFactory, stub: OpenAIStub, api_key: str, kind: str, status: int
+) -> None:
+    fault = rate_limited(0.01) if status == 429 else http_error(500)
+    stub.faults = when(kind, fault)  # type: ignore[arg-type]
+    out = await run_question(services, Q, stub_settings(stub, max_retries=2))
+    assert out["stop_reason"] == "error" and out["answers"] == []
+    assert out["error"]["status"] == status
+    attempts = Counter(r.prompt + "\x00".join(r.texts) for r in stub.of_kind(kind))  # type: ignore[arg-type]
+    assert list(attempts.values()) == [3], "1 attempt + 2 retries, for the one failing request"

@@ -48,8 +48,10 @@ from aidanbench.testing.replay import ReplayBrain
 
 from .conftest import REPO
 from .graphs import run_question
-from .test_golden import PUBLISHED
 from .test_http import stub_settings
+from .test_published_replay import PUBLISHED
+
+pytestmark = pytest.mark.usefixtures("quick_backoff")
 
 QUESTIONS = bundled_questions(4)
 PLAN = {q: 2 + i for i, q in enumerate(QUESTIONS)}
@@ -295,7 +297,7 @@ def question_lines(run_dir: Path) -> dict[str, dict[str, Any]]:
     return {line["question"]: line for line in map(json.loads, lines)}
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_run_command_under_reordered_embeddings_and_malformed_replies(
     tmp_path: Path, reference_run: Path
 ) -> None:

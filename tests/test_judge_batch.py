@@ -84,6 +84,7 @@ def test_calibrate_batch_equals_direct_at_half_price(
     )
 
 
+@pytest.mark.e2e
 def test_a_command_killed_while_polling_resumes_its_batch(
     server: OpenAIStub, tmp_path: Path
 ) -> None:

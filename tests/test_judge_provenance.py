@@ -225,7 +225,7 @@ def test_the_run_records_where_its_threshold_came_from(
 CHROMIUM = chromium_path()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 def test_the_html_report_shows_the_substitution(substituted: Path, tmp_path: Path) -> None:
     from aidanbench.analysis.view import write_view

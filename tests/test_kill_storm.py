@@ -16,6 +16,8 @@ from aidanbench.testing import Fault, Latency, OpenAIStub, RequestInfo, Scripted
 
 from .test_cli_run import QUESTIONS, cli, read_results
 
+pytestmark = pytest.mark.e2e
+
 KILLS = 20
 CHAIN = 20
 """Valid answers of the first question: long enough that the run (2 models x 4 questions,
@@ -23,7 +25,6 @@ at least 2 x 4 x 24 generations) outlasts 20 kills of at most 6 generations each
 what arrives in the random pause before each kill."""
 
 
-@pytest.mark.slow
 def test_twenty_kills_then_the_same_results(tmp_path: Path, api_key: str) -> None:
     rng = random.Random(20261122)
     brain = ScriptedBrain({q: CHAIN + 2 * i for i, q in enumerate(QUESTIONS)})
@@ -71,7 +72,6 @@ def every_fifth_fails(info: RequestInfo) -> Fault | None:
     return Fault(status=500) if int(info.key[8:16], 16) % 2 else Fault(reset=True)
 
 
-@pytest.mark.slow
 def test_a_kill_storm_leaves_every_request_in_the_ledger(
     tmp_path: Path, api_key: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

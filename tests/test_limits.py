@@ -50,3 +50,20 @@ async def test_requests_per_minute_window(monkeypatch: pytest.MonkeyPatch) -> No
     assert starts[3:6] == [1060.0] * 3
     assert starts[6] == 1120.0
     assert slept == [60.0, 60.0]
+
+
+async def test_two_models_on_one_endpoint_share_its_limit(api_key: str) -> None:
+    questions = [f"What is use number {i} of a brick?" for i in range(3)]
+    brain = ScriptedBrain({q: 2 for q in questions})
+    latency = Latency(generate=0.03, coherence=0.03, embed=0.03)
+    with OpenAIStub(brain, latency=latency) as stub:
+        runs = [
+            run_question(default_services, q, stub_settings(stub, model=m, max_concurrency=2))
+            for m in ("model-a", "model-b")
+            for q in questions
+        ]
+        outs = await asyncio.gather(*runs)
+        assert all(out["score"] == 2 for out in outs)
+        assert {r.model for r in stub.of_kind("generate")} == {"model-a", "model-b"}
+        assert stub.max_concurrency() <= 2, "one limit for the endpoint, whatever the model"
+        assert stub.max_concurrency() == 2

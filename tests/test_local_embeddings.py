@@ -155,6 +155,7 @@ print(json.dumps({"dims": [len(v) for v in vectors], "attempts": attempts}))
 """
 
 
+@pytest.mark.e2e
 @local
 def test_works_without_network(extra: None, tmp_path: Path) -> None:
     env = {

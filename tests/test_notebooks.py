@@ -81,7 +81,7 @@ def test_committed_without_outputs(name: str) -> None:
     assert notebook.metadata["kernelspec"]["name"] == "python3"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_quickstart(stub_env: OpenAIStub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_dir = tmp_path / "run"
     monkeypatch.setenv("AIDANBENCH_RUN_DIR", str(run_dir))
@@ -98,7 +98,7 @@ def test_quickstart(stub_env: OpenAIStub, tmp_path: Path, monkeypatch: pytest.Mo
     assert "await run(spec)" in code and "subprocess" not in code, "the Python API, no shell"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_analysis(reference_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIDANBENCH_RESULTS", str(reference_run))
     monkeypatch.setenv("AIDANBENCH_CHARTS_DIR", str(tmp_path / "charts"))
@@ -111,7 +111,7 @@ def test_analysis(reference_run: Path, tmp_path: Path, monkeypatch: pytest.Monke
     assert images_of(notebook) == 4 + 1, "four standard charts and the notebook's own"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_subgraph(stub_env: OpenAIStub) -> None:
     text = text_of(execute("subgraph"))
     assert text.count("verdict: creative (3 ideas)") == 2

@@ -231,6 +231,7 @@ def refused(proc: subprocess.CompletedProcess[str]) -> str:
         ("-a", '{"thresholds": {"coherence_score": 200}}', "invalid -a thresholds.coherence_score"),
     ],
 )
+@pytest.mark.e2e
 def test_bad_setting_names_the_flag_typed(
     stub: OpenAIStub, tmp_path: Path, flag: str, value: str, message: str
 ) -> None:
@@ -241,6 +242,7 @@ def test_bad_setting_names_the_flag_typed(
     assert stub.count() == 0
 
 
+@pytest.mark.e2e
 def test_bad_setting_is_named_before_the_run_directory_is_compared(
     stub: OpenAIStub, tmp_path: Path
 ) -> None:
@@ -265,6 +267,7 @@ def test_bad_setting_is_named_before_the_run_directory_is_compared(
         ({"stream": True}, "'stream'", None),
     ],
 )
+@pytest.mark.e2e
 def test_model_kwargs_cannot_set_the_request_fields(
     stub: OpenAIStub, tmp_path: Path, kwargs: dict[str, Any], key: str, instead: str | None
 ) -> None:
@@ -285,6 +288,7 @@ def test_settings_refuse_model_kwargs_that_set_the_request_fields(key: str) -> N
     assert Settings(model_kwargs={"max_tokens": 10, "top_p": 0.9}).model_kwargs["top_p"] == 0.9
 
 
+@pytest.mark.e2e
 def test_what_is_sent_is_what_is_recorded(stub: OpenAIStub, tmp_path: Path) -> None:
     run_dir = tmp_path / "r"
     proc = aidanbench(

@@ -67,3 +67,58 @@ def test_unreadable_scores_raise(reply: str, reason: str) -> None:
     with pytest.raises(ScoreParseError) as caught:
         parse_score(reply, "coherence_score")
     assert caught.value.reason == reason
+
+
+def test_answer_is_stripped_and_flagged() -> None:
+    assert extract_answer("x <answer>  a\n</answer> y") == ("a", True)
+    assert extract_answer("  plain reply \n") == ("plain reply", False)
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (" ", "empty"),
+        ("none", "missing"),
+        ("<s>1</s><s>2</s>", "multiple"),
+        ("<s>101</s>", "out_of_range"),
+    ],
+)
+def test_every_parse_error_names_its_tag(reply: str, reason: str) -> None:
+    with pytest.raises(ScoreParseError) as caught:
+        parse_score(reply, "s")
+    assert (caught.value.reason, caught.value.tag) == (reason, "s")
+    assert " <s>: " in str(caught.value)
+
+
+def test_score_parse_error_names_reason_tag_and_reply() -> None:
+    with pytest.raises(ScoreParseError) as caught:
+        parse_score("<s>x_y</s>", "s")
+    err = caught.value
+    assert (err.reason, err.tag, err.reply) == ("not_integer", "s", "<s>x_y</s>")
+    assert str(err) == "judge reply has not integer <s>: '<s>x_y</s>'"
+
+
+def test_long_replies_are_cut_at_200_characters_in_the_message() -> None:
+    exact = "a" * 200
+    with pytest.raises(ScoreParseError) as caught:
+        parse_score(exact, "s")
+    assert str(caught.value).endswith(f"{exact!r}")
+    with pytest.raises(ScoreParseError) as caught:
+        parse_score(exact + "b", "s")
+    assert str(caught.value).endswith(repr(exact + "…"))
+    assert caught.value.reply == exact + "b"
+
+
+def test_score_bounds_are_inclusive_and_adjustable() -> None:
+    assert parse_score("<s>0</s>", "s") == 0
+    assert parse_score("<s>100</s>", "s") == 100
+    assert parse_score("<s>5</s>", "s", low=5, high=5) == 5
+    for value in ("4", "6"):
+        with pytest.raises(ScoreParseError, match="out of range"):
+            parse_score(f"<s>{value}</s>", "s", low=5, high=5)
+
+
+def test_score_tag_is_matched_literally_and_across_lines() -> None:
+    assert parse_score("<a.b>\n7\n</a.b>", "a.b") == 7
+    with pytest.raises(ScoreParseError, match="missing"):
+        parse_score("<aXb>7</aXb>", "a.b")

@@ -6,7 +6,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +17,7 @@ import pytest
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from aidanbench.core.settings import Settings
-from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain
+from aidanbench.testing import Fault, Latency, OpenAIStub, RequestInfo, ScriptedBrain
 from aidanbench.testing.fakes import brain_services
 
 from .conftest import REPO
@@ -48,7 +51,7 @@ def child(run_dir: Path, stub: OpenAIStub, api_key: str, *extra: str) -> subproc
     )
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("pipeline", [True, False])
 def test_sigkill_mid_question_then_resume(tmp_path: Path, api_key: str, pipeline: bool) -> None:
     extra = () if pipeline else ("--no-pipeline",)
@@ -91,3 +94,78 @@ async def test_sqlite_thread_survives_reopen(tmp_path: Path) -> None:
         again = await run_question(services, Q, Settings(), checkpointer=saver)
     assert again["answers"] == first["answers"]
     assert again["score"] == 3
+
+
+# --- a SIGKILL loses at most the step in flight (synchronous durability) ----------------
+
+
+def killing_at(count: int, victim: list[subprocess.Popen[str]]) -> Callable[..., Fault | None]:
+    """A fault hook that SIGKILLs the client at its ``count``-th embedding request.
+
+    The request is cut (never answered), so that text is not embedded by the killed run.
+    """
+    seen = [0]
+    lock = threading.Lock()
+
+    def hook(info: RequestInfo) -> Fault | None:
+        if info.kind != "embed" or not victim:
+            return None
+        with lock:
+            seen[0] += 1
+            if seen[0] != count:
+                return None
+        victim[0].send_signal(signal.SIGKILL)
+        victim.clear()
+        return Fault(reset=True)
+
+    return hook
+
+
+def asked_again(stub: OpenAIStub, kind: str) -> Counter[str]:
+    """Prompts of ``kind`` the server received more than once, with their extra count."""
+    seen = Counter(r.prompt for r in stub.of_kind(kind))  # type: ignore[arg-type]
+    return Counter({prompt: n - 1 for prompt, n in seen.items() if n > 1})
+
+
+def embedded_texts(stub: OpenAIStub) -> Counter[str]:
+    """How often each text was embedded (answered embedding requests only)."""
+    return Counter(t for r in stub.of_kind("embed") if r.status == 200 for t in r.texts)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("pipeline", [True, False], ids=["pipelined", "sequential"])
+def test_a_killed_run_redoes_at_most_the_step_in_flight(
+    tmp_path: Path, api_key: str, pipeline: bool
+) -> None:
+    """Killed at its 6th embedding request, the resumed run re-asks only that step's calls.
+
+    Checkpoint writes are slowed (a slow disk), so a step that started before its
+    predecessor's checkpoint was committed loses that predecessor too.
+    """
+    extra = ("--slow-commits", "0.05", *(() if pipeline else ("--no-pipeline",)))
+    brain = ScriptedBrain({Q: 10}, ending={Q: "coherence"})  # every prompt distinct
+    latency = Latency(generate=0.01, coherence=0.01, embed=0.01)
+    victim: list[subprocess.Popen[str]] = []
+    with OpenAIStub(brain, latency=latency, faults=killing_at(6, victim)) as stub:
+        run_dir = tmp_path / "killed"
+        run_dir.mkdir()
+        proc = child(run_dir, stub, api_key, *extra)
+        victim.append(proc)
+        proc.communicate(timeout=120)
+        assert proc.returncode == -signal.SIGKILL, "the kill must land mid-question"
+        killed_at = stub.count("generate")
+        resumed = finish(child(run_dir, stub, api_key, *extra))
+        generate_again = asked_again(stub, "generate")
+        judge_again = asked_again(stub, "coherence")
+        embedded = embedded_texts(stub)
+
+    assert resumed["score"] == 10 and resumed["stop_reason"] == "coherence"
+    assert [a["index"] for a in resumed["answers"]] == list(range(1, 12))
+    assert 5 <= killed_at < 11
+    # the step in flight holds at most one generation and one coherence judgement
+    assert sum(generate_again.values()) <= 1, generate_again
+    assert sum(judge_again.values()) <= 1, judge_again
+    # each answer embedded once across the restart (the cut request was never answered)
+    answers = {a["answer"] for a in resumed["answers"]}
+    assert set(embedded) == answers
+    assert max(embedded.values()) == 1, embedded.most_common(3)

@@ -78,6 +78,7 @@ def one_line(capsys: pytest.CaptureFixture[str]) -> str:
     return err
 
 
+@pytest.mark.e2e
 def test_a_typo_is_refused_in_seconds_with_one_line_and_nothing_written(
     openai_like: OpenAIStub, tmp_path: Path
 ) -> None:

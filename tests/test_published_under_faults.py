@@ -27,6 +27,8 @@ from aidanbench.services import ServicesFactory
 from aidanbench.testing import Fault, OpenAIStub, RequestInfo, malformed, reordered_embeddings
 from aidanbench.testing.published import PublishedRunBrain, published_chains
 
+pytestmark = pytest.mark.e2e
+
 TRANSIENT = (
     Fault(status=429),
     Fault(status=500),
@@ -66,7 +68,6 @@ class Misbehaving:
             return True
 
 
-@pytest.mark.slow
 async def test_published_run_is_exact_under_transient_faults_and_reordered_embeddings(
     services: ServicesFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

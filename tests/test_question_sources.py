@@ -127,7 +127,7 @@ def build_source(kind: str, tmp_path: Path) -> tuple[list[str], list[str]]:
 
 
 @needs_hf
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("kind", ["save_to_disk", "parquet", "parquet_file", "folder", "jsonl"])
 def test_dataset_questions_run_through_the_command(
     kind: str, hf_stub: OpenAIStub, api_key: str, tmp_path: Path
@@ -266,7 +266,7 @@ def test_missing_extra_is_one_line(
 
 
 @needs_hf
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_error_after_datasets_has_read_a_file_is_still_one_line(
     hf_stub: OpenAIStub, api_key: str, tmp_path: Path
 ) -> None:
@@ -288,7 +288,7 @@ def test_error_after_datasets_has_read_a_file_is_still_one_line(
 
 
 @needs_hf
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_offline_name_not_cached_fails_at_once(
     hf_stub: OpenAIStub, api_key: str, tmp_path: Path
 ) -> None:
@@ -306,7 +306,7 @@ def test_offline_name_not_cached_fails_at_once(
 
 
 @needs_hf
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_closed_network_fails_within_a_bound_saying_why(
     hf_stub: OpenAIStub, api_key: str, tmp_path: Path
 ) -> None:

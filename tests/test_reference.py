@@ -55,6 +55,7 @@ def test_unknown_name_is_refused() -> None:
         reference.resource("other.json")
 
 
+@pytest.mark.e2e
 def test_nothing_tracked_reads_outside_the_repository() -> None:
     hits = []
     for name in tracked_files(REPO):
@@ -67,7 +68,7 @@ def test_nothing_tracked_reads_outside_the_repository() -> None:
     assert hits == []
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_lone_copy_builds_a_package_with_the_data(tmp_path: Path) -> None:
     """The tracked files alone, with no sibling folder, make a wheel carrying the data."""
     lone = tmp_path / "lone" / "repo"

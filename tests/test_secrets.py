@@ -14,10 +14,11 @@ from aidanbench.testing import OpenAIStub, ScriptedBrain, combine, http_error, w
 from .conftest import REPO
 from .test_cli_run import QUESTIONS, run_args
 
+pytestmark = pytest.mark.e2e
+
 CANARY = "sk-canary-7f3a9c-do-not-leak"
 
 
-@pytest.mark.slow
 def test_key_appears_nowhere(tmp_path: Path) -> None:
     brain = ScriptedBrain({q: 2 for q in QUESTIONS})
     faults = combine(

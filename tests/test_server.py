@@ -47,7 +47,7 @@ from .graphs import comparable, run_question
 from .test_cli_run import QUESTIONS, read_results, run_args
 from .test_http import stub_settings
 
-pytestmark = [pytest.mark.server, pytest.mark.slow]
+pytestmark = [pytest.mark.server, pytest.mark.e2e]
 
 LANGGRAPH = Path(sys.executable).with_name("langgraph")
 if not LANGGRAPH.exists() and shutil.which("langgraph"):

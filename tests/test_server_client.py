@@ -25,7 +25,7 @@ from .conftest import REPO, TEST_KEY
 from .test_bad_input import AIDANBENCH, run_args
 from .test_server import LANGGRAPH, free_port, wait_ready
 
-pytestmark = [pytest.mark.server, pytest.mark.slow]
+pytestmark = [pytest.mark.server, pytest.mark.e2e]
 
 QUESTIONS = bundled_questions(3)
 BROKEN = QUESTIONS[1]

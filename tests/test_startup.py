@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from aidanbench.cli import COMMANDS
 from aidanbench.cli.main import SUMMARIES, build_parser, command_named
 from aidanbench.graph.questions import bundled_questions
@@ -54,12 +56,14 @@ def loaded_by(*argv: str, watched: tuple[str, ...] = HEAVY) -> tuple[str, list[s
     return done.stdout, [x for x in line.removeprefix("LOADED").strip().split(",") if x]
 
 
+@pytest.mark.e2e
 def test_help_loads_no_heavy_module() -> None:
     out, heavy = loaded_by("--help")
     assert "calibrate" in out and "score models on AidanBench" in out
     assert heavy == []
 
 
+@pytest.mark.e2e
 def test_a_command_loads_what_it_needs() -> None:
     """The probe can see heavy modules: ``demo --help`` imports the run engine."""
     out, heavy = loaded_by("demo", "--help")
@@ -67,6 +71,7 @@ def test_a_command_loads_what_it_needs() -> None:
     assert "langgraph" in heavy
 
 
+@pytest.mark.e2e
 def test_run_help_loads_no_engine() -> None:
     """``run`` imports the run engine only once its arguments are checked."""
     out, heavy = loaded_by("run", "--help")
@@ -74,6 +79,7 @@ def test_run_help_loads_no_engine() -> None:
     assert not {"langgraph", "openai", "numpy"} & set(heavy)
 
 
+@pytest.mark.e2e
 def test_a_directory_in_use_is_refused_at_once(tmp_path: Path) -> None:
     """A second run on a directory whose lock is held is refused before the run engine,
     the OpenAI client or numpy are even imported (they took the 9-12 s the refusal used to
@@ -104,6 +110,7 @@ def test_a_directory_in_use_is_refused_at_once(tmp_path: Path) -> None:
     assert sorted(p.name for p in run_dir.iterdir()) == ["lock"], "nothing written"
 
 
+@pytest.mark.e2e
 def test_version() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "aidanbench.cli.main", "--version"],
@@ -115,6 +122,7 @@ def test_version() -> None:
     assert done.stdout == f"aidanbench {importlib.metadata.version('aidanbench')}\n"
 
 
+@pytest.mark.e2e
 def test_a_run_never_loads_langchain_openai(api_key: str, tmp_path: Path) -> None:
     """The command line chats through ``OpenAIChat`` (``services.chat``), so loading
     ``langchain_openai`` (0.1-0.2 s) before the first request would buy nothing."""

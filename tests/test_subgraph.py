@@ -176,7 +176,7 @@ def step_of(request: RecordedRequest) -> int:
     return max(int(m.group(1)) for t in texts if (m := _ANSWER_NUMBER.search(t)))
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("wiring", WIRINGS)
 def test_killed_parent_resumes_the_check(tmp_path: Path, api_key: str, wiring: str) -> None:
     """Kill the parent mid-check, run it again: only the turn in flight is redone.

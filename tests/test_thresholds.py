@@ -76,3 +76,20 @@ def test_settings_thresholds() -> None:
 def test_invalid_settings_rejected(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         Settings(**bad)  # type: ignore[arg-type]
+
+
+def test_thresholds_default_to_the_benchmark() -> None:
+    assert Thresholds() == Thresholds(15.0, 0.15, None)
+    assert Thresholds().failure(15.5, 0.16) is None
+    assert Thresholds().failure(15.0, 0.16) == "coherence"
+    assert Thresholds().failure(16.0, 0.15) == "novelty"
+
+
+def test_llm_novelty_is_checked_after_the_others_and_must_be_given() -> None:
+    rule = Thresholds(llm_novelty=0.2)
+    assert rule.failure(50, 0.5, 0.2) == "llm_novelty"
+    assert rule.failure(50, 0.5, 0.21) is None
+    assert rule.failure(50, 0.1, 0.0) == "novelty"
+    with pytest.raises(ValueError) as caught:
+        rule.failure(50, 0.5)
+    assert str(caught.value) == "LLM novelty is on but the answer has no LLM novelty score"

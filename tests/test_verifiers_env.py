@@ -100,7 +100,7 @@ def expected_prompts(brain: ScriptedBrain) -> dict[str, list[str]]:
     return prompts
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_vf_eval_rewards_are_the_planned_scores_and_prompts_arrive_byte_for_byte(
     tmp_path: Path, api_key: str
 ) -> None:
@@ -141,7 +141,7 @@ def test_vf_eval_rewards_are_the_planned_scores_and_prompts_arrive_byte_for_byte
     assert sent == wanted
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_failed_calls_end_the_episode_as_an_error_never_as_a_reward(
     tmp_path: Path, api_key: str
 ) -> None:
@@ -174,7 +174,7 @@ def test_failed_calls_end_the_episode_as_an_error_never_as_a_reward(
         assert trace["rewards"]["aidanbench_score"]["score"] == PLAN[fine]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_llm_similarity_and_novelty_sum_reward(tmp_path: Path, api_key: str) -> None:
     """With the similarity judge on, reworded repeats end each chain on ``llm_novelty``
     (embedding novelty alone would let them pass), and ``novelty_sum`` rewards the summed

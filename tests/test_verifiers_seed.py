@@ -118,7 +118,7 @@ def same(a: list[float], b: list[float]) -> bool:
     )
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_the_seed_line_prints_each_rollouts_reward_and_sends_the_published_prompts(
     tmp_path: Path, api_key: str
 ) -> None:
@@ -162,7 +162,7 @@ def test_the_seed_line_prints_each_rollouts_reward_and_sends_the_published_promp
     assert sent == sorted(wanted), "one fresh published prompt per answer, never a chat"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_novelty_sum_reward_and_llm_similarity(tmp_path: Path, api_key: str) -> None:
     """``reward_mode: novelty_sum`` rewards the summed embedding novelty of the valid
     answers; with the similarity judge on, reworded repeats end chains on LLM novelty and
@@ -189,7 +189,7 @@ def test_novelty_sum_reward_and_llm_similarity(tmp_path: Path, api_key: str) -> 
     assert all(same(row, by_question(llm)) for row in rewards["avg_llm_novelty"][1])
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_failed_judge_fails_the_evaluation_instead_of_scoring_zero(
     tmp_path: Path, api_key: str
 ) -> None:
@@ -205,7 +205,7 @@ def test_a_failed_judge_fails_the_evaluation_instead_of_scoring_zero(
     assert refused in done.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("env_args", "named"),
     [
@@ -226,7 +226,7 @@ def test_a_bad_env_argument_is_refused_by_name(
     assert not requests
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_vf_install_from_a_clone_then_the_seed_line(tmp_path: Path, api_key: str) -> None:
     """``vf-install aidanbench -p ./environments`` from the repository root installs the
     thin ``environments/aidanbench`` (``uv pip install -e``), which installs this

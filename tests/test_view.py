@@ -27,6 +27,7 @@ def page_data(html: str) -> dict:
     return json.loads(found.group(1))
 
 
+@pytest.mark.e2e
 def test_view_of_the_published_run_is_self_contained(tmp_path: Path) -> None:
     out = tmp_path / "published.html"
     done = subprocess.run(

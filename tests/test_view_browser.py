@@ -29,7 +29,7 @@ from .viewdata import PUBLISHED_RUN, make_run_dir
 CHROMIUM = chromium_path()
 
 pytestmark = [
-    pytest.mark.slow,
+    pytest.mark.e2e,
     pytest.mark.skipif(
         CHROMIUM is None,
         reason="chromium is not installed (scripts/test.sh installs Debian's chromium; "

@@ -51,6 +51,7 @@ def timed_lines(stream: io.TextIOBase, into: list[tuple[float, str]]) -> threadi
     return reader
 
 
+@pytest.mark.e2e
 def test_a_long_retry_after_is_logged_within_seconds_of_its_start(
     tmp_path: Path, api_key: str
 ) -> None:

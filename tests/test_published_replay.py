@@ -29,7 +29,6 @@ PUBLISHED = {
 }
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("model", sorted(PUBLISHED))
 async def test_reference_run_replays_to_published_scores(
     model: str, reference_run: Path, api_key: str

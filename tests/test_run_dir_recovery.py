@@ -28,6 +28,8 @@ from .builders import write_outputs
 from .conftest import REPO, TEST_KEY
 from .test_bad_input import AIDANBENCH, aidanbench, one_line, run_args, snapshot
 
+pytestmark = pytest.mark.e2e
+
 QUESTIONS = bundled_questions(2)
 
 

@@ -24,6 +24,8 @@ from aidanbench.analysis.summary import SummaryRow, summarise
 from aidanbench.cli.main import main
 from aidanbench.record.results import read_results as read_run_dir
 
+pytestmark = pytest.mark.e2e
+
 PUBLISHED = {
     "anthropic/claude-3.5-sonnet": 421,
     "google/gemini-flash-1.5-8b": 45,
@@ -85,7 +87,6 @@ def charted(monkeypatch: pytest.MonkeyPatch, run_dir: Path, out: Path) -> list[F
     return drawn
 
 
-@pytest.mark.slow
 def test_every_view_of_the_demo_run_shows_one_number_per_figure(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

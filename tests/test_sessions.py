@@ -101,7 +101,7 @@ def wait_for(condition: Any, what: str, timeout: float = 60) -> None:
         time.sleep(0.01)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_killed_run_resumes_on_a_moved_endpoint_with_a_lower_rate(
     tmp_path: Path, api_key: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

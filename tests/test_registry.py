@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.services import DEFAULT_CACHE_BYTES, OpenAIServices, default_services
@@ -78,6 +79,33 @@ async def test_default_services_use_the_bounded_cache(stub: OpenAIStub) -> None:
     assert default_services(stub_settings(stub)).cache.max_bytes == DEFAULT_CACHE_BYTES
 
 
+async def test_forget_drops_the_caches_and_limiters(stub: OpenAIStub, tmp_path: Path) -> None:
+    """What an instance remembers of an endpoint is gone after ``forget``: a later server
+    on the same port (a new stub, a restarted provider) starts with nothing cached."""
+    factory = OpenAIServices()
+    in_memory, on_disk = stub_settings(stub), stub_settings(stub, cache_path=str(tmp_path / "c"))
+    before = factory(in_memory)
+    before.cache.put_vectors("m", [("text", np.ones(4))])
+    file_cache = factory(on_disk).cache
+    factory.forget()
+    after = factory(in_memory)
+    assert after.cache is not before.cache
+    assert after.cache.vectors("m", ["text"]) == [None]
+    assert after.limiters["model"] is not before.limiters["model"]
+    assert file_cache._db is None, "a cache file is closed (and opened again if named)"
+    assert factory(on_disk).cache._db is not None
+    await factory.aclose()
+
+
+@pytest.mark.parametrize("turn", [1, 2])
+def test_each_test_starts_with_fresh_default_services(turn: int) -> None:
+    """conftest's ``fresh_default_services``: nothing one test cached reaches the next
+    (in one process, the second turn would find the first's vector)."""
+    cache = default_services.cache(None)
+    assert cache.vectors("m", ["left by a test"]) == [None]
+    cache.put_vectors("m", [("left by a test", np.ones(4))])
+
+
 async def test_one_connection_pool_per_host_whatever_the_settings(api_key: str) -> None:
     """Every model and role reaching one host shares one pool: connections opened for one
     model are reused by the next instead of each settings object keeping its own idle
@@ -107,6 +135,7 @@ print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], OPEN_FILES_RESERVE)
 """
 
 
+@pytest.mark.e2e
 def test_endpoint_ceiling_fits_the_open_file_limit() -> None:
     """A ceiling above what the process may open is lowered to what it may (after raising
     the soft limit as far as the hard one allows), so a run at a high
