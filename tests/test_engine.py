@@ -22,6 +22,7 @@ import pytest
 from aidanbench.core.errors import EndpointRefused, UsageError
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
+from aidanbench.record.lines import QuestionLine
 from aidanbench.runner import Progress, RunSpec, Task, prepare, run
 from aidanbench.runner.drive import Plan, drive
 from aidanbench.runner.engine import execute
@@ -87,8 +88,8 @@ def metadata(run_dir: Path) -> dict[str, Any]:
     return loaded
 
 
-def scores(lines: Sequence[dict[str, Any]]) -> dict[tuple[str, str], int]:
-    return {(x["model"], x["question"]): x["score"] for x in lines}
+def scores(lines: Sequence[QuestionLine]) -> dict[tuple[str, str], int | None]:
+    return {(x.model, x.question): x.score for x in lines}
 
 
 PLANNED = {(m, q): CHAINS[q] for m in ("m1", "m2") for q in QUESTIONS}
@@ -122,7 +123,7 @@ async def test_a_session_then_the_same_spec_again_asks_nothing(
     spec = spec_for(server, tmp_path / "run")
     result = await execute(await prepare(spec), progress=quiet())
     assert scores(result.lines) == PLANNED
-    assert result.totals["score"] == sum(PLANNED.values()) and not result.errored
+    assert result.totals.score == sum(PLANNED.values()) and not result.failed
     assert [(row.model, row.score) for row in result.summary] == [("m1", 9), ("m2", 9)]
     before = server.asked()
     log = io.StringIO()
@@ -156,14 +157,14 @@ async def test_errored_questions_are_retried_by_the_same_spec(
     server.faults = when("coherence", http_error(400, "stub refuses this text"), match=victim)
     spec = spec_for(server, tmp_path / "run")
     first = await run(spec, progress=quiet())
-    assert {(x["model"], x["question"]) for x in first.errored} == {("m1", victim), ("m2", victim)}
-    assert all(x["error"]["status"] == 400 for x in first.errored)
+    assert {(x.model, x.question) for x in first.failed} == {("m1", victim), ("m2", victim)}
+    assert all(x.error is not None and x.error["status"] == 400 for x in first.failed)
     assert metadata(spec.run_dir)["totals"]["errored"] == 2
     server.faults = None
     since = server.count()
     second = await run(spec, progress=quiet())
     assert asked(server, since) == {("m1", victim), ("m2", victim)}
-    assert not second.errored and scores(second.lines) == PLANNED
+    assert not second.failed and scores(second.lines) == PLANNED
 
 
 async def test_a_cancelled_session_is_recorded_and_resumes_without_redoing_work(
@@ -225,7 +226,7 @@ async def test_a_refused_endpoint_stops_the_session_and_a_rerun_continues(
     assert not [x for x in lines if x.get("error")], "no question charged an error"
     server.faults = None
     result = await run(spec, progress=quiet())
-    assert scores(result.lines) == PLANNED and not result.errored
+    assert scores(result.lines) == PLANNED and not result.failed
     assert [s["status"] for s in metadata(spec.run_dir)["sessions"]] == ["refused", "finished"]
 
 
@@ -314,7 +315,7 @@ async def test_drive_skips_finished_threads_and_keeps_at_most_concurrency_in_fli
     assert sorted(backend.executed) == sorted(n for n in NAMES if n not in backend.finished)
     assert backend.warmed == [n for n in NAMES if n not in backend.finished]
     assert backend.most == 3, "three in flight, never more"
-    assert [x["question"] for x in lines] == NAMES, "every line, in the run's order"
+    assert [x.question for x in lines] == NAMES, "every line, in the run's order"
     row = progress.rows["m (T=0.7)"]
     assert (row.done, row.queued, row.running) == (8, 0, 0)
     written = (tmp_path / "questions.jsonl").read_text().splitlines()
