@@ -34,7 +34,11 @@ their place: ``fixed-limit`` (the limit held at 16, no adaptation: the old defau
 request per answer), ``plain-saver`` (LangGraph's ``AsyncSqliteSaver`` instead of
 ``InlineCommitSaver``), ``write-always`` (output files rewritten on every finished
 question), ``chatopenai`` (langchain-openai's ``ChatOpenAI`` for the chat roles instead of
-``OpenAIChat``). uvloop was measured the same way and removed.
+``OpenAIChat``), ``client-post`` (requests through the OpenAI client instead of
+``services.direct_post``), ``thread-routers`` (routers in LangGraph's worker threads),
+``write-all`` (``decide`` writes every key), ``setup-lock`` (the saver's set-up lock on
+every step), ``wait-for`` (``asyncio.wait_for``: a task per request). uvloop was measured
+the same way and removed.
 """
 
 from __future__ import annotations
