@@ -5,6 +5,7 @@ leaves the question's behaviour as it was.
 * ``decide`` writes only the keys whose value changes: fewer writes to apply, version
   and checkpoint, the same state.
 * The checkpointer's steps skip the saver's set-up lock once the tables exist.
+* A request's deadline is ``asyncio.timeout`` on the caller's task, not a task of its own.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -23,6 +25,8 @@ from aidanbench.nodes import routing
 from aidanbench.nodes.decide import changes
 from aidanbench.nodes.metrics import chain_metrics
 from aidanbench.runner.checkpoints import open_checkpointer
+from aidanbench.services.limits import EndpointLimiter
+from aidanbench.services.retry import attempt_once
 from aidanbench.testing import ScriptedBrain
 from aidanbench.testing.fakes import brain_services
 
@@ -92,3 +96,27 @@ async def test_a_step_does_not_take_the_set_up_lock_once_set_up(tmp_path: Path) 
         async with saver.lock:
             await asyncio.wait_for(saver.aput_writes(config, [("x", 1)], "task-1"), 2.0)
         assert saver.commits == 1
+
+
+async def test_an_attempt_is_bounded_as_a_whole_on_the_callers_task() -> None:
+    """``attempt_once`` bounds the whole request (a reply that trickles in never trips a
+    read time-out) with ``asyncio.timeout`` on the caller's task, not a task per request
+    as ``asyncio.wait_for`` makes; the slot is given back either way."""
+    limiter = EndpointLimiter(8)
+    caller = asyncio.current_task()
+    ran_on: list[asyncio.Task[Any] | None] = []
+
+    async def slow() -> str:
+        ran_on.append(asyncio.current_task())
+        await asyncio.sleep(5.0)
+        return "late"
+
+    async def quick() -> str:
+        ran_on.append(asyncio.current_task())
+        return "reply"
+
+    assert await attempt_once(limiter, 1.0, quick) == "reply"
+    with pytest.raises(TimeoutError):
+        await attempt_once(limiter, 0.05, slow)
+    assert ran_on == [caller, caller]
+    assert limiter.in_flight == 0
