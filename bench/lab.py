@@ -34,7 +34,11 @@ their place: ``fixed-limit`` (the limit held at 16, no adaptation: the old defau
 request per answer), ``plain-saver`` (LangGraph's ``AsyncSqliteSaver`` instead of
 ``InlineCommitSaver``), ``write-always`` (output files rewritten on every finished
 question), ``chatopenai`` (langchain-openai's ``ChatOpenAI`` for the chat roles instead of
-``OpenAIChat``). uvloop was measured the same way and removed.
+``OpenAIChat``), ``client-post`` (requests through the OpenAI client instead of
+``services.direct_post``), ``thread-routers`` (routers in LangGraph's worker threads),
+``write-all`` (``decide`` writes every key), ``setup-lock`` (the saver's set-up lock on
+every step), ``wait-for`` (``asyncio.wait_for``: a task per request). uvloop was measured
+the same way and removed.
 """
 
 from __future__ import annotations
@@ -73,6 +77,11 @@ VARIANTS = (
     "plain-saver",
     "write-always",
     "chatopenai",
+    "thread-routers",
+    "wait-for",
+    "client-post",
+    "write-all",
+    "setup-lock",
 )
 LAB_MEDIANS = {"generate": 3.0, "coherence": 2.0, "embed": 0.3}
 
@@ -224,11 +233,62 @@ def apply_variant(variant: str) -> None:
                 yield saver
 
         local.open_checkpointer = plain
+    elif variant == "thread-routers":
+        from aidanbench.graph import question
+
+        question.on_event_loop = lambda router: router  # type: ignore[assignment, return-value]
+    elif variant == "wait-for":
+        from aidanbench.services import batching, retry
+
+        retry.attempt_once = _attempt_in_task
+        batching.EmbeddingBatcher._deliver = _deliver_in_task  # type: ignore[method-assign]
+    elif variant == "client-post":
+        from aidanbench.services.direct_post import DirectPost
+
+        DirectPost.of = classmethod(lambda cls, client, pool: None)
+    elif variant == "write-all":
+        from aidanbench.nodes import decide
+
+        decide.changes = lambda state, update: update
+    elif variant == "setup-lock":
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        from aidanbench.runner.checkpoints import InlineCommitSaver
+
+        InlineCommitSaver.setup = AsyncSqliteSaver.setup  # type: ignore[method-assign]
     elif variant == "write-always":
         from aidanbench.runner import tasks
 
         tasks.WRITE_EVERY_S = 0.0
         tasks.RunLines.__init__.__defaults__ = (0.0, time.monotonic, ())
+
+
+async def _attempt_in_task(limiter: Any, limit_s: float | None, request: Any) -> Any:
+    """``services.retry.attempt_once`` with each request in a task of its own
+    (``asyncio.wait_for``), as before ``asyncio.timeout``."""
+    async with limiter.slot():
+        return await asyncio.wait_for(request(), limit_s)
+
+
+async def _deliver_in_task(self: Any, batch: list[Any]) -> None:
+    """``EmbeddingBatcher._deliver`` with the request in a task of its own."""
+    from aidanbench.core.errors import MalformedReply
+
+    unique = list(dict.fromkeys(t for call in batch for t in call.texts))
+    client = self.client()
+    async with self.limiter.slot():
+        self.requests += 1
+        checked = await asyncio.wait_for(self._request(client, unique), self.timeout)
+    by_text = dict(zip(unique, checked, strict=True))
+    for call in batch:
+        if call.future.done():
+            continue
+        results = [by_text[t] for t in call.texts]
+        reasons = [reason for vector, reason in results if vector is None]
+        if reasons:
+            call.future.set_exception(MalformedReply(reasons[0]))
+        else:
+            call.future.set_result([vector for vector, _ in results if vector is not None])
 
 
 def _unbatched(self: Any, loop: asyncio.AbstractEventLoop) -> None:

@@ -41,6 +41,7 @@ from aidanbench.nodes.routing import (
     after_generate,
     after_prepare,
     destinations,
+    on_event_loop,
 )
 from aidanbench.services import ServicesFactory, default_services
 
@@ -69,9 +70,11 @@ def build_question_graph(
     graph.add_node("decide", decide, defer=True)
 
     graph.add_edge(START, "prepare")
-    graph.add_conditional_edges("prepare", after_prepare, destinations(AfterPrepare))
-    graph.add_conditional_edges("generate", after_generate, destinations(AfterGenerate))
-    graph.add_conditional_edges("decide", after_decide, destinations(AfterDecide))
+    graph.add_conditional_edges("prepare", on_event_loop(after_prepare), destinations(AfterPrepare))
+    graph.add_conditional_edges(
+        "generate", on_event_loop(after_generate), destinations(AfterGenerate)
+    )
+    graph.add_conditional_edges("decide", on_event_loop(after_decide), destinations(AfterDecide))
     for branch in ("judge", "embed_novelty", "llm_novelty", "generate_next"):
         graph.add_edge(branch, "decide")
     return graph

@@ -195,6 +195,21 @@ def decided(
     return update | _after(state, stop), record
 
 
+def changes(state: QuestionState, update: dict[str, Any]) -> dict[str, Any]:
+    """``update`` without the keys whose value ``state`` already holds.
+
+    Each key a node returns is a write LangGraph applies, versions and checkpoints (a
+    row of the writes table); most of the twelve metrics keep their value on a turn (a
+    failing answer changes none), and leaving them out leaves the same state.
+    ``answers`` is always kept: its writes append.
+    """
+    return {
+        key: value
+        for key, value in update.items()
+        if key == "answers" or key not in state or state[key] != value  # type: ignore[literal-required]
+    }
+
+
 async def decide(state: QuestionState, runtime: Runtime[Settings]) -> dict[str, Any]:
     """Record the scored candidate; stop on the first failure, an error, or the cap."""
     settings = settings_of(runtime)
@@ -206,4 +221,4 @@ async def decide(state: QuestionState, runtime: Runtime[Settings]) -> dict[str, 
     if should_pause(record, settings):
         interrupt({"reason": "review", "answer": record, "score": update["score"]})
     runtime.stream_writer(answer_event(record, update["score"], update.get("stop_reason")))
-    return update
+    return changes(state, update)

@@ -19,12 +19,17 @@ it, so the compiled graph (what Studio draws) has exactly the possible edges:
 
 A router that meets a step its source cannot lead to raises, naming it: that state is a
 bug, not something to route around.
+
+The routers are plain functions (callers and tests use them as such); the graph gets them
+through ``on_event_loop``, because LangGraph runs a plain function of an async graph in a
+worker thread, a hop there and back on every step that costs more CPU than the rule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal, get_args
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal, TypeVar, get_args
 
 from langgraph.runtime import Runtime
 
@@ -32,6 +37,8 @@ from aidanbench.core.settings import Settings
 from aidanbench.core.state import QuestionState
 from aidanbench.core.vocabulary import scorers
 from aidanbench.nodes.context import settings_of
+
+R = TypeVar("R")
 
 END_STEP = "__end__"
 """LangGraph's ``END``, spelled out so it can stand in a ``Literal``."""
@@ -93,3 +100,16 @@ def after_generate(state: QuestionState, runtime: Runtime[Settings]) -> Sequence
 def after_decide(state: QuestionState, runtime: Runtime[Settings]) -> Sequence[AfterDecide]:
     """Steps after ``decide``: the end, the look-ahead's scorers, or a new generation."""
     return _narrow("decide", next_steps(state, settings_of(runtime)), AfterDecide)  # type: ignore[return-value]
+
+
+def on_event_loop(
+    router: Callable[[QuestionState, Runtime[Settings]], R],
+) -> Callable[[QuestionState, Runtime[Settings]], Awaitable[R]]:
+    """``router`` as a coroutine function (same name, parameters and return type), which
+    LangGraph calls on the event loop instead of in a worker thread."""
+
+    @functools.wraps(router)
+    async def routed(state: QuestionState, runtime: Runtime[Settings]) -> R:
+        return router(state, runtime)
+
+    return routed

@@ -73,6 +73,12 @@ class InlineCommitSaver(AsyncSqliteSaver):
         self.commits = 0
         """Transactions committed so far (for tests and the benchmark)."""
 
+    async def setup(self) -> None:
+        """Create the tables once. Every read and write calls this; the saver's own
+        version takes an ``asyncio.Lock`` each time, which costs more than the check."""
+        if not self.is_setup:
+            await super().setup()
+
     async def aput(
         self,
         config: RunnableConfig,

@@ -132,9 +132,9 @@ class EmbeddingBatcher:
     async def _deliver(self, batch: list[_Call]) -> None:
         unique = list(dict.fromkeys(t for call in batch for t in call.texts))
         client = self.client()
-        async with self.limiter.slot():
+        async with self.limiter.slot(), asyncio.timeout(self.timeout):
             self.requests += 1
-            checked = await asyncio.wait_for(self._request(client, unique), self.timeout)
+            checked = await self._request(client, unique)
         by_text = dict(zip(unique, checked, strict=True))
         for call in batch:
             if call.future.done():

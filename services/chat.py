@@ -34,6 +34,7 @@ from langchain_core.messages import AIMessage
 from langgraph.config import get_config
 
 from aidanbench.core.errors import MalformedReply
+from aidanbench.services.direct_post import DirectPost
 from aidanbench.services.pricing import Price, PriceTable
 from aidanbench.services.usage import (
     UsageLedger,
@@ -187,10 +188,20 @@ class OpenAIChat:
     temperature: float | None = None
     extra_body: Mapping[str, Any] | None = None
     ledger: ChatLedger | None = None
+    direct: DirectPost | None = None
+    """Sends the client's requests straight through its aiohttp pool
+    (``services.direct_post``); None: through the client."""
 
     def body(self, prompt: str) -> dict[str, Any]:
         """The request body ``ChatOpenAI`` sends for one user message."""
         return chat_body(self.model, prompt, self.temperature, self.extra_body)
+
+    async def send(self, body: Mapping[str, Any]) -> AIMessage:
+        """The reply to ``body``: its message, or the OpenAI client's errors."""
+        if self.direct is not None:
+            return read_reply(await self.direct.post("chat/completions", body))
+        response = await self.client.post("/chat/completions", body=body, cast_to=httpx2.Response)
+        return read_reply(response.content)
 
     async def reply(self, prompt: str) -> AIMessage:
         """The model's reply to ``prompt``; the OpenAI client's errors for an HTTP error,
@@ -198,10 +209,7 @@ class OpenAIChat:
         body = self.body(prompt)
         record = self.ledger
         if record is None:
-            response = await self.client.post(
-                "/chat/completions", body=body, cast_to=httpx2.Response
-            )
-            return read_reply(response.content)
+            return await self.send(body)
         where = caller()
         request = record.ledger.sent(
             record.role,
@@ -212,10 +220,7 @@ class OpenAIChat:
             price=record.price,
         )
         try:
-            response = await self.client.post(
-                "/chat/completions", body=body, cast_to=httpx2.Response
-            )
-            message = read_reply(response.content)
+            message = await self.send(body)
         except BaseException as exc:
             record.ledger.failed(record.role, record.model, request, error_status(exc))
             raise

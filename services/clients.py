@@ -40,6 +40,7 @@ from pydantic import SecretStr
 from aidanbench.core.errors import ConfigError
 from aidanbench.core.settings import ROLES, Settings
 from aidanbench.services.chat import ChatLedger, OpenAIChat
+from aidanbench.services.direct_post import DirectPost
 from aidanbench.services.embeddings import OpenAICompatibleEmbeddings
 from aidanbench.services.pricing import price_table
 from aidanbench.services.usage import EmbeddingUsage, LedgerCallback, ledger
@@ -131,7 +132,8 @@ def chat_client(
     record = chat_ledger(settings, role, model, name or model)
     if kind == "openai":
         client = openai_client(base_url, key, settings, pool)
-        return OpenAIChat(client, model, temperature, extra_body, record)
+        direct = DirectPost.of(client, pool)
+        return OpenAIChat(client, model, temperature, extra_body, record, direct)
     # 0.1-0.2 s to load langchain_openai; unused by the command line
     from aidanbench.services.langchain_chat import ReasoningChatOpenAI
 
@@ -206,4 +208,5 @@ def embeddings(settings: Settings, pool: httpx2.AsyncClient | None) -> Embedding
     if settings.usage_path is not None:
         price = price_table(settings.prices_path).price(settings.embedding_model)
         usage = EmbeddingUsage(ledger(settings.usage_path), settings.embedding_model, price)
-    return OpenAICompatibleEmbeddings(client, settings.embedding_model, usage)
+    direct = DirectPost.of(client, pool)
+    return OpenAICompatibleEmbeddings(client, settings.embedding_model, usage, direct)

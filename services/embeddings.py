@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +27,7 @@ import openai
 from langchain_core.embeddings import Embeddings
 
 from aidanbench.core.errors import MalformedReply
+from aidanbench.services.direct_post import DirectPost
 from aidanbench.services.usage import EmbeddingUsage
 
 Vector = np.ndarray
@@ -63,6 +65,14 @@ def common_size(vectors: Sequence[Vector | None], expected: int | None) -> int |
     return counts[0][0]
 
 
+def field(value: Any, name: str) -> Any:
+    """``value``'s ``name``: a key of a JSON object, or an attribute of the OpenAI
+    client's typed reply; None when it has none."""
+    if isinstance(value, dict):
+        return value.get(name)
+    return getattr(value, name, None)
+
+
 def place_by_index(data: Any, count: int) -> list[Any]:
     """The ``embedding`` of each item of ``data`` at its ``index`` (None where absent)."""
     if not isinstance(data, list):
@@ -70,21 +80,22 @@ def place_by_index(data: Any, count: int) -> list[Any]:
     placed: list[Any] = [None] * count
     seen: set[int] = set()
     for item in data:
-        index = getattr(item, "index", None)
+        index = field(item, "index")
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < count:
             raise MalformedReply(f"embedding index {index!r} is not one of 0..{count - 1}")
         if index in seen:
             raise MalformedReply(f"embedding index {index} appears twice")
         seen.add(index)
-        placed[index] = getattr(item, "embedding", None)
+        placed[index] = field(item, "embedding")
     return placed
 
 
 def checked_vectors(
     reply: Any, count: int, expected_size: int | None = None
 ) -> list[tuple[Vector | None, str | None]]:
-    """Each of ``count`` texts' vector from an embeddings reply, or why it is unusable."""
-    placed = place_by_index(getattr(reply, "data", None), count)
+    """Each of ``count`` texts' vector from an embeddings reply (its JSON, or the OpenAI
+    client's typed reply), or why it is unusable."""
+    placed = place_by_index(field(reply, "data"), count)
     checked = [check_vector(value) for value in placed]
     size = common_size([v for v, _ in checked], expected_size)
     out: list[tuple[Vector | None, str | None]] = []
@@ -126,12 +137,29 @@ class OpenAICompatibleEmbeddings(Embeddings):
     """
 
     def __init__(
-        self, client: openai.AsyncOpenAI, model: str, usage: EmbeddingUsage | None = None
+        self,
+        client: openai.AsyncOpenAI,
+        model: str,
+        usage: EmbeddingUsage | None = None,
+        direct: DirectPost | None = None,
     ) -> None:
         self.client = client
         self.model = model
         self.usage = usage
         """Where each request's usage is recorded (the run's ledger), if anywhere."""
+        self.direct = direct
+        """Sends the client's requests straight through its aiohttp pool
+        (``services.direct_post``); None: through the client."""
+
+    async def create(self, texts: list[str]) -> Any:
+        """The reply to one request for ``texts``: the OpenAI client's typed reply, or
+        the JSON of the same request sent directly."""
+        if self.direct is None:
+            return await self.client.embeddings.create(
+                model=self.model, input=texts, encoding_format="base64"
+            )
+        body = {"model": self.model, "input": texts, "encoding_format": "base64"}
+        return json.loads(await self.direct.post("embeddings", body))
 
     async def aembed_indexed(
         self, texts: list[str], expected_size: int | None = None
@@ -140,9 +168,7 @@ class OpenAICompatibleEmbeddings(Embeddings):
         request = self.usage.sent(texts) if self.usage is not None else None
         try:
             try:
-                reply = await self.client.embeddings.create(
-                    model=self.model, input=texts, encoding_format="base64"
-                )
+                reply = await self.create(texts)
             except (ValueError, LookupError, TypeError, AttributeError) as exc:
                 raise MalformedReply(f"unreadable embeddings reply ({type(exc).__name__})") from exc
         except BaseException as exc:
@@ -150,7 +176,7 @@ class OpenAICompatibleEmbeddings(Embeddings):
                 self.usage.failed(request, exc)
             raise
         if self.usage is not None and request is not None:
-            self.usage.replied(getattr(reply, "usage", None), request, texts)
+            self.usage.replied(field(reply, "usage"), request, texts)
         return checked_vectors(reply, len(texts), expected_size)
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:

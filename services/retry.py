@@ -84,9 +84,11 @@ async def with_retries(attempt: Callable[[], Awaitable[T]], max_retries: int, wa
 async def attempt_once(
     limiter: EndpointLimiter, limit_s: float | None, request: Callable[[], Awaitable[T]]
 ) -> T:
-    """One attempt: a limiter slot, and the whole request within ``limit_s`` seconds."""
-    async with limiter.slot():
-        return await asyncio.wait_for(request(), limit_s)
+    """One attempt: a limiter slot, and the whole request within ``limit_s`` seconds
+    (``TimeoutError`` after that). The deadline is ``asyncio.timeout``'s, on the caller's
+    task: ``asyncio.wait_for`` would run every request in a task of its own."""
+    async with limiter.slot(), asyncio.timeout(limit_s):
+        return await request()
 
 
 async def call(
