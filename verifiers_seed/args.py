@@ -11,7 +11,7 @@ fields belong to ``vf-eval`` (``-S '{"reasoning_effort": ...}'``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -80,7 +80,7 @@ class EnvArgs(BaseModel):
         only once the current one has passed, so the policy is never sampled on a prompt
         whose answer is then thrown away.
         """
-        labels = {"temperature": temperature} if temperature is not None else {}
+        labels: dict[str, Any] = {"temperature": temperature} if temperature is not None else {}
         return Settings(
             model=model,
             **labels,
