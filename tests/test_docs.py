@@ -36,7 +36,8 @@ from .conftest import REPO, TEST_KEY
 
 README = REPO / "README.md"
 DOCS = sorted((REPO / "docs").glob("*.md"))
-PAGES = [README, *DOCS]
+ARCHITECTURE = REPO / "ARCHITECTURE.md"
+PAGES = [README, ARCHITECTURE, *DOCS]
 FRONT_PAGE_LINES = 400
 COMMAND = Path(sys.executable).with_name("aidanbench")
 KEYLESS = ("report", "rescore", "plot")
