@@ -16,7 +16,10 @@ python="${PYTHON:-$PWD/.venv/bin/python}"
 stage=.mutation
 rm -rf "$stage"
 mkdir -p "$stage/aidanbench" "$stage/tests"
-for pkg in graph nodes services analysis cli testing; do
+# Every package of the project, and the package root's __init__.py: a staged aidanbench
+# without it is a namespace package, which the installed (regular) one would shadow.
+cp package/__init__.py "$stage/aidanbench/"
+for pkg in core record reference graph nodes services analysis cli runner testing; do
     cp -r "$pkg" "$stage/aidanbench/$pkg"
 done
 find "$stage" -name __pycache__ -prune -exec rm -rf {} +
@@ -29,6 +32,8 @@ for t in "${tests[@]}"; do cp "$t" "$stage/tests/"; done
 cp README.md "$stage/"  # tests/test_graph_edges.py reads the edge list
 # pytest settings only; mutmut's own come from setup.cfg
 sed -n '/^\[tool.pytest.ini_options\]/,/^\]/p' pyproject.toml > "$stage/pyproject.toml"
+# one process: mutmut learns which tests reach which function from the test process itself
+sed -i 's/ -n 2 --dist worksteal//' "$stage/pyproject.toml"
 cat > "$stage/setup.cfg" <<'CFG'
 [mutmut]
 source_paths = aidanbench
