@@ -240,3 +240,32 @@ async def test_the_decide_node_pauses_with_the_answer_for_review(
     paused.clear()
     await decide(turn(), Runtime(Settings(interrupt_every=5)))  # type: ignore[arg-type]
     assert paused == []
+
+
+def test_the_reward_follows_the_settings_reward_mode() -> None:
+    """``reward`` is the valid count, or with ``novelty_sum`` the sum of their novelty."""
+    counted, _ = decided(turn(index=3, novelty=0.25), Settings(), now=101.0)
+    summed, _ = decided(turn(index=3, novelty=0.25), Settings(reward_mode="novelty_sum"), now=101.0)
+    assert counted["reward"] == 3
+    assert summed["reward"] == 0.5 + 0.5 + 0.25
+
+
+def test_the_question_cost_cap_counts_discarded_and_pending_look_aheads() -> None:
+    """A cap that the recorded answers alone stay under is reached once the discarded
+    look-aheads (``speculative``) or the look-ahead already generated are counted: all of
+    it was paid for."""
+    call = {**stats(), "cost_usd": 0.075}
+
+    def spend(**extra: Any) -> Any:
+        state = turn(candidate=candidate(2, call=call), **extra)
+        state["coherence_result"]["call"] = {**stats(), "cost_usd": 0.0}
+        state["answers"] = [record(1, calls={"generate": call})]
+        return state
+
+    settings = Settings(max_question_cost=0.2)
+    update, _ = decided(spend(), settings, now=101.0)
+    assert "stop_reason" not in update, "two answers: $0.15, under the cap"
+    update, _ = decided(spend(speculative=call), settings, now=101.0)
+    assert update["stop_reason"] == "max_question_cost", "a discarded look-ahead: $0.225"
+    update, _ = decided(spend(lookahead=candidate(3, call=call)), settings, now=101.0)
+    assert update["stop_reason"] == "max_question_cost", "the pending look-ahead: $0.225"
