@@ -26,7 +26,7 @@ find "$stage" -name __pycache__ -prune -exec rm -rf {} +
 tests=(
     tests/__init__.py tests/conftest.py tests/builders.py tests/graphs.py tests/states.py
     tests/test_parsing.py tests/test_novelty.py tests/test_thresholds.py tests/test_metrics.py
-    tests/test_routing.py tests/test_decide.py tests/test_graph_edges.py
+    tests/test_routing.py tests/test_decide.py tests/test_graph_edges.py tests/test_turn_cpu.py
 )
 for t in "${tests[@]}"; do cp "$t" "$stage/tests/"; done
 cp README.md "$stage/"  # tests/test_graph_edges.py reads the edge list
@@ -52,6 +52,7 @@ pytest_add_cli_args_test_selection =
     tests/test_routing.py
     tests/test_decide.py
     tests/test_graph_edges.py
+    tests/test_turn_cpu.py
 pytest_add_cli_args = -p no:cacheprovider -q -n 0
 also_copy = README.md
 CFG

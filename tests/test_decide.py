@@ -12,6 +12,7 @@ from aidanbench.nodes import decide as decide_module
 from aidanbench.nodes.decide import (
     answer_event,
     branch_error,
+    changes,
     decide,
     decided,
     scoring_keys,
@@ -269,3 +270,37 @@ def test_the_question_cost_cap_counts_discarded_and_pending_look_aheads() -> Non
     assert update["stop_reason"] == "max_question_cost", "a discarded look-ahead: $0.225"
     update, _ = decided(spend(lookahead=candidate(3, call=call)), settings, now=101.0)
     assert update["stop_reason"] == "max_question_cost", "the pending look-ahead: $0.225"
+
+
+def test_the_judge_samples_are_recorded_beside_the_deciding_score() -> None:
+    samples = [80.0, 12.0, 95.0]
+    state = turn()
+    state["coherence_result"]["samples"] = samples
+    _, rec = decided(state, Settings(judge_samples=3), now=101.0)
+    assert rec is not None and rec["coherence_samples"] == samples and rec["valid"]
+    _, rec = decided(turn(), Settings(), now=101.0)
+    assert rec is not None and "coherence_samples" not in rec
+
+
+def test_a_cost_cap_without_a_price_stops_the_question_with_an_error() -> None:
+    """No price known: the cap cannot be applied, which is an error, never a $0 spend."""
+    update, rec = decided(turn(), Settings(max_question_cost=0.2), now=101.0)
+    assert rec is not None and rec["valid"], "the answer is recorded all the same"
+    assert update["stop_reason"] == "error"
+    assert update["error"]["kind"] == "error" and "no price" in update["error"]["message"]
+    assert update["candidate"] is None and update["lookahead"] is None
+
+
+def test_a_spent_run_budget_stops_the_question_after_recording_its_answer() -> None:
+    update, rec = decided(turn(), Settings(), now=101.0, budget_spent=True)
+    assert rec is not None and rec["valid"] and update["stop_reason"] == "budget"
+    update, _ = decided(turn(), Settings(), now=101.0, budget_spent=False)
+    assert "stop_reason" not in update
+
+
+def test_changes_always_keeps_the_answers_they_append() -> None:
+    """``answers`` appends: the same list again is a new answer, never a no-op."""
+    same = [record(1)]
+    assert changes({"answers": same, "score": 1}, {"answers": same, "score": 1}) == {
+        "answers": same
+    }
