@@ -50,6 +50,12 @@ def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def _default_sigint() -> None:
+    """Ctrl-C as at a terminal, even when this benchmark runs in the background (where
+    the shell starts it with SIGINT ignored, and its children inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Watched:
     """An ``aidanbench run`` child: when each question finished, read from its log."""
 
@@ -63,6 +69,7 @@ class Watched:
             stderr=subprocess.STDOUT,
             text=True,
             env=os.environ | {KEY: "lab"},
+            preexec_fn=_default_sigint,
         )
         self.finished: list[float] = []
         self.tail: list[str] = []
