@@ -82,7 +82,7 @@ class Watched:
         for line in self.proc.stdout:
             if FINISHED.search(line):
                 self.finished.append(time.monotonic() - self.started)
-            self.tail = (self.tail + [line])[-20:]
+            self.tail = [*self.tail, line][-20:]
 
     def watch(self, seconds: float) -> None:
         """Poll the provider for the first question request until ``seconds`` have gone."""
