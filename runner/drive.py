@@ -1,8 +1,9 @@
 """The drive loop: bring every question thread of a run to a stop, whoever runs it.
 
 The loop is the same for a run on this machine and a run on a LangGraph server: look
-every thread up, count what is already finished, start (or join, or continue) the rest at
-most ``concurrency`` at a time, and write the run directory's outputs as they stop. What
+the threads up a chunk at a time, count what is already finished, start (or join, or
+continue) the rest in the run's order as ``runner.admission`` lets them in, and write the
+run directory's outputs as they stop. What
 runs one thread is a ``Questions`` backend: ``runner.local`` (the question graph on a
 local SQLite checkpointer) or ``runner.remote`` (the same graph on a server).
 """
@@ -10,7 +11,7 @@ local SQLite checkpointer) or ``runner.remote`` (the same graph on a server).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -18,6 +19,7 @@ from aidanbench.core.errors import UsageError, printable
 from aidanbench.nodes.caps import budget_exhausted
 from aidanbench.nodes.prepare import measurement_differences
 from aidanbench.record.lines import QuestionLine
+from aidanbench.runner.admission import Admission
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.tasks import RunLines, Task
 
@@ -48,46 +50,64 @@ class Questions(Protocol):
         ...
 
 
+PLAN_CHUNK = 64
+"""Threads looked up at once. Each is planned just before it may start, so a resumed run
+of thousands sends its first request after one chunk's look-ups, not all of them, and
+holds the stored state of the questions it is running, not of every question."""
+
+
 async def drive(
     tasks: Sequence[Task],
     questions: Questions,
     lines: RunLines,
     *,
-    concurrency: int,
+    admission: Admission,
     progress: Progress,
 ) -> list[QuestionLine]:
     """Run every task to a stop (or resume it), writing outputs as questions finish.
 
-    Returns every question line of the run directory, the lines carried from earlier
-    sessions included. Cancellation (Ctrl-C) writes what is known and re-raises: the
-    checkpoints already hold every completed step.
+    Tasks are looked up ``PLAN_CHUNK`` at a time and start, in the run's order, as
+    ``admission`` lets them in (a task found finished is counted and skipped). Returns
+    every question line of the run directory, the lines carried from earlier sessions
+    included. Cancellation (Ctrl-C) writes what is known and re-raises: the checkpoints
+    already hold every completed step.
     """
-    plans = await questions.plan(tasks)
-    todo: list[tuple[Task, Plan]] = []
-    for task, step in zip(tasks, plans, strict=True):
-        refuse_other_measurement(task, step.values)
-        line = lines.record(task, step.values)
+    for task in tasks:
         progress.queued(task.label)
-        if step.action == "skip":
-            progress.skipped(task.label, line, task.thread_id)
-        else:
-            progress.stored(task.label, line, task.thread_id)
-            todo.append((task, step))
-    questions.warm([task for task, _ in todo])
-    gate = asyncio.Semaphore(concurrency)
 
     async def run_one(task: Task, step: Plan) -> None:
-        async with gate:
+        try:
             if budget_exhausted(task.settings):  # --max-cost reached: start nothing new
                 return
             progress.started_question(task.label)
             values = await questions.execute(task, step, progress)
             line = await lines.finished(task, values)
             progress.finished_question(task.label, task.question, line, task.thread_id)
+        finally:
+            admission.leave()
 
+    async def start_all(group: asyncio.TaskGroup) -> None:
+        for first in range(0, len(tasks), PLAN_CHUNK):
+            chunk = tasks[first : first + PLAN_CHUNK]
+            todo = []
+            for task, step in zip(chunk, await questions.plan(chunk), strict=True):
+                refuse_other_measurement(task, step.values)
+                line = lines.record(task, step.values)
+                if step.action == "skip":
+                    progress.skipped(task.label, line, task.thread_id)
+                else:
+                    progress.stored(task.label, line, task.thread_id)
+                    todo.append((task, step))
+            questions.warm([task for task, _ in todo])
+            for task, step in todo:
+                await admission.enter()  # the questions already started go first
+                group.create_task(_cancelled_stays_cancelled(run_one(task, step)))
+
+    watching = asyncio.ensure_future(admission.watch())
     try:
-        await run_all([run_one(task, step) for task, step in todo])
+        await run_group(start_all)
     finally:
+        watching.cancel()
         # Steps of cancelled questions may still be queued for this turn's commit
         # (the saver commits once per loop turn): let it run before the saver closes.
         await asyncio.sleep(0)
@@ -102,7 +122,18 @@ def report(progress: Progress, task: Task, event: Any) -> None:
 
 
 async def run_all(jobs: Sequence[Coroutine[Any, Any, None]]) -> None:
-    """Await every job in a ``TaskGroup``; the first failure is re-raised as it was.
+    """Await every job in a ``TaskGroup`` (``run_group``)."""
+
+    async def start(group: asyncio.TaskGroup) -> None:
+        for job in jobs:
+            group.create_task(_cancelled_stays_cancelled(job))
+
+    await run_group(start)
+
+
+async def run_group(start: Callable[[asyncio.TaskGroup], Awaitable[None]]) -> None:
+    """Run ``start``, and every job it adds to the group, in a ``TaskGroup``; the first
+    failure is re-raised as it was.
 
     The group ends every job before it returns or raises (``asyncio.gather`` would
     leave them running, and the caller would close the checkpointer under them). It
@@ -113,8 +144,7 @@ async def run_all(jobs: Sequence[Coroutine[Any, Any, None]]) -> None:
     """
     try:
         async with asyncio.TaskGroup() as group:
-            for job in jobs:
-                group.create_task(_cancelled_stays_cancelled(job))
+            group.create_task(_cancelled_stays_cancelled(start(group)))
     except BaseExceptionGroup as failed:
         raise failed.exceptions[0] from None
 
