@@ -2,10 +2,10 @@
 
 The loop is the same for a run on this machine and a run on a LangGraph server: look
 the threads up a chunk at a time, count what is already finished, start (or join, or
-continue) the rest in the run's order as ``runner.admission`` lets them in, and write the
-run directory's outputs as they stop. What
-runs one thread is a ``Questions`` backend: ``runner.local`` (the question graph on a
-local SQLite checkpointer) or ``runner.remote`` (the same graph on a server).
+continue) the rest as ``runner.admission`` lets them in, and write the run directory's
+outputs as they stop. What runs one thread is a ``Questions`` backend: ``runner.local``
+(the question graph on a local SQLite checkpointer) or ``runner.remote`` (the same graph
+on a server).
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ class Questions(Protocol):
 
 
 PLAN_CHUNK = 64
-"""Threads looked up at once. Each is planned just before it may start, so a resumed run
-of thousands sends its first request after one chunk's look-ups, not all of them, and
-holds the stored state of the questions it is running, not of every question."""
+"""Threads looked up at once. Questions start as soon as their chunk is looked up, so a
+resumed run of thousands sends its first request after one chunk's look-ups, not after
+all of them."""
 
 
 async def drive(
@@ -66,11 +66,11 @@ async def drive(
 ) -> list[QuestionLine]:
     """Run every task to a stop (or resume it), writing outputs as questions finish.
 
-    Tasks are looked up ``PLAN_CHUNK`` at a time and start, in the run's order, as
-    ``admission`` lets them in (a task found finished is counted and skipped). Returns
-    every question line of the run directory, the lines carried from earlier sessions
-    included. Cancellation (Ctrl-C) writes what is known and re-raises: the checkpoints
-    already hold every completed step.
+    Tasks are looked up ``PLAN_CHUNK`` at a time (those the files show stopped for good
+    last) and start in that order as ``admission`` lets them in; a task found finished
+    is counted and skipped. Returns every question line of the run directory, the lines
+    carried from earlier sessions included. Cancellation (Ctrl-C) writes what is known
+    and re-raises: the checkpoints already hold every completed step.
     """
     for task in tasks:
         progress.queued(task.label)
@@ -86,9 +86,13 @@ async def drive(
         finally:
             admission.leave()
 
-    async def start_all(group: asyncio.TaskGroup) -> None:
+    planned: asyncio.Queue[tuple[Task, Plan] | None] = asyncio.Queue()
+
+    async def plan_all() -> None:
+        # Questions the files show stopped for good are looked up last: on resume the
+        # first chunks hold questions to run, not thousands of finished ones.
         for first in range(0, len(tasks), PLAN_CHUNK):
-            chunk = tasks[first : first + PLAN_CHUNK]
+            chunk = ordered[first : first + PLAN_CHUNK]
             todo = []
             for task, step in zip(chunk, await questions.plan(chunk), strict=True):
                 refuse_other_measurement(task, step.values)
@@ -99,10 +103,18 @@ async def drive(
                     progress.stored(task.label, line, task.thread_id)
                     todo.append((task, step))
             questions.warm([task for task, _ in todo])
-            for task, step in todo:
-                await admission.enter()  # the questions already started go first
-                group.create_task(_cancelled_stays_cancelled(run_one(task, step)))
+            for pair in todo:
+                planned.put_nowait(pair)
+            await asyncio.sleep(0)  # the questions planned so far may start
+        planned.put_nowait(None)
 
+    async def start_all(group: asyncio.TaskGroup) -> None:
+        group.create_task(_cancelled_stays_cancelled(plan_all()))
+        while (pair := await planned.get()) is not None:
+            await admission.enter()  # the questions already started go first
+            group.create_task(_cancelled_stays_cancelled(run_one(*pair)))
+
+    ordered = sorted(tasks, key=lines.stopped_before)
     watching = asyncio.ensure_future(admission.watch())
     try:
         await run_group(start_all)

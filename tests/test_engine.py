@@ -445,31 +445,42 @@ async def test_a_fixed_gate_keeps_its_number_whatever_the_loop_does(tmp_path: Pa
     assert gate.peak == 3
 
 
-async def test_drive_starts_questions_before_every_thread_is_looked_up(tmp_path: Path) -> None:
-    """A resumed run of thousands starts its first question after one chunk of look-ups."""
+async def test_a_resumed_drive_starts_questions_before_it_looks_up_the_finished_ones(
+    tmp_path: Path,
+) -> None:
+    """A resumed run of thousands: the threads its files show finished are looked up
+    last, and questions start after one chunk of look-ups, not all of them."""
     names = [f"Question number {i}?" for i in range(3 * PLAN_CHUNK)]
+    earlier = names[: 2 * PLAN_CHUNK]  # an earlier session finished these
 
     class Counting(Backend):
-        planned = 0
+        planned: tuple[str, ...] = ()
         planned_at_first_start: int | None = None
 
         async def plan(self, tasks: Sequence[Task]) -> list[Plan]:
-            self.planned += len(tasks)
+            await asyncio.sleep(0)  # a look-up waits on its store
+            self.planned = (*self.planned, *(t.question for t in tasks))
             return await super().plan(tasks)
 
         async def execute(self, task: Task, step: Plan, progress: Progress) -> dict[str, Any]:
             if self.planned_at_first_start is None:
-                self.planned_at_first_start = self.planned
+                self.planned_at_first_start = len(self.planned)
             return await super().execute(task, step, progress)
 
-    backend = Counting(finished=set(names[::3]))
+    tasks = tasks_of(names)
+    carried = [t.line(done(t)) for t in tasks if t.question in earlier]
+    backend = Counting(finished=set(earlier))
     progress = quiet()
     lines = await drive(
-        tasks_of(names), backend, RunLines(tmp_path), admission=Admission(8), progress=progress
+        tasks,
+        backend,
+        RunLines(tmp_path, carried=carried),
+        admission=Admission(8),
+        progress=progress,
     )
     assert backend.planned_at_first_start == PLAN_CHUNK
-    assert backend.planned == len(names)
-    assert sorted(backend.executed) == sorted(n for n in names if n not in backend.finished)
+    assert backend.planned == (*names[2 * PLAN_CHUNK :], *earlier), "finished ones last"
+    assert sorted(backend.executed) == sorted(names[2 * PLAN_CHUNK :])
     assert [x.question for x in lines] == names, "every line, in the run's order"
     row = progress.rows["m (T=0.7)"]
     assert (row.done, row.queued, row.running) == (len(names), 0, 0)
