@@ -11,7 +11,7 @@ on a server).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -143,7 +143,7 @@ async def run_all(jobs: Sequence[Coroutine[Any, Any, None]]) -> None:
     await run_group(start)
 
 
-async def run_group(start: Callable[[asyncio.TaskGroup], Awaitable[None]]) -> None:
+async def run_group(start: Callable[[asyncio.TaskGroup], Coroutine[Any, Any, None]]) -> None:
     """Run ``start``, and every job it adds to the group, in a ``TaskGroup``; the first
     failure is re-raised as it was.
 
