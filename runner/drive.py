@@ -11,6 +11,7 @@ on a server).
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -109,10 +110,10 @@ async def drive(
         planned.put_nowait(None)
 
     async def start_all(group: asyncio.TaskGroup) -> None:
-        group.create_task(_cancelled_stays_cancelled(plan_all()))
+        _spawn(group, plan_all)
         while (pair := await planned.get()) is not None:
             await admission.enter()  # the questions already started go first
-            group.create_task(_cancelled_stays_cancelled(run_one(*pair)))
+            _spawn(group, functools.partial(run_one, *pair))
 
     ordered = sorted(tasks, key=lines.stopped_before)
     watching = asyncio.ensure_future(admission.watch())
@@ -159,6 +160,17 @@ async def run_group(start: Callable[[asyncio.TaskGroup], Coroutine[Any, Any, Non
             group.create_task(_cancelled_stays_cancelled(start(group)))
     except BaseExceptionGroup as failed:
         raise failed.exceptions[0] from None
+
+
+def _spawn(group: asyncio.TaskGroup, job: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Start ``job()`` in ``group``. The coroutine is made when the task first runs: a
+    task the group cancels before that (a failure elsewhere, Ctrl-C) leaves no coroutine
+    that was never awaited."""
+
+    async def started() -> None:
+        await _cancelled_stays_cancelled(job())
+
+    group.create_task(started())
 
 
 async def _cancelled_stays_cancelled(job: Coroutine[Any, Any, None]) -> None:
