@@ -24,7 +24,8 @@ asyncio loop (see ``bench.serve`` for why not the threaded test stub).
   answers until the server stops (``bench.in_flight_memory``: every chain in flight, each
   holding ``N`` answers); ``--dim`` and ``--answer-size`` set the lab's vector length and
   answer size.
-* ``GET /stats`` reports requests, 429s, prompt characters received and requests held;
+* ``GET /stats`` reports requests, 429s, prompt characters received, requests held and
+  ``asked``: chat requests of a question (generate, judge; not a preflight's probe);
   ``POST /stats`` resets them.
 """
 
@@ -168,7 +169,7 @@ def app(
     trace: TextIO | None = None,
     hold_at: int | None = None,
 ) -> web.Application:
-    stats = {"requests": 0, "rate_limited": 0, "prompt_chars": 0, "held": 0}
+    stats = {"requests": 0, "rate_limited": 0, "prompt_chars": 0, "held": 0, "asked": 0}
 
     def refused() -> web.Response | None:
         stats["requests"] += 1
@@ -187,6 +188,8 @@ def app(
         prompt = protocol.chat_prompt(body)
         stats["prompt_chars"] += len(prompt)
         kind = classify(prompt)
+        if kind != "other":
+            stats["asked"] += 1
         if held(hold_at, kind, prompt):
             stats["held"] += 1
             await asyncio.Event().wait()  # until the server stops
@@ -223,7 +226,7 @@ def app(
         return web.json_response(stats)
 
     async def reset_stats(request: web.Request) -> web.Response:
-        stats.update(requests=0, rate_limited=0, prompt_chars=0, held=0)
+        stats.update(requests=0, rate_limited=0, prompt_chars=0, held=0, asked=0)
         bucket.tokens = bucket.burst
         return web.json_response(stats)
 

@@ -60,7 +60,8 @@ def register(subparsers: Any) -> None:
         type=int,
         metavar="N",
         help="questions in flight (default: every question of the run, up to a memory "
-        "ceiling; the endpoints' adaptive limits bound the requests)",
+        "ceiling, started as fast as this machine keeps up; the endpoints' adaptive limits "
+        "bound the requests)",
     )
     p.add_argument("--run-dir", type=_run_dir, default=Path(DEFAULT_RUN_DIR))
     p.add_argument(

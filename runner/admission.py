@@ -13,13 +13,18 @@ no user should have to guess a number: unless one is given (``--concurrency N``,
 * on a LangGraph server (``--server``), ``REMOTE_IN_FLIGHT``: this client holds one
   connection per run it follows, from the SDK's pool.
 
-Which started chain goes first when the machine, not the endpoint, is the bottleneck is
-not decided here: the drive loop admits chains, the limiters order requests.
+That number is the most in flight. When the machine, not the endpoints, is what a run
+waits on (thousands of chains against a fast endpoint), every chain in flight advancing a
+turn at a time would finish none for minutes; so a session without ``--concurrency``
+admits its questions through an adaptive ``Admission``, which lets new chains start only
+while the event loop keeps up, and the chains already started get the CPU first.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections import deque
 
 BYTES_PER_CHAIN = 512 * 1024
 """Memory one more chain in flight costs: the slope of resident memory over chains in
@@ -46,6 +51,13 @@ def chains_in_flight(requested: int | None, chains: int, *, remote: bool = False
     return max(1, min(chains, ceiling(remote=remote)))
 
 
+def admission(requested: int | None, chains: int, *, remote: bool = False) -> Admission:
+    """The session's gate: ``chains_in_flight`` at most, adaptive unless a number was
+    asked for or a LangGraph server runs the chains (its own workers share its CPU)."""
+    most = chains_in_flight(requested, chains, remote=remote)
+    return Admission(most, adaptive=requested is None and not remote)
+
+
 def ceiling(*, remote: bool = False) -> int:
     """The most questions kept in flight when no number is given."""
     if remote:
@@ -67,3 +79,102 @@ def physical_memory() -> int | None:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):  # no sysconf (Windows), or no such name
         return None
+
+
+START_IN_FLIGHT = 64
+"""Questions an adaptive session starts with before it has watched the event loop."""
+
+WATCH_EVERY_S = 0.25
+"""How often an adaptive session looks at the event loop's lag."""
+
+LAG_LIMIT_S = 0.1
+"""How late a timer may fire before the loop counts as behind: its ready work (the
+turns of the chains in flight) takes longer than the CPU gives it."""
+
+GROW = 1.25
+"""What the window is multiplied by (plus one) each look at a loop that keeps up while
+questions wait to start: from 64 to 5,000 in about 20 looks, five seconds."""
+
+SHRINK = 0.8
+"""What the window is multiplied by each look at a loop that is behind."""
+
+FLOOR = 8
+"""The least window an adaptive session shrinks to."""
+
+
+class Admission:
+    """The gate questions pass to start, in the order they arrive.
+
+    Fixed (``adaptive=False``) it lets ``most`` in at once, a semaphore. Adaptive, its
+    window starts at ``START_IN_FLIGHT`` and follows the event loop (``observe``): while
+    the loop keeps up and questions wait, the window grows towards ``most``; while the
+    loop is behind, it shrinks and nothing new starts until enough started questions
+    stop. So when the CPU, not the endpoints, is what a run waits on, the chains already
+    started get it (they finish, and the finished count climbs from the first minutes)
+    instead of every chain advancing a turn at a time in lockstep; a question never
+    stops because the window shrank.
+    """
+
+    def __init__(
+        self,
+        most: int,
+        *,
+        adaptive: bool = False,
+        start: int = START_IN_FLIGHT,
+        every: float | None = WATCH_EVERY_S,
+    ) -> None:
+        self.most = max(1, most)
+        self.adaptive = adaptive
+        self.window = float(min(self.most, start) if adaptive else self.most)
+        """Questions let in flight now (whole part); started ones above it carry on."""
+        self.every = every
+        """Seconds between two looks at the loop (``watch``); None: only ``observe``."""
+        self.in_flight = 0
+        self.peak = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def enter(self) -> None:
+        """Wait for room in the window (in arrival order), then take it."""
+        if self._waiters or self.in_flight >= int(self.window):
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self.in_flight -= 1  # let in just as it was cancelled
+                    self._wake()
+                raise  # a cancelled waiter stays queued until _wake passes it
+        else:
+            self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+
+    def leave(self) -> None:
+        """A question let in stopped: its room goes to the next in line."""
+        self.in_flight -= 1
+        self._wake()
+
+    def observe(self, lag: float) -> None:
+        """One look at the event loop: a timer fired ``lag`` seconds late."""
+        if not self.adaptive:
+            return
+        if lag > LAG_LIMIT_S:
+            self.window = max(min(float(FLOOR), self.window), self.window * SHRINK)
+        elif self._waiters:
+            self.window = min(float(self.most), self.window * GROW + 1)
+            self._wake()
+
+    async def watch(self) -> None:
+        """``observe`` the loop's lag every ``every`` seconds, until cancelled."""
+        loop = asyncio.get_running_loop()
+        while self.adaptive and self.every is not None:
+            asked = loop.time()
+            await asyncio.sleep(self.every)
+            self.observe(loop.time() - asked - self.every)
+
+    def _wake(self) -> None:
+        while self._waiters and (self._waiters[0].done() or self.in_flight < int(self.window)):
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.in_flight += 1
+                waiter.set_result(None)

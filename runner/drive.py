@@ -1,16 +1,18 @@
 """The drive loop: bring every question thread of a run to a stop, whoever runs it.
 
 The loop is the same for a run on this machine and a run on a LangGraph server: look
-every thread up, count what is already finished, start (or join, or continue) the rest at
-most ``concurrency`` at a time, and write the run directory's outputs as they stop. What
-runs one thread is a ``Questions`` backend: ``runner.local`` (the question graph on a
-local SQLite checkpointer) or ``runner.remote`` (the same graph on a server).
+the threads up a chunk at a time, count what is already finished, start (or join, or
+continue) the rest as ``runner.admission`` lets them in, and write the run directory's
+outputs as they stop. What runs one thread is a ``Questions`` backend: ``runner.local``
+(the question graph on a local SQLite checkpointer) or ``runner.remote`` (the same graph
+on a server).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
+import functools
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -18,6 +20,7 @@ from aidanbench.core.errors import UsageError, printable
 from aidanbench.nodes.caps import budget_exhausted
 from aidanbench.nodes.prepare import measurement_differences
 from aidanbench.record.lines import QuestionLine
+from aidanbench.runner.admission import Admission
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.tasks import RunLines, Task
 
@@ -48,46 +51,76 @@ class Questions(Protocol):
         ...
 
 
+PLAN_CHUNK = 64
+"""Threads looked up at once. Questions start as soon as their chunk is looked up, so a
+resumed run of thousands sends its first request after one chunk's look-ups, not after
+all of them."""
+
+
 async def drive(
     tasks: Sequence[Task],
     questions: Questions,
     lines: RunLines,
     *,
-    concurrency: int,
+    admission: Admission,
     progress: Progress,
 ) -> list[QuestionLine]:
     """Run every task to a stop (or resume it), writing outputs as questions finish.
 
-    Returns every question line of the run directory, the lines carried from earlier
-    sessions included. Cancellation (Ctrl-C) writes what is known and re-raises: the
-    checkpoints already hold every completed step.
+    Tasks are looked up ``PLAN_CHUNK`` at a time (those the files show stopped for good
+    last) and start in that order as ``admission`` lets them in; a task found finished
+    is counted and skipped. Returns every question line of the run directory, the lines
+    carried from earlier sessions included. Cancellation (Ctrl-C) writes what is known
+    and re-raises: the checkpoints already hold every completed step.
     """
-    plans = await questions.plan(tasks)
-    todo: list[tuple[Task, Plan]] = []
-    for task, step in zip(tasks, plans, strict=True):
-        refuse_other_measurement(task, step.values)
-        line = lines.record(task, step.values)
+    for task in tasks:
         progress.queued(task.label)
-        if step.action == "skip":
-            progress.skipped(task.label, line, task.thread_id)
-        else:
-            progress.stored(task.label, line, task.thread_id)
-            todo.append((task, step))
-    questions.warm([task for task, _ in todo])
-    gate = asyncio.Semaphore(concurrency)
 
     async def run_one(task: Task, step: Plan) -> None:
-        async with gate:
+        try:
             if budget_exhausted(task.settings):  # --max-cost reached: start nothing new
                 return
             progress.started_question(task.label)
             values = await questions.execute(task, step, progress)
             line = await lines.finished(task, values)
             progress.finished_question(task.label, task.question, line, task.thread_id)
+        finally:
+            admission.leave()
 
+    planned: asyncio.Queue[tuple[Task, Plan] | None] = asyncio.Queue()
+
+    async def plan_all() -> None:
+        # Questions the files show stopped for good are looked up last: on resume the
+        # first chunks hold questions to run, not thousands of finished ones.
+        for first in range(0, len(tasks), PLAN_CHUNK):
+            chunk = ordered[first : first + PLAN_CHUNK]
+            todo = []
+            for task, step in zip(chunk, await questions.plan(chunk), strict=True):
+                refuse_other_measurement(task, step.values)
+                line = lines.record(task, step.values)
+                if step.action == "skip":
+                    progress.skipped(task.label, line, task.thread_id)
+                else:
+                    progress.stored(task.label, line, task.thread_id)
+                    todo.append((task, step))
+            questions.warm([task for task, _ in todo])
+            for pair in todo:
+                planned.put_nowait(pair)
+            await asyncio.sleep(0)  # the questions planned so far may start
+        planned.put_nowait(None)
+
+    async def start_all(group: asyncio.TaskGroup) -> None:
+        _spawn(group, plan_all)
+        while (pair := await planned.get()) is not None:
+            await admission.enter()  # the questions already started go first
+            _spawn(group, functools.partial(run_one, *pair))
+
+    ordered = sorted(tasks, key=lines.stopped_before)
+    watching = asyncio.ensure_future(admission.watch())
     try:
-        await run_all([run_one(task, step) for task, step in todo])
+        await run_group(start_all)
     finally:
+        watching.cancel()
         # Steps of cancelled questions may still be queued for this turn's commit
         # (the saver commits once per loop turn): let it run before the saver closes.
         await asyncio.sleep(0)
@@ -102,7 +135,18 @@ def report(progress: Progress, task: Task, event: Any) -> None:
 
 
 async def run_all(jobs: Sequence[Coroutine[Any, Any, None]]) -> None:
-    """Await every job in a ``TaskGroup``; the first failure is re-raised as it was.
+    """Await every job in a ``TaskGroup`` (``run_group``)."""
+
+    async def start(group: asyncio.TaskGroup) -> None:
+        for job in jobs:
+            group.create_task(_cancelled_stays_cancelled(job))
+
+    await run_group(start)
+
+
+async def run_group(start: Callable[[asyncio.TaskGroup], Coroutine[Any, Any, None]]) -> None:
+    """Run ``start``, and every job it adds to the group, in a ``TaskGroup``; the first
+    failure is re-raised as it was.
 
     The group ends every job before it returns or raises (``asyncio.gather`` would
     leave them running, and the caller would close the checkpointer under them). It
@@ -113,10 +157,20 @@ async def run_all(jobs: Sequence[Coroutine[Any, Any, None]]) -> None:
     """
     try:
         async with asyncio.TaskGroup() as group:
-            for job in jobs:
-                group.create_task(_cancelled_stays_cancelled(job))
+            group.create_task(_cancelled_stays_cancelled(start(group)))
     except BaseExceptionGroup as failed:
         raise failed.exceptions[0] from None
+
+
+def _spawn(group: asyncio.TaskGroup, job: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Start ``job()`` in ``group``. The coroutine is made when the task first runs: a
+    task the group cancels before that (a failure elsewhere, Ctrl-C) leaves no coroutine
+    that was never awaited."""
+
+    async def started() -> None:
+        await _cancelled_stays_cancelled(job())
+
+    group.create_task(started())
 
 
 async def _cancelled_stays_cancelled(job: Coroutine[Any, Any, None]) -> None:

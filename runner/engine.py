@@ -163,8 +163,11 @@ async def execute(
         try:
             with progress:
                 async with backend(spec, services, progress) as questions:
+                    gate = admission.admission(
+                        spec.concurrency, len(tasks), remote=spec.server is not None
+                    )
                     all_lines = await drive(
-                        tasks, questions, lines, concurrency=in_flight, progress=progress
+                        tasks, questions, lines, admission=gate, progress=progress
                     )
         except BaseException as exc:
             session.status = ended_by(exc)

@@ -16,7 +16,7 @@ from langgraph.types import Durability
 from aidanbench.graph.question import build_question_graph
 from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
-from aidanbench.runner.admission import chains_in_flight
+from aidanbench.runner.admission import admission
 from aidanbench.runner.checkpoints import open_checkpointer
 from aidanbench.runner.drive import Plan, drive, refuse_other_measurement, report
 from aidanbench.runner.progress import Progress
@@ -98,10 +98,8 @@ async def drive_local(
 ) -> list[QuestionLine]:
     """The drive loop on this machine, without the session around it (no lock, no
     metadata): for callers that keep their own run directory (the demo, benchmarks).
-    ``concurrency`` None keeps every task in flight, up to the memory ceiling
-    (``runner.admission``), as a session does."""
-    in_flight = chains_in_flight(concurrency, len(tasks))
+    ``concurrency`` None admits as many tasks as the machine keeps up with, up to the
+    memory ceiling (``runner.admission``), as a session does."""
+    gate = admission(concurrency, len(tasks))
     async with local_questions(run_dir, services) as questions:
-        return await drive(
-            tasks, questions, RunLines(run_dir), concurrency=in_flight, progress=progress
-        )
+        return await drive(tasks, questions, RunLines(run_dir), admission=gate, progress=progress)

@@ -155,6 +155,12 @@ class RunLines:
         self.lines[task.thread_id] = line
         return line
 
+    def stopped_before(self, task: Task) -> bool:
+        """Whether the files of earlier sessions show the task's question stopped for good
+        (the drive loop looks it up last; its thread, not this line, decides)."""
+        line = self.lines.get(task.thread_id)
+        return line is not None and line.stop_reason in FINAL_STOPS
+
     async def finished(self, task: Task, values: Mapping[str, Any]) -> QuestionLine:
         """Note a finished question; rewrite the files unless they were just written."""
         line = self.record(task, values)

@@ -117,3 +117,14 @@ def test_the_ceiling_comes_from_memory_per_chain(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(admission, "physical_memory", lambda: None)
     assert admission.ceiling() == budget // per_chain
     assert admission.chains_in_flight(None, 10**7, remote=True) == admission.REMOTE_IN_FLIGHT
+
+
+def test_a_session_adapts_its_window_only_when_no_number_is_given() -> None:
+    """No ``--concurrency``: the window follows the event loop; a number given, or a
+    LangGraph server running the chains, keeps a fixed one."""
+    chosen = admission.admission(None, 100)
+    assert chosen.adaptive and chosen.most == 100
+    assert chosen.window == admission.START_IN_FLIGHT
+    assert not admission.admission(5, 100).adaptive
+    assert admission.admission(5, 100).window == 5
+    assert not admission.admission(None, 100, remote=True).adaptive

@@ -24,7 +24,8 @@ from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.record.lines import QuestionLine
 from aidanbench.runner import Progress, RunSpec, Task, prepare, run
-from aidanbench.runner.drive import Plan, drive
+from aidanbench.runner.admission import Admission
+from aidanbench.runner.drive import PLAN_CHUNK, Plan, drive
 from aidanbench.runner.engine import execute
 from aidanbench.runner.tasks import RunLines
 from aidanbench.testing import (
@@ -310,7 +311,7 @@ async def test_drive_skips_finished_threads_and_keeps_at_most_concurrency_in_fli
     backend = Backend(finished={NAMES[0], NAMES[3]})
     progress = quiet()
     lines = await drive(
-        tasks_of(NAMES), backend, RunLines(tmp_path), concurrency=3, progress=progress
+        tasks_of(NAMES), backend, RunLines(tmp_path), admission=Admission(3), progress=progress
     )
     assert sorted(backend.executed) == sorted(n for n in NAMES if n not in backend.finished)
     assert backend.warmed == [n for n in NAMES if n not in backend.finished]
@@ -327,7 +328,9 @@ async def test_drive_stops_every_question_on_the_first_failure_and_writes_what_i
 ) -> None:
     backend = Backend(finished={NAMES[0]}, failing=NAMES[2])
     with pytest.raises(RuntimeError, match=f"backend failed on {NAMES[2]}"):
-        await drive(tasks_of(NAMES), backend, RunLines(tmp_path), concurrency=4, progress=quiet())
+        await drive(
+            tasks_of(NAMES), backend, RunLines(tmp_path), admission=Admission(4), progress=quiet()
+        )
     assert backend.running == 0, "no question left running behind the error"
     assert backend.cancelled, "the others in flight were stopped"
     assert NAMES[7] not in backend.executed, "nothing new started after the failure"
@@ -352,7 +355,7 @@ async def test_drive_cancelled_writes_what_is_known_and_reraises(tmp_path: Path)
     backend = Waiting()
     lines = RunLines(tmp_path, every=3600)
     driving = asyncio.ensure_future(
-        drive(tasks_of(NAMES[:4]), backend, lines, concurrency=4, progress=quiet())
+        drive(tasks_of(NAMES[:4]), backend, lines, admission=Admission(4), progress=quiet())
     )
     await until(lambda: finishing <= set(backend.executed), "the two questions that can finish")
     driving.cancel()
@@ -360,3 +363,124 @@ async def test_drive_cancelled_writes_what_is_known_and_reraises(tmp_path: Path)
         await driving
     written = [json.loads(x) for x in (tmp_path / "questions.jsonl").read_text().splitlines()]
     assert {x["question"] for x in written if x["stop_reason"]} == finishing
+
+
+class Gated(Backend):
+    """Each question runs until the test releases it; ``started`` in the order they start."""
+
+    def __init__(self, finished: Collection[str] = ()) -> None:
+        super().__init__(finished)
+        self.started: list[str] = []
+        self.release: dict[str, asyncio.Event] = {}
+
+    async def execute(self, task: Task, step: Plan, progress: Progress) -> dict[str, Any]:
+        self.started.append(task.question)
+        self.running += 1
+        try:
+            await self.release.setdefault(task.question, asyncio.Event()).wait()
+        finally:
+            self.running -= 1
+        self.executed.append(task.question)
+        return done(task)
+
+    def stop(self, names: Sequence[str]) -> None:
+        for name in names:
+            self.release.setdefault(name, asyncio.Event()).set()
+
+
+async def test_a_loop_that_is_behind_lets_started_questions_finish_before_new_ones_start(
+    tmp_path: Path,
+) -> None:
+    """The adaptive gate as the drive loop uses it, its looks at the loop made by the test:
+    while the loop is behind nothing new starts until started questions stop; once it
+    keeps up, the window grows and questions start in the run's order."""
+    names = [f"Question number {i}?" for i in range(20)]
+    backend = Gated()
+    gate = Admission(20, adaptive=True, start=10, every=None)
+    driving = asyncio.ensure_future(
+        drive(tasks_of(names), backend, RunLines(tmp_path), admission=gate, progress=quiet())
+    )
+    await until(lambda: backend.running == 10, "the first window")
+    assert backend.started == names[:10]
+
+    gate.observe(lag=1.0)  # behind: the window shrinks to 8
+    backend.stop(names[:2])
+    await until(lambda: len(backend.executed) == 2, "two questions stopping")
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert backend.started == names[:10], "no new question while eight run"
+    backend.stop(names[2:3])
+    await until(lambda: len(backend.started) == 11, "the next question")
+    assert backend.started == names[:11]
+
+    gate.observe(lag=0.0)  # keeps up: the window grows to 11
+    await until(lambda: len(backend.started) == 14, "the grown window")
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert backend.started == names[:14], "eleven in flight, in the run's order"
+    assert backend.running == 11
+
+    backend.stop(names)
+    lines = await driving
+    assert sorted(backend.executed) == sorted(names)
+    assert [x.question for x in lines] == names
+
+
+async def test_a_fixed_gate_keeps_its_number_whatever_the_loop_does(tmp_path: Path) -> None:
+    backend = Gated()
+    gate = Admission(3, every=None)  # --concurrency 3
+    driving = asyncio.ensure_future(
+        drive(tasks_of(NAMES), backend, RunLines(tmp_path), admission=gate, progress=quiet())
+    )
+    await until(lambda: backend.running == 3, "three in flight")
+    gate.observe(lag=1.0)
+    backend.stop(NAMES[:1])
+    await until(lambda: len(backend.started) == 4, "the next question")
+    gate.observe(lag=0.0)
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert backend.running == 3
+    backend.stop(NAMES)
+    await driving
+    assert gate.peak == 3
+
+
+async def test_a_resumed_drive_starts_questions_before_it_looks_up_the_finished_ones(
+    tmp_path: Path,
+) -> None:
+    """A resumed run of thousands: the threads its files show finished are looked up
+    last, and questions start after one chunk of look-ups, not all of them."""
+    names = [f"Question number {i}?" for i in range(3 * PLAN_CHUNK)]
+    earlier = names[: 2 * PLAN_CHUNK]  # an earlier session finished these
+
+    class Counting(Backend):
+        planned: tuple[str, ...] = ()
+        planned_at_first_start: int | None = None
+
+        async def plan(self, tasks: Sequence[Task]) -> list[Plan]:
+            await asyncio.sleep(0)  # a look-up waits on its store
+            self.planned = (*self.planned, *(t.question for t in tasks))
+            return await super().plan(tasks)
+
+        async def execute(self, task: Task, step: Plan, progress: Progress) -> dict[str, Any]:
+            if self.planned_at_first_start is None:
+                self.planned_at_first_start = len(self.planned)
+            return await super().execute(task, step, progress)
+
+    tasks = tasks_of(names)
+    carried = [t.line(done(t)) for t in tasks if t.question in earlier]
+    backend = Counting(finished=set(earlier))
+    progress = quiet()
+    lines = await drive(
+        tasks,
+        backend,
+        RunLines(tmp_path, carried=carried),
+        admission=Admission(8),
+        progress=progress,
+    )
+    assert backend.planned_at_first_start == PLAN_CHUNK
+    assert backend.planned == (*names[2 * PLAN_CHUNK :], *earlier), "finished ones last"
+    assert sorted(backend.executed) == sorted(names[2 * PLAN_CHUNK :])
+    assert [x.question for x in lines] == names, "every line, in the run's order"
+    row = progress.rows["m (T=0.7)"]
+    assert (row.done, row.queued, row.running) == (len(names), 0, 0)
