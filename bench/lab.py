@@ -241,7 +241,7 @@ def apply_variant(variant: str) -> None:
         from aidanbench.services import batching, retry
 
         retry.attempt_once = _attempt_in_task
-        batching.EmbeddingBatcher._deliver = _deliver_in_task  # type: ignore[method-assign]
+        batching.EmbeddingBatcher._fetch = _fetch_in_task  # type: ignore[method-assign]
     elif variant == "client-post":
         from aidanbench.services.direct_post import DirectPost
 
@@ -270,25 +270,12 @@ async def _attempt_in_task(limiter: Any, limit_s: float | None, request: Any) ->
         return await asyncio.wait_for(request(), limit_s)
 
 
-async def _deliver_in_task(self: Any, batch: list[Any]) -> None:
-    """``EmbeddingBatcher._deliver`` with the request in a task of its own."""
-    from aidanbench.core.errors import MalformedReply
-
-    unique = list(dict.fromkeys(t for call in batch for t in call.texts))
+async def _fetch_in_task(self: Any, texts: list[str]) -> Any:
+    """``EmbeddingBatcher._fetch`` with the request in a task of its own."""
     client = self.client()
     async with self.limiter.slot():
         self.requests += 1
-        checked = await asyncio.wait_for(self._request(client, unique), self.timeout)
-    by_text = dict(zip(unique, checked, strict=True))
-    for call in batch:
-        if call.future.done():
-            continue
-        results = [by_text[t] for t in call.texts]
-        reasons = [reason for vector, reason in results if vector is None]
-        if reasons:
-            call.future.set_exception(MalformedReply(reasons[0]))
-        else:
-            call.future.set_result([vector for vector, _ in results if vector is not None])
+        return await asyncio.wait_for(self._request(client, texts), self.timeout)
 
 
 def _unbatched(self: Any, loop: asyncio.AbstractEventLoop) -> None:

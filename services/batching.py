@@ -131,10 +131,7 @@ class EmbeddingBatcher:
 
     async def _deliver(self, batch: list[_Call]) -> None:
         unique = list(dict.fromkeys(t for call in batch for t in call.texts))
-        client = self.client()
-        async with self.limiter.slot(), asyncio.timeout(self.timeout):
-            self.requests += 1
-            checked = await self._request(client, unique)
+        checked = await self._fetch(unique)
         by_text = dict(zip(unique, checked, strict=True))
         for call in batch:
             if call.future.done():
@@ -145,6 +142,13 @@ class EmbeddingBatcher:
                 call.future.set_exception(MalformedReply(reasons[0]))
             else:
                 call.future.set_result([vector for vector, _ in results if vector is not None])
+
+    async def _fetch(self, texts: list[str]) -> list[tuple[Vector | None, str | None]]:
+        """One request for ``texts``, in an endpoint slot and within the time-out."""
+        client = self.client()
+        async with self.limiter.slot(), asyncio.timeout(self.timeout):
+            self.requests += 1
+            return await self._request(client, texts)
 
     async def _request(
         self, client: Embeddings, texts: list[str]
