@@ -37,7 +37,10 @@ question), ``chatopenai`` (langchain-openai's ``ChatOpenAI`` for the chat roles 
 ``OpenAIChat``), ``client-post`` (requests through the OpenAI client instead of
 ``services.direct_post``), ``thread-routers`` (routers in LangGraph's worker threads),
 ``write-all`` (``decide`` writes every key), ``setup-lock`` (the saver's set-up lock on
-every step), ``wait-for`` (``asyncio.wait_for``: a task per request). uvloop was measured
+every step), ``wait-for`` (``asyncio.wait_for``: a task per request); ``workers-1`` and
+``workers-2`` run the command with that many worker processes (``--workers``; the
+``command`` variant picks its own number, ``runner.workers.worker_count``), and count
+their CPU too. uvloop was measured
 the same way and removed.
 """
 
@@ -82,6 +85,8 @@ VARIANTS = (
     "client-post",
     "write-all",
     "setup-lock",
+    "workers-1",
+    "workers-2",
 )
 LAB_MEDIANS = {"generate": 3.0, "coherence": 2.0, "embed": 0.3}
 
@@ -345,14 +350,21 @@ async def command_run(workload: str, url: str, args: argparse.Namespace) -> dict
     for role in ("", "judge_", "embedding_"):
         settings |= {f"{role}base_url": url, f"{role}api_key_env": key}
     with tempfile.TemporaryDirectory() as tmp:
-        spec = RunSpec(models=models, questions=questions, run_dir=Path(tmp), settings=settings)
-        cpu, start = time.process_time(), time.perf_counter()
+        workers = int(args.variant.split("-")[1]) if args.variant.startswith("workers-") else None
+        spec = RunSpec(
+            models=models,
+            questions=questions,
+            run_dir=Path(tmp),
+            settings=settings,
+            workers=workers,
+        )
+        cpu, start = process_and_workers_cpu(), time.perf_counter()
         prepared = await prepare(spec)
         if asked is not None:
             kept = [t for t in prepared.tasks if (t.settings.model, t.question) in asked]
             prepared = dataclasses.replace(prepared, tasks=kept)
         result = await execute(prepared)
-        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        wall, cpu = time.perf_counter() - start, process_and_workers_cpu() - cpu
     return {
         "wall": wall,
         "cpu": cpu,
@@ -361,7 +373,14 @@ async def command_run(workload: str, url: str, args: argparse.Namespace) -> dict
         "errored": len(result.failed),
         "limits": result.metadata.endpoint_limits,
         "in_flight": result.metadata.sessions[-1].concurrency,
+        "workers": result.metadata.sessions[-1].workers,
     }
+
+
+def process_and_workers_cpu() -> float:
+    """CPU seconds of this process and of its ended children (the run's worker processes)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def plain_work(workload: str, args: argparse.Namespace) -> list[tuple[str, str, float, str, str]]:
@@ -438,11 +457,12 @@ def child(args: argparse.Namespace) -> None:
     if args.child in ("c", "ca"):
         result = plain_run("a" if args.child == "ca" else "b", args.url, args)
     else:
-        if args.variant == "command":
+        if args.variant == "command" or args.variant.startswith("workers-"):
             result = asyncio.run(command_run(args.child, args.url, args))
         else:
             result = asyncio.run(graph_run(args.child, args.url, args))
     result["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["workers_peak_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(json.dumps(result))
 
 

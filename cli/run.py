@@ -63,6 +63,13 @@ def register(subparsers: Any) -> None:
         "ceiling, started as fast as this machine keeps up; the endpoints' adaptive limits "
         "bound the requests)",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="worker processes to spread the questions over (default: one per 256 question "
+        "threads of the run, up to this machine's cores; 1: this process alone)",
+    )
     p.add_argument("--run-dir", type=_run_dir, default=Path(DEFAULT_RUN_DIR))
     p.add_argument(
         "--server",
@@ -107,6 +114,8 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
     if args.concurrency is not None and args.concurrency < 1:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
     question_set = options.question_set(args)
     try:
         source = calibration_file.threshold_source(args.coherence_threshold, args.judge_model)
@@ -124,6 +133,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
             run_dir=args.run_dir,
             server=args.server,
             concurrency=args.concurrency,
+            workers=args.workers,
             use_stored_settings=args.use_stored_settings,
             preflight=getattr(args, "preflight", True),
             prices=args.prices,

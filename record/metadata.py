@@ -118,6 +118,8 @@ class Session(BaseModel):
     concurrency: int | None = None
     """Questions kept in flight."""
     concurrency_automatic: bool | None = None
+    workers: int | None = None
+    """Worker processes the session ran its questions in (``runner.workers``)."""
     server: str | None = None
     package_version: str | None = None
     git_commit: str | None = None

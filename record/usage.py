@@ -201,10 +201,15 @@ class LedgerSummary(LedgerFigures):
 def read_ledger(path: Path) -> Iterator[LedgerLine]:
     """Every whole line of a ledger (a line cut by a crash is skipped)."""
     try:
-        text = path.read_text("utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         return
-    for raw in text.splitlines():
+    yield from ledger_lines(data)
+
+
+def ledger_lines(data: bytes) -> Iterator[LedgerLine]:
+    """The lines of a piece of a ledger (a line cut by a crash is skipped)."""
+    for raw in data.splitlines():
         try:
             yield LedgerLine.model_validate_json(raw)
         except ValidationError:

@@ -43,26 +43,31 @@ connections and fails a request that waits 5 s for one; each run followed holds 
 the rest are left for the thread lookups and state reads around them."""
 
 
-def chains_in_flight(requested: int | None, chains: int, *, remote: bool = False) -> int:
+def chains_in_flight(
+    requested: int | None, chains: int, *, remote: bool = False, share: int = 1
+) -> int:
     """Questions kept in flight: ``requested`` when given, else all ``chains`` of the
-    session up to the ceiling (``remote``: a LangGraph server runs them)."""
+    session up to the ceiling (``remote``: a LangGraph server runs them; ``share``: one
+    of that many worker processes, each with that share of the memory budget)."""
     if requested is not None:
         return requested
-    return max(1, min(chains, ceiling(remote=remote)))
+    return max(1, min(chains, ceiling(remote=remote, share=share)))
 
 
-def admission(requested: int | None, chains: int, *, remote: bool = False) -> Admission:
+def admission(
+    requested: int | None, chains: int, *, remote: bool = False, share: int = 1
+) -> Admission:
     """The session's gate: ``chains_in_flight`` at most, adaptive unless a number was
     asked for or a LangGraph server runs the chains (its own workers share its CPU)."""
-    most = chains_in_flight(requested, chains, remote=remote)
+    most = chains_in_flight(requested, chains, remote=remote, share=share)
     return Admission(most, adaptive=requested is None and not remote)
 
 
-def ceiling(*, remote: bool = False) -> int:
+def ceiling(*, remote: bool = False, share: int = 1) -> int:
     """The most questions kept in flight when no number is given."""
     if remote:
         return REMOTE_IN_FLIGHT
-    return max(1, memory_budget() // BYTES_PER_CHAIN)
+    return max(1, memory_budget() // max(1, share) // BYTES_PER_CHAIN)
 
 
 def memory_budget() -> int:

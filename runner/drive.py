@@ -21,7 +21,7 @@ from aidanbench.nodes.caps import budget_exhausted
 from aidanbench.nodes.prepare import measurement_differences
 from aidanbench.record.lines import QuestionLine
 from aidanbench.runner.admission import Admission
-from aidanbench.runner.progress import Progress
+from aidanbench.runner.progress import Events
 from aidanbench.runner.tasks import RunLines, Task
 
 
@@ -46,7 +46,7 @@ class Questions(Protocol):
         """Prepare what the tasks about to run need (clients, local models)."""
         ...
 
-    async def execute(self, task: Task, step: Plan, progress: Progress) -> dict[str, Any]:
+    async def execute(self, task: Task, step: Plan, progress: Events) -> dict[str, Any]:
         """Bring one thread to a stop, passing its answer events on; its final values."""
         ...
 
@@ -63,7 +63,7 @@ async def drive(
     lines: RunLines,
     *,
     admission: Admission,
-    progress: Progress,
+    progress: Events,
 ) -> list[QuestionLine]:
     """Run every task to a stop (or resume it), writing outputs as questions finish.
 
@@ -80,7 +80,7 @@ async def drive(
         try:
             if budget_exhausted(task.settings):  # --max-cost reached: start nothing new
                 return
-            progress.started_question(task.label)
+            progress.started_question(task.label, task.thread_id)
             values = await questions.execute(task, step, progress)
             line = await lines.finished(task, values)
             progress.finished_question(task.label, task.question, line, task.thread_id)
@@ -128,7 +128,7 @@ async def drive(
     return lines.all()
 
 
-def report(progress: Progress, task: Task, event: Any) -> None:
+def report(progress: Events, task: Task, event: Any) -> None:
     """Feed one custom-stream event of a question to the progress display."""
     if isinstance(event, dict) and event.get("event") == "answer":
         progress.answer(task.label, event, task.thread_id)

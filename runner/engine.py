@@ -25,7 +25,7 @@ from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
 from aidanbench.record.metadata import Metadata, RunTotals, write_metadata
 from aidanbench.record.results import QuestionResult, results_of, run_totals, totals
-from aidanbench.runner import admission, preflight, store
+from aidanbench.runner import admission, preflight, store, workers
 from aidanbench.runner.drive import Questions, drive
 from aidanbench.runner.local import check_recorded_measurements, local_questions
 from aidanbench.runner.preflight import Preflight
@@ -82,6 +82,13 @@ class Prepared:
         """Questions the session keeps in flight (``runner.admission``)."""
         return admission.chains_in_flight(
             self.spec.concurrency, len(self.tasks), remote=self.spec.server is not None
+        )
+
+    @property
+    def workers(self) -> int:
+        """Worker processes the session's questions are spread over (``runner.workers``)."""
+        return workers.worker_count(
+            self.spec.workers, len(self.tasks), remote=self.spec.server is not None
         )
 
 
@@ -151,6 +158,8 @@ async def execute(
         in_flight = prepared.in_flight
         meta = store.grown_metadata(prepared.stored, spec, tasks, in_flight, prepared.sources)
         session = meta.sessions[-1]
+        count = prepared.workers if services is None else 1  # a factory stays in this process
+        session.workers = count
         asked = dict.fromkeys(task.question for task in tasks)
         store.question_counts(meta, [*(line.question for line in carried), *asked])
         write_metadata(run_dir, meta)
@@ -162,13 +171,24 @@ async def execute(
             ledger(run_dir / files.LEDGER).max_cost = spec.max_cost
         try:
             with progress:
-                async with backend(spec, services, progress) as questions:
-                    gate = admission.admission(
-                        spec.concurrency, len(tasks), remote=spec.server is not None
+                if count > 1:
+                    all_lines = await workers.drive_workers(
+                        tasks,
+                        lines,
+                        count=count,
+                        run_dir=run_dir,
+                        concurrency=spec.concurrency,
+                        max_cost=spec.max_cost,
+                        progress=progress,
                     )
-                    all_lines = await drive(
-                        tasks, questions, lines, admission=gate, progress=progress
-                    )
+                else:
+                    async with backend(spec, services, progress) as questions:
+                        gate = admission.admission(
+                            spec.concurrency, len(tasks), remote=spec.server is not None
+                        )
+                        all_lines = await drive(
+                            tasks, questions, lines, admission=gate, progress=progress
+                        )
         except BaseException as exc:
             session.status = ended_by(exc)
             if isinstance(exc, EndpointRefused):

@@ -29,7 +29,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -56,6 +56,26 @@ WATCH_EVERY_S`` of its start."""
 
 STILL_WAITING_EVERY_S = 30.0
 """While an endpoint's requests wait, the log says so again this often."""
+
+
+class Events(Protocol):
+    """What the drive loop reports of its questions: the live table (``Progress``) or,
+    in a worker process, the reports it sends to its parent (``runner.workers``).
+    ``key`` is the question's thread id."""
+
+    def queued(self, label: str, count: int = 1) -> None: ...
+
+    def started_question(self, label: str, key: str | None = None) -> None: ...
+
+    def finished_question(
+        self, label: str, question: str, line: QuestionLine, key: str | None = None
+    ) -> None: ...
+
+    def skipped(self, label: str, line: QuestionLine, key: str | None = None) -> None: ...
+
+    def stored(self, label: str, line: QuestionLine, key: str | None = None) -> None: ...
+
+    def answer(self, label: str, event: dict[str, Any], key: str | None = None) -> None: ...
 
 
 @dataclass
@@ -143,7 +163,7 @@ class Progress:
     def queued(self, label: str, count: int = 1) -> None:
         self.rows[label].queued += count
 
-    def started_question(self, label: str) -> None:
+    def started_question(self, label: str, key: str | None = None) -> None:
         row = self.rows[label]
         row.queued -= 1
         row.running += 1
@@ -165,6 +185,14 @@ class Progress:
             f"{printable(label)}: {printable(str(line.stop_reason))} after {line.score or 0} "
             f"valid — {printable(question[:60])}"
         )
+
+    def requeued(self, label: str, key: str) -> None:
+        """A running question goes back to the queue (its worker process died; another
+        continues it from its checkpoint): its answer events are dropped."""
+        row = self.rows[label]
+        row.running -= 1
+        row.queued += 1
+        row.flight.pop(key, None)
 
     def skipped(self, label: str, line: QuestionLine, key: str | None = None) -> None:
         """A question finished in an earlier session: counted from its line, not run again."""
@@ -191,6 +219,13 @@ class Progress:
         flight = self.rows[label].flight
         key = key if key is not None else label
         flight[key] = flight.get(key, LineCounts()).plus(counts)
+
+    def note(self, text: str) -> None:
+        """A line about the run (not a question): above the live table, or in the log."""
+        if self._live is not None:
+            self._live.console.print(Text(printable(text)))
+        else:
+            self._line(printable(text))
 
     def _line(self, text: str) -> None:
         if not self.live:

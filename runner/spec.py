@@ -80,6 +80,12 @@ class RunSpec(BaseModel):
         description="Questions in flight; None: every question of the session, up to a "
         "memory ceiling (runner.admission).",
     )
+    workers: int | None = Field(
+        default=None,
+        ge=1,
+        description="Worker processes the questions are spread over; None: one per 256 "
+        "question threads of the session, up to the machine's cores (runner.workers).",
+    )
     prices: Path | None = Field(
         default=None,
         description="A JSON price table replacing the bundled list prices of the models it "

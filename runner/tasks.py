@@ -137,7 +137,7 @@ class RunLines:
 
     def __init__(
         self,
-        run_dir: Path,
+        run_dir: Path | None,
         every: float = WRITE_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
         carried: Sequence[QuestionLine] = (),
@@ -164,14 +164,24 @@ class RunLines:
     async def finished(self, task: Task, values: Mapping[str, Any]) -> QuestionLine:
         """Note a finished question; rewrite the files unless they were just written."""
         line = self.record(task, values)
+        await self.rewrite()
+        return line
+
+    def keep(self, line: QuestionLine) -> None:
+        """Note a line made elsewhere (a worker process's) without writing."""
+        self.lines[line_thread(line)] = line
+
+    async def rewrite(self) -> None:
+        """Rewrite the files unless they were written less than ``every`` seconds ago."""
         async with self._lock:
             if self._written is None or self.clock() - self._written >= self.every:
                 self.write()
-        return line
 
     def write(self) -> None:
-        """Rewrite results, answers and questions files from every line to show."""
-        write_lines(self.run_dir, self.all())
+        """Rewrite results, answers and questions files from every line to show (with no
+        run directory, as in a worker process whose parent writes them: nothing)."""
+        if self.run_dir is not None:
+            write_lines(self.run_dir, self.all())
         self._written = self.clock()
 
     def all(self) -> list[QuestionLine]:

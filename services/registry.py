@@ -314,7 +314,11 @@ class OpenAIServices:
     ``openai`` (``services.chat.OpenAIChat``: the same request for less CPU, untraced).
     ``adaptive``
     lets each endpoint's in-flight limit adapt below its ceiling (``services.limits``);
-    off, the limit is the ceiling.
+    off, the limit is the ceiling. ``share`` is how many processes of one run reach the
+    same endpoints (``runner.workers``): each holds that share of every endpoint's
+    ceiling and request rate, so together they never ask for more than one would, and
+    their adaptive limits, each halving on its own 429s, settle at fair shares as TCP
+    flows sharing a link do.
     """
 
     def __init__(
@@ -324,8 +328,10 @@ class OpenAIServices:
         chat: clients.ChatKind = "langchain",
         cache_bytes: int | None = None,
         adaptive: bool = True,
+        share: int = 1,
     ) -> None:
         self.transport = transport
+        self.share = max(1, share)
         self.chat = chat
         self.cache_bytes = cache_bytes
         self.adaptive = adaptive
@@ -369,14 +375,15 @@ class OpenAIServices:
         """The running loop's limiter of ``host``, tightened to ``settings``' limits."""
         limiters = self._state().limiters
         found = limiters.get(host)
+        wanted = max(1, settings.max_concurrency // self.share)
+        rate = settings.requests_per_minute
+        rate = None if rate is None else rate / self.share
         if found is None:
             taken = sum(limiter.ceiling for limiter in limiters.values())
-            ceiling = connections_allowed(settings.max_concurrency, taken)
-            found = limiters[host] = EndpointLimiter(
-                ceiling, settings.requests_per_minute, adaptive=self.adaptive
-            )
+            ceiling = connections_allowed(wanted, taken)
+            found = limiters[host] = EndpointLimiter(ceiling, rate, adaptive=self.adaptive)
         else:
-            found.tighten(settings.max_concurrency, settings.requests_per_minute)
+            found.tighten(wanted, rate)
         return found
 
     def endpoint_stats(self) -> dict[str, EndpointStats]:

@@ -49,7 +49,7 @@ from aidanbench.record.usage import (
     TOKEN_FIELDS,
     LedgerFile,
     LedgerLine,
-    read_ledger,
+    ledger_lines,
     unrecorded_lines,
 )
 from aidanbench.services.pricing import Price, PriceTable
@@ -215,15 +215,48 @@ class UsageLedger:
     _file: LedgerFile = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _in_flight: dict[str, float] = field(default_factory=dict)
+    _read_to: int = 0
+    """Bytes of the file read so far (``catch_up`` reads on from there)."""
+    _mine: set[str] = field(default_factory=set)
+    """Requests this process sent whose answering line ``catch_up`` has not read yet."""
 
     def __post_init__(self) -> None:
         self._file = LedgerFile(self.path)
-        lines = list(read_ledger(self.path))
+        data = self._read_from(0)
+        lines = list(ledger_lines(data))
         for line in lines:
             if line.event == "usage":
                 self.spent += line.dollars_bound or 0.0
         for unanswered in unrecorded_lines(lines):
             self.spent += (unanswered.bound_usd if unanswered else None) or 0.0
+
+    def _read_from(self, offset: int) -> bytes:
+        """The file's whole lines from ``offset`` on; ``_read_to`` moves past them."""
+        try:
+            with self.path.open("rb") as file:
+                file.seek(offset)
+                data = file.read()
+        except FileNotFoundError:
+            return b""
+        whole = data[: data.rfind(b"\n") + 1]
+        self._read_to = offset + len(whole)
+        return whole
+
+    def catch_up(self) -> None:
+        """Count what other processes of the run appended since the last look.
+
+        Several worker processes of one run (``runner.workers``) append to one file, and
+        each keeps the run-wide budget: each counts its own lines as it writes them and
+        the others' when it catches up, so every process sees the run's spending within
+        one catch-up of it."""
+        with self._lock:
+            for line in ledger_lines(self._read_from(self._read_to)):
+                request = str(line.id)
+                if request in self._mine:
+                    if line.event != "sent":
+                        self._mine.discard(request)
+                    continue
+                self._count(line)
 
     @property
     def exhausted(self) -> bool:
@@ -233,7 +266,10 @@ class UsageLedger:
     def write(self, line: dict[str, Any]) -> None:
         """Append one line (one ``write``: whole, or, cut by a crash, skipped on reading)."""
         with self._lock:
-            self._count(self._file.append(line))
+            written = self._file.append(line)
+            self._count(written)
+            if written.event == "sent":
+                self._mine.add(str(written.id))
 
     def _count(self, line: LedgerLine) -> None:
         """Keep ``spent`` current (called under the lock)."""

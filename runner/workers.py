@@ -1,0 +1,411 @@
+"""Worker processes: one session's questions spread over the machine's cores.
+
+A run with thousands of chains in flight is bound by the CPU of its event loop, not by
+the providers (each turn costs milliseconds of LangGraph and client work), and one
+Python process uses one core. So a session of many chains (``worker_count``) runs in
+several worker processes, each with its own event loop, graph and HTTP pools, while
+this process keeps what the session has once: the lock, the metadata, the output
+files and the live table.
+
+* **Shares.** The tasks, ordered as the drive loop orders them, are dealt out in turn, so
+  each worker gets the same mix of models and of questions started before. Each worker
+  runs the ordinary drive loop (``runner.drive``) on its share, on the run directory's
+  one checkpoint file (SQLite in WAL mode takes one writer at a time, and a commit is a
+  few milliseconds) and one usage ledger (each line one ``O_APPEND`` write).
+* **Limits.** Each worker holds ``1/N`` of every endpoint's ceiling and request rate and
+  ``1/N`` of the memory budget for chains in flight (``OpenAIServices(share=N)``,
+  ``runner.admission``); its adaptive limits halve on their own 429s, so together they
+  settle at fair shares of what the endpoint takes, as TCP flows sharing a link do. The
+  run's budget (``--max-cost``) is shared through the ledger: each worker reads what
+  the others appended every ``FOLLOW_S`` (``UsageLedger.catch_up``).
+* **Progress.** A worker sends what the drive loop reports (a question started, an
+  answer, a stored or finished line) in batches every ``SEND_EVERY_S``, with its
+  endpoints' limits; this process applies them to the live table and keeps the lines
+  (``Relay``), so the table, the files and the summary are made here once, as in a
+  single process.
+* **Stopping.** Ctrl-C reaches this process; it sends each worker ``SIGTERM`` (workers
+  ignore ``SIGINT``), which cancels the worker's drive loop as Ctrl-C does a single
+  process's, waits ``STOP_S`` for their last reports, and kills what is left: every
+  completed step is already committed (``durability="sync"``), so nothing is lost.
+* **A killed worker** loses nothing either: its share is started again in a new worker
+  (at most ``RESTARTS`` times a share), which skips the questions its checkpoints show
+  finished and continues the rest from their last completed step. A worker that fails
+  (a refused endpoint, a full disk) stops the others, and its error ends the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import math
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from aidanbench.record import files
+from aidanbench.record.lines import QuestionLine
+from aidanbench.runner.admission import admission
+from aidanbench.runner.drive import drive
+from aidanbench.runner.local import local_questions
+from aidanbench.runner.progress import Progress
+from aidanbench.runner.tasks import RunLines, Task
+from aidanbench.services import OpenAIServices, clients
+from aidanbench.services.limits import EndpointStats
+from aidanbench.services.usage import ledger
+
+CHAINS_PER_WORKER = 256
+"""Chains a session has per worker process it starts by itself: below this a single
+event loop keeps up with the providers (a turn's CPU is milliseconds, a turn's wait
+seconds), and a worker costs a second or two of start-up and its own memory."""
+
+SEND_EVERY_S = 0.2
+"""How often a worker sends what it has to report."""
+
+FOLLOW_S = 0.5
+"""How often a worker reads the others' ledger lines (the budget they share)."""
+
+STOP_S = 1.5
+"""How long workers told to stop get before they are killed."""
+
+RESTARTS = 3
+"""How many times one share is started again after its worker died."""
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def worker_count(requested: int | None, chains: int, *, remote: bool = False) -> int:
+    """Worker processes for a session of ``chains`` question threads: ``requested`` when
+    given (at most one per chain), else one per ``CHAINS_PER_WORKER`` chains up to the
+    cores; one for a run on a LangGraph server (its workers run the chains)."""
+    if remote or chains <= 1:
+        return 1
+    if requested is not None:
+        return max(1, min(requested, chains))
+    return max(1, min(cores(), math.ceil(chains / CHAINS_PER_WORKER)))
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one worker runs: its share of the session's tasks and how."""
+
+    index: int
+    count: int
+    run_dir: Path
+    tasks: list[Task]
+    concurrency: int | None
+    """Questions in flight for the whole session (None: automatic)."""
+    max_cost: float | None
+
+
+def shares(tasks: Sequence[Task], count: int) -> list[list[Task]]:
+    """``tasks`` dealt out in turn to ``count`` workers (order kept in each share)."""
+    return [list(tasks[index::count]) for index in range(count)]
+
+
+# ---------------------------------------------------------------- in the worker
+
+
+class Reporter:
+    """A worker's progress: what the drive loop reports, sent to the parent in batches."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.pending: list[tuple[Any, ...]] = []
+
+    def queued(self, label: str, count: int = 1) -> None:
+        """The parent counts the queue itself."""
+
+    def started_question(self, label: str, key: str | None = None) -> None:
+        self.pending.append(("started", key))
+
+    def finished_question(
+        self, label: str, question: str, line: QuestionLine, key: str | None = None
+    ) -> None:
+        self.pending.append(("finished", key, line))
+
+    def skipped(self, label: str, line: QuestionLine, key: str | None = None) -> None:
+        self.pending.append(("skipped", key, line))
+
+    def stored(self, label: str, line: QuestionLine, key: str | None = None) -> None:
+        self.pending.append(("stored", key, line))
+
+    def answer(self, label: str, event: dict[str, Any], key: str | None = None) -> None:
+        self.pending.append(("answer", key, event))
+
+    def send(self, *extra: tuple[Any, ...]) -> None:
+        """Send everything pending (and ``extra``) as one message."""
+        batch, self.pending = [*self.pending, *extra], []
+        if batch:
+            self.conn.send(batch)
+
+
+def work(job: Job, conn: Connection) -> None:
+    """A worker process's entry point: run the job, report how it ended, exit."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops workers (SIGTERM)
+    try:
+        asyncio.run(_work(job, conn))
+    finally:
+        conn.close()
+
+
+async def _work(job: Job, conn: Connection) -> None:
+    main = asyncio.current_task()
+    assert main is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
+    reporter = Reporter(conn)
+    book = ledger(job.run_dir / files.LEDGER)
+    book.max_cost = job.max_cost
+    services = OpenAIServices(clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=job.count)
+    requested = None if job.concurrency is None else math.ceil(job.concurrency / job.count)
+    gate = admission(requested, len(job.tasks), share=job.count)
+
+    async def send_every() -> None:
+        while True:
+            await asyncio.sleep(SEND_EVERY_S)
+            reporter.send(("endpoints", services.endpoint_stats()))
+
+    async def follow() -> None:
+        while True:
+            await asyncio.sleep(FOLLOW_S)
+            book.catch_up()
+
+    outcome: tuple[Any, ...] = ("done",)
+    helpers = [asyncio.create_task(send_every()), asyncio.create_task(follow())]
+    try:
+        async with local_questions(job.run_dir, services) as questions:
+            await drive(job.tasks, questions, RunLines(None), admission=gate, progress=reporter)
+    except asyncio.CancelledError:
+        outcome = ("stopped",)
+    except Exception as exc:
+        outcome = ("failed", _picklable(exc))
+    finally:
+        for helper in helpers:
+            helper.cancel()
+        with contextlib.suppress(Exception):
+            await services.aclose()
+        reporter.send(("endpoints", services.endpoint_stats()), outcome)
+
+
+def _picklable(exc: Exception) -> Exception:
+    """``exc``, or a ``RuntimeError`` naming it when it cannot cross to the parent."""
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc
+
+
+# ---------------------------------------------------------------- in the parent
+
+
+@dataclass
+class Relay:
+    """Applies the workers' reports to the live table and the run's lines."""
+
+    progress: Progress
+    lines: RunLines
+    tasks: Mapping[str, Task]
+    state: dict[str, str] = field(default_factory=dict)
+    """Each thread reported on: ``running`` or ``done``."""
+    owner: dict[str, int] = field(default_factory=dict)
+    stats: dict[int, Mapping[str, EndpointStats]] = field(default_factory=dict)
+
+    async def apply(self, worker: int, event: tuple[Any, ...]) -> None:
+        kind = event[0]
+        if kind == "endpoints":
+            self.stats[worker] = event[1]
+            return
+        key = event[1]
+        task = self.tasks[key]
+        if kind == "started":
+            if self.state.get(key) != "running":
+                self.progress.started_question(task.label)
+            self.state[key], self.owner[key] = "running", worker
+        elif kind == "answer":
+            self.progress.answer(task.label, event[2], key)
+        elif kind == "stored":
+            self.lines.keep(event[2])
+            self.progress.stored(task.label, event[2], key)
+        elif kind == "skipped":
+            if self.state.get(key) != "done":  # a share started again skips it once more
+                self.lines.keep(event[2])
+                self.progress.skipped(task.label, event[2], key)
+            self.state[key] = "done"
+        elif kind == "finished":
+            self.lines.keep(event[2])
+            self.progress.finished_question(task.label, task.question, event[2], key)
+            self.state[key] = "done"
+            await self.lines.rewrite()
+
+    def died(self, worker: int) -> None:
+        """A worker died: its running questions go back to the queue."""
+        for key, owner in self.owner.items():
+            if owner == worker and self.state.get(key) == "running":
+                self.progress.requeued(self.tasks[key].label, key)
+                del self.state[key]
+        self.stats.pop(worker, None)
+
+    def endpoint_stats(self) -> dict[str, EndpointStats]:
+        """Each endpoint's limits summed over the workers (the run's view of it)."""
+        merged: dict[str, EndpointStats] = {}
+        for stats in list(self.stats.values()):
+            for host, one in stats.items():
+                seen = merged.get(host)
+                merged[host] = one if seen is None else _plus(seen, one)
+        return merged
+
+
+def _plus(a: EndpointStats, b: EndpointStats) -> EndpointStats:
+    waits = [w for w in (a.waiting, b.waiting) if w is not None]
+    return dataclasses.replace(
+        a,
+        limit=a.limit + b.limit,
+        ceiling=a.ceiling + b.ceiling,
+        peak_limit=a.peak_limit + b.peak_limit,
+        in_flight=a.in_flight + b.in_flight,
+        requests=a.requests + b.requests,
+        rate_limited=a.rate_limited + b.rate_limited,
+        backoffs=a.backoffs + b.backoffs,
+        per_minute=None if a.per_minute is None else a.per_minute + (b.per_minute or 0.0),
+        long_waits=a.long_waits + b.long_waits,
+        waiting=max(waits, key=lambda w: w.left) if waits else None,
+        retry_after_capped=a.retry_after_capped or b.retry_after_capped,
+    )
+
+
+class WorkerDied(RuntimeError):
+    """A share's worker died more often than ``RESTARTS``."""
+
+
+@dataclass
+class _Slot:
+    job: Job
+    process: multiprocessing.process.BaseProcess
+    ended: tuple[Any, ...] | None = None
+    restarts: int = 0
+
+
+async def drive_workers(
+    tasks: Sequence[Task],
+    lines: RunLines,
+    *,
+    count: int,
+    run_dir: Path,
+    concurrency: int | None,
+    max_cost: float | None,
+    progress: Progress,
+) -> list[QuestionLine]:
+    """Run every task to a stop in ``count`` worker processes; like ``runner.drive.drive``,
+    returns every question line of the run directory and writes the outputs as
+    questions finish (and once more at the end, whatever ends the session)."""
+    for task in tasks:
+        progress.queued(task.label)
+    ordered = sorted(tasks, key=lines.stopped_before)
+    relay = Relay(progress, lines, {task.thread_id: task for task in tasks})
+    progress.endpoints = relay.endpoint_stats
+    loop = asyncio.get_running_loop()
+    inbox: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
+    context = multiprocessing.get_context("spawn")
+    slots: list[_Slot] = []
+
+    def start(job: Job) -> multiprocessing.process.BaseProcess:
+        receive, send = context.Pipe(duplex=False)
+        process = context.Process(
+            target=work, args=(job, send), name=f"aidanbench-worker-{job.index}", daemon=True
+        )
+        process.start()
+        send.close()  # the worker holds the only sending end: its exit ends the pipe
+
+        def pump() -> None:
+            while True:
+                try:
+                    message = receive.recv()
+                except (EOFError, OSError):
+                    break
+                loop.call_soon_threadsafe(inbox.put_nowait, (job.index, message))
+            receive.close()
+            loop.call_soon_threadsafe(inbox.put_nowait, (job.index, None))
+
+        threading.Thread(target=pump, name=f"{process.name}-reports", daemon=True).start()
+        return process
+
+    for index, share in enumerate(shares(ordered, count)):
+        job = Job(index, count, run_dir, share, concurrency, max_cost)
+        slots.append(_Slot(job, start(job)))
+    try:
+        running = len(slots)
+        while running:
+            index, message = await inbox.get()
+            slot = slots[index]
+            if message is not None:
+                for event in message:
+                    if event[0] in ("done", "stopped", "failed"):
+                        slot.ended = event
+                    else:
+                        await relay.apply(index, event)
+                continue
+            await asyncio.to_thread(slot.process.join)
+            if slot.ended is None:  # killed: start its share again
+                relay.died(index)
+                if slot.restarts >= RESTARTS:
+                    raise WorkerDied(
+                        f"worker {index} died {RESTARTS + 1} times (exit code "
+                        f"{slot.process.exitcode}); run the same command again to continue"
+                    )
+                slot.restarts += 1
+                progress.note(
+                    f"worker {index} ended with exit code {slot.process.exitcode}; "
+                    "its questions continue in a new worker"
+                )
+                slot.process = start(slot.job)
+                continue
+            if slot.ended[0] == "failed":
+                raise slot.ended[1]
+            running -= 1
+    finally:
+        await _stop(slots, inbox, relay)
+        lines.write()
+    return lines.all()
+
+
+async def _stop(slots: list[_Slot], inbox: asyncio.Queue[tuple[int, Any]], relay: Relay) -> None:
+    """Stop every worker still running: ``SIGTERM``, their last reports for up to
+    ``STOP_S``, then ``SIGKILL``."""
+    alive = [slot for slot in slots if slot.process.is_alive()]
+    for slot in alive:
+        with contextlib.suppress(ProcessLookupError, OSError):
+            os.kill(slot.process.pid or 0, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_S
+    open_pipes = {slot.job.index for slot in alive}
+    while open_pipes and (left := deadline - time.monotonic()) > 0:
+        try:
+            index, message = await asyncio.wait_for(inbox.get(), left)
+        except TimeoutError:
+            break
+        if message is None:
+            open_pipes.discard(index)
+            continue
+        for event in message:
+            if event[0] not in ("done", "stopped", "failed"):
+                with contextlib.suppress(Exception):
+                    await relay.apply(index, event)
+    for slot in slots:
+        if slot.process.is_alive():
+            slot.process.kill()
+        slot.process.join(timeout=1.0)
