@@ -21,16 +21,20 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 import numpy as np
 
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.nodes.novelty import cosine_novelty
 from aidanbench.record.results import QuestionResult, chain_validity
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 EmbedFn = Callable[[list[str]], np.ndarray]
 """Embeds a batch of texts: one row per text, in order (any length, need not be unit)."""
@@ -70,29 +74,119 @@ class QuestionKey:
     reference_score: int
 
 
+class Scored(Protocol):
+    """An answer as a rule scores it: its coherence and novelty (either may be missing)."""
+
+    @property
+    def coherence(self) -> float | None: ...
+
+    @property
+    def novelty(self) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class ReferenceChains:
+    """The reference run's chains as every rule's scores are compared with them."""
+
+    questions: tuple[QuestionKey, ...]
+    labels: tuple[str, ...]
+    """Each chain's model (with its temperature when the reference has several)."""
+    models: tuple[str, ...]
+    """Every label once, in order."""
+    reference_totals: dict[str, int]
+    """Per label: the sum of its chains' scores under the reference rule."""
+
+    @classmethod
+    def of(cls, questions: Sequence[QuestionResult], rule: Thresholds) -> ReferenceChains:
+        """``questions`` keyed, labelled and scored under the reference ``rule``."""
+        several_temperatures = len({q.temperature for q in questions}) > 1
+        keys: list[QuestionKey] = []
+        labels: list[str] = []
+        for question in questions:
+            flags, _ = chain_validity(
+                ((a.coherence, a.novelty, None) for a in question.answers), rule
+            )
+            keys.append(
+                QuestionKey(question.model, question.temperature, question.question, sum(flags))
+            )
+            labels.append(_model_label(question, several_temperatures))
+        models = tuple(dict.fromkeys(labels))
+        totals = dict.fromkeys(models, 0)
+        for label, key in zip(labels, keys, strict=True):
+            totals[label] += key.reference_score
+        return cls(tuple(keys), tuple(labels), models, totals)
+
+
 @dataclass(frozen=True)
 class RuleFigures:
-    """How well ``novelty > threshold`` on the calibrated model's scale matches the reference."""
+    """How well a cut ``> threshold`` on the calibrated model's scale matches the
+    reference: its decisions answer by answer, and the reference chains walked again
+    under it. The embedding calibration's figures; ``JudgeRule`` names the judge's."""
 
     threshold: float
     decisions: tuple[bool, ...]
-    """Novelty decision per compared answer (aligned with ``Calibration.compared``)."""
+    """Decision per compared answer (aligned with the reference decisions)."""
     agreeing: int
     decision_agreement: float
     false_pass: int
-    """Answers the reference rejects for novelty but this rule accepts."""
+    """Answers the reference rejects but this rule accepts."""
     false_fail: int
-    """Answers the reference accepts for novelty but this rule rejects."""
+    """Answers the reference accepts but this rule rejects."""
     scores: tuple[int, ...]
-    """Score per question under this rule (aligned with ``Calibration.questions``)."""
+    """Score per question under this rule (aligned with ``ReferenceChains.questions``)."""
     equal_scores: int
-    score_agreement: float
     mean_abs_score_diff: float
     censored: int
     """Questions whose every recorded answer passes: their score is a lower bound."""
     model_totals: dict[str, int]
     kendall_tau: float | None
     """Tau-b between reference and rule model totals; None when undefined (all tied)."""
+
+    @property
+    def score_agreement(self) -> float:
+        """Share of questions whose score under this rule equals the reference's."""
+        return self.equal_scores / len(self.scores)
+
+    @classmethod
+    def measure(
+        cls,
+        threshold: float,
+        decisions: np.ndarray,
+        reference: np.ndarray,
+        chains: Iterable[Iterable[Scored]],
+        rule: Thresholds,
+        against: ReferenceChains,
+    ) -> Self:
+        """The figures of ``rule`` (whose cut is ``threshold``): its ``decisions`` against
+        the ``reference`` ones, and ``chains`` (the reference's, rescored) walked under it."""
+        agreeing = int(np.sum(decisions == reference))
+        scores: list[int] = []
+        censored = 0
+        for chain in chains:
+            flags, _ = chain_validity(((a.coherence, a.novelty, None) for a in chain), rule)
+            scores.append(sum(flags))
+            censored += all(flags)
+        diffs = [abs(s - q.reference_score) for s, q in zip(scores, against.questions, strict=True)]
+        totals = dict.fromkeys(against.models, 0)
+        for label, score in zip(against.labels, scores, strict=True):
+            totals[label] += score
+        return cls(
+            threshold=float(threshold),
+            decisions=tuple(bool(d) for d in decisions),
+            agreeing=agreeing,
+            decision_agreement=agreeing / len(decisions),
+            false_pass=int(np.sum(decisions & ~reference)),
+            false_fail=int(np.sum(~decisions & reference)),
+            scores=tuple(scores),
+            equal_scores=sum(d == 0 for d in diffs),
+            mean_abs_score_diff=sum(diffs) / len(diffs),
+            censored=censored,
+            model_totals=totals,
+            kendall_tau=kendall_tau_b(
+                [against.reference_totals[m] for m in against.models],
+                [totals[m] for m in against.models],
+            ),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The figures (not the per-answer decisions) as JSON-ready values."""
@@ -109,6 +203,23 @@ class RuleFigures:
             "model_totals": dict(self.model_totals),
             "kendall_tau": self.kendall_tau,
         }
+
+
+def question_scores(
+    questions: Sequence[QuestionKey], rules: Mapping[str, RuleFigures]
+) -> list[dict[str, Any]]:
+    """Per reference chain: what it is, its reference score and its score under each of
+    ``rules`` (by the name it is reported under)."""
+    return [
+        {
+            "model": q.model,
+            "temperature": q.temperature,
+            "question": q.question,
+            "reference": q.reference_score,
+            **{name: rule.scores[i] for name, rule in rules.items()},
+        }
+        for i, q in enumerate(questions)
+    ]
 
 
 @dataclass(frozen=True)
@@ -164,17 +275,10 @@ class Calibration:
             "reference_totals": dict(self.reference_totals),
             "calibrated": self.calibrated.to_dict(),
             "uncalibrated": self.uncalibrated.to_dict(),
-            "question_scores": [
-                {
-                    "model": q.model,
-                    "temperature": q.temperature,
-                    "question": q.question,
-                    "reference": q.reference_score,
-                    "calibrated": self.calibrated.scores[i],
-                    "uncalibrated": self.uncalibrated.scores[i],
-                }
-                for i, q in enumerate(self.questions)
-            ],
+            "question_scores": question_scores(
+                self.questions,
+                {"calibrated": self.calibrated, "uncalibrated": self.uncalibrated},
+            ),
             "note": CENSORING_NOTE,
         }
 
@@ -230,52 +334,23 @@ def _chain_novelties(vectors: Sequence[np.ndarray]) -> list[float]:
 class _Input:
     """Everything the threshold search re-evaluates, computed once."""
 
-    questions: tuple[QuestionKey, ...]
+    reference: ReferenceChains
     chains: tuple[tuple[ScoredAnswer, ...], ...]
     compared_novelty: np.ndarray
-    reference_decisions: tuple[bool, ...]
+    reference_decisions: np.ndarray
     coherence_threshold: float
-    model_labels: tuple[str, ...]
-    question_labels: tuple[str, ...]
-    reference_totals: dict[str, int]
 
 
 def _rule_figures(threshold: float, data: _Input) -> RuleFigures:
     """Decision and score agreement of ``novelty > threshold`` on the model's scale."""
-    decisions = tuple(bool(v > threshold) for v in data.compared_novelty)
-    reference = data.reference_decisions
-    agreeing = sum(d == r for d, r in zip(decisions, reference, strict=True))
-    false_pass = sum(d and not r for d, r in zip(decisions, reference, strict=True))
-    false_fail = sum(r and not d for d, r in zip(decisions, reference, strict=True))
     rule = Thresholds(coherence=data.coherence_threshold, novelty=threshold)
-    scores: list[int] = []
-    censored = 0
-    for chain in data.chains:
-        flags, _ = chain_validity(((a.coherence, a.novelty, None) for a in chain), rule)
-        scores.append(sum(flags))
-        censored += all(flags)
-    diffs = [abs(s - q.reference_score) for s, q in zip(scores, data.questions, strict=True)]
-    equal = sum(d == 0 for d in diffs)
-    totals: dict[str, int] = dict.fromkeys(data.model_labels, 0)
-    for label, score in zip(data.question_labels, scores, strict=True):
-        totals[label] += score
-    return RuleFigures(
-        threshold=float(threshold),
-        decisions=decisions,
-        agreeing=agreeing,
-        decision_agreement=agreeing / len(decisions),
-        false_pass=false_pass,
-        false_fail=false_fail,
-        scores=tuple(scores),
-        equal_scores=equal,
-        score_agreement=equal / len(scores),
-        mean_abs_score_diff=sum(diffs) / len(diffs),
-        censored=censored,
-        model_totals=totals,
-        kendall_tau=kendall_tau_b(
-            [data.reference_totals[m] for m in data.model_labels],
-            [totals[m] for m in data.model_labels],
-        ),
+    return RuleFigures.measure(
+        threshold,
+        data.compared_novelty > threshold,
+        data.reference_decisions,
+        data.chains,
+        rule,
+        data.reference,
     )
 
 
@@ -338,32 +413,22 @@ def calibrate(
         raise ValueError("the reference has no questions")
     vectors, embed_seconds = _embed_unique(questions, embed)
     reference_rule = Thresholds(coherence=coherence_threshold, novelty=reference_threshold)
-    several_temperatures = len({q.temperature for q in questions}) > 1
-
-    keys: list[QuestionKey] = []
+    reference = ReferenceChains.of(questions, reference_rule)
     chains: list[tuple[ScoredAnswer, ...]] = []
-    labels: list[str] = []
     for position, question in enumerate(questions):
         novelties = _chain_novelties([vectors[a.answer] for a in question.answers])
-        chain = tuple(
-            ScoredAnswer(
-                question=position,
-                index=a.index,
-                coherence=a.coherence,
-                reference_novelty=a.novelty,
-                novelty=n,
+        chains.append(
+            tuple(
+                ScoredAnswer(
+                    question=position,
+                    index=a.index,
+                    coherence=a.coherence,
+                    reference_novelty=a.novelty,
+                    novelty=n,
+                )
+                for a, n in zip(question.answers, novelties, strict=True)
             )
-            for a, n in zip(question.answers, novelties, strict=True)
         )
-        flags, _ = chain_validity(
-            ((a.coherence, a.novelty, None) for a in question.answers), reference_rule
-        )
-        keys.append(
-            QuestionKey(question.model, question.temperature, question.question, sum(flags))
-        )
-        chains.append(chain)
-        labels.append(_model_label(question, several_temperatures))
-
     compared = tuple(a for chain in chains for a in chain[1:] if a.reference_novelty is not None)
     if not compared:
         raise ValueError("the reference has no answer with an earlier answer and a novelty")
@@ -371,31 +436,23 @@ def calibrate(
         bool(a.reference_novelty is not None and a.reference_novelty > reference_threshold)
         for a in compared
     )
-    model_labels = tuple(dict.fromkeys(labels))
-    reference_totals = dict.fromkeys(model_labels, 0)
-    for label, key in zip(labels, keys, strict=True):
-        reference_totals[label] += key.reference_score
-
     data = _Input(
-        questions=tuple(keys),
+        reference=reference,
         chains=tuple(chains),
         compared_novelty=np.asarray([a.novelty for a in compared], dtype=np.float64),
-        reference_decisions=reference_decisions,
+        reference_decisions=np.asarray(reference_decisions, dtype=bool),
         coherence_threshold=coherence_threshold,
-        model_labels=model_labels,
-        question_labels=tuple(labels),
-        reference_totals=reference_totals,
     )
     threshold = _best_threshold(data)
     return Calibration(
         embedding_model=embedding_model,
         reference_threshold=reference_threshold,
         coherence_threshold=coherence_threshold,
-        questions=tuple(keys),
+        questions=reference.questions,
         answers=tuple(a for chain in chains for a in chain),
         compared=compared,
         reference_decisions=reference_decisions,
-        reference_totals=reference_totals,
+        reference_totals=reference.reference_totals,
         calibrated=_rule_figures(threshold, data),
         uncalibrated=_rule_figures(reference_threshold, data),
         setting_value=round_threshold(threshold, data.compared_novelty),
@@ -437,20 +494,10 @@ def plot_calibration(calibration: Calibration, path: Path) -> Path:
                 linewidths=0,
                 label=f"{label} ({int(mask.sum())})",
             )
-    ax.axvline(r, color="black", linewidth=1, label=f"reference cut {r:g} (x)")
-    ax.axhline(
-        r,
-        color="black",
-        linestyle=":",
-        linewidth=1.2,
-        label=f"uncalibrated {r:g} on this model (y)",
-    )
-    ax.axhline(
-        t,
-        color="#2ca02c",
-        linestyle="--",
-        linewidth=1.6,
-        label=f"calibrated {calibration.setting_value:g} on this model (y)",
+    draw_cuts(
+        ax,
+        (r, f"reference cut {r:g} (x)", f"uncalibrated {r:g} on this model (y)"),
+        (t, f"calibrated {calibration.setting_value:g} on this model (y)"),
     )
     ax.set_xlim(-0.02, max(1.0, float(x.max()) + 0.02))
     ax.set_ylim(-0.02, max(1.0, float(y.max()) + 0.02))
@@ -465,6 +512,21 @@ def plot_calibration(calibration: Calibration, path: Path) -> Path:
         f"equal question scores {cal.score_agreement:.0%} vs {unc.score_agreement:.0%}",
         fontsize=10,
     )
+    return save_scatter(fig, ax, path)
+
+
+def draw_cuts(ax: Axes, reference: tuple[float, str, str], calibrated: tuple[float, str]) -> None:
+    """A calibration scatter's cuts, each with its legend label: the reference's on x
+    (solid) and unchanged on y (dotted), the calibrated one on y (dashed green)."""
+    cut, on_x, on_y = reference
+    ax.axvline(cut, color="black", linewidth=1, label=on_x)
+    ax.axhline(cut, color="black", linestyle=":", linewidth=1.2, label=on_y)
+    threshold, label = calibrated
+    ax.axhline(threshold, color="#2ca02c", linestyle="--", linewidth=1.6, label=label)
+
+
+def save_scatter(fig: Figure, ax: Axes, path: Path) -> Path:
+    """Grid and legend on a calibration scatter, written to ``path`` (returned)."""
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
     path = Path(path)

@@ -40,10 +40,18 @@ from typing import Any
 
 import numpy as np
 
-from aidanbench.analysis.calibrate import QuestionKey, kendall_tau_b, round_threshold
+from aidanbench.analysis.calibrate import (
+    QuestionKey,
+    ReferenceChains,
+    RuleFigures,
+    draw_cuts,
+    question_scores,
+    round_threshold,
+    save_scatter,
+)
 from aidanbench.analysis.judge_noise import SAMPLES_KEY, JudgeNoise, judge_noise
 from aidanbench.core.thresholds import Thresholds
-from aidanbench.record.results import QuestionResult, chain_validity
+from aidanbench.record.results import QuestionResult
 
 REFERENCE_COHERENCE_THRESHOLD = Thresholds().coherence
 """o1-mini's cut in the published benchmark (15)."""
@@ -55,41 +63,21 @@ AnswerKey = tuple[str, str]
 """(question, answer text): what a judgment is of."""
 
 
-@dataclass(frozen=True)
-class JudgeRule:
-    """What ``coherence > threshold`` on the successor's scale gives on the reference."""
+JUDGE_NAMES = {"decision_agreement": "agreement", "equal_scores": "equal_question_scores"}
+"""``RuleFigures.to_dict`` keys the judge's figures have always been written under instead."""
 
-    threshold: float
-    agreeing: int
-    decision_agreement: float
-    false_pass: int
-    """Answers o1-mini failed (≤ 15) that pass here."""
-    false_fail: int
-    """Answers o1-mini passed that fail here."""
-    scores: tuple[int, ...]
-    """Per reference chain (aligned with ``JudgeCalibration.questions``)."""
-    equal_scores: int
-    mean_abs_score_diff: float
-    censored: int
-    """Chains whose every recorded answer passes: their score is a lower bound."""
-    model_totals: dict[str, int]
-    kendall_tau: float | None
-    """Tau-b of the models' totals against the reference totals; None when undefined."""
+
+@dataclass(frozen=True)
+class JudgeRule(RuleFigures):
+    """What ``coherence > threshold`` on the successor's scale gives on the reference:
+    ``false_pass`` counts answers o1-mini failed (≤ 15) that pass here, ``false_fail``
+    the ones it passed that fail here."""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready figures."""
-        return {
-            "threshold": self.threshold,
-            "agreement": self.decision_agreement,
-            "agreeing_decisions": self.agreeing,
-            "false_pass": self.false_pass,
-            "false_fail": self.false_fail,
-            "equal_question_scores": self.equal_scores,
-            "mean_abs_score_diff": self.mean_abs_score_diff,
-            "censored_questions": self.censored,
-            "model_totals": dict(self.model_totals),
-            "kendall_tau": self.kendall_tau,
-        }
+        """JSON-ready figures (without the score agreement, which the judge's omit)."""
+        figures = super().to_dict()
+        del figures["score_agreement"]
+        return {JUDGE_NAMES.get(key, key): value for key, value in figures.items()}
 
 
 @dataclass(frozen=True)
@@ -161,17 +149,10 @@ class JudgeCalibration:
             "samples": max(len(s) for s in self.samples),
             "agreement_by_sample": list(self.agreement_by_sample),
             "noise": {model: noise.to_dict() for model, noise in self.noise.items()},
-            "question_scores": [
-                {
-                    "model": q.model,
-                    "temperature": q.temperature,
-                    "question": q.question,
-                    "reference": q.reference_score,
-                    "calibrated": self.calibrated.scores[i],
-                    "at_reference_threshold": self.at_reference.scores[i],
-                }
-                for i, q in enumerate(self.questions)
-            ],
+            "question_scores": question_scores(
+                self.questions,
+                {"calibrated": self.calibrated, "at_reference_threshold": self.at_reference},
+            ),
         }
 
 
@@ -203,44 +184,16 @@ def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
 
 @dataclass(frozen=True)
 class _Data:
-    questions: tuple[QuestionKey, ...]
+    reference: ReferenceChains
     chains: tuple[QuestionResult, ...]
     """The reference chains with the successor's deciding judgment as coherence."""
-    labels: tuple[str, ...]
-    models: tuple[str, ...]
-    reference_totals: dict[str, int]
     novelty_threshold: float
 
 
 def _rule(threshold: float, data: _Data, judged: np.ndarray, reference: np.ndarray) -> JudgeRule:
-    decisions = judged > threshold
-    agreeing = int(np.sum(decisions == reference))
     rule = Thresholds(coherence=threshold, novelty=data.novelty_threshold)
-    scores: list[int] = []
-    censored = 0
-    for chain in data.chains:
-        flags, _ = chain_validity(((a.coherence, a.novelty, None) for a in chain.answers), rule)
-        scores.append(sum(flags))
-        censored += all(flags)
-    diffs = [abs(s - q.reference_score) for s, q in zip(scores, data.questions, strict=True)]
-    totals = dict.fromkeys(data.models, 0)
-    for label, score in zip(data.labels, scores, strict=True):
-        totals[label] += score
-    return JudgeRule(
-        threshold=float(threshold),
-        agreeing=agreeing,
-        decision_agreement=agreeing / len(decisions),
-        false_pass=int(np.sum(decisions & ~reference)),
-        false_fail=int(np.sum(~decisions & reference)),
-        scores=tuple(scores),
-        equal_scores=sum(d == 0 for d in diffs),
-        mean_abs_score_diff=sum(diffs) / len(diffs),
-        censored=censored,
-        model_totals=totals,
-        kendall_tau=kendall_tau_b(
-            [data.reference_totals[m] for m in data.models], [totals[m] for m in data.models]
-        ),
-    )
+    chains = (chain.answers for chain in data.chains)
+    return JudgeRule.measure(threshold, judged > threshold, reference, chains, rule, data.reference)
 
 
 def _intervals(values: np.ndarray) -> list[tuple[float, float]]:
@@ -293,17 +246,12 @@ def calibrate_judge(
     """
     if not questions:
         raise ValueError("the reference has no questions")
-    several_temperatures = len({q.temperature for q in questions}) > 1
     reference_rule = Thresholds(coherence=reference_threshold, novelty=novelty_threshold)
-    keys: list[QuestionKey] = []
+    against = ReferenceChains.of(questions, reference_rule)
     chains: list[QuestionResult] = []
-    labels: list[str] = []
     recorded: list[float] = []
     samples: list[tuple[int, ...]] = []
     for question in questions:
-        flags, _ = chain_validity(
-            ((a.coherence, a.novelty, None) for a in question.answers), reference_rule
-        )
         rows = []
         for a in question.answers:
             if a.coherence is None:
@@ -315,19 +263,8 @@ def calibrate_judge(
             samples.append(judged)
             extra = {**a.extra, SAMPLES_KEY: [float(s) for s in judged]}
             rows.append(replace(a, coherence=float(judged[0]), extra=extra))
-        label = question.model
-        if several_temperatures:
-            label = f"{question.model} T={question.temperature:g}"
-        keys.append(
-            QuestionKey(question.model, question.temperature, question.question, sum(flags))
-        )
         chains.append(replace(question, answers=tuple(rows), thresholds=None))
-        labels.append(label)
-    models = tuple(dict.fromkeys(labels))
-    totals = dict.fromkeys(models, 0)
-    for label, key in zip(labels, keys, strict=True):
-        totals[label] += key.reference_score
-    data = _Data(tuple(keys), tuple(chains), tuple(labels), models, totals, novelty_threshold)
+    data = _Data(against, tuple(chains), novelty_threshold)
     x = np.asarray(recorded, dtype=np.float64)
     y = np.asarray([s[0] for s in samples], dtype=np.float64)
     reference = x > reference_threshold
@@ -345,8 +282,8 @@ def calibrate_judge(
     rule = Thresholds(coherence=threshold, novelty=novelty_threshold)
     noise: dict[str, JudgeNoise] = {}
     if width > 1:
-        for model in models:
-            lines = [c for c, label in zip(chains, labels, strict=True) if label == model]
+        for model in against.models:
+            lines = [c for c, label in zip(chains, against.labels, strict=True) if label == model]
             found = judge_noise(lines, rule)
             if found is not None:
                 noise[model] = found
@@ -354,11 +291,11 @@ def calibrate_judge(
         judge_model=judge_model,
         reference_threshold=reference_threshold,
         novelty_threshold=novelty_threshold,
-        questions=tuple(keys),
+        questions=against.questions,
         recorded=x,
         judged=y,
         samples=tuple(samples),
-        reference_totals=totals,
+        reference_totals=against.reference_totals,
         spearman=rank_correlation(x, y),
         mean_abs_diff=float(np.mean(np.abs(y - x))),
         fit=fit,
@@ -403,14 +340,10 @@ def plot_judge_calibration(calibration: JudgeCalibration, path: Path) -> Path:
             linewidths=0,
             label=f"{label} ({int(mask.sum())})",
         )
-    ax.axvline(r, color="black", linewidth=1, label=f"o1-mini's cut {r:g} (x)")
-    ax.axhline(r, color="black", linestyle=":", linewidth=1.2, label=f"{r:g} unchanged (y)")
-    ax.axhline(
-        t,
-        color="#2ca02c",
-        linestyle="--",
-        linewidth=1.6,
-        label=f"calibrated {calibration.setting_value:g} (y)",
+    draw_cuts(
+        ax,
+        (r, f"o1-mini's cut {r:g} (x)", f"{r:g} unchanged (y)"),
+        (t, f"calibrated {calibration.setting_value:g} (y)"),
     )
     if calibration.fit is not None:
         a, b = calibration.fit
@@ -429,8 +362,4 @@ def plot_judge_calibration(calibration: JudgeCalibration, path: Path) -> Path:
         f"{unc.decision_agreement:.1%} at {r:g}",
         fontsize=10,
     )
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
-    path = Path(path)
-    fig.savefig(path)
-    return path
+    return save_scatter(fig, ax, path)

@@ -146,6 +146,18 @@ def _style(ax: Axes) -> None:
         ax.spines[side].set_visible(False)
 
 
+def _legend_beside(ax: Axes, title: str, size: int) -> None:
+    """The legend right of the plot, its top level with the plot's, without a frame."""
+    ax.legend(
+        title=title,
+        fontsize=size,
+        title_fontsize=size,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        frameon=False,
+    )
+
+
 def plot_scores(rows: Sequence[SummaryRow], path: Path) -> Path:
     """Headline per model as horizontal bars, best on top, each labelled.
 
@@ -390,13 +402,8 @@ def plot_trajectory(results: Sequence[QuestionResult], question: str, path: Path
         _style(ax)
     axes[0].set_ylim(bottom=0, top=105)
     axes[-1].set_xlabel("answer index")
-    axes[0].legend(
-        title="model: valid answers\n(✕ = failing answer, on the score that failed)",
-        fontsize=8,
-        title_fontsize=8,
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1.0),
-        frameon=False,
+    _legend_beside(
+        axes[0], "model: valid answers\n(✕ = failing answer, on the score that failed)", 8
     )
     number = question_order(results).index(question) + 1
     title = textwrap.fill(f"Q{number}: {question}", 110)
@@ -447,14 +454,7 @@ def plot_stop_reasons(rows: Sequence[SummaryRow], path: Path) -> Path:
     ax.set_xlabel("question lines")
     ax.set_xlim(0, widest * 1.25)
     ax.set_title("Why questions ended", fontsize=13, loc="left")
-    ax.legend(
-        title="stop reason",
-        fontsize=9,
-        title_fontsize=9,
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1.0),
-        frameon=False,
-    )
+    _legend_beside(ax, "stop reason", 9)
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
     _style(ax)

@@ -41,7 +41,7 @@ from aidanbench.analysis.calibrate import (
     plot_calibration,
 )
 from aidanbench.analysis.plots import require_matplotlib
-from aidanbench.cli import judge_calibration, judging, options
+from aidanbench.cli import add_command, judge_calibration, judging, options
 from aidanbench.cli.env_args import NotGiven
 from aidanbench.core.errors import UsageError
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL
@@ -221,10 +221,10 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add the ``calibrate`` command to the ``aidanbench`` parser."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "calibrate",
-        help="calibrate a judge or an embedding model's threshold against a reference run",
-        description=(
+        (
             "--judge-model M: judge every answer of a reference run (the bundled published "
             "one by default) again with M, compare with the recorded o1-mini scores and "
             "find the threshold on M's scale that reproduces o1-mini's coherence > 15 best; "

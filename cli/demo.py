@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from aidanbench import reference
+from aidanbench.cli import add_command
 from aidanbench.cli.run import run_session, show_result
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.record.metadata import read_metadata
@@ -52,10 +53,10 @@ Expected = dict[str, dict[str, int]]
 
 def register(subparsers: Any) -> None:
     """Add ``demo`` to the command line."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "demo",
-        help="run the benchmark offline on the published run (no key; a self-test)",
-        description="Replay the published 2024 AidanBench run through the real pipeline "
+        "Replay the published 2024 AidanBench run through the real pipeline "
         "against a local server (no network, no key), then check every score against the "
         "published ones. Run the same command again to resume.",
     )

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from aidanbench.analysis.cost import dollars_text
 from aidanbench.analysis.estimate import PlannedRun, answer_counts, estimate
-from aidanbench.cli import options
+from aidanbench.cli import add_command, options
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings, variant_label
 from aidanbench.services.pricing import PriceFileError, price_table
@@ -36,10 +36,10 @@ if TYPE_CHECKING:
 
 def register(subparsers: Any) -> None:
     """Add ``estimate`` to the command line."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "estimate",
-        help="tokens and dollars a planned run would cost (no API call)",
-        description="Estimate the tokens and dollars of a run, as a range, without any "
+        "Estimate the tokens and dollars of a run, as a range, without any "
         "API call. Takes run's model, question and scoring options.",
     )
     p.add_argument("-m", "--model", action="append", required=True, help="model (repeatable)")

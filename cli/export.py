@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from aidanbench.analysis.export import FORMATS, export
+from aidanbench.cli import add_command
 from aidanbench.cli.plot import output_dir
 from aidanbench.cli.report import one_line
 from aidanbench.core.errors import UsageError, printable
@@ -50,10 +51,10 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add the ``export`` command."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "export",
-        help="write runs as Inspect logs, Every Eval Ever records or Hub eval results",
-        description=(
+        (
             "Write each model of each run (run directory or results file) in FORMAT under "
             "DIR: inspect (one Inspect .eval log per model, one sample per question chain; "
             "'inspect view DIR'), every-eval-ever (aggregate JSON and per-chain JSONL in "

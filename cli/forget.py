@@ -12,16 +12,17 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from aidanbench.cli import add_command
 from aidanbench.core.errors import printable
 from aidanbench.record import files
 
 
 def register(subparsers: Any) -> None:
     """Add ``forget`` to the command line."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "forget",
-        help="remove a model's threads and results from a run directory",
-        description="Remove every trace of a model from a run directory: its question "
+        "Remove every trace of a model from a run directory: its question "
         "threads, its lines in the results files and its metadata entries. The usage "
         "ledger keeps what its requests cost. Refused while a run uses the directory.",
     )

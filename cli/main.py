@@ -7,8 +7,8 @@ before them is removed.
 
 Only the command being run is imported: the command modules pull in LangGraph, the
 OpenAI client, numpy and the rest, which took seconds before ``--help`` could print a
-line. The top-level parser lists every command from ``SUMMARIES`` instead (a test keeps
-them equal to each module's own help).
+line. The top-level parser lists every command from ``SUMMARIES`` instead, the one-line
+help each module's own parser takes too (``add_command``).
 """
 
 from __future__ import annotations
@@ -19,22 +19,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from aidanbench.cli import COMMANDS
+from aidanbench.cli import COMMANDS, SUMMARIES
 from aidanbench.core.errors import UsageError, printable
-
-SUMMARIES = {
-    "run": "score models on AidanBench (resumable)",
-    "estimate": "tokens and dollars a planned run would cost (no API call)",
-    "demo": "run the benchmark offline on the published run (no key; a self-test)",
-    "report": "summarise scores of run directories or results files",
-    "view": "write one offline HTML report (leaderboard, heat map, chains, comparison)",
-    "rescore": "recompute scores under other thresholds (or a judge: --judge-model)",
-    "plot": "draw PNG charts of scores, per-question scores, a trajectory and stop reasons",
-    "calibrate": "calibrate a judge or an embedding model's threshold against a reference run",
-    "export": "write runs as Inspect logs, Every Eval Ever records or Hub eval results",
-    "forget": "remove a model's threads and results from a run directory",
-}
-"""Each command's one-line help, as its module registers it (shown by ``--help``)."""
 
 
 class VersionAction(argparse.Action):

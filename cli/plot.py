@@ -19,6 +19,7 @@ from aidanbench.analysis.plots import (
     require_matplotlib,
     select_question,
 )
+from aidanbench.cli import add_command
 from aidanbench.cli.report import add_reward_mode_argument, one_line, read_inputs
 from aidanbench.core.errors import UsageError
 
@@ -57,10 +58,10 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add the ``plot`` command."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "plot",
-        help="draw PNG charts of scores, per-question scores, a trajectory and stop reasons",
-        description=(
+        (
             "Write scores.png (headline per model: score, or novelty sum under that reward "
             "mode; mean per repeat with its interval), questions.png (per-question heat map), "
             "trajectory.png (coherence and novelty along one question's answers) and "

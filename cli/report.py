@@ -42,6 +42,7 @@ from aidanbench.analysis.summary import (
     truncation_text,
     warnings,
 )
+from aidanbench.cli import add_command
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import is_censored
@@ -503,10 +504,10 @@ def add_reward_mode_argument(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers: Any) -> None:
     """Add the ``report`` command."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "report",
-        help="summarise scores of run directories or results files",
-        description=(
+        (
             "Summary per model and temperature (score, novelty sum, means, format "
             "adherence, stop reasons, tokens), per-question scores, errored questions and "
             "warnings (judge, embedding model, prompts or thresholds that differ). With "

@@ -33,7 +33,7 @@ from aidanbench.analysis.summary import (
     summarise,
     warnings,
 )
-from aidanbench.cli import calibration_file, judging, rejudged
+from aidanbench.cli import add_command, calibration_file, judging, rejudged
 from aidanbench.cli.env_args import NotGiven
 from aidanbench.cli.report import (
     add_common_arguments,
@@ -254,10 +254,10 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add the ``rescore`` command."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "rescore",
-        help="recompute scores under other thresholds (or a judge: --judge-model)",
-        description=(
+        (
             "Walk every recorded chain again under other thresholds. Stricter thresholds "
             "give exact scores; under looser ones a chain whose recorded terminal answer "
             "now passes is marked truncated and counts as a lower bound. Thresholds of an "

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
-from aidanbench.cli import calibration_file, env_args, estimate, options
+from aidanbench.cli import add_command, calibration_file, env_args, estimate, options
 from aidanbench.cli.inputs import check_run_args
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings
@@ -39,10 +39,8 @@ DEFAULT_RUN_DIR = "runs/aidanbench"
 
 def register(subparsers: Any) -> None:
     """Add ``run`` to the command line."""
-    p = subparsers.add_parser(
-        "run",
-        help="score models on AidanBench (resumable)",
-        description="Score models on AidanBench. Run the same command again to resume.",
+    p = add_command(
+        subparsers, "run", "Score models on AidanBench. Run the same command again to resume."
     )
     options.add_settings_flags(
         p.add_argument_group(

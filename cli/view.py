@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from aidanbench.analysis.view import write_view
+from aidanbench.cli import add_command
 from aidanbench.core.errors import UsageError
 
 DEFAULT_OUTPUT = "report.html"
@@ -31,10 +32,10 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add the ``view`` command."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "view",
-        help="write one offline HTML report (leaderboard, heat map, chains, comparison)",
-        description=(
+        (
             "Write one self-contained HTML file (no network needed) with the leaderboard, "
             "a model x question heat map whose cells open each chain of answers, a paired "
             "comparison of two models, and filters by question text and stop reason."

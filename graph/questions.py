@@ -22,7 +22,7 @@ import hashlib
 import io
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -30,7 +30,7 @@ from typing import Any
 
 from aidanbench import reference
 from aidanbench.core.errors import printable
-from aidanbench.record.lines import normal_question, spelling_note
+from aidanbench.record.lines import normal_question, numbered_lines, spelling_note
 
 MAX_QUESTION_CHARS = 2000
 """Longest question accepted; the benchmark's longest is under 150 characters."""
@@ -196,13 +196,16 @@ def read_questions_file(path: Path) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def _from_json(text: str, path: Path) -> list[str]:
+def _parsed(text: str, complaint: Callable[[json.JSONDecodeError], str]) -> Any:
+    """``text`` as JSON, or a ``QuestionSourceError`` saying ``complaint`` of the error."""
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise QuestionSourceError(
-            f"questions file {path} is not valid JSON (line {exc.lineno})"
-        ) from None
+        raise QuestionSourceError(complaint(exc)) from None
+
+
+def _from_json(text: str, path: Path) -> list[str]:
+    data = _parsed(text, lambda exc: f"questions file {path} is not valid JSON (line {exc.lineno})")
     if not isinstance(data, list) or not all(isinstance(q, str) for q in data):
         raise QuestionSourceError(f"questions file {path} must be a JSON list of strings")
     return list(data)
@@ -210,15 +213,12 @@ def _from_json(text: str, path: Path) -> list[str]:
 
 def _from_jsonl(text: str, path: Path) -> list[str]:
     questions = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise QuestionSourceError(
-                f"{path}:{number}: invalid JSON ({exc.msg} at column {exc.colno})"
-            ) from None
+    for number, line in numbered_lines(text):
+        # _parsed calls the complaint at once, before the loop moves on
+        record = _parsed(
+            line,
+            lambda exc: f"{path}:{number}: invalid JSON ({exc.msg} at column {exc.colno})",  # noqa: B023
+        )
         if not isinstance(record, dict) or not isinstance(record.get(DEFAULT_FIELD), str):
             raise QuestionSourceError(f"{path}:{number}: needs a string field 'question'")
         questions.append(record[DEFAULT_FIELD])

@@ -12,20 +12,20 @@ settings form that Studio can render.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
 from aidanbench.core.calls import add_dollars
 from aidanbench.core.settings import Settings
-from aidanbench.core.state import CallStats, ErrorInfo
+from aidanbench.core.state import CallStats, ErrorInfo, QuestionState, ScoreOutcome
 from aidanbench.services import Services, ServicesFactory, key_values
-from aidanbench.services.errors import describe
+from aidanbench.services.errors import describe, is_recoverable
 from aidanbench.services.pricing import Price, price_table
 from aidanbench.services.usage import reply_usage, served_model
 
@@ -69,6 +69,36 @@ class NodeContext:
         """The recorded form of a failed call by ``role``, with the run's keys redacted."""
         host = self.settings.endpoint(role).host
         return describe(role, host, exc, key_values(self.settings))
+
+
+T = TypeVar("T")
+
+
+def candidate_answer(state: QuestionState) -> tuple[str, int]:
+    """The answer a scoring node scores and its index (``generate`` has put it there)."""
+    candidate = state["candidate"]
+    assert candidate is not None and "answer" in candidate
+    return candidate["answer"], candidate["index"]
+
+
+async def scored(
+    ctx: NodeContext,
+    index: int,
+    role: str,
+    ask: Callable[[], Awaitable[T]],
+    outcome: Callable[[T], ScoreOutcome],
+) -> ScoreOutcome:
+    """A scoring node's outcome for answer ``index``: ``outcome`` of what ``ask`` (the
+    calls ``role`` makes) returns, or, when the calls fail in a way a node records
+    (``is_recoverable``), that failure: an error is never a score. Any other exception
+    is a bug and is raised."""
+    try:
+        found = await ask()
+    except Exception as exc:
+        if not is_recoverable(exc):
+            raise
+        return ScoreOutcome(index=index, error=ctx.failure(role, exc))
+    return outcome(found)
 
 
 def no_calls() -> CallStats:

@@ -16,11 +16,10 @@ from langgraph.runtime import Runtime
 
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import CallStats, QuestionState, ScoreOutcome
-from aidanbench.nodes.context import NodeContext, no_calls, stopwatch
+from aidanbench.nodes.context import NodeContext, candidate_answer, no_calls, scored, stopwatch
 from aidanbench.nodes.generate import previous_answers
 from aidanbench.nodes.novelty import cosine_novelty
 from aidanbench.services import ServicesFactory
-from aidanbench.services.errors import is_recoverable
 
 
 async def embed_texts(ctx: NodeContext, texts: list[str]) -> tuple[list[np.ndarray], CallStats]:
@@ -49,14 +48,13 @@ async def embed_novelty(
 ) -> dict[str, Any]:
     """Embedding novelty of the candidate against every earlier valid answer."""
     ctx = NodeContext(runtime, services)
-    candidate = state["candidate"]
-    assert candidate is not None and "answer" in candidate
-    index = candidate["index"]
-    try:
-        vectors, call = await embed_texts(ctx, [*previous_answers(state), candidate["answer"]])
-    except Exception as exc:
-        if not is_recoverable(exc):
-            raise
-        return {"novelty_result": ScoreOutcome(index=index, error=ctx.failure("embeddings", exc))}
-    value = cosine_novelty(vectors[-1], vectors[:-1])
-    return {"novelty_result": ScoreOutcome(index=index, value=value, call=call)}
+    answer, index = candidate_answer(state)
+    texts = [*previous_answers(state), answer]
+
+    def novelty(found: tuple[list[np.ndarray], CallStats]) -> ScoreOutcome:
+        vectors, call = found
+        value = cosine_novelty(vectors[-1], vectors[:-1])
+        return ScoreOutcome(index=index, value=value, call=call)
+
+    outcome = await scored(ctx, index, "embeddings", lambda: embed_texts(ctx, texts), novelty)
+    return {"novelty_result": outcome}

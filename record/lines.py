@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -361,15 +361,20 @@ def read_lines(run_dir: Path) -> list[QuestionLine]:
     return lines
 
 
+def numbered_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(line number from 1, line) of each non-blank line of a JSON-lines text."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            yield number, line
+
+
 def _objects(path: Path, data: bytes) -> Iterable[tuple[int, dict[str, Any]]]:
     """(line number, object) of each non-blank line of a JSON-lines file."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path} is not UTF-8 (byte {exc.start})") from None
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
+    for number, line in numbered_lines(text):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:

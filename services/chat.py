@@ -35,47 +35,13 @@ from langgraph.config import get_config
 
 from aidanbench.core.errors import MalformedReply
 from aidanbench.services.direct_post import DirectPost
-from aidanbench.services.pricing import Price, PriceTable
 from aidanbench.services.usage import (
-    UsageLedger,
+    ChatLedger,
     call_site,
-    error_status,
     output_bound,
-    prompt_tokens,
     reply_usage,
-    served_model,
     usage_metadata,
 )
-
-
-@dataclass(frozen=True)
-class ChatLedger:
-    """Where one chat client's requests are recorded (``services.usage``), and the prices
-    they are charged at (the served model's: ``PriceTable.served_price``)."""
-
-    ledger: UsageLedger
-    role: str
-    model: str
-    """The name the lines carry: the row's (a variant's ``NAME@LABEL``)."""
-    prices: PriceTable
-    priced_as: str | None = None
-    """The name the model is asked and priced by, when not ``model`` (a variant's
-    ``NAME``)."""
-
-    @property
-    def asked(self) -> str:
-        """The model asked for, as the price table names it."""
-        return self.priced_as or self.model
-
-    @property
-    def price(self) -> Price | None:
-        """The asked model's price (what bounds a request before its reply names what
-        served)."""
-        return self.prices.price(self.asked)
-
-    def served_price(self, served: str | None) -> Price | None:
-        """The price of a reply served by ``served`` (``PriceTable.served_price``)."""
-        return self.prices.served_price(self.asked, served)
 
 
 def caller() -> dict[str, Any]:
@@ -211,31 +177,11 @@ class OpenAIChat:
         if record is None:
             return await self.send(body)
         where = caller()
-        request = record.ledger.sent(
-            record.role,
-            record.model,
-            where,
-            input_tokens=prompt_tokens(prompt),
-            output_tokens=output_bound(body),
-            price=record.price,
-        )
+        request = record.sent(where, prompt, output_bound(body))
         try:
             message = await self.send(body)
         except BaseException as exc:
-            record.ledger.failed(record.role, record.model, request, error_status(exc))
+            record.failed(request, exc)
             raise
-        text = message.content if isinstance(message.content, str) else ""
-        served = served_model(message)
-        record.ledger.replied(
-            record.role,
-            record.model,
-            reply_usage(message),
-            record.served_price(served),
-            where,
-            priced_as=record.priced_as,
-            served=served,
-            request=request,
-            prompt=prompt,
-            reply=text,
-        )
+        record.replied(message, reply_usage(message), where, request, prompt)
         return message

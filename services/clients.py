@@ -39,11 +39,11 @@ from pydantic import SecretStr
 
 from aidanbench.core.errors import ConfigError
 from aidanbench.core.settings import ROLES, Settings
-from aidanbench.services.chat import ChatLedger, OpenAIChat
+from aidanbench.services.chat import OpenAIChat
 from aidanbench.services.direct_post import DirectPost
 from aidanbench.services.embeddings import OpenAICompatibleEmbeddings
 from aidanbench.services.pricing import price_table
-from aidanbench.services.usage import EmbeddingUsage, LedgerCallback, ledger
+from aidanbench.services.usage import ChatLedger, EmbeddingUsage, LedgerCallback, ledger
 
 
 def api_key(variable: str, role: str) -> SecretStr:

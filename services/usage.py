@@ -411,6 +411,76 @@ def message_text(messages: list[list[BaseMessage]]) -> str:
     )
 
 
+@dataclass(frozen=True)
+class ChatLedger:
+    """Where one chat client's requests are recorded, and the prices they are charged at
+    (the served model's: ``PriceTable.served_price``): what ``OpenAIChat`` and
+    ``LedgerCallback`` (for ``ChatOpenAI``) write each attempt with."""
+
+    ledger: UsageLedger
+    role: str
+    model: str
+    """The name the lines carry: the row's (a variant's ``NAME@LABEL``)."""
+    prices: PriceTable
+    priced_as: str | None = None
+    """The name the model is asked and priced by, when not ``model`` (a variant's
+    ``NAME``)."""
+
+    @property
+    def asked(self) -> str:
+        """The model asked for, as the price table names it."""
+        return self.priced_as or self.model
+
+    @property
+    def price(self) -> Price | None:
+        """The asked model's price (what bounds a request before its reply names what
+        served)."""
+        return self.prices.price(self.asked)
+
+    def served_price(self, served: str | None) -> Price | None:
+        """The price of a reply served by ``served`` (``PriceTable.served_price``)."""
+        return self.prices.served_price(self.asked, served)
+
+    def sent(self, where: dict[str, Any], prompt: str, output_tokens: int) -> str:
+        """Record a request for ``prompt`` as sent; its id, for ``replied`` or ``failed``."""
+        return self.ledger.sent(
+            self.role,
+            self.model,
+            where,
+            input_tokens=prompt_tokens(prompt),
+            output_tokens=output_tokens,
+            price=self.price,
+        )
+
+    def replied(
+        self,
+        message: AIMessage,
+        usage: Usage,
+        where: dict[str, Any],
+        request: str | None,
+        prompt: str,
+    ) -> None:
+        """Record the reply ``message`` to request ``request`` with its ``usage``, priced
+        as the model that served it."""
+        served = served_model(message)
+        self.ledger.replied(
+            self.role,
+            self.model,
+            usage,
+            self.served_price(served),
+            where,
+            priced_as=self.priced_as,
+            served=served,
+            request=request,
+            prompt=prompt,
+            reply=message.content if isinstance(message.content, str) else "",
+        )
+
+    def failed(self, request: str, error: BaseException) -> None:
+        """Record that request ``request`` failed with ``error``."""
+        self.ledger.failed(self.role, self.model, request, error_status(error))
+
+
 class LedgerCallback(AsyncCallbackHandler):
     """Writes a chat client's every attempt to the ledger: ``sent``, then its ``usage``.
 
@@ -429,9 +499,7 @@ class LedgerCallback(AsyncCallbackHandler):
         priced_as: str | None = None,
         request_body: Mapping[str, Any] | None = None,
     ) -> None:
-        self.ledger, self.role, self.model, self.prices = ledger, role, model, prices
-        self.priced_as = priced_as
-        self.asked = priced_as or model
+        self.record = ChatLedger(ledger, role, model, prices, priced_as)
         self.output_bound = output_bound(request_body)
         self._where: dict[UUID, tuple[dict[str, Any], str, str]] = {}
 
@@ -448,14 +516,7 @@ class LedgerCallback(AsyncCallbackHandler):
     ) -> None:
         where = call_site(metadata)
         prompt = message_text(messages)
-        request = self.ledger.sent(
-            self.role,
-            self.model,
-            where,
-            input_tokens=prompt_tokens(prompt),
-            output_tokens=self.output_bound,
-            price=self.prices.price(self.asked),
-        )
+        request = self.record.sent(where, prompt, self.output_bound)
         self._where[run_id] = (where, request, prompt)
 
     async def on_llm_end(
@@ -476,20 +537,7 @@ class LedgerCallback(AsyncCallbackHandler):
                     if usage.provider_cost is None:
                         raw = (response.llm_output or {}).get("token_usage")
                         usage = replace(usage, provider_cost=_cost(raw))
-                    text = message.content if isinstance(message.content, str) else ""
-                    served = served_model(message)
-                    self.ledger.replied(
-                        self.role,
-                        self.model,
-                        usage,
-                        self.prices.served_price(self.asked, served),
-                        where,
-                        priced_as=self.priced_as,
-                        served=served,
-                        request=request,
-                        prompt=prompt,
-                        reply=text,
-                    )
+                    self.record.replied(message, usage, where, request, prompt)
                     return
 
     async def on_llm_error(
@@ -503,7 +551,7 @@ class LedgerCallback(AsyncCallbackHandler):
     ) -> None:
         found = self._where.pop(run_id, None)
         if found is not None and found[1] is not None:
-            self.ledger.failed(self.role, self.model, found[1], error_status(error))
+            self.record.failed(found[1], error)
 
 
 @dataclass
