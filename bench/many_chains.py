@@ -76,6 +76,14 @@ class Watched:
         self.first_asked: float | None = None
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        self.tree_peak_mb = 0.0
+        """The most resident memory the command and its worker processes held together."""
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def _sample(self) -> None:
+        while self.proc.poll() is None:
+            self.tree_peak_mb = max(self.tree_peak_mb, tree_rss_mb(self.proc.pid))
+            time.sleep(0.5)
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -112,6 +120,21 @@ class Watched:
         }
 
 
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and its descendants now (Linux's /proc), in MB."""
+    total, todo = 0, [pid]
+    page = os.sysconf("SC_PAGE_SIZE")
+    while todo:
+        one = todo.pop()
+        try:
+            total += int(Path(f"/proc/{one}/statm").read_text().split()[1]) * page
+            for task in Path(f"/proc/{one}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+    return total / 2**20
+
+
 def command(models: list[str], url: str, run_dir: Path) -> list[str]:
     argv = [sys.executable, "-m", "aidanbench.cli.main", "run", "--run-dir", str(run_dir)]
     for model in models:
@@ -144,6 +167,8 @@ def one_round(args: argparse.Namespace, models: list[str], url: str, index: int)
     marks = [float(m) for m in args.marks.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         argv = command(models, url, Path(tmp) / "run")
+        if args.workers is not None:
+            argv += ["--workers", str(args.workers)]
         server_stats(url, reset=True)
         fresh = Watched(argv, url)
         fresh.watch(args.run_for)
@@ -155,7 +180,8 @@ def one_round(args: argparse.Namespace, models: list[str], url: str, index: int)
         print(
             f"round {index} fresh: first request {asked}, first finished {first}; "
             f"finished {counts}; SIGINT to exit {out['exit_s']:.1f} s (code {out['code']}); "
-            f"peak RSS {out['rss_mb']:.0f} MB; CPU {out['cpu_s']:.0f} s; load {load_run}",
+            f"peak RSS {out['rss_mb']:.0f} MB (with its workers {fresh.tree_peak_mb:.0f} MB); "
+            f"CPU {out['cpu_s']:.0f} s; load {load_run}",
             flush=True,
         )
         server_stats(url, reset=True)
@@ -167,8 +193,8 @@ def one_round(args: argparse.Namespace, models: list[str], url: str, index: int)
         print(
             f"round {index} resume: first request {asked}, finished "
             f"{resumed.done_by(args.resume_for)} in {args.resume_for:g} s; SIGINT to exit "
-            f"{again['exit_s']:.1f} s (code {again['code']}); peak RSS {again['rss_mb']:.0f} MB;"
-            f" load {load_resume}",
+            f"{again['exit_s']:.1f} s (code {again['code']}); peak RSS {again['rss_mb']:.0f} MB "
+            f"(with its workers {resumed.tree_peak_mb:.0f} MB); load {load_resume}",
             flush=True,
         )
 
@@ -184,6 +210,7 @@ def main() -> None:
     p.add_argument("--marks", default="30,60,90")
     p.add_argument("--mean-length", type=float, default=5.0)
     p.add_argument("--max-length", type=int, default=10)
+    p.add_argument("--workers", type=int, help="the command's --workers (default: its own choice)")
     args = p.parse_args()
     models = lab_models(math.ceil(args.chains / QUESTIONS))
     print(

@@ -171,18 +171,19 @@ async def execute(
             ledger(run_dir / files.LEDGER).max_cost = spec.max_cost
         try:
             with progress:
-                if count > 1:
-                    all_lines = await workers.drive_workers(
-                        tasks,
-                        lines,
-                        count=count,
-                        run_dir=run_dir,
-                        concurrency=spec.concurrency,
-                        max_cost=spec.max_cost,
-                        progress=progress,
-                    )
-                else:
-                    async with backend(spec, services, progress) as questions:
+                async with backend(spec, services, progress, share=count) as questions:
+                    if count > 1:
+                        all_lines = await workers.drive_workers(
+                            tasks,
+                            questions,
+                            lines,
+                            count=count,
+                            run_dir=run_dir,
+                            concurrency=spec.concurrency,
+                            max_cost=spec.max_cost,
+                            progress=progress,
+                        )
+                    else:
                         gate = admission.admission(
                             spec.concurrency, len(tasks), remote=spec.server is not None
                         )
@@ -225,10 +226,11 @@ def ended_by(exc: BaseException) -> str:
 
 @asynccontextmanager
 async def backend(
-    spec: RunSpec, services: ServicesFactory | None, progress: Progress
+    spec: RunSpec, services: ServicesFactory | None, progress: Progress, *, share: int = 1
 ) -> AsyncIterator[Questions]:
-    """The local graph (HTTP pools closed at the end) or the server named by the spec;
-    the live table shows the local endpoints' adaptive limits."""
+    """The local graph (HTTP pools closed at the end, holding ``share`` of each
+    endpoint: ``runner.workers``) or the server named by the spec; the live table shows
+    the local endpoints' adaptive limits."""
     if spec.server is not None:
         from aidanbench.runner.remote import remote_questions
 
@@ -241,7 +243,7 @@ async def backend(
         async with local_questions(spec.run_dir, services) as local:
             yield local
         return
-    pools = OpenAIServices(clients.RUN_TRANSPORT, chat=clients.RUN_CHAT)
+    pools = OpenAIServices(clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=share)
     progress.endpoints = pools.endpoint_stats
     try:
         async with local_questions(spec.run_dir, pools) as local:

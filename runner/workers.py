@@ -3,16 +3,18 @@
 A run with thousands of chains in flight is bound by the CPU of its event loop, not by
 the providers (each turn costs milliseconds of LangGraph and client work), and one
 Python process uses one core. So a session of many chains (``worker_count``) runs in
-several worker processes, each with its own event loop, graph and HTTP pools, while
-this process keeps what the session has once: the lock, the metadata, the output
-files and the live table.
+several processes, each with its own event loop, graph and HTTP pools: the session's
+own process, which also keeps what the session has once (the lock, the metadata, the
+output files, the live table), and ``N - 1`` worker processes.
 
 * **Shares.** The tasks, ordered as the drive loop orders them, are dealt out in turn, so
-  each worker gets the same mix of models and of questions started before. Each worker
-  runs the ordinary drive loop (``runner.drive``) on its share, on the run directory's
-  one checkpoint file (SQLite in WAL mode takes one writer at a time, and a commit is a
-  few milliseconds) and one usage ledger (each line one ``O_APPEND`` write).
-* **Limits.** Each worker holds ``1/N`` of every endpoint's ceiling and request rate and
+  each process gets the same mix of models and of questions started before; this
+  process's share starts at once, while the workers start up (a second or two of
+  imports). Each runs the ordinary drive loop (``runner.drive``) on its share, on the
+  run directory's one checkpoint file (SQLite in WAL mode takes one writer at a time,
+  and a commit is a few milliseconds) and one usage ledger (each line one ``O_APPEND``
+  write).
+* **Limits.** Each process holds ``1/N`` of every endpoint's ceiling and request rate and
   ``1/N`` of the memory budget for chains in flight (``OpenAIServices(share=N)``,
   ``runner.admission``); its adaptive limits halve on their own 429s, so together they
   settle at fair shares of what the endpoint takes, as TCP flows sharing a link do. The
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import dataclasses
 import math
 import multiprocessing
@@ -53,7 +56,7 @@ from typing import Any
 from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
 from aidanbench.runner.admission import admission
-from aidanbench.runner.drive import drive
+from aidanbench.runner.drive import Questions, drive, run_group
 from aidanbench.runner.local import local_questions
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.tasks import RunLines, Task
@@ -156,6 +159,7 @@ class Reporter:
 def work(job: Job, conn: Connection) -> None:
     """A worker process's entry point: run the job, report how it ended, exit."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops workers (SIGTERM)
+    _die_with_parent()
     try:
         asyncio.run(_work(job, conn))
     finally:
@@ -176,7 +180,11 @@ async def _work(job: Job, conn: Connection) -> None:
     async def send_every() -> None:
         while True:
             await asyncio.sleep(SEND_EVERY_S)
-            reporter.send(("endpoints", services.endpoint_stats()))
+            try:
+                reporter.send(("endpoints", services.endpoint_stats()))
+            except OSError:  # the parent is gone: nobody keeps what this worker does
+                main.cancel()
+                return
 
     async def follow() -> None:
         while True:
@@ -197,7 +205,26 @@ async def _work(job: Job, conn: Connection) -> None:
             helper.cancel()
         with contextlib.suppress(Exception):
             await services.aclose()
-        reporter.send(("endpoints", services.endpoint_stats()), outcome)
+        with contextlib.suppress(OSError):
+            reporter.send(("endpoints", services.endpoint_stats()), outcome)
+
+
+def _die_with_parent() -> None:
+    """Be killed when the session's process dies, however it dies (Linux's
+    ``PR_SET_PDEATHSIG``): a worker left running would go on writing threads that the
+    next session, holding the run directory's lock, runs too. Its completed steps are
+    committed, so the kill loses nothing."""
+    parent = multiprocessing.parent_process()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the parent's SIGTERM is all there is
+        return
+    if parent is not None and os.getppid() != parent.pid:  # it died before the prctl
+        os._exit(1)
+
+
+PR_SET_PDEATHSIG = 1
 
 
 def _picklable(exc: Exception) -> Exception:
@@ -261,10 +288,10 @@ class Relay:
                 del self.state[key]
         self.stats.pop(worker, None)
 
-    def endpoint_stats(self) -> dict[str, EndpointStats]:
-        """Each endpoint's limits summed over the workers (the run's view of it)."""
+    def endpoint_stats(self, own: Mapping[str, EndpointStats]) -> dict[str, EndpointStats]:
+        """Each endpoint's limits summed over this process's (``own``) and the workers'."""
         merged: dict[str, EndpointStats] = {}
-        for stats in list(self.stats.values()):
+        for stats in [own, *self.stats.values()]:
             for host, one in stats.items():
                 seen = merged.get(host)
                 merged[host] = one if seen is None else _plus(seen, one)
@@ -303,6 +330,7 @@ class _Slot:
 
 async def drive_workers(
     tasks: Sequence[Task],
+    questions: Questions,
     lines: RunLines,
     *,
     count: int,
@@ -311,26 +339,73 @@ async def drive_workers(
     max_cost: float | None,
     progress: Progress,
 ) -> list[QuestionLine]:
-    """Run every task to a stop in ``count`` worker processes; like ``runner.drive.drive``,
-    returns every question line of the run directory and writes the outputs as
-    questions finish (and once more at the end, whatever ends the session)."""
-    for task in tasks:
-        progress.queued(task.label)
+    """Run every task to a stop over ``count`` processes: this one, on ``questions``
+    (built with ``OpenAIServices(share=count)``), and ``count - 1`` workers. Like
+    ``runner.drive.drive``, returns every question line of the run directory and writes
+    the outputs as questions finish (and once more at the end, whatever ends it)."""
     ordered = sorted(tasks, key=lines.stopped_before)
+    mine, *theirs = shares(ordered, count)
     relay = Relay(progress, lines, {task.thread_id: task for task in tasks})
-    progress.endpoints = relay.endpoint_stats
-    loop = asyncio.get_running_loop()
-    inbox: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
-    context = multiprocessing.get_context("spawn")
-    slots: list[_Slot] = []
+    own = progress.endpoints
+    progress.endpoints = lambda: relay.endpoint_stats(own() if own is not None else {})
+    for share in theirs:
+        for task in share:
+            progress.queued(task.label)
+    per_process = None if concurrency is None else math.ceil(concurrency / count)
+    book = ledger(run_dir / files.LEDGER)
+    workers = Workers(relay, progress)
+    for index, share in enumerate(theirs, start=1):
+        workers.start(Job(index, count, run_dir, share, concurrency, max_cost))
 
-    def start(job: Job) -> multiprocessing.process.BaseProcess:
-        receive, send = context.Pipe(duplex=False)
-        process = context.Process(
+    async def here() -> None:
+        gate = admission(per_process, len(mine), share=count)
+        await drive(mine, questions, lines, admission=gate, progress=progress)
+
+    async def follow() -> None:
+        while True:
+            await asyncio.sleep(FOLLOW_S)
+            book.catch_up()
+
+    async def start(group: asyncio.TaskGroup) -> None:
+        following = asyncio.ensure_future(follow())
+        try:
+            group.create_task(here())
+            await workers.watch()
+        finally:
+            following.cancel()
+
+    try:
+        await run_group(start)
+    finally:
+        await workers.stop()
+        lines.write()
+    return lines.all()
+
+
+class Workers:
+    """The worker processes of a session, and what they report."""
+
+    def __init__(self, relay: Relay, progress: Progress) -> None:
+        self.relay = relay
+        self.progress = progress
+        self.loop = asyncio.get_running_loop()
+        self.inbox: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
+        self.slots: dict[int, _Slot] = {}
+        self.context = multiprocessing.get_context("spawn")
+
+    def start(self, job: Job) -> None:
+        """Start ``job``'s worker and a thread passing its reports to the inbox."""
+        receive, send = self.context.Pipe(duplex=False)
+        process = self.context.Process(
             target=work, args=(job, send), name=f"aidanbench-worker-{job.index}", daemon=True
         )
         process.start()
         send.close()  # the worker holds the only sending end: its exit ends the pipe
+        slot = self.slots.get(job.index)
+        if slot is None:
+            self.slots[job.index] = _Slot(job, process)
+        else:
+            slot.process, slot.ended = process, None
 
         def pump() -> None:
             while True:
@@ -338,74 +413,71 @@ async def drive_workers(
                     message = receive.recv()
                 except (EOFError, OSError):
                     break
-                loop.call_soon_threadsafe(inbox.put_nowait, (job.index, message))
+                self.loop.call_soon_threadsafe(self.inbox.put_nowait, (job.index, message))
             receive.close()
-            loop.call_soon_threadsafe(inbox.put_nowait, (job.index, None))
+            self.loop.call_soon_threadsafe(self.inbox.put_nowait, (job.index, None))
 
         threading.Thread(target=pump, name=f"{process.name}-reports", daemon=True).start()
-        return process
 
-    for index, share in enumerate(shares(ordered, count)):
-        job = Job(index, count, run_dir, share, concurrency, max_cost)
-        slots.append(_Slot(job, start(job)))
-    try:
-        running = len(slots)
+    async def watch(self) -> None:
+        """Apply reports until every worker has ended its share; start a killed
+        worker's share again; raise a worker's failure."""
+        running = len(self.slots)
         while running:
-            index, message = await inbox.get()
-            slot = slots[index]
+            index, message = await self.inbox.get()
+            slot = self.slots[index]
             if message is not None:
                 for event in message:
-                    if event[0] in ("done", "stopped", "failed"):
+                    if event[0] in ENDINGS:
                         slot.ended = event
                     else:
-                        await relay.apply(index, event)
+                        await self.relay.apply(index, event)
                 continue
             await asyncio.to_thread(slot.process.join)
             if slot.ended is None:  # killed: start its share again
-                relay.died(index)
+                self.relay.died(index)
                 if slot.restarts >= RESTARTS:
                     raise WorkerDied(
                         f"worker {index} died {RESTARTS + 1} times (exit code "
                         f"{slot.process.exitcode}); run the same command again to continue"
                     )
                 slot.restarts += 1
-                progress.note(
+                self.progress.note(
                     f"worker {index} ended with exit code {slot.process.exitcode}; "
                     "its questions continue in a new worker"
                 )
-                slot.process = start(slot.job)
+                self.start(slot.job)
                 continue
             if slot.ended[0] == "failed":
                 raise slot.ended[1]
             running -= 1
-    finally:
-        await _stop(slots, inbox, relay)
-        lines.write()
-    return lines.all()
+
+    async def stop(self) -> None:
+        """Stop every worker still running: ``SIGTERM``, their last reports for up to
+        ``STOP_S``, then ``SIGKILL``."""
+        alive = [slot for slot in self.slots.values() if slot.process.is_alive()]
+        for slot in alive:
+            with contextlib.suppress(ProcessLookupError, OSError):
+                os.kill(slot.process.pid or 0, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_S
+        open_pipes = {slot.job.index for slot in alive}
+        while open_pipes and (left := deadline - time.monotonic()) > 0:
+            try:
+                index, message = await asyncio.wait_for(self.inbox.get(), left)
+            except TimeoutError:
+                break
+            if message is None:
+                open_pipes.discard(index)
+                continue
+            for event in message:
+                if event[0] not in ENDINGS:
+                    with contextlib.suppress(Exception):
+                        await self.relay.apply(index, event)
+        for slot in self.slots.values():
+            if slot.process.is_alive():
+                slot.process.kill()
+            slot.process.join(timeout=1.0)
 
 
-async def _stop(slots: list[_Slot], inbox: asyncio.Queue[tuple[int, Any]], relay: Relay) -> None:
-    """Stop every worker still running: ``SIGTERM``, their last reports for up to
-    ``STOP_S``, then ``SIGKILL``."""
-    alive = [slot for slot in slots if slot.process.is_alive()]
-    for slot in alive:
-        with contextlib.suppress(ProcessLookupError, OSError):
-            os.kill(slot.process.pid or 0, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_S
-    open_pipes = {slot.job.index for slot in alive}
-    while open_pipes and (left := deadline - time.monotonic()) > 0:
-        try:
-            index, message = await asyncio.wait_for(inbox.get(), left)
-        except TimeoutError:
-            break
-        if message is None:
-            open_pipes.discard(index)
-            continue
-        for event in message:
-            if event[0] not in ("done", "stopped", "failed"):
-                with contextlib.suppress(Exception):
-                    await relay.apply(index, event)
-    for slot in slots:
-        if slot.process.is_alive():
-            slot.process.kill()
-        slot.process.join(timeout=1.0)
+ENDINGS = ("done", "stopped", "failed")
+"""How a worker's last report says its share ended."""

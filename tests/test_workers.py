@@ -114,13 +114,17 @@ async def test_the_relay_counts_a_share_started_again_once(tmp_path: Path) -> No
 # ---------------------------------------------------------------- the command, end to end
 
 
-def command(stub: OpenAIStub, run_dir: Path, api_key: str, *extra: str) -> subprocess.Popen[str]:
+def command(
+    stub: OpenAIStub, run_dir: Path, api_key: str, *extra: str, log: Path | None = None
+) -> subprocess.Popen[str]:
+    """``aidanbench run`` in a child process; its log to a pipe, or to ``log`` (a file,
+    as a terminal, outlives the command)."""
     return subprocess.Popen(
         [sys.executable, "-m", "aidanbench.cli.main", *run_args(stub, run_dir, *extra)],
         cwd=REPO,
         env={**os.environ, "AIDANBENCH_TEST_KEY": api_key},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE if log is None else log.open("w"),
+        stderr=subprocess.PIPE if log is None else subprocess.STDOUT,
         text=True,
     )
 
@@ -199,7 +203,7 @@ def test_ctrl_c_stops_every_worker_and_a_rerun_finishes(
     proc = command(slow_stub, run_dir, api_key, "--workers", "2")
     wait_for(slow_stub, 8)
     pids = worker_pids(proc.pid)
-    assert len(pids) == 2
+    assert len(pids) == 1, "this process runs one share, one worker the other"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0
@@ -225,3 +229,25 @@ def test_a_killed_worker_loses_nothing(slow_stub: OpenAIStub, tmp_path: Path, ap
     answers = [json.loads(x) for x in (run_dir / "answers.jsonl").read_text().splitlines()]
     keys = [(a["model"], a["question"], a["index"]) for a in answers]
     assert len(keys) == len(set(keys)) == ANSWERS
+
+
+@pytest.mark.e2e
+def test_workers_die_with_the_command(tmp_path: Path, api_key: str) -> None:
+    brain = ScriptedBrain({q: 3 + i for i, q in enumerate(QUESTIONS)})
+    with OpenAIStub(brain, latency=Latency(generate=0.4, coherence=0.1)) as stub:
+        run_dir = tmp_path / "killed"
+        proc = command(stub, run_dir, api_key, "--workers", "2", log=tmp_path / "log")
+        wait_for(stub, 4)
+        pids = worker_pids(proc.pid)
+        assert len(pids) == 1
+        proc.kill()
+        proc.communicate(timeout=60)
+        time.sleep(0.5)  # requests in flight at the kill end
+        asked = stub.count()
+        time.sleep(4.0)  # the worker's share has seconds of answers left
+        assert stub.count() == asked, "no worker goes on running the run's threads"
+        assert all(gone(pid) for pid in pids)
+        finish(command(stub, run_dir, api_key, "--workers", "2"))
+        stub.clear()
+        finish(command(stub, tmp_path / "clean", api_key, "--workers", "1"))
+    assert read_results(run_dir) == read_results(tmp_path / "clean")
