@@ -48,46 +48,40 @@ def test_scores(reply: str, value: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("reply", "reason"),
+    ("reply", "tag", "reason"),
     [
-        ("", "empty"),
-        ("   \n", "empty"),
-        ("I rate it 80.", "missing"),
-        ("<similarity_score>80</similarity_score>", "missing"),
-        ("<coherence_score>80</coherence_score><coherence_score>90</coherence_score>", "multiple"),
-        ("<coherence_score>eighty</coherence_score>", "not_integer"),
-        ("<coherence_score>75.5</coherence_score>", "not_integer"),
-        ("<coherence_score>-5</coherence_score>", "not_integer"),
-        ("<coherence_score></coherence_score>", "not_integer"),
-        ("<coherence_score>101</coherence_score>", "out_of_range"),
-        ("<coherence_score>1000000</coherence_score>", "out_of_range"),
+        ("", "coherence_score", "empty"),
+        ("   \n", "coherence_score", "empty"),
+        ("I rate it 80.", "coherence_score", "missing"),
+        ("<similarity_score>80</similarity_score>", "coherence_score", "missing"),
+        (
+            "<coherence_score>80</coherence_score><coherence_score>90</coherence_score>",
+            "coherence_score",
+            "multiple",
+        ),
+        ("<coherence_score>eighty</coherence_score>", "coherence_score", "not_integer"),
+        ("<coherence_score>75.5</coherence_score>", "coherence_score", "not_integer"),
+        ("<coherence_score>-5</coherence_score>", "coherence_score", "not_integer"),
+        ("<coherence_score></coherence_score>", "coherence_score", "not_integer"),
+        ("<coherence_score>101</coherence_score>", "coherence_score", "out_of_range"),
+        ("<coherence_score>1000000</coherence_score>", "coherence_score", "out_of_range"),
+        # every reason names the tag it looked for, whichever tag that is
+        (" ", "s", "empty"),
+        ("none", "s", "missing"),
+        ("<s>1</s><s>2</s>", "s", "multiple"),
+        ("<s>101</s>", "s", "out_of_range"),
     ],
 )
-def test_unreadable_scores_raise(reply: str, reason: str) -> None:
+def test_unreadable_scores_raise_naming_their_tag(reply: str, tag: str, reason: str) -> None:
     with pytest.raises(ScoreParseError) as caught:
-        parse_score(reply, "coherence_score")
-    assert caught.value.reason == reason
+        parse_score(reply, tag)
+    assert (caught.value.reason, caught.value.tag) == (reason, tag)
+    assert f" <{tag}>: " in str(caught.value)
 
 
 def test_answer_is_stripped_and_flagged() -> None:
     assert extract_answer("x <answer>  a\n</answer> y") == ("a", True)
     assert extract_answer("  plain reply \n") == ("plain reply", False)
-
-
-@pytest.mark.parametrize(
-    ("reply", "reason"),
-    [
-        (" ", "empty"),
-        ("none", "missing"),
-        ("<s>1</s><s>2</s>", "multiple"),
-        ("<s>101</s>", "out_of_range"),
-    ],
-)
-def test_every_parse_error_names_its_tag(reply: str, reason: str) -> None:
-    with pytest.raises(ScoreParseError) as caught:
-        parse_score(reply, "s")
-    assert (caught.value.reason, caught.value.tag) == (reason, "s")
-    assert " <s>: " in str(caught.value)
 
 
 def test_score_parse_error_names_reason_tag_and_reply() -> None:
