@@ -1,0 +1,35 @@
+"""``aidanbench`` as the tests call it: a run's arguments against one stub server, and the
+command in a child process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from aidanbench.testing.settings import stub_flags
+from tests.conftest import REPO
+
+
+def stub_run(base_url: str, run_dir: Path, *extra: str, model: str = "m1") -> list[str]:
+    """``aidanbench run`` of ``model`` into ``run_dir``, with every role at ``base_url``
+    under the test key (judge ``j``, embeddings ``e``), then ``extra``."""
+    return [
+        *("run", "--model", model, "--judge-model", "j", "--embedding-model", "e"),
+        *("--run-dir", str(run_dir), *stub_flags(base_url), *extra),
+    ]
+
+
+def run_cli(
+    args: Sequence[str], env: Mapping[str, str], timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """``python -m aidanbench.cli.main args`` in the checkout, to its end; output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "aidanbench.cli.main", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
