@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from aidanbench.testing import OpenAIStub
 from aidanbench.testing.settings import stub_flags
 from tests.conftest import REPO
 
@@ -33,3 +35,14 @@ def run_cli(
         text=True,
         timeout=timeout,
     )
+
+
+def interrupt_after(proc: subprocess.Popen[str], stub: OpenAIStub, calls: int, sig: int) -> str:
+    """Send ``sig`` to ``proc`` once ``stub`` has had ``calls`` generate requests (or a
+    minute has passed); its stderr once it has ended."""
+    deadline = time.monotonic() + 60
+    while stub.count("generate") < calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    return err
