@@ -47,32 +47,36 @@ def test_scores(reply: str, value: int) -> None:
     assert parse_score(reply, "coherence_score") == value
 
 
-@pytest.mark.parametrize(
-    ("reply", "tag", "reason"),
-    [
-        ("", "coherence_score", "empty"),
-        ("   \n", "coherence_score", "empty"),
-        ("I rate it 80.", "coherence_score", "missing"),
-        ("<similarity_score>80</similarity_score>", "coherence_score", "missing"),
-        (
-            "<coherence_score>80</coherence_score><coherence_score>90</coherence_score>",
-            "coherence_score",
-            "multiple",
-        ),
-        ("<coherence_score>eighty</coherence_score>", "coherence_score", "not_integer"),
-        ("<coherence_score>75.5</coherence_score>", "coherence_score", "not_integer"),
-        ("<coherence_score>-5</coherence_score>", "coherence_score", "not_integer"),
-        ("<coherence_score></coherence_score>", "coherence_score", "not_integer"),
-        ("<coherence_score>101</coherence_score>", "coherence_score", "out_of_range"),
-        ("<coherence_score>1000000</coherence_score>", "coherence_score", "out_of_range"),
-        # every reason names the tag it looked for, whichever tag that is
-        (" ", "s", "empty"),
-        ("none", "s", "missing"),
-        ("<s>1</s><s>2</s>", "s", "multiple"),
-        ("<s>101</s>", "s", "out_of_range"),
+UNREADABLE = {
+    "coherence_score": [
+        ("", "empty"),
+        ("   \n", "empty"),
+        ("I rate it 80.", "missing"),
+        ("<similarity_score>80</similarity_score>", "missing"),
+        ("<coherence_score>80</coherence_score><coherence_score>90</coherence_score>", "multiple"),
+        ("<coherence_score>eighty</coherence_score>", "not_integer"),
+        ("<coherence_score>75.5</coherence_score>", "not_integer"),
+        ("<coherence_score>-5</coherence_score>", "not_integer"),
+        ("<coherence_score></coherence_score>", "not_integer"),
+        ("<coherence_score>101</coherence_score>", "out_of_range"),
+        ("<coherence_score>1000000</coherence_score>", "out_of_range"),
     ],
+    # every reason names the tag it looked for, whichever tag that is
+    "s": [
+        (" ", "empty"),
+        ("none", "missing"),
+        ("<s>1</s><s>2</s>", "multiple"),
+        ("<s>101</s>", "out_of_range"),
+    ],
+}
+"""Replies that hold no readable score under each tag, with the reason each is refused."""
+
+
+@pytest.mark.parametrize(
+    ("tag", "reply", "reason"),
+    [(tag, reply, reason) for tag, cases in UNREADABLE.items() for reply, reason in cases],
 )
-def test_unreadable_scores_raise_naming_their_tag(reply: str, tag: str, reason: str) -> None:
+def test_unreadable_scores_raise_naming_their_tag(tag: str, reply: str, reason: str) -> None:
     with pytest.raises(ScoreParseError) as caught:
         parse_score(reply, tag)
     assert (caught.value.reason, caught.value.tag) == (reason, tag)
