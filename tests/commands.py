@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from aidanbench.testing import OpenAIStub
-from aidanbench.testing.settings import stub_flags
+from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_flags
 from tests.conftest import REPO
 
 
@@ -21,6 +21,15 @@ def stub_run(base_url: str, run_dir: Path, *extra: str, model: str = "m1") -> li
         *("run", "--model", model, "--judge-model", "j", "--embedding-model", "e"),
         *("--run-dir", str(run_dir), *stub_flags(base_url), *extra),
     ]
+
+
+def stub_endpoints(base_url: str) -> dict[str, str]:
+    """Settings fields putting every role at ``base_url`` under the test key: ``stub_flags``
+    for the Python API."""
+    fields = {}
+    for role in ("", "judge_", "embedding_"):
+        fields |= {f"{role}base_url": base_url, f"{role}api_key_env": TEST_KEY_VARIABLE}
+    return fields
 
 
 def run_cli(
