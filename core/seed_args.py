@@ -15,42 +15,34 @@ from pydantic import BaseModel
 
 from aidanbench.core.settings import Settings
 
-OPTION_KEYS = {
-    "reward_mode": "reward_mode",
-    "judge_model": "judge_model",
-    "judge_api_base_url": "judge_base_url",
-    "judge_api_key_var": "judge_api_key_env",
-    "embedding_model": "embedding_model",
-    "embedding_api_base_url": "embedding_base_url",
-    "embedding_api_key_var": "embedding_api_key_env",
-    "use_llm_similarity": "llm_novelty",
-    "max_answers": "max_answers",
-    "cot": "cot",
-    "cache_path": "cache_path",
-}
-"""Argument → the setting it is, one to one."""
-
-THRESHOLD_KEYS = {
-    "coherence_score": "coherence_threshold",
-    "embedding_dissimilarity_score": "novelty_threshold",
-    "llm_dissimilarity_score": "llm_novelty_threshold",
-}
-"""``thresholds`` key → the setting it is."""
-
 
 def seed_settings(args: BaseModel, thresholds: BaseModel, model: str, **labels: Any) -> Settings:
     """The run settings ``args`` and its ``thresholds`` (an environment's arguments, by
-    the names above) choose for ``model``, with ``labels`` (settings that only label the
+    the seed's names) choose for ``model``, with ``labels`` (settings that only label the
     results).
 
     Pipelining is off: the next answer is asked for only once the current one has
     passed, so the policy is never sampled on a prompt whose answer is then thrown away
     (and a verifiers interaction is never asked for two turns at once).
     """
+    seed = args.model_dump()
+    limits = thresholds.model_dump()
     return Settings(
         model=model,
         **labels,
-        **{ours: getattr(args, key) for key, ours in OPTION_KEYS.items()},
-        **{ours: getattr(thresholds, key) for key, ours in THRESHOLD_KEYS.items()},
+        reward_mode=seed["reward_mode"],
+        judge_model=seed["judge_model"],
+        judge_base_url=seed["judge_api_base_url"],
+        judge_api_key_env=seed["judge_api_key_var"],
+        embedding_model=seed["embedding_model"],
+        embedding_base_url=seed["embedding_api_base_url"],
+        embedding_api_key_env=seed["embedding_api_key_var"],
+        llm_novelty=seed["use_llm_similarity"],
+        coherence_threshold=limits["coherence_score"],
+        novelty_threshold=limits["embedding_dissimilarity_score"],
+        llm_novelty_threshold=limits["llm_dissimilarity_score"],
+        max_answers=seed["max_answers"],
+        cot=seed["cot"],
+        cache_path=seed["cache_path"],
         pipeline=False,
     )
