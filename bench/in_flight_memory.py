@@ -30,26 +30,22 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from bench.lab import KEY, lab_models, lab_settings, server_stats
+from bench.processes import ROOT, parent_or_child, served
 
-ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = 63
 
 
-@contextmanager
-def holding_provider(answers: int, args: argparse.Namespace) -> Iterator[str]:
+def holding_provider(answers: int, args: argparse.Namespace) -> AbstractContextManager[str]:
     """``bench.lab_serve`` holding every chain at ``answers`` answers; killed at the end
     (its held requests never finish)."""
-    proc = subprocess.Popen(
+    return served(
+        "bench.lab_serve",
         [
-            sys.executable,
-            "-m",
-            "bench.lab_serve",
             "lab",
             "--lg=0.01",
             "--lj=0.01",
@@ -62,17 +58,8 @@ def holding_provider(answers: int, args: argparse.Namespace) -> Iterator[str]:
             f"--dim={args.dim}",
             f"--answer-size={args.answer_size}",
         ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
+        kill=True,
     )
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def rss_bytes() -> int:
@@ -206,11 +193,7 @@ def main() -> None:
     p.add_argument("--answer-size", type=int, default=400)
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     p.add_argument("--url", help=argparse.SUPPRESS)
-    args = p.parse_args()
-    if args.child:
-        child(args)
-    else:
-        parent(args)
+    parent_or_child(p.parse_args(), parent, child)
 
 
 if __name__ == "__main__":

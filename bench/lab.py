@@ -61,13 +61,14 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal
 
 from bench.lab_serve import LabBrain, chain_length, draw
+from bench.processes import ROOT, parent_or_child, served
 
 KEY = "AIDANBENCH_LAB_KEY"
 VARIANTS = (
@@ -98,23 +99,9 @@ def lab_models(n: int) -> list[str]:
 # --- the provider ---------------------------------------------------------------------
 
 
-@contextmanager
-def provider(args: Sequence[str]) -> Iterator[str]:
+def provider(args: Sequence[str]) -> AbstractContextManager[str]:
     """``bench.lab_serve`` in a child process; yields its base URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.lab_serve", *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=Path(__file__).resolve().parents[1],
-    )
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait(timeout=60)
+    return served("bench.lab_serve", args)
 
 
 def server_stats(url: str, reset: bool = False) -> dict[str, int]:
@@ -483,9 +470,7 @@ def measure(workload: str, url: str, args: argparse.Namespace, variant: str) -> 
         variant,
         *common_args(args),
     ]
-    done = subprocess.run(
-        command, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]
-    )
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         raise RuntimeError(f"workload {workload} failed:\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -634,11 +619,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def main() -> None:
-    args = parse_args()
-    if args.child:
-        child(args)
-    else:
-        parent(args)
+    parent_or_child(parse_args(), parent, child)
 
 
 if __name__ == "__main__":

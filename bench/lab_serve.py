@@ -45,7 +45,7 @@ from typing import Any, TextIO
 from aiohttp import web
 
 from aidanbench.nodes.parsing import extract_answer
-from aidanbench.testing import ScriptedBrain, protocol
+from aidanbench.testing import ScriptedBrain
 from aidanbench.testing.brain import (
     Kind,
     Reply,
@@ -53,6 +53,7 @@ from aidanbench.testing.brain import (
     parse_coherence_prompt,
     parse_generate_prompt,
 )
+from bench.serve import chat_request, chat_response, embeddings_request, embeddings_response
 
 _UNIT = NormalDist()
 
@@ -183,9 +184,7 @@ def app(
     async def chat(request: web.Request) -> web.Response:
         if (refusal := refused()) is not None:
             return refusal
-        body = protocol.parse_json(await request.read())
-        model = protocol.model_of(body)
-        prompt = protocol.chat_prompt(body)
+        body, model, prompt = await chat_request(request)
         stats["prompt_chars"] += len(prompt)
         kind = classify(prompt)
         if kind != "other":
@@ -199,28 +198,18 @@ def app(
             what = parse_generate_prompt(prompt) if kind == "generate" else ("", [])
             line = [kind, model, what[0][:50], len(what[1]), arrived, wait, time.monotonic()]
             trace.write(json.dumps(line) + "\n")
-        reply = brain.chat(kind, model, prompt, body)
-        payload = protocol.chat_completion(
-            reply, model, prompt, "chatcmpl-lab", stream=False, usage_chunk=False
-        )
-        assert not isinstance(payload, protocol.EventStream)
-        return web.Response(body=json.dumps(payload), content_type="application/json")
+        return chat_response(brain, kind, model, prompt, body, "chatcmpl-lab")
 
     async def embeddings(request: web.Request) -> web.Response:
         if (refusal := refused()) is not None:
             return refusal
-        body = protocol.parse_json(await request.read())
-        model = protocol.model_of(body)
-        texts = protocol.embedding_inputs(body)
+        body, model, texts = await embeddings_request(request)
         arrived = time.monotonic()
         await asyncio.sleep(wait := latency("embed", model, "", texts, medians, sigma))
         if trace is not None:
             line = ["embed", model, "", len(texts), arrived, wait, time.monotonic()]
             trace.write(json.dumps(line) + "\n")
-        payload = protocol.embeddings_response(
-            brain.embed(model, texts), model, texts, encoding_format=body.get("encoding_format")
-        )
-        return web.Response(body=json.dumps(payload), content_type="application/json")
+        return embeddings_response(brain, model, texts, body)
 
     async def read_stats(request: web.Request) -> web.Response:
         return web.json_response(stats)

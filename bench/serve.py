@@ -19,11 +19,46 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from typing import Any
 
 from aiohttp import web
 
 from aidanbench.testing import ScriptedBrain, protocol
-from aidanbench.testing.brain import classify
+from aidanbench.testing.brain import Brain, Kind, classify
+
+
+async def chat_request(request: web.Request) -> tuple[dict[str, Any], str, str]:
+    """A chat completion request's body, model and prompt."""
+    body = protocol.parse_json(await request.read())
+    return body, protocol.model_of(body), protocol.chat_prompt(body)
+
+
+async def embeddings_request(request: web.Request) -> tuple[dict[str, Any], str, tuple[str, ...]]:
+    """An embeddings request's body, model and texts."""
+    body = protocol.parse_json(await request.read())
+    return body, protocol.model_of(body), protocol.embedding_inputs(body)
+
+
+def chat_response(
+    brain: Brain, kind: Kind, model: str, prompt: str, body: dict[str, Any], response_id: str
+) -> web.Response:
+    """``brain``'s reply to the prompt as a (not streamed) chat completion."""
+    reply = brain.chat(kind, model, prompt, body)
+    payload = protocol.chat_completion(
+        reply, model, prompt, response_id, stream=False, usage_chunk=False
+    )
+    assert not isinstance(payload, protocol.EventStream)
+    return web.Response(body=json.dumps(payload), content_type="application/json")
+
+
+def embeddings_response(
+    brain: Brain, model: str, texts: tuple[str, ...], body: dict[str, Any]
+) -> web.Response:
+    """``brain``'s vectors for the texts, in the encoding the request asked for."""
+    payload = protocol.embeddings_response(
+        brain.embed(model, texts), model, texts, encoding_format=body.get("encoding_format")
+    )
+    return web.Response(body=json.dumps(payload), content_type="application/json")
 
 
 def app(brain: ScriptedBrain, lg: float, lj: float, le: float) -> web.Application:
@@ -31,27 +66,15 @@ def app(brain: ScriptedBrain, lg: float, lj: float, le: float) -> web.Applicatio
     delay = {"generate": lg, "coherence": lj, "similarity": lj, "other": 0.0}
 
     async def chat(request: web.Request) -> web.Response:
-        body = protocol.parse_json(await request.read())
-        model = protocol.model_of(body)
-        prompt = protocol.chat_prompt(body)
+        body, model, prompt = await chat_request(request)
         kind = classify(prompt)
         await asyncio.sleep(delay[kind])
-        reply = brain.chat(kind, model, prompt, body)
-        payload = protocol.chat_completion(
-            reply, model, prompt, "chatcmpl-bench", stream=False, usage_chunk=False
-        )
-        assert not isinstance(payload, protocol.EventStream)
-        return web.Response(body=json.dumps(payload), content_type="application/json")
+        return chat_response(brain, kind, model, prompt, body, "chatcmpl-bench")
 
     async def embeddings(request: web.Request) -> web.Response:
-        body = protocol.parse_json(await request.read())
-        model = protocol.model_of(body)
-        texts = protocol.embedding_inputs(body)
+        body, model, texts = await embeddings_request(request)
         await asyncio.sleep(le)
-        payload = protocol.embeddings_response(
-            brain.embed(model, texts), model, texts, encoding_format=body.get("encoding_format")
-        )
-        return web.Response(body=json.dumps(payload), content_type="application/json")
+        return embeddings_response(brain, model, texts, body)
 
     application = web.Application()
     application.router.add_post("/v1/chat/completions", chat)

@@ -32,12 +32,9 @@ import platform
 import resource
 import sqlite3
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +61,7 @@ from aidanbench.services import OpenAIServices
 from aidanbench.testing import ScriptedBrain, unit_vector
 from aidanbench.testing.fakes import brain_services, fake_services
 from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_settings
+from bench.processes import served
 
 
 @dataclass(frozen=True)
@@ -257,32 +255,9 @@ def stored_bytes(path: Path) -> int:
     return int(checkpoints) + int(writes)
 
 
-@contextmanager
-def remote_stub(lat: Latencies, answers: int, size: int) -> Iterator[str]:
+def remote_stub(lat: Latencies, answers: int, size: int) -> AbstractContextManager[str]:
     """The local server in a child process; yields its base URL."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bench.serve",
-            str(lat.lg),
-            str(lat.lj),
-            str(lat.le),
-            str(answers),
-            str(size),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=Path(__file__).resolve().parents[1],
-    )
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait(timeout=30)
+    return served("bench.serve", [str(x) for x in (lat.lg, lat.lj, lat.le, answers, size)])
 
 
 def table(rows: list[tuple[str, str]]) -> str:

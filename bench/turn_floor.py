@@ -51,6 +51,7 @@ from langgraph.graph import START, StateGraph
 from typing_extensions import TypedDict
 
 from aidanbench.services.chat import OpenAIChat
+from bench.processes import ROOT, parent_or_child
 
 MODES = ("graph", "bare", "empty", "empty-none")
 
@@ -341,8 +342,7 @@ def measure(mode: str, variant: str, args: argparse.Namespace) -> dict[str, floa
         f"--mean-length={args.mean_length}",
         f"--max-length={args.max_length}",
     ]
-    root = Path(__file__).resolve().parents[1]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=root)
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         raise RuntimeError(f"mode {mode} failed:\n{done.stderr[-3000:]}")
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -394,11 +394,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def main() -> None:
-    args = parse_args()
-    if args.child:
-        child(args)
-    else:
-        parent(args)
+    parent_or_child(parse_args(), parent, child)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from aidanbench import reference
+from aidanbench.record.results import QuestionResult
 from aidanbench.services import OpenAIServices, ServicesFactory, default_services, retry
 from aidanbench.testing import OpenAIStub, ScriptedBrain
+from aidanbench.testing.published import published_chains
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE_RUN = reference.published_run()
@@ -94,6 +96,12 @@ def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
 def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fixed width, so rich lays tables out the same everywhere."""
     monkeypatch.setenv("COLUMNS", "200")
+
+
+@pytest.fixture(scope="module")
+def chains() -> list[QuestionResult]:
+    """The published run's chains, as the stub's brains replay them."""
+    return published_chains()
 
 
 @pytest.fixture

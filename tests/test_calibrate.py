@@ -337,6 +337,15 @@ def test_cli_table(
     assert (tmp_path / "calibration-fake-squared.png").is_file()
 
 
+def refused(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """``calibrate`` refusing ``argv``: exit 2, nothing on stdout, one line on stderr."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    return captured.err
+
+
 def test_cli_missing_reference(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -344,11 +353,8 @@ def test_cli_missing_reference(
     monkeypatch.setitem(cli_calibrate.EMBEDDING_FACTORIES, "fake", built.append)
     missing = tmp_path / "missing.json"
     argv = ["calibrate", "--embedding-model", "fake", "--reference", str(missing)]
-    assert main([*argv, "--out", str(tmp_path)]) == 2
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert captured.err.count("\n") == 1
-    assert "reference file not found" in captured.err and str(missing) in captured.err
+    err = refused(capsys, [*argv, "--out", str(tmp_path)])
+    assert "reference file not found" in err and str(missing) in err
     assert built == []  # input is checked before any model is built
 
 
@@ -356,29 +362,17 @@ def test_cli_invalid_reference(tmp_path: Path, capsys: pytest.CaptureFixture[str
     bad = tmp_path / "bad.json"
     bad.write_text('{"runs": []}', "utf-8")
     argv = ["calibrate", "--embedding-model", "local", "--reference", str(bad)]
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "not an AidanBench results file" in err
+    assert "not an AidanBench results file" in refused(capsys, argv)
 
 
 def test_cli_missing_api_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("AIDANBENCH_TEST_UNSET_KEY", raising=False)
-    argv = [
-        "calibrate",
-        "--embedding-model",
-        "text-embedding-3-small",
-        "--reference",
-        str(REFERENCE),
-        "--out",
-        str(tmp_path),
-        "--embedding-api-key-env",
-        "AIDANBENCH_TEST_UNSET_KEY",
-    ]
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "AIDANBENCH_TEST_UNSET_KEY" in err
+    argv = ["calibrate", "--embedding-model", "text-embedding-3-small"]
+    argv += ["--reference", str(REFERENCE), "--out", str(tmp_path)]
+    argv += ["--embedding-api-key-env", "AIDANBENCH_TEST_UNSET_KEY"]
+    assert "AIDANBENCH_TEST_UNSET_KEY" in refused(capsys, argv)
 
 
 def test_cli_local_without_extra(
@@ -391,9 +385,7 @@ def test_cli_local_without_extra(
 
     monkeypatch.setattr(local_embeddings, "local_embeddings", missing)
     argv = ["calibrate", "--embedding-model", "local", "--reference", str(REFERENCE)]
-    assert main([*argv, "--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "pip install -e '.[local]'" in err
+    assert "pip install -e '.[local]'" in refused(capsys, [*argv, "--out", str(tmp_path)])
 
 
 def test_plot_name_is_a_safe_file_name() -> None:

@@ -25,6 +25,7 @@ from aidanbench.record.lines import QuestionLine
 from aidanbench.record.results import question_result, totals
 from aidanbench.record.results import read_results as read_run_dir
 from aidanbench.testing import OpenAIStub, Reply, ScriptedBrain
+from aidanbench.testing.settings import stub_flags
 
 from .conftest import KEY_VARIABLES, TEST_KEY
 
@@ -61,7 +62,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     ):
         for name in KEY_VARIABLES:
             patch.setenv(name, TEST_KEY)
-        url = stub.base_url
         plans = {
             "both": ["-m", "m1", "-m", "m2"],
             "a": ["-m", "m1"],
@@ -73,21 +73,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
         dirs = {}
         for name, extra in plans.items():
             dirs[name] = root / name
-            argv = [
-                "run",
-                *extra,
-                "--questions",
-                str(len(QUESTIONS)),
-                "--no-pipeline",
-                "--base-url",
-                url,
-                "--judge-base-url",
-                url,
-                "--embedding-base-url",
-                url,
-                "--run-dir",
-                str(dirs[name]),
-            ]
+            argv = ["run", *extra, "--questions", str(len(QUESTIONS)), "--no-pipeline"]
+            argv += [*stub_flags(stub.base_url), "--run-dir", str(dirs[name])]
             printed = io.StringIO()
             with contextlib.redirect_stdout(printed):
                 assert main(argv) == 0, name

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,9 @@ import pytest
 from aidanbench.cli.main import main
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain
+from aidanbench.testing.settings import stub_flags
 
+from .commands import interrupt_after
 from .conftest import REPO
 
 QUESTIONS = bundled_questions(4)
@@ -33,30 +34,10 @@ def bench_stub() -> Iterator[OpenAIStub]:
 
 
 def run_args(stub: OpenAIStub, run_dir: Path, *extra: str) -> list[str]:
-    url = stub.base_url
     return [
-        "run",
-        "--model",
-        "m1",
-        "--model",
-        "m2",
-        "--questions",
-        str(len(QUESTIONS)),
-        "--base-url",
-        url,
-        "--judge-base-url",
-        url,
-        "--embedding-base-url",
-        url,
-        "--api-key-env",
-        "AIDANBENCH_TEST_KEY",
-        "--judge-api-key-env",
-        "AIDANBENCH_TEST_KEY",
-        "--embedding-api-key-env",
-        "AIDANBENCH_TEST_KEY",
-        "--run-dir",
-        str(run_dir),
-        *extra,
+        *("run", "--model", "m1", "--model", "m2", "--questions", str(len(QUESTIONS))),
+        *stub_flags(stub.base_url),
+        *("--run-dir", str(run_dir), *extra),
     ]
 
 
@@ -131,13 +112,11 @@ def cli(stub: OpenAIStub, run_dir: Path, api_key: str) -> subprocess.Popen[str]:
     )
 
 
-def interrupt_after(proc: subprocess.Popen[str], stub: OpenAIStub, calls: int, sig: int) -> str:
-    deadline = time.monotonic() + 60
-    while stub.count("generate") < calls and time.monotonic() < deadline:
-        time.sleep(0.01)
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
-    return err
+def run_to_the_end(stub: OpenAIStub, run_dir: Path, api_key: str, timeout: float) -> None:
+    """``cli`` until it ends by itself, successfully."""
+    proc = cli(stub, run_dir, api_key)
+    _, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, err
 
 
 @pytest.mark.e2e
@@ -145,9 +124,7 @@ def test_interrupted_runs_resume_to_the_same_results(tmp_path: Path, api_key: st
     brain = ScriptedBrain({q: 3 + i for i, q in enumerate(QUESTIONS)})
     with OpenAIStub(brain, latency=Latency(generate=0.03, coherence=0.04, embed=0.01)) as stub:
         clean_dir = tmp_path / "clean"
-        proc = cli(stub, clean_dir, api_key)
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
+        run_to_the_end(stub, clean_dir, api_key, timeout=120)
 
         run_dir = tmp_path / "interrupted"
         stub.clear()
@@ -157,9 +134,7 @@ def test_interrupted_runs_resume_to_the_same_results(tmp_path: Path, api_key: st
         proc = cli(stub, run_dir, api_key)
         interrupt_after(proc, stub, 10, signal.SIGKILL)
         assert proc.returncode == -signal.SIGKILL
-        proc = cli(stub, run_dir, api_key)
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
+        run_to_the_end(stub, run_dir, api_key, timeout=120)
     assert read_results(run_dir) == read_results(clean_dir)
     answers = [json.loads(x) for x in (run_dir / "answers.jsonl").read_text().splitlines()]
     keys = [(a["model"], a["question"], a["index"]) for a in answers]

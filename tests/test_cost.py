@@ -92,6 +92,14 @@ SERVED = ("m-table", "m-provider", "judge-model", "embedding-model")
 own, and the figures below are the questions' alone."""
 
 
+def metered_stub(chain: int) -> OpenAIStub:
+    """A stub listing ``SERVED`` whose every question has ``chain`` valid answers, each
+    reply's usage metered by ``METERS``."""
+    return OpenAIStub(
+        MeteredBrain(ScriptedBrain({q: chain for q in QUESTIONS}), METERS), models=SERVED
+    )
+
+
 def sent_usage(stub: OpenAIStub) -> dict[str, int]:
     """Totals of what the server answered to model requests, from its own responses."""
     totals = {"calls": 0, "input": 0, "cached": 0, "output": 0, "reasoning": 0}
@@ -116,9 +124,8 @@ def sent_usage(stub: OpenAIStub) -> dict[str, int]:
 def test_usage_and_dollars_land_in_every_file_and_the_report(
     api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    brain = MeteredBrain(ScriptedBrain({q: 2 for q in QUESTIONS}), METERS)
     run_dir = tmp_path / "run"
-    with OpenAIStub(brain, models=SERVED) as stub:
+    with metered_stub(2) as stub:
         code = main(
             args(stub, run_dir, ["m-table", "m-provider"], "--prices", str(prices_file(tmp_path)))
         )
@@ -190,9 +197,8 @@ def test_usage_and_dollars_land_in_every_file_and_the_report(
 def test_a_model_without_a_price_costs_unknown_everywhere(
     api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    brain = MeteredBrain(ScriptedBrain({q: 1 for q in QUESTIONS}), METERS)
     run_dir = tmp_path / "run"
-    with OpenAIStub(brain, models=SERVED) as stub:
+    with metered_stub(1) as stub:
         prices = str(prices_file(tmp_path))
         assert main(args(stub, run_dir, ["m-unpriced"], "--prices", prices)) == 0
         capsys.readouterr()
@@ -230,13 +236,12 @@ def test_a_model_without_a_price_costs_unknown_everywhere(
 def test_a_question_cost_cap_stops_exactly_and_a_higher_cap_continues(
     api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    brain = MeteredBrain(ScriptedBrain({q: 10 for q in QUESTIONS}), METERS)
     run_dir = tmp_path / "run"
     prices = str(prices_file(tmp_path))
     per_answer = TABLE_GENERATE + JUDGE  # 0.325
     # after answer n the question has paid n answers and the look-ahead for n + 1
     cap = 3 * per_answer + TABLE_GENERATE
-    with OpenAIStub(brain, models=SERVED) as stub:
+    with metered_stub(10) as stub:
         command = args(stub, run_dir, ["m-table"], "--prices", prices, "--concurrency", "1")
         assert main([*command, "--max-question-cost", repr(cap)]) == 0
         questions = jsonl(run_dir / "questions.jsonl")
@@ -268,12 +273,11 @@ def test_a_question_cost_cap_stops_exactly_and_a_higher_cap_continues(
 def test_the_run_budget_stops_in_flight_questions_and_starts_no_more(
     api_key: str, tmp_path: Path
 ) -> None:
-    brain = MeteredBrain(ScriptedBrain({q: 10 for q in QUESTIONS}), METERS)
     run_dir = tmp_path / "run"
     prices = str(prices_file(tmp_path))
     per_answer = TABLE_GENERATE + JUDGE
     budget = 3 * per_answer + TABLE_GENERATE  # embeddings are priced 0 here
-    with OpenAIStub(brain, models=SERVED) as stub:
+    with metered_stub(10) as stub:
         command = args(stub, run_dir, ["m-table"], "--prices", prices, "--concurrency", "1")
         assert main([*command, "--max-cost", repr(budget)]) == 0
         questions = jsonl(run_dir / "questions.jsonl")
@@ -349,8 +353,7 @@ def test_a_killed_and_resumed_run_counts_every_call_it_sent(api_key: str, tmp_pa
     """
     prices = prices_file(tmp_path)
     release = threading.Event()
-    brain = MeteredBrain(ScriptedBrain({q: 8 for q in QUESTIONS}), METERS)
-    with OpenAIStub(brain, models=SERVED) as stub:
+    with metered_stub(8) as stub:
         clean_dir = tmp_path / "clean"
         proc = cli(stub, clean_dir, api_key, prices)
         assert proc.communicate(timeout=120) and proc.returncode == 0

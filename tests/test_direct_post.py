@@ -143,6 +143,25 @@ FAULTS = {
 }
 
 
+async def failures_of_both(
+    fault: Fault, expected: type[BaseException], **settings: Any
+) -> list[BaseException]:
+    """What the direct request and then the client's request raise (each ``expected``)
+    when the one generate request meets ``fault``."""
+    with OpenAIStub(ScriptedBrain({QUESTION: 2})) as stub:
+        stub.faults = when("generate", fault)
+        pool = clients.http_pool(stub_settings(stub.base_url, **settings), "aiohttp", 8)
+        caught = []
+        try:
+            for chat in chat_pair(stub, pool, **settings):
+                with pytest.raises(expected) as raised:
+                    await chat.reply(PROMPT)
+                caught.append(raised.value)
+        finally:
+            await pool.aclose()
+    return caught
+
+
 def exposed(exc: BaseException) -> str:
     """Everything of a failed request a log, a record or a traceback could show."""
     parts = [str(exc), repr(exc), repr(getattr(exc, "body", None))]
@@ -156,17 +175,7 @@ def exposed(exc: BaseException) -> str:
 
 @pytest.mark.parametrize("fault", FAULTS.values(), ids=FAULTS.keys())
 async def test_a_direct_request_fails_as_the_client_fails(api_key: str, fault: Fault) -> None:
-    with OpenAIStub(ScriptedBrain({QUESTION: 2})) as stub:
-        stub.faults = when("generate", fault)
-        pool = clients.http_pool(stub_settings(stub.base_url), "aiohttp", 8)
-        caught = []
-        try:
-            for chat in chat_pair(stub, pool):
-                with pytest.raises(openai.APIError) as raised:
-                    await chat.reply(PROMPT)
-                caught.append(raised.value)
-        finally:
-            await pool.aclose()
+    caught = await failures_of_both(fault, openai.APIError)
     direct, client = (failure(exc) for exc in caught)
     assert direct == client
     assert api_key not in exposed(caught[0]), "the key is in no part of the error"
@@ -177,18 +186,7 @@ async def test_a_dropped_connection_is_a_connection_error(api_key: str) -> None:
     connection as a connect *time-out* (``errors.describe`` looks through that to the
     cause); sent directly it is the ``APIConnectionError`` it is. What the run records and
     does with it is the same."""
-    with OpenAIStub(ScriptedBrain({QUESTION: 2})) as stub:
-        stub.faults = when("generate", connection_reset())
-        pool = clients.http_pool(stub_settings(stub.base_url), "aiohttp", 8)
-        caught = []
-        try:
-            for chat in chat_pair(stub, pool):
-                with pytest.raises(openai.APIConnectionError) as raised:
-                    await chat.reply(PROMPT)
-                caught.append(raised.value)
-        finally:
-            await pool.aclose()
-    direct, client = caught
+    direct, client = await failures_of_both(connection_reset(), openai.APIConnectionError)
     assert type(direct) is openai.APIConnectionError and type(client) is openai.APITimeoutError
     assert failure(direct)[4:] == failure(client)[4:]
     assert failure(direct)[-2] == "model at 127.0.0.1: connection failed"
@@ -196,18 +194,7 @@ async def test_a_dropped_connection_is_a_connection_error(api_key: str) -> None:
 
 async def test_a_direct_request_times_out_as_the_client_does(api_key: str) -> None:
     """The client's read time-out (``request_timeout``) bounds a reply that never comes."""
-    with OpenAIStub(ScriptedBrain({QUESTION: 2})) as stub:
-        stub.faults = when("generate", hang(3.0))
-        settings = {"request_timeout": 0.3}
-        pool = clients.http_pool(stub_settings(stub.base_url, **settings), "aiohttp", 8)
-        caught = []
-        try:
-            for chat in chat_pair(stub, pool, **settings):
-                with pytest.raises(openai.APITimeoutError) as raised:
-                    await chat.reply(PROMPT)
-                caught.append(raised.value)
-        finally:
-            await pool.aclose()
+    caught = await failures_of_both(hang(3.0), openai.APITimeoutError, request_timeout=0.3)
     assert failure(caught[0]) == failure(caught[1])
 
 

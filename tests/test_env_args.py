@@ -16,6 +16,7 @@ from aidanbench.cli.main import main
 from aidanbench.graph.questions import bundled_questions, question_set_hash
 from aidanbench.testing import OpenAIStub, ScriptedBrain
 
+from .commands import stub_endpoints
 from .conftest import REPO
 
 KEY_VAR = "AIDANBENCH_TEST_KEY"
@@ -240,15 +241,7 @@ async def test_graph_output_carries_the_environment_names(
 ) -> None:
     from aidanbench.graph import Settings, build_question_graph
 
-    url = env_stub.base_url
-    common = {
-        "base_url": url,
-        "judge_base_url": url,
-        "embedding_base_url": url,
-        "api_key_env": KEY_VAR,
-        "judge_api_key_env": KEY_VAR,
-        "embedding_api_key_env": KEY_VAR,
-    }
+    common = stub_endpoints(env_stub.base_url)
     question = bundled_questions(1)[0]
     graph = build_question_graph().compile()
     for mode, reward_of in (("count", "score"), ("novelty_sum", "novelty_sum")):

@@ -11,7 +11,7 @@ import pytest
 from aidanbench.cli.main import main
 from aidanbench.core.errors import printable
 from aidanbench.testing import Fault, OpenAIStub, RequestInfo, ScriptedBrain
-from aidanbench.testing.settings import stub_flags
+from tests.commands import stub_run
 
 OSC_LINK = "\x1b]8;;https://evil.example\x07click\x1b]8;;\x07"
 QUESTION = f"What is {OSC_LINK} \x1b[2J[bold red]loud[/bold red]\nforged: line?"
@@ -47,20 +47,7 @@ def test_run_report_and_rescore_print_outside_text_escaped(
     run_dir = tmp_path / "run"
     brain = ScriptedBrain({QUESTION: 2, ERRORED: 2})
     with OpenAIStub(brain, faults=refuse_errored) as stub:
-        command = [
-            "run",
-            "--model",
-            MODEL,
-            "--judge-model",
-            "j",
-            "--embedding-model",
-            "e",
-            "--questions-file",
-            str(questions),
-            "--run-dir",
-            str(run_dir),
-            *stub_flags(stub.base_url),
-        ]
+        command = stub_run(stub.base_url, run_dir, "--questions-file", str(questions), model=MODEL)
         assert main(command) == 1, "one question stopped on the provider's error"
     ran = capsys.readouterr()
     outputs = {"run": ran.out + ran.err}

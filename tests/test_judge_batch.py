@@ -15,26 +15,18 @@ from typing import Any
 
 import pytest
 
-from aidanbench import reference
 from aidanbench.cli.main import main
 from aidanbench.record.results import QuestionResult
 from aidanbench.services.batch import read_results
-from aidanbench.testing import Kind, OpenAIStub, Reply, parse_coherence_prompt
-from aidanbench.testing.judges import RecordedJudge, affine
-from aidanbench.testing.published import PublishedRunBrain, published_chains
+from aidanbench.testing import OpenAIStub
+from tests.judging import Unreadable, affine_judge, one_question_reference
 
 KEY = "AIDANBENCH_TEST_KEY"
 
 
-@pytest.fixture(scope="module")
-def chains() -> list[QuestionResult]:
-    return published_chains()
-
-
 @pytest.fixture
 def server(chains: list[QuestionResult]) -> Iterator[OpenAIStub]:
-    brain = RecordedJudge(chains, affine(0.5, 40), PublishedRunBrain(chains))
-    with OpenAIStub(brain, batch_seconds=0.3) as stub:
+    with OpenAIStub(affine_judge(chains), batch_seconds=0.3) as stub:
         yield stub
 
 
@@ -117,32 +109,13 @@ def test_a_command_killed_while_polling_resumes_its_batch(
     assert figures(resumed) == figures(direct)
 
 
-class Unreadable:
-    """The judge of ``inner``, whose reply about ``answer`` holds no score."""
-
-    def __init__(self, inner: Any, answer: str) -> None:
-        self.inner, self.answer = inner, answer
-
-    def chat(self, kind: Kind, model: str, prompt: str, body: Any) -> Reply:
-        if kind == "coherence" and parse_coherence_prompt(prompt)[1] == self.answer:
-            return Reply("no score")
-        return self.inner.chat(kind, model, prompt, body)
-
-    def embed(self, model: str, texts: Any) -> Any:
-        return self.inner.embed(model, texts)
-
-
 def test_unreadable_batch_replies_are_asked_again_in_a_new_batch(
     server: OpenAIStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A reply that cannot be read goes into the next batch (up to --judge-attempts
     batches); still unreadable, it is a failure, and a rerun asks for it alone."""
     small = tmp_path / "small.json"
-    data = json.loads(reference.published_run().read_text("utf-8"))
-    model = next(iter(data["models"]))
-    one = dict(list(data["models"][model]["0.7"].items())[:1])
-    small.write_text(json.dumps({"models": {model: {"0.7": one}}}), "utf-8")
-    answer = next(iter(one.values()))[1]["answer"]
+    answer = one_question_reference(small)[1]
     judge = server.brain
     server.brain = Unreadable(judge, answer)
     argv = calibrate_args(server, tmp_path / "out", "--batch", "--batch-poll-seconds", "0.05")

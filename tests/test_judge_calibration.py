@@ -25,24 +25,17 @@ from aidanbench.analysis.judge_calibration import (
 )
 from aidanbench.cli.main import main
 from aidanbench.record.results import AnswerRow, QuestionResult, read_aidanbench_file
-from aidanbench.testing import Kind, OpenAIStub, Reply, echo_key, parse_coherence_prompt
-from aidanbench.testing.judges import RecordedJudge, affine
-from aidanbench.testing.published import PublishedRunBrain, published_chains
+from aidanbench.testing import OpenAIStub, echo_key
+from tests.judging import Unreadable, affine_judge, one_question_reference
 
 PUBLISHED_TOTALS = reference.PUBLISHED_TOTALS
 KEY = "AIDANBENCH_TEST_KEY"
 
 
 @pytest.fixture(scope="module")
-def chains() -> list[QuestionResult]:
-    return published_chains()
-
-
-@pytest.fixture(scope="module")
 def stub_judge(chains: list[QuestionResult]) -> Iterator[OpenAIStub]:
     """The published run's models, embedder and a judge scoring floor(0.5·o1-mini + 40)."""
-    brain = RecordedJudge(chains, affine(0.5, 40), PublishedRunBrain(chains))
-    with OpenAIStub(brain) as server:
+    with OpenAIStub(affine_judge(chains)) as server:
         yield server
 
 
@@ -138,13 +131,9 @@ def test_unreadable_judgments_are_failures_retried_alone(
     """A reply that cannot be read (after --judge-attempts) is never a score: the command
     fails naming it, keeps every other judgment, and a rerun asks only for it."""
     small = tmp_path / "small.json"
-    data = json.loads(reference.published_run().read_text("utf-8"))
-    model = next(iter(data["models"]))
-    first = dict(list(data["models"][model]["0.7"].items())[:1])
-    small.write_text(json.dumps({"models": {model: {"0.7": first}}}), "utf-8")
-    answers = [a["answer"] for a in next(iter(first.values()))]
-    judge = RecordedJudge(chains, affine(0.5, 40), PublishedRunBrain(chains))
-    with OpenAIStub(_Unreadable(judge, answers[2])) as server:
+    answers = one_question_reference(small)
+    judge = affine_judge(chains)
+    with OpenAIStub(Unreadable(judge, answers[2])) as server:
         args = ["calibrate", "--judge-model", "j", "--judge-base-url", server.base_url]
         args += ["--judge-api-key-env", KEY, "--out", str(tmp_path), "--reference", str(small)]
         args += ["--judge-attempts", "2"]
@@ -157,21 +146,6 @@ def test_unreadable_judgments_are_failures_retried_alone(
         server.clear()
         assert main(args) == 0
         assert server.count("coherence") == 1
-
-
-class _Unreadable:
-    """A judge whose reply about one answer holds no score."""
-
-    def __init__(self, inner: RecordedJudge, answer: str) -> None:
-        self.inner, self.answer = inner, answer
-
-    def chat(self, kind: Kind, model: str, prompt: str, body: Any) -> Reply:
-        if kind == "coherence" and parse_coherence_prompt(prompt)[1] == self.answer:
-            return Reply("I would rather not say.")
-        return self.inner.chat(kind, model, prompt, body)
-
-    def embed(self, model: str, texts: Any) -> list[list[float]]:
-        return self.inner.embed(model, texts)
 
 
 # --- the pure parts ------------------------------------------------------------------
@@ -248,8 +222,7 @@ def test_a_judge_no_retry_can_fix_stops_at_once_without_echoing_the_key(
 ) -> None:
     """A 401 would meet every request: one line, exit 2, the provider's echo of the key
     redacted, and far fewer requests than answers."""
-    judge = RecordedJudge(chains, affine(0.5, 40), PublishedRunBrain(chains))
-    with OpenAIStub(judge, faults=lambda info: echo_key(401)) as server:
+    with OpenAIStub(affine_judge(chains), faults=lambda info: echo_key(401)) as server:
         argv = ["calibrate", "--judge-model", "j", "--judge-base-url", server.base_url]
         assert main([*argv, "--judge-api-key-env", KEY, "--out", str(tmp_path)]) == 2
         asked = server.count("coherence")

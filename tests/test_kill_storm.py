@@ -14,7 +14,7 @@ import pytest
 from aidanbench.cli.main import main
 from aidanbench.testing import Fault, Latency, OpenAIStub, RequestInfo, ScriptedBrain
 
-from .test_cli_run import QUESTIONS, cli, read_results
+from .test_cli_run import QUESTIONS, cli, read_results, run_to_the_end
 
 pytestmark = pytest.mark.e2e
 
@@ -25,34 +25,45 @@ at least 2 x 4 x 24 generations) outlasts 20 kills of at most 6 generations each
 what arrives in the random pause before each kill."""
 
 
+def kill_storm(
+    stub: OpenAIStub,
+    run_dir: Path,
+    api_key: str,
+    rng: random.Random,
+    runs: int,
+    generations: tuple[int, int],
+    pause: float,
+) -> int:
+    """Start the run ``runs`` times, each time SIGKILLing it after a random number of
+    generate requests (in ``generations``) and a random pause (up to ``pause`` s); then
+    resume it to its end. The number of kills that found it still going."""
+    kills = 0
+    for _ in range(runs):
+        proc = cli(stub, run_dir, api_key)
+        target = stub.count("generate") + rng.randint(*generations)
+        deadline = time.monotonic() + 120
+        while stub.count("generate") < target and proc.poll() is None:
+            assert time.monotonic() < deadline, "no progress between kills"
+            time.sleep(0.005)
+        time.sleep(rng.uniform(0.0, pause))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.communicate(timeout=60)
+    run_to_the_end(stub, run_dir, api_key, timeout=300)
+    return kills
+
+
 def test_twenty_kills_then_the_same_results(tmp_path: Path, api_key: str) -> None:
     rng = random.Random(20261122)
     brain = ScriptedBrain({q: CHAIN + 2 * i for i, q in enumerate(QUESTIONS)})
     with OpenAIStub(brain, latency=Latency(generate=0.02, coherence=0.03, embed=0.01)) as stub:
         clean_dir = tmp_path / "clean"
-        proc = cli(stub, clean_dir, api_key)
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
+        run_to_the_end(stub, clean_dir, api_key, timeout=300)
 
         run_dir = tmp_path / "killed"
-        kills = 0
-        for _ in range(KILLS):
-            proc = cli(stub, run_dir, api_key)
-            start = stub.count("generate")
-            target = start + rng.randint(1, 6)
-            deadline = time.monotonic() + 120
-            while stub.count("generate") < target and proc.poll() is None:
-                assert time.monotonic() < deadline, "no progress between kills"
-                time.sleep(0.005)
-            time.sleep(rng.uniform(0.0, 0.05))
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-                kills += 1
-            proc.communicate(timeout=60)
+        kills = kill_storm(stub, run_dir, api_key, rng, KILLS, (1, 6), pause=0.05)
         assert kills == KILLS, "the run must still be going for every kill"
-        proc = cli(stub, run_dir, api_key)
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
 
     assert read_results(run_dir) == read_results(clean_dir)
     answers = [json.loads(x) for x in (run_dir / "answers.jsonl").read_text().splitlines()]
@@ -83,22 +94,7 @@ def test_a_kill_storm_leaves_every_request_in_the_ledger(
     latency = Latency(generate=0.03, coherence=0.03, embed=0.01)
     run_dir = tmp_path / "killed"
     with OpenAIStub(brain, latency=latency, faults=every_fifth_fails) as stub:
-        kills = 0
-        for _ in range(LEDGER_KILLS):
-            proc = cli(stub, run_dir, api_key)
-            target = stub.count("generate") + rng.randint(2, 6)
-            deadline = time.monotonic() + 120
-            while stub.count("generate") < target and proc.poll() is None:
-                assert time.monotonic() < deadline, "no progress between kills"
-                time.sleep(0.005)
-            time.sleep(rng.uniform(0.0, 0.03))
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-                kills += 1
-            proc.communicate(timeout=60)
-        proc = cli(stub, run_dir, api_key)
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
+        kills = kill_storm(stub, run_dir, api_key, rng, LEDGER_KILLS, (2, 6), pause=0.03)
         received = [r for r in stub.requests if r.method == "POST"]
     assert kills >= LEDGER_KILLS - 2, "the run must be going for (nearly) every kill"
 

@@ -47,9 +47,8 @@ def test_scores(reply: str, value: int) -> None:
     assert parse_score(reply, "coherence_score") == value
 
 
-@pytest.mark.parametrize(
-    ("reply", "reason"),
-    [
+UNREADABLE = {
+    "coherence_score": [
         ("", "empty"),
         ("   \n", "empty"),
         ("I rate it 80.", "missing"),
@@ -62,32 +61,31 @@ def test_scores(reply: str, value: int) -> None:
         ("<coherence_score>101</coherence_score>", "out_of_range"),
         ("<coherence_score>1000000</coherence_score>", "out_of_range"),
     ],
-)
-def test_unreadable_scores_raise(reply: str, reason: str) -> None:
-    with pytest.raises(ScoreParseError) as caught:
-        parse_score(reply, "coherence_score")
-    assert caught.value.reason == reason
-
-
-def test_answer_is_stripped_and_flagged() -> None:
-    assert extract_answer("x <answer>  a\n</answer> y") == ("a", True)
-    assert extract_answer("  plain reply \n") == ("plain reply", False)
-
-
-@pytest.mark.parametrize(
-    ("reply", "reason"),
-    [
+    # every reason names the tag it looked for, whichever tag that is
+    "s": [
         (" ", "empty"),
         ("none", "missing"),
         ("<s>1</s><s>2</s>", "multiple"),
         ("<s>101</s>", "out_of_range"),
     ],
+}
+"""Replies that hold no readable score under each tag, with the reason each is refused."""
+
+
+@pytest.mark.parametrize(
+    ("tag", "reply", "reason"),
+    [(tag, reply, reason) for tag, cases in UNREADABLE.items() for reply, reason in cases],
 )
-def test_every_parse_error_names_its_tag(reply: str, reason: str) -> None:
+def test_unreadable_scores_raise_naming_their_tag(tag: str, reply: str, reason: str) -> None:
     with pytest.raises(ScoreParseError) as caught:
-        parse_score(reply, "s")
-    assert (caught.value.reason, caught.value.tag) == (reason, "s")
-    assert " <s>: " in str(caught.value)
+        parse_score(reply, tag)
+    assert (caught.value.reason, caught.value.tag) == (reason, tag)
+    assert f" <{tag}>: " in str(caught.value)
+
+
+def test_answer_is_stripped_and_flagged() -> None:
+    assert extract_answer("x <answer>  a\n</answer> y") == ("a", True)
+    assert extract_answer("  plain reply \n") == ("plain reply", False)
 
 
 def test_score_parse_error_names_reason_tag_and_reply() -> None:

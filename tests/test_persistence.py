@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from aidanbench.core.settings import Settings
 from aidanbench.testing import Fault, Latency, OpenAIStub, RequestInfo, ScriptedBrain
 from aidanbench.testing.fakes import brain_services
 
+from .commands import interrupt_after
 from .conftest import REPO
 from .graphs import comparable, finish, run_question
 
@@ -66,11 +66,7 @@ def test_sigkill_mid_question_then_resume(tmp_path: Path, api_key: str, pipeline
         run_dir.mkdir()
         stub.clear()
         proc = child(run_dir, stub, api_key, *extra)
-        deadline = time.monotonic() + 60
-        while stub.count("generate") < 6 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
+        interrupt_after(proc, stub, 6, signal.SIGKILL)
         assert proc.returncode == -signal.SIGKILL
         judged_before = stub.count("coherence")
         assert 0 < judged_before < 13, "the kill must land in the middle of the question"

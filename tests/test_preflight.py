@@ -44,6 +44,9 @@ CATALOGUE = {
 """What the server serves; ``o1-mini`` is not in it, as at OpenAI today."""
 
 
+WRONG_KEY = "sk-wrong-0000-0000-0000"
+
+
 @pytest.fixture
 def openai_like(api_key: str) -> Iterator[OpenAIStub]:
     brain = ScriptedBrain({q: 2 for q in QUESTIONS})
@@ -158,29 +161,29 @@ def test_at_the_provider_a_model_its_table_retires_is_refused_without_a_request(
     assert not [r for r in openai_like.requests if r.model == "o1-mini"], "no request for it"
 
 
+@pytest.fixture
+def wrong_key(api_key: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The test key's variable holding a key the provider refuses (set after ``api_key``
+    set the right one)."""
+    monkeypatch.setenv(TEST_KEY_VARIABLE, WRONG_KEY)
+    return WRONG_KEY
+
+
 def test_a_bad_key_is_one_line_naming_its_variable(
-    openai_like: OpenAIStub,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    openai_like: OpenAIStub, tmp_path: Path, capsys: pytest.CaptureFixture[str], wrong_key: str
 ) -> None:
-    monkeypatch.setenv(TEST_KEY_VARIABLE, "sk-wrong-0000-0000-0000")
     assert main(run_args(openai_like, tmp_path / "run", "gpt-4o-mini")) == 2
     err = one_line(capsys)
     assert "refused the key in AIDANBENCH_TEST_KEY (HTTP 401" in err
     assert "Incorrect API key provided" in err and "--api-key-env" in err
-    assert "sk-wrong-0000-0000-0000" not in err
+    assert wrong_key not in err
     assert not (tmp_path / "run").exists()
 
 
 def test_a_bad_key_found_during_a_run_stops_it_with_one_line(
-    openai_like: OpenAIStub,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    openai_like: OpenAIStub, tmp_path: Path, capsys: pytest.CaptureFixture[str], wrong_key: str
 ) -> None:
     """Without the preflight the first request finds it: one line, exit 2, no error row."""
-    monkeypatch.setenv(TEST_KEY_VARIABLE, "sk-wrong-0000-0000-0000")
     run_dir = tmp_path / "run"
     assert main(run_args(openai_like, run_dir, "gpt-4o-mini", "--no-preflight")) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]

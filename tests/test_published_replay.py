@@ -17,16 +17,12 @@ from aidanbench.services import default_services
 from aidanbench.testing import OpenAIStub
 from aidanbench.testing.replay import ReplayBrain
 
+from .builders import REFERENCE_SCORES
 from .graphs import run_question
 from .test_http import stub_settings
 
-PUBLISHED = {
-    "anthropic/claude-3.5-sonnet": [52, 43, 28, 46, 63, 47, 26, 65, 50, 1],
-    "google/gemini-flash-1.5-8b": [6, 4, 13, 1, 6, 1, 5, 7, 1, 1],
-    "gpt-4-turbo": [4, 7, 1, 35, 29, 51, 60, 36, 1],
-    "meta-llama/llama-3.1-70b-instruct": [3, 15, 17, 19, 9, 4, 15, 43, 21, 1],
-    "openai/gpt-4o-mini-2024-07-18": [24, 13, 21, 2, 23, 58, 53, 22, 31, 28],
-}
+PUBLISHED = REFERENCE_SCORES
+"""Each model's published per-question scores (the reference README's)."""
 
 
 @pytest.mark.parametrize("model", sorted(PUBLISHED))

@@ -17,7 +17,8 @@ from aidanbench.runner.spec import RunSpec, build_tasks
 from aidanbench.runner.store import model_fields
 from aidanbench.runner.tasks import thread_id
 from aidanbench.testing import Fault, OpenAIStub, RequestInfo, ScriptedBrain
-from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_flags
+from aidanbench.testing.settings import TEST_KEY_VARIABLE
+from tests.commands import stub_run
 
 QUESTION = bundled_questions(1)[0]
 TRAILING = QUESTION + " "
@@ -47,22 +48,10 @@ def run_as_spelled(stub: OpenAIStub, run_dir: Path, spellings: list[str]) -> Non
     asyncio.run(execute(Prepared(spec, tasks, None)))
 
 
-def command(stub: OpenAIStub, run_dir: Path, questions: Path, *extra: str) -> list[str]:
-    return [
-        "run",
-        "--model",
-        "m1",
-        "--judge-model",
-        "j",
-        "--embedding-model",
-        "e",
-        "--questions-file",
-        str(questions),
-        "--run-dir",
-        str(run_dir),
-        *stub_flags(stub.base_url),
-        *extra,
-    ]
+def command(
+    stub: OpenAIStub, run_dir: Path, questions: Path, *extra: str, model: str = "m1"
+) -> list[str]:
+    return stub_run(stub.base_url, run_dir, "--questions-file", str(questions), *extra, model=model)
 
 
 def questions_file(tmp_path: Path, questions: list[str]) -> Path:
@@ -182,7 +171,7 @@ def test_reports_pair_spellings_across_inputs(
         run_as_spelled(stub, old, [TRAILING])
         capsys.readouterr()
         path = questions_file(tmp_path, [QUESTION])
-        assert main([*command(stub, new, path)[:2], "m2", *command(stub, new, path)[3:]]) == 0
+        assert main(command(stub, new, path, model="m2")) == 0
     capsys.readouterr()
     assert main(["report", str(old), str(new), "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)

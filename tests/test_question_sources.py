@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -24,8 +23,9 @@ import pytest
 from aidanbench.cli.main import main
 from aidanbench.graph.questions import question_set_hash
 from aidanbench.testing import OpenAIStub, ScriptedBrain
+from aidanbench.testing.settings import stub_flags
 
-from .conftest import REPO
+from .commands import run_cli
 
 try:
     import datasets
@@ -60,15 +60,7 @@ def hf_stub() -> Iterator[OpenAIStub]:
 
 
 def endpoint_args(stub: OpenAIStub, run_dir: Path) -> list[str]:
-    url = stub.base_url
-    return [
-        "run",
-        "--model",
-        "m1",
-        *("--base-url", url, "--judge-base-url", url, "--embedding-base-url", url),
-        *("--api-key-env", KEY_VAR, "--judge-api-key-env", KEY_VAR),
-        *("--embedding-api-key-env", KEY_VAR, "--run-dir", str(run_dir)),
-    ]
+    return ["run", "--model", "m1", *stub_flags(stub.base_url), "--run-dir", str(run_dir)]
 
 
 def hf_env(tmp_path: Path, api_key: str, **extra: str) -> dict[str, str]:
@@ -84,15 +76,16 @@ def hf_env(tmp_path: Path, api_key: str, **extra: str) -> dict[str, str]:
     }
 
 
-def run_command(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "aidanbench.cli.main", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+def refused(args: list[str], env: dict[str, str]) -> tuple[str, float]:
+    """The command in a child process: exit 2 with one line on stderr; that line, and
+    the seconds it took."""
+    start = time.monotonic()
+    done = run_cli(args, env)
+    elapsed = time.monotonic() - start
+    assert done.returncode == 2, done.stderr
+    err = done.stderr.strip()
+    assert len(err.splitlines()) == 1, err
+    return err, elapsed
 
 
 def rows(questions: list[Any], field: str = "question") -> list[dict[str, Any]]:
@@ -134,7 +127,7 @@ def test_dataset_questions_run_through_the_command(
 ) -> None:
     flags, split = build_source(kind, tmp_path)
     run_dir = tmp_path / "run"
-    done = run_command([*endpoint_args(hf_stub, run_dir), *flags], hf_env(tmp_path, api_key))
+    done = run_cli([*endpoint_args(hf_stub, run_dir), *flags], hf_env(tmp_path, api_key))
     assert done.returncode == 0, done.stderr
     results = json.loads((run_dir / "results.json").read_text())
     assert list(results["models"]["m1"]["0.7"]) == QUESTIONS, "the dataset's order"
@@ -279,10 +272,7 @@ def test_error_after_datasets_has_read_a_file_is_still_one_line(
         "--questions-file",
         str(tmp_path / "q.parquet"),
     ]
-    done = run_command(args, hf_env(tmp_path, api_key))
-    assert done.returncode == 2, done.stderr
-    err = done.stderr.strip()
-    assert len(err.splitlines()) == 1, err
+    err, _ = refused(args, hf_env(tmp_path, api_key))
     assert "has no field 'question' (fields: id, prompt)" in err
     assert not (tmp_path / "r").exists()
 
@@ -293,12 +283,7 @@ def test_offline_name_not_cached_fails_at_once(
     hf_stub: OpenAIStub, api_key: str, tmp_path: Path
 ) -> None:
     args = [*endpoint_args(hf_stub, tmp_path / "r"), "--questions-dataset", "someone/no-such-set"]
-    start = time.monotonic()
-    done = run_command(args, hf_env(tmp_path, api_key))
-    elapsed = time.monotonic() - start
-    assert done.returncode == 2, done.stderr
-    err = done.stderr.strip()
-    assert len(err.splitlines()) == 1, err
+    err, elapsed = refused(args, hf_env(tmp_path, api_key))
     assert "dataset someone/no-such-set is not in the Hugging Face cache" in err
     assert "HF_HUB_OFFLINE" in err
     assert elapsed < CLOSED_NETWORK_BOUND_S
@@ -317,12 +302,7 @@ def test_closed_network_fails_within_a_bound_saying_why(
     env = hf_env(tmp_path, api_key, HF_ENDPOINT=dead)
     del env["HF_HUB_OFFLINE"]
     args = [*endpoint_args(hf_stub, tmp_path / "r"), "--questions-dataset", "someone/some-set"]
-    start = time.monotonic()
-    done = run_command(args, env)
-    elapsed = time.monotonic() - start
-    assert done.returncode == 2, done.stderr
-    err = done.stderr.strip()
-    assert len(err.splitlines()) == 1, err
+    err, elapsed = refused(args, env)
     assert f"cannot reach the Hugging Face Hub ({dead.removeprefix('http://')})" in err
     assert "HF_HUB_OFFLINE=1" in err
     assert elapsed < CLOSED_NETWORK_BOUND_S, f"took {elapsed:.1f} s"

@@ -18,22 +18,16 @@ from aidanbench.record.metadata import read_metadata
 from aidanbench.record.results import QuestionResult
 from aidanbench.record.results import read_results as read_run_dir
 from aidanbench.testing import OpenAIStub, parse_coherence_prompt, parse_generate_prompt
-from aidanbench.testing.judges import RecordedJudge, affine
-from aidanbench.testing.published import PublishedRunBrain, published_chains
+from aidanbench.testing.published import published_chains
+from tests.judging import affine_judge
 
 PUBLISHED = reference.published_run()
 KEY = "AIDANBENCH_TEST_KEY"
 
 
-@pytest.fixture(scope="module")
-def chains() -> list[QuestionResult]:
-    return published_chains()
-
-
 @pytest.fixture
 def server(chains: list[QuestionResult]) -> Iterator[OpenAIStub]:
-    brain = RecordedJudge(chains, affine(0.5, 40), PublishedRunBrain(chains))
-    with OpenAIStub(brain) as stub:
+    with OpenAIStub(affine_judge(chains)) as stub:
         yield stub
 
 

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from aidanbench.testing import OpenAIStub, ScriptedBrain, combine, http_error, when
 
-from .conftest import REPO
+from .commands import run_cli
 from .test_cli_run import QUESTIONS, run_args
 
 pytestmark = pytest.mark.e2e
@@ -35,14 +33,7 @@ def test_key_appears_nowhere(tmp_path: Path) -> None:
     with OpenAIStub(brain, faults=faults, api_key=CANARY) as stub:
         args = run_args(stub, run_dir, "--max-retries", "1")
         for command in (args, ["report", str(run_dir)], ["report", str(run_dir), "--json"]):
-            proc = subprocess.run(
-                [sys.executable, "-m", "aidanbench.cli.main", *command],
-                cwd=REPO,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
+            proc = run_cli(command, env, timeout=300)
             outputs.append(proc.stdout + proc.stderr)
         assert stub.requests[0].headers["authorization"] == f"Bearer {CANARY}"
     assert "error" in outputs[0], "the run went through errors"

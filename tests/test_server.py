@@ -24,6 +24,7 @@ import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from aidanbench.services import default_services
 from aidanbench.testing import Latency, OpenAIStub, RecordedRequest, ScriptedBrain, when
 from aidanbench.testing.faults import http_error
 
+from .commands import interrupt_after
 from .conftest import REPO, TEST_KEY
 from .graphs import comparable, run_question
 from .test_cli_run import QUESTIONS, read_results, run_args
@@ -90,6 +92,61 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: floa
     pytest.fail(f"langgraph dev not ready after {timeout} s:\n{log.read_text()[-3000:]}")
 
 
+@dataclass
+class Server:
+    """A running ``langgraph dev``: its URL and its process (the leader of its group)."""
+
+    url: str
+    proc: subprocess.Popen[bytes]
+
+    def kill(self) -> None:
+        """SIGKILL to the whole group, as a crash would."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=15)
+
+    def stop(self) -> None:
+        """SIGTERM to the group; SIGKILL if it is still there after 15 s."""
+        if self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+@contextmanager
+def langgraph_dev(workdir: Path, *extra: str) -> Iterator[Server]:
+    """``langgraph dev`` serving this checkout's ``langgraph.json`` on a free port, from
+    ``workdir`` (its log in ``server.log`` there), with the test key; ready when yielded,
+    stopped with its group at the end."""
+    log = workdir / "server.log"
+    port = free_port()
+    env = {
+        **os.environ,
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "LANGGRAPH_NO_VERSION_CHECK": "1",
+        "AIDANBENCH_TEST_KEY": TEST_KEY,
+    }
+    command = [
+        str(LANGGRAPH),
+        *("dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)),
+        *("--config", str(REPO / "langgraph.json"), *extra),
+    ]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            command, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    running = Server(f"http://127.0.0.1:{port}", proc)
+    try:
+        wait_ready(running.url, proc, log)
+        yield running
+    finally:
+        running.stop()
+
+
 @pytest.fixture(scope="module")
 def model_stub() -> Iterator[OpenAIStub]:
     """The one OpenAI-compatible endpoint every role of every run in this module uses."""
@@ -101,48 +158,8 @@ def model_stub() -> Iterator[OpenAIStub]:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``langgraph dev`` on a free port, in a scratch directory, stopped with its group."""
     workdir = tmp_path_factory.mktemp("langgraph-dev")
-    log = workdir / "server.log"
-    port = free_port()
-    env = {
-        **os.environ,
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "LANGGRAPH_NO_VERSION_CHECK": "1",
-        "AIDANBENCH_TEST_KEY": TEST_KEY,
-    }
-    command = [
-        str(LANGGRAPH),
-        "dev",
-        "--no-browser",
-        "--no-reload",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--config",
-        str(REPO / "langgraph.json"),
-        "--n-jobs-per-worker",
-        "16",
-    ]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            command,
-            cwd=workdir,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(url, proc, log)
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=15)
+    with langgraph_dev(workdir, "--n-jobs-per-worker", "16") as running:
+        yield running.url
 
 
 @pytest.fixture
@@ -446,11 +463,7 @@ def test_killed_client_rerun_collects_the_server_runs(
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while stub.count("generate") < 8 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=30)
+    interrupt_after(proc, stub, 8, signal.SIGKILL)
     assert proc.returncode == -signal.SIGKILL
     written = answer_keys(run_dir) if (run_dir / "answers.jsonl").exists() else []
     assert len(written) < 2 * (4 + 5 + 6 + 7), "killed before the end"

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,9 +19,9 @@ from aidanbench.graph.questions import bundled_questions
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain, when
 from aidanbench.testing.faults import Fault
 
-from .conftest import REPO, TEST_KEY
+from .conftest import REPO
 from .test_bad_input import AIDANBENCH, run_args
-from .test_server import LANGGRAPH, free_port, wait_ready
+from .test_server import Server, langgraph_dev
 
 pytestmark = [pytest.mark.server, pytest.mark.e2e]
 
@@ -31,44 +29,10 @@ QUESTIONS = bundled_questions(3)
 BROKEN = QUESTIONS[1]
 
 
-@dataclass
-class Server:
-    url: str
-    proc: subprocess.Popen[bytes]
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=15)
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    workdir = tmp_path_factory.mktemp("langgraph-dev")
-    log = workdir / "server.log"
-    port = free_port()
-    env = {
-        **os.environ,
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "LANGGRAPH_NO_VERSION_CHECK": "1",
-        "AIDANBENCH_TEST_KEY": TEST_KEY,
-    }
-    command = [
-        str(LANGGRAPH),
-        *("dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)),
-        *("--config", str(REPO / "langgraph.json")),
-    ]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            command, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-    running = Server(f"http://127.0.0.1:{port}", proc)
-    try:
-        wait_ready(running.url, proc, log)
+    with langgraph_dev(tmp_path_factory.mktemp("langgraph-dev")) as running:
         yield running
-    finally:
-        running.kill()
 
 
 def client(stub: OpenAIStub, run_dir: Path, server: Server) -> subprocess.Popen[str]:

@@ -27,6 +27,7 @@ from aidanbench.graph.questions import bundled_questions
 from aidanbench.runner import Progress, RunSpec, run, run_sync
 from aidanbench.testing import Latency, OpenAIStub, RecordedRequest, ScriptedBrain, http_error, when
 
+from .commands import stub_endpoints
 from .conftest import REPO
 
 QUESTIONS = bundled_questions(4)
@@ -188,15 +189,7 @@ def test_a_grown_run_asks_only_its_new_threads(
 
 
 def api_spec(stub: OpenAIStub, run_dir: Path, **fields: Any) -> RunSpec:
-    url = stub.base_url
-    settings = {
-        "base_url": url,
-        "judge_base_url": url,
-        "embedding_base_url": url,
-        "api_key_env": KEY,
-        "judge_api_key_env": KEY,
-        "embedding_api_key_env": KEY,
-    }
+    settings = stub_endpoints(stub.base_url)
     base = {"models": ["m1", "m2"], "questions": 4, "run_dir": run_dir, "settings": settings}
     return RunSpec.model_validate(base | fields)
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import verifiers.v1 as vf
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage
 from pydantic import ConfigDict
+
+from aidanbench.services.prompt_model import PromptModel
 
 
 class PolicyRunEnded(RuntimeError):
@@ -26,7 +25,7 @@ class PolicyRunEnded(RuntimeError):
     """
 
 
-class InteractionModel(BaseChatModel):
+class InteractionModel(PromptModel):
     """A chat model whose every call is one turn of ``interaction``.
 
     The task's own prompt opens the exchange (a prompted task speaks first), so the
@@ -46,23 +45,7 @@ class InteractionModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "verifiers-interaction"
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        raise NotImplementedError("the policy is reached asynchronously only")
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        prompt = _prompt_of(messages)
+    async def answer(self, prompt: str) -> AIMessage:
         if not self.started:
             if prompt != self.opening_prompt:
                 raise RuntimeError("the first answer's prompt differs from the task's prompt")
@@ -76,14 +59,4 @@ class InteractionModel(BaseChatModel):
             why = f"{error.type}: {error.message}" if error else trace.stop_condition
             raise PolicyRunEnded(f"the policy's run ended without an answer ({why})")
         replies = [m for m in segment.messages if isinstance(m, vf.AssistantMessage)]
-        text = (replies[-1].content or "") if replies else ""
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
-
-
-def _prompt_of(messages: list[BaseMessage]) -> str:
-    if len(messages) != 1 or not isinstance(messages[0], HumanMessage):
-        raise ValueError("the policy is asked one user prompt at a time")
-    content = messages[0].content
-    if not isinstance(content, str):
-        raise ValueError("the policy's prompt must be text")
-    return content
+        return AIMessage(content=(replies[-1].content or "") if replies else "")

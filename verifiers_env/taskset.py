@@ -16,6 +16,7 @@ from pathlib import Path
 import verifiers.v1 as vf
 from pydantic import Field, model_validator
 
+from aidanbench.core.seed_args import seed_settings
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import load_questions
 from aidanbench.nodes.prompts import render_generate
@@ -76,29 +77,9 @@ class AidanBenchTasksetConfig(vf.TasksetConfig):
         return self
 
     def settings(self, model: str) -> Settings:
-        """The project's run settings for these choices; ``model`` only names the policy.
-
-        Pipelining is off: the next answer is asked for only once the current one has
-        passed, so the policy is never sampled on a prompt whose answer is then thrown
-        away (a look-ahead would also be a second concurrent turn of one interaction).
-        """
-        return Settings(
-            model=model,
-            cot=self.cot,
-            judge_model=self.judge_model,
-            judge_base_url=self.judge_api_base_url,
-            judge_api_key_env=self.judge_api_key_var,
-            embedding_model=self.embedding_model,
-            embedding_base_url=self.embedding_api_base_url,
-            embedding_api_key_env=self.embedding_api_key_var,
-            llm_novelty=self.use_llm_similarity,
-            coherence_threshold=self.thresholds.coherence_score,
-            novelty_threshold=self.thresholds.embedding_dissimilarity_score,
-            llm_novelty_threshold=self.thresholds.llm_dissimilarity_score,
-            max_answers=self.max_answers,
-            pipeline=False,
-            cache_path=self.cache_path,
-        )
+        """The project's run settings for these choices (``core.seed_args``); ``model``
+        only names the policy."""
+        return seed_settings(self, self.thresholds, model)
 
 
 class AidanBenchTaskData(vf.TaskData):

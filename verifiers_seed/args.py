@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from aidanbench.core.seed_args import seed_settings
 from aidanbench.core.settings import Settings
 
 
@@ -73,30 +74,10 @@ class EnvArgs(BaseModel):
         return self
 
     def settings(self, model: str, temperature: float | None) -> Settings:
-        """The project's run settings for these choices.
+        """The project's run settings for these choices (``core.seed_args``).
 
         ``model`` and ``temperature`` only label the results (``measured``): the policy
-        request itself is ``vf-eval``'s. Pipelining is off: the next answer is asked for
-        only once the current one has passed, so the policy is never sampled on a prompt
-        whose answer is then thrown away.
+        request itself is ``vf-eval``'s.
         """
         labels: dict[str, Any] = {"temperature": temperature} if temperature is not None else {}
-        return Settings(
-            model=model,
-            **labels,
-            cot=self.cot,
-            judge_model=self.judge_model,
-            judge_base_url=self.judge_api_base_url,
-            judge_api_key_env=self.judge_api_key_var,
-            embedding_model=self.embedding_model,
-            embedding_base_url=self.embedding_api_base_url,
-            embedding_api_key_env=self.embedding_api_key_var,
-            llm_novelty=self.use_llm_similarity,
-            coherence_threshold=self.thresholds.coherence_score,
-            novelty_threshold=self.thresholds.embedding_dissimilarity_score,
-            llm_novelty_threshold=self.thresholds.llm_dissimilarity_score,
-            reward_mode=self.reward_mode,
-            max_answers=self.max_answers,
-            pipeline=False,
-            cache_path=self.cache_path,
-        )
+        return seed_settings(self, self.thresholds, model, **labels)

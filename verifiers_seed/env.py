@@ -26,16 +26,14 @@ from typing import Any
 
 import verifiers as vf
 from datasets import Dataset
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage
 from pydantic import ConfigDict
 
 from aidanbench.graph import build_question_graph
 from aidanbench.graph.questions import load_questions
 from aidanbench.nodes.prompts import render_generate
 from aidanbench.services import default_services, with_policy
+from aidanbench.services.prompt_model import PromptModel
 from aidanbench.verifiers_seed.args import EnvArgs
 
 STATE_KEY = "aidanbench"
@@ -59,7 +57,7 @@ class AidanBenchError(RuntimeError):
     """A question stopped on an error instead of an answer: the evaluation fails."""
 
 
-class ClientPolicy(BaseChatModel):
+class ClientPolicy(PromptModel):
     """The model under test as the question graph sees it: each call is one
     ``get_model_response`` of the rollout's client, recorded on the rollout's state."""
 
@@ -78,27 +76,12 @@ class ClientPolicy(BaseChatModel):
     def _llm_type(self) -> str:
         return "verifiers-client"
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        raise NotImplementedError("the policy is reached asynchronously only")
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        prompt = [{"role": "user", "content": _prompt_of(messages)}]
+    async def answer(self, prompt: str) -> AIMessage:
+        asked = [{"role": "user", "content": prompt}]
         response = await self.env.get_model_response(
             self.client,
             self.model_name,
-            prompt,
+            asked,
             sampling_args=deepcopy(self.sampling_args),
             message_type="chat",
         )
@@ -108,7 +91,7 @@ class ClientPolicy(BaseChatModel):
         text = (choice.message.content or "") if choice and choice.message else ""
         state = self.state
         if state["turn"] > 0:
-            state["completion"].extend(prompt)
+            state["completion"].extend(asked)
         state["completion"].append({"role": "assistant", "content": text})
         state["responses"].append(response)
         state["turn"] += 1
@@ -116,17 +99,7 @@ class ClientPolicy(BaseChatModel):
             "finish_reason": choice.finish_reason if choice else None,
             "model_name": response.model,
         }
-        message = AIMessage(content=text, response_metadata=metadata)
-        return ChatResult(generations=[ChatGeneration(message=message)])
-
-
-def _prompt_of(messages: list[BaseMessage]) -> str:
-    if len(messages) != 1 or not isinstance(messages[0], HumanMessage):
-        raise ValueError("the policy is asked one user prompt at a time")
-    content = messages[0].content
-    if not isinstance(content, str):
-        raise ValueError("the policy's prompt must be text")
-    return content
+        return AIMessage(content=text, response_metadata=metadata)
 
 
 class AidanBenchRubric(vf.Rubric):

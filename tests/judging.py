@@ -1,0 +1,46 @@
+"""What the judge tests share: the published run judged on another scale by a recorded
+judge, that judge unable to score one answer, and a reference file of one question."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from aidanbench import reference
+from aidanbench.record.results import QuestionResult
+from aidanbench.testing import Kind, Reply, parse_coherence_prompt
+from aidanbench.testing.brain import Brain
+from aidanbench.testing.judges import RecordedJudge, affine
+from aidanbench.testing.published import PublishedRunBrain
+
+
+def affine_judge(chains: list[QuestionResult]) -> RecordedJudge:
+    """The published run's models and embedder, and a judge scoring
+    ``floor(0.5 · o1-mini + 40)``: o1-mini's ranking on another scale."""
+    return RecordedJudge(chains, affine(0.5, 40), PublishedRunBrain(chains))
+
+
+class Unreadable:
+    """The judge of ``inner``, whose reply about ``answer`` holds no score."""
+
+    def __init__(self, inner: Brain, answer: str) -> None:
+        self.inner, self.answer = inner, answer
+
+    def chat(self, kind: Kind, model: str, prompt: str, body: Any) -> Reply:
+        if kind == "coherence" and parse_coherence_prompt(prompt)[1] == self.answer:
+            return Reply("I would rather not say.")
+        return self.inner.chat(kind, model, prompt, body)
+
+    def embed(self, model: str, texts: Any) -> list[list[float]]:
+        return self.inner.embed(model, texts)
+
+
+def one_question_reference(path: Path) -> list[str]:
+    """Write to ``path`` a published results file holding only the first question of its
+    first model (at 0.7); return that question's answers."""
+    data = json.loads(reference.published_run().read_text("utf-8"))
+    model = next(iter(data["models"]))
+    first = dict(list(data["models"][model]["0.7"].items())[:1])
+    path.write_text(json.dumps({"models": {model: {"0.7": first}}}), "utf-8")
+    return [a["answer"] for a in next(iter(first.values()))]
