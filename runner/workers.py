@@ -173,6 +173,7 @@ async def _work(job: Job, conn: Connection) -> None:
     reporter = Reporter(conn)
     book = ledger(job.run_dir / files.LEDGER)
     book.max_cost = job.max_cost
+    book.follow()
     services = OpenAIServices(clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=job.count)
     requested = None if job.concurrency is None else math.ceil(job.concurrency / job.count)
     gate = admission(requested, len(job.tasks), share=job.count)
@@ -353,6 +354,7 @@ async def drive_workers(
             progress.queued(task.label)
     per_process = None if concurrency is None else math.ceil(concurrency / count)
     book = ledger(run_dir / files.LEDGER)
+    book.follow()  # before the workers write
     workers = Workers(relay, progress)
     for index, share in enumerate(theirs, start=1):
         workers.start(Job(index, count, run_dir, share, concurrency, max_cost))

@@ -217,8 +217,9 @@ class UsageLedger:
     _in_flight: dict[str, float] = field(default_factory=dict)
     _read_to: int = 0
     """Bytes of the file read so far (``catch_up`` reads on from there)."""
-    _mine: set[str] = field(default_factory=set)
-    """Requests this process sent whose answering line ``catch_up`` has not read yet."""
+    _mine: set[str] | None = None
+    """While following (``follow``), the requests this process sent whose answering line
+    ``catch_up`` has not read yet."""
 
     def __post_init__(self) -> None:
         self._file = LedgerFile(self.path)
@@ -242,14 +243,23 @@ class UsageLedger:
         self._read_to = offset + len(whole)
         return whole
 
-    def catch_up(self) -> None:
-        """Count what other processes of the run appended since the last look.
+    def follow(self) -> None:
+        """From now on, ``catch_up`` counts what other processes append.
 
-        Several worker processes of one run (``runner.workers``) append to one file, and
-        each keeps the run-wide budget: each counts its own lines as it writes them and
-        the others' when it catches up, so every process sees the run's spending within
-        one catch-up of it."""
+        Several processes of one session (``runner.workers``) append to one file, and each
+        keeps the run-wide budget: each counts its own lines as it writes them and the
+        others' when it catches up. Call this before the other processes start writing:
+        everything in the file now has been counted already."""
         with self._lock:
+            if self._mine is None:
+                self._mine = set()
+                self._read_from(self._read_to)
+
+    def catch_up(self) -> None:
+        """Count what other processes appended since the last look (``follow``)."""
+        with self._lock:
+            if self._mine is None:
+                return
             for line in ledger_lines(self._read_from(self._read_to)):
                 request = str(line.id)
                 if request in self._mine:
@@ -268,7 +278,7 @@ class UsageLedger:
         with self._lock:
             written = self._file.append(line)
             self._count(written)
-            if written.event == "sent":
+            if self._mine is not None and written.event == "sent":
                 self._mine.add(str(written.id))
 
     def _count(self, line: LedgerLine) -> None:

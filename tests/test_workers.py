@@ -59,9 +59,20 @@ async def test_each_worker_holds_its_share_of_every_endpoint() -> None:
 
 def test_each_ledger_counts_what_the_others_spent(tmp_path: Path) -> None:
     path = tmp_path / "usage.jsonl"
-    one, other = UsageLedger(path), UsageLedger(path)
     price = Price(input=1.0, cached_input=None, output=1.0)
     where = {"thread": "t", "node": "generate"}
+    one = UsageLedger(path)
+    probe = one.sent("model", "m", where, input_tokens=10, price=price)  # a preflight's
+    one.replied(
+        "model", "m", Usage(input_tokens=500_000, output_tokens=0), price, where, request=probe
+    )
+    one.follow()
+    one.catch_up()
+    assert one.spent == pytest.approx(0.5), "what it wrote before following counts once"
+    other = UsageLedger(path)
+    other.follow()
+    assert other.spent == pytest.approx(0.5)
+    one.spent = other.spent = 0.0  # from here: this session's spending
     request = one.sent("model", "m", where, input_tokens=10, price=price)
     one.replied(
         "model",
