@@ -119,6 +119,8 @@ class Session(BaseModel):
     """Questions kept in flight."""
     concurrency_automatic: bool | None = None
     server: str | None = None
+    store: str | None = None
+    """The campaign store (``run --store``), its password removed."""
     package_version: str | None = None
     git_commit: str | None = None
 

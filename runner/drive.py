@@ -14,7 +14,7 @@ import asyncio
 import functools
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.nodes.caps import budget_exhausted
@@ -23,6 +23,9 @@ from aidanbench.record.lines import QuestionLine
 from aidanbench.runner.admission import Admission
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.tasks import RunLines, Task
+
+if TYPE_CHECKING:
+    from aidanbench.runner.claims import Claims
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ async def drive(
     *,
     admission: Admission,
     progress: Progress,
+    claims: Claims | None = None,
 ) -> list[QuestionLine]:
     """Run every task to a stop (or resume it), writing outputs as questions finish.
 
@@ -72,19 +76,39 @@ async def drive(
     is counted and skipped. Returns every question line of the run directory, the lines
     carried from earlier sessions included. Cancellation (Ctrl-C) writes what is known
     and re-raises: the checkpoints already hold every completed step.
+
+    With ``claims`` (a shared store, ``runner.claims``) a thread runs here only once
+    claimed, those claimed elsewhere are waited for at the end, and the run directory's
+    files hold the lines of the threads this worker stopped (the store holds them all).
     """
     for task in tasks:
         progress.queued(task.label)
+    running = 0  # questions spawned and not ended: each may yet find its thread claimed elsewhere
 
-    async def run_one(task: Task, step: Plan) -> None:
+    def busy() -> bool:
+        return running > 0
+
+    async def run_one(task: Task, step: Plan, waited: bool = False) -> None:
+        nonlocal running
         try:
             if budget_exhausted(task.settings):  # --max-cost reached: start nothing new
                 return
+            if claims is not None:
+                taken = await claims.take(task, questions, waited)
+                if taken is None:  # running elsewhere: waited for at the end
+                    return
+                if taken.action == "skip":
+                    progress.skipped(task.label, task.line(taken.values), task.thread_id)
+                    return
+                step = taken
             progress.started_question(task.label)
             values = await questions.execute(task, step, progress)
             line = await lines.finished(task, values)
+            if claims is not None:
+                await claims.stopped(task, line)
             progress.finished_question(task.label, task.question, line, task.thread_id)
         finally:
+            running -= 1
             admission.leave()
 
     planned: asyncio.Queue[tuple[Task, Plan] | None] = asyncio.Queue()
@@ -94,15 +118,18 @@ async def drive(
         # first chunks hold questions to run, not thousands of finished ones.
         for first in range(0, len(tasks), PLAN_CHUNK):
             chunk = ordered[first : first + PLAN_CHUNK]
-            todo = []
+            todo, finished = [], []
             for task, step in zip(chunk, await questions.plan(chunk), strict=True):
                 refuse_other_measurement(task, step.values)
-                line = lines.record(task, step.values)
+                line = lines.record(task, step.values) if claims is None else task.line(step.values)
                 if step.action == "skip":
                     progress.skipped(task.label, line, task.thread_id)
+                    finished.append((task, line))
                 else:
                     progress.stored(task.label, line, task.thread_id)
                     todo.append((task, step))
+            if claims is not None:
+                await claims.found_finished(finished)
             questions.warm([task for task, _ in todo])
             for pair in todo:
                 planned.put_nowait(pair)
@@ -110,10 +137,18 @@ async def drive(
         planned.put_nowait(None)
 
     async def start_all(group: asyncio.TaskGroup) -> None:
+        nonlocal running
         _spawn(group, plan_all)
         while (pair := await planned.get()) is not None:
             await admission.enter()  # the questions already started go first
+            running += 1
             _spawn(group, functools.partial(run_one, *pair))
+        if claims is None:
+            return
+        async for task in claims.freed(busy):
+            await admission.enter()
+            running += 1
+            _spawn(group, functools.partial(run_one, task, Plan("run"), True))
 
     ordered = sorted(tasks, key=lines.stopped_before)
     watching = asyncio.ensure_future(admission.watch())

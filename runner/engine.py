@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aidanbench.analysis.summary import SummaryRow, summarise
 from aidanbench.core.errors import ConfigError, EndpointRefused, UsageError
@@ -25,7 +26,8 @@ from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
 from aidanbench.record.metadata import Metadata, RunTotals, write_metadata
 from aidanbench.record.results import QuestionResult, results_of, run_totals, totals
-from aidanbench.runner import admission, preflight, store
+from aidanbench.runner import admission, campaign, preflight, store
+from aidanbench.runner.claims import Claims, ClaimTimes, open_claims
 from aidanbench.runner.drive import Questions, drive
 from aidanbench.runner.local import check_recorded_measurements, local_questions
 from aidanbench.runner.preflight import Preflight
@@ -99,6 +101,10 @@ async def prepare(
     unknown or retired model, a refused key). The checks' only requests are ``GET
     /models`` and, where that does not name a model, one minimal request of its role.
     """
+    if spec.store is not None:
+        if spec.server is not None:
+            raise UsageError("a run uses --store or --server, not both")
+        await campaign.check_store(spec.store)
     stored = store.stored_metadata(spec.run_dir)
     fields = store.model_fields(spec, stored)
     sources: dict[str, str] = {}
@@ -115,7 +121,8 @@ async def prepare(
     store.refuse_scoring_changes(spec, stored, tasks)
     checkpoints = spec.run_dir / files.CHECKPOINTS
     store.check_checkpoints(checkpoints)
-    if spec.server is None and checkpoints.exists() and not store.stored_scoring(stored):
+    local = spec.server is None and spec.store is None
+    if local and checkpoints.exists() and not store.stored_scoring(stored):
         await check_recorded_measurements(tasks, checkpoints)
     checked = None
     if spec.server is None:
@@ -162,12 +169,15 @@ async def execute(
             ledger(run_dir / files.LEDGER).max_cost = spec.max_cost
         try:
             with progress:
-                async with backend(spec, services, progress) as questions:
+                async with (
+                    backend(spec, services, progress) as questions,
+                    shared_claims(spec, meta, progress) as claims,
+                ):
                     gate = admission.admission(
                         spec.concurrency, len(tasks), remote=spec.server is not None
                     )
                     all_lines = await drive(
-                        tasks, questions, lines, admission=gate, progress=progress
+                        tasks, questions, lines, admission=gate, progress=progress, claims=claims
                     )
         except BaseException as exc:
             session.status = ended_by(exc)
@@ -190,6 +200,8 @@ async def execute(
             }
         store.question_counts(meta, (line.question for line in all_lines))
         write_metadata(run_dir, meta)
+        if spec.store is not None:
+            await campaign.record_machine_once(spec.store, campaign.machine_name(run_dir), meta)
     summary = summarise(results, meta.reward_mode)
     return RunResult(run_dir, all_lines, meta, results, notes, summary)
 
@@ -218,16 +230,40 @@ async def backend(
     if services is not None:
         if isinstance(services, OpenAIServices):
             progress.endpoints = services.endpoint_stats
-        async with local_questions(spec.run_dir, services) as local:
+        async with here(spec, services) as local:
             yield local
         return
     pools = OpenAIServices(clients.RUN_TRANSPORT, chat=clients.RUN_CHAT)
     progress.endpoints = pools.endpoint_stats
     try:
-        async with local_questions(spec.run_dir, pools) as local:
+        async with here(spec, pools) as local:
             yield local
     finally:
         await pools.aclose()
+
+
+def here(spec: RunSpec, services: ServicesFactory) -> contextlib.AbstractAsyncContextManager[Any]:
+    """Threads run on this machine: on the store's checkpointer, or the run directory's."""
+    if spec.store is not None:
+        return campaign.store_questions(spec.store, services)
+    return local_questions(spec.run_dir, services)
+
+
+@asynccontextmanager
+async def shared_claims(
+    spec: RunSpec, meta: Metadata, progress: Progress
+) -> AsyncIterator[Claims | None]:
+    """This worker's claims on the store's threads, this machine's metadata recorded in
+    it; None without a store (``drive`` then runs every thread it is given)."""
+    if spec.store is None:
+        yield None
+        return
+    times = ClaimTimes(spec.claim_lease, spec.claim_poll)
+    machine = campaign.machine_name(spec.run_dir)
+    async with open_claims(spec.store, machine, progress, times) as claims:
+        async with claims.pool.connection() as conn:
+            await campaign.record_machine(conn, machine, meta)
+        yield claims
 
 
 async def run(
