@@ -208,7 +208,7 @@ async def setup(pool: AsyncConnectionPool[Any]) -> None:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
     async with pool.connection() as conn:
-        while not await _try_lock(conn):
+        while not await _try_lock(conn):  # noqa: ASYNC110 (the lock is the database's)
             await asyncio.sleep(SETUP_RETRY_S)
         try:
             await AsyncPostgresSaver(pool).setup()

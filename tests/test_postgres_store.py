@@ -74,26 +74,18 @@ def postgres() -> Iterator[Postgres]:
     if as_postgres:
         shutil.chown(pwfile, "postgres", "postgres")
     data, port = root / "data", _free_port()
-    subprocess.run(
-        [*as_postgres, str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres"]
-        + ["--auth=scram-sha-256", f"--pwfile={pwfile}", "-E", "UTF8"],
-        check=True,
-        capture_output=True,
-    )
+
+    def pg(program: str, *args: str, check: bool = True) -> None:
+        command = [*as_postgres, str(PG_BIN / program), "-D", str(data), *args]
+        subprocess.run(command, check=check, capture_output=True)
+
+    pg("initdb", "-U", "postgres", "--auth=scram-sha-256", f"--pwfile={pwfile}", "-E", "UTF8")
     options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
-    subprocess.run(
-        [*as_postgres, str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", options, "-w"]
-        + ["-l", str(root / "log"), "start"],
-        check=True,
-        capture_output=True,
-    )
+    pg("pg_ctl", "-o", options, "-w", "-l", str(root / "log"), "start")
     try:
         yield Postgres(port)
     finally:
-        subprocess.run(
-            [*as_postgres, str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-            capture_output=True,
-        )
+        pg("pg_ctl", "-m", "immediate", "stop", check=False)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -249,7 +241,8 @@ def test_a_killed_worker_loses_nothing(
     api_key: str,
     one_process: OneProcess,
 ) -> None:
-    extra = ("--store", store, "--concurrency", "3", *FAST_CLAIMS)
+    # a lease longer than the survivor takes to start: it finds the claims alive and waits
+    extra = ("--store", store, "--concurrency", "3", "--claim-lease", "8", "--claim-poll", "0.3")
     doomed = worker(stub, tmp_path / "killed", *extra, key=api_key)
     deadline = time.monotonic() + 60
     while stub.count("generate") < 6 and time.monotonic() < deadline:
