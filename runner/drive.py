@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.nodes.caps import budget_exhausted
@@ -23,9 +23,6 @@ from aidanbench.record.lines import QuestionLine
 from aidanbench.runner.admission import Admission
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.tasks import RunLines, Task
-
-if TYPE_CHECKING:
-    from aidanbench.runner.claims import Claims
 
 
 @dataclass(frozen=True)
@@ -51,6 +48,27 @@ class Questions(Protocol):
 
     async def execute(self, task: Task, step: Plan, progress: Progress) -> dict[str, Any]:
         """Bring one thread to a stop, passing its answer events on; its final values."""
+        ...
+
+
+class Claims(Protocol):
+    """Which threads this worker may run, when several share a store (``runner.claims``)."""
+
+    async def take(self, task: Task, questions: Questions, waited: bool) -> Plan | None:
+        """Claim the thread and look it up again; None when a live worker elsewhere holds
+        it (it is then waited for at the end, ``freed``)."""
+        ...
+
+    async def stopped(self, task: Task, line: QuestionLine) -> None:
+        """The question stopped here: record its line in the store, release the claim."""
+        ...
+
+    async def found_finished(self, stopped: Sequence[tuple[Task, QuestionLine]]) -> None:
+        """Threads looked up finished: their lines, for a store that lacks them."""
+        ...
+
+    def freed(self, busy: Callable[[], bool]) -> AsyncIterator[Task]:
+        """The threads running elsewhere, each as its claim is released or expires."""
         ...
 
 

@@ -12,14 +12,10 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,15 +27,15 @@ import pytest
 from aidanbench.cli.main import main
 from aidanbench.record.lines import QuestionLine, read_lines
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain
+from aidanbench.testing.postgres import LocalPostgres, available, free_port, local_postgres
 
 from .conftest import REPO
 from .test_cli_run import QUESTIONS, SERVED, run_args
 
 pytestmark = pytest.mark.e2e
 
-psycopg = pytest.importorskip("psycopg")
+pytest.importorskip("psycopg")
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
 PASSWORD = "pw-Campaign-7f3a9c"
 """The database password, in every store URL: it must appear in no file and no output."""
 LATENCY = Latency(generate=0.08, coherence=0.04, embed=0.01)
@@ -47,55 +43,19 @@ LATENCY = Latency(generate=0.08, coherence=0.04, embed=0.01)
 FAST_CLAIMS = ("--claim-lease", "2", "--claim-poll", "0.3")
 
 
-@dataclass(frozen=True)
-class Postgres:
-    port: int
-
-    def url(self, database: str, password: str = PASSWORD) -> str:
-        return f"postgresql://postgres:{password}@127.0.0.1:{self.port}/{database}"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
-def postgres() -> Iterator[Postgres]:
-    """Debian's PostgreSQL 15 on 127.0.0.1, run as ``postgres`` (tests run as root)."""
-    if not (PG_BIN / "pg_ctl").exists():
+def postgres() -> Iterator[LocalPostgres]:
+    """Debian's PostgreSQL 15 on 127.0.0.1 for the session (``testing.postgres``)."""
+    if not available():
         pytest.skip("PostgreSQL 15 is not installed (/usr/lib/postgresql/15/bin)")
-    as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    root = Path(tempfile.mkdtemp(prefix="aidanbench-pg-"))
-    if as_postgres:
-        shutil.chown(root, "postgres", "postgres")
-    (pwfile := root / "pw").write_text(PASSWORD + "\n")
-    if as_postgres:
-        shutil.chown(pwfile, "postgres", "postgres")
-    data, port = root / "data", _free_port()
-
-    def pg(program: str, *args: str, check: bool = True) -> None:
-        command = [*as_postgres, str(PG_BIN / program), "-D", str(data), *args]
-        subprocess.run(command, check=check, capture_output=True)
-
-    pg("initdb", "-U", "postgres", "--auth=scram-sha-256", f"--pwfile={pwfile}", "-E", "UTF8")
-    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
-    pg("pg_ctl", "-o", options, "-w", "-l", str(root / "log"), "start")
-    try:
-        yield Postgres(port)
-    finally:
-        pg("pg_ctl", "-m", "immediate", "stop", check=False)
-        shutil.rmtree(root, ignore_errors=True)
+    with local_postgres(PASSWORD) as server:
+        yield server
 
 
 @pytest.fixture
-def store(postgres: Postgres) -> str:
+def store(postgres: LocalPostgres) -> str:
     """A fresh database, as a store URL with its password."""
-    name = f"campaign_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(postgres.url("postgres"), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return postgres.url(name)
+    return postgres.new_database()
 
 
 @pytest.fixture
@@ -121,7 +81,8 @@ def worker(stub: OpenAIStub, run_dir: Path, *extra: str, key: str) -> subprocess
 
 def finished(proc: subprocess.Popen[str], timeout: float = 120) -> str:
     """The worker's output once it exited 0."""
-    log = Path(proc.args[proc.args.index("--run-dir") + 1] + ".log")  # type: ignore[index,union-attr,operator]
+    args = [str(arg) for arg in proc.args]  # type: ignore[union-attr]
+    log = Path(args[args.index("--run-dir") + 1] + ".log")
     try:
         proc.wait(timeout=timeout)
     finally:
@@ -159,7 +120,7 @@ class OneProcess:
 
 
 def generations(stub: OpenAIStub) -> Counter[tuple[str, str]]:
-    return Counter((r.model, r.prompt) for r in stub.of_kind("generate"))
+    return Counter((str(r.model), r.prompt) for r in stub.of_kind("generate"))
 
 
 @pytest.fixture
@@ -290,12 +251,12 @@ def test_bad_store_url_is_one_line_before_anything_is_written(
 
 def test_unreachable_or_refusing_store_is_one_line(
     tmp_path: Path,
-    postgres: Postgres,
+    postgres: LocalPostgres,
     store: str,
     capsys: pytest.CaptureFixture[str],
     api_key: str,
 ) -> None:
-    closed = f"postgresql://postgres:{PASSWORD}@127.0.0.1:{_free_port()}/db"
+    closed = postgres.url("db").replace(str(postgres.port), str(free_port()))
     wrong = store.replace(PASSWORD, "not-the-Password-91")
     run_dir = tmp_path / "run"
     with OpenAIStub(models=SERVED) as stub:
