@@ -194,6 +194,12 @@ def test_two_machines_finish_one_campaign_running_each_thread_once(
     meta = json.loads((a / "metadata.json").read_text())
     assert meta["sessions"][-1]["store"] == store.replace(f":{PASSWORD}", "")
 
+    asked = stub.asked()
+    late = tmp_path / "machine-c"
+    assert main(run_args(stub, late, "--store", store)) == 0, "a late machine finds it done"
+    assert stub.asked() == asked
+    assert read_lines(late) == []
+
 
 def test_a_killed_worker_loses_nothing(
     tmp_path: Path,
