@@ -185,8 +185,12 @@ async def connected(url: str, size: int = 2) -> AsyncIterator[AsyncConnectionPoo
     server itself can take back its last fraction of a second of steps, which are then
     run again (as SQLite's ``synchronous=NORMAL`` does for a power loss). Waiting for the
     disk on each of a turn's half-dozen commits, one at a time through the saver's lock,
-    made a run about three times slower. A database that stops answering fails a request
-    after ``CONNECT_TIMEOUT_S`` rather than waiting for ever."""
+    made a run about three times slower.
+
+    A database that stops answering for ``CONNECT_TIMEOUT_S`` closes the pool, so every
+    request still waiting fails at once: the saver's writes wait their turn behind one
+    lock, and each waiting out the pool's timeout in turn kept a run from ending for
+    minutes (the run then stops with one line, ``runner.claims.store_lost``)."""
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
@@ -197,6 +201,7 @@ async def connected(url: str, size: int = 2) -> AsyncIterator[AsyncConnectionPoo
         open=False,
         timeout=CONNECT_TIMEOUT_S,
         reconnect_timeout=CONNECT_TIMEOUT_S,
+        reconnect_failed=_close_lost,
         kwargs={
             "autocommit": True,
             "prepare_threshold": 0,
@@ -210,6 +215,10 @@ async def connected(url: str, size: int = 2) -> AsyncIterator[AsyncConnectionPoo
         yield pool
     finally:
         await pool.close()
+
+
+def _close_lost(pool: AsyncConnectionPool[Any]) -> None:
+    asyncio.get_running_loop().create_task(pool.close(timeout=0))
 
 
 async def setup(pool: AsyncConnectionPool[Any]) -> None:

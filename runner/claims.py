@@ -33,6 +33,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.record.lines import QuestionLine
 from aidanbench.runner import campaign
 from aidanbench.runner.drive import Plan, Questions
@@ -120,6 +121,8 @@ class Claims:
         """Claims the heartbeat found taken by another worker."""
         self.taken_over = 0
         """Threads this worker claimed from an expired or released claim after waiting."""
+        self.failure: BaseException | None = None
+        """Why the heartbeat stopped the worker: the store stopped answering."""
 
     async def take(self, task: Task, questions: Questions, waited: bool) -> Plan | None:
         """Claim ``task``'s thread and look it up again; None when a live worker elsewhere
@@ -193,20 +196,27 @@ class Claims:
                     yield self.deferred.pop(thread)
             self.progress.elsewhere(len(self.deferred))
 
-    async def heartbeat(self) -> None:
-        """Keep the held claims alive; cancel a question whose claim another worker took."""
+    async def heartbeat(self, worker: asyncio.Task[Any] | None) -> None:
+        """Keep the held claims alive; cancel a question whose claim another worker took,
+        and the whole ``worker`` once the store has not answered for a lease (its claims
+        are then free for others to take, and requests to a lost database may never
+        return)."""
         import psycopg
 
+        answered = time.monotonic()
         while True:
             await asyncio.sleep(self.times.heartbeat_s)
             held = list(self.held)
-            if not held:
-                continue
             try:
                 async with self.pool.connection() as conn:
                     rows = await (await conn.execute(_BEAT, (self.owner, held))).fetchall()
-            except (psycopg.Error, OSError):
-                continue  # the store is unreachable: the checkpoint writes fail and say so
+            except (psycopg.Error, OSError) as exc:
+                if time.monotonic() - answered > self.times.lease_s and worker is not None:
+                    self.failure = exc
+                    worker.cancel()
+                    return
+                continue
+            answered = time.monotonic()
             kept = {row["thread_id"] for row in rows}
             for thread in held:
                 if thread not in kept and thread in self.held:
@@ -230,13 +240,33 @@ async def open_claims(
     """A worker's claims on the store at ``url`` (its tables made if need be), with their
     heartbeat; held claims are released when the block ends (within
     ``RELEASE_TIMEOUT_S``; a killed worker's expire after the lease)."""
-    async with campaign.connected(url, size=3) as pool:
-        await campaign.setup(pool)
-        claims = Claims(pool, machine, progress, times)
-        beating = asyncio.ensure_future(claims.heartbeat())
-        try:
-            yield claims
-        finally:
-            beating.cancel()
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(claims.release_all(), RELEASE_TIMEOUT_S)
+    import psycopg
+
+    worker = asyncio.current_task()
+    try:
+        async with campaign.connected(url, size=3) as pool:
+            await campaign.setup(pool)
+            claims = Claims(pool, machine, progress, times)
+            beating = asyncio.ensure_future(claims.heartbeat(worker))
+            try:
+                yield claims
+            except asyncio.CancelledError:
+                if claims.failure is None or worker is None:
+                    raise
+                worker.uncancel()
+                raise store_lost(url, claims.failure) from None
+            finally:
+                beating.cancel()
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(claims.release_all(), RELEASE_TIMEOUT_S)
+    except psycopg.Error as exc:  # the saver's or ours, passing through the drive loop
+        raise store_lost(url, exc) from None
+
+
+def store_lost(url: str, exc: BaseException) -> UsageError:
+    """One line: the store failed during the run; nothing completed is lost."""
+    shown = printable(campaign.redacted(url))
+    return UsageError(
+        f"the store {shown} failed: {campaign.scrubbed(str(exc), url)}; every step completed "
+        "before is saved: run the same command again when it answers"
+    )

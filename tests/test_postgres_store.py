@@ -297,3 +297,29 @@ def test_report_of_an_empty_store_is_one_line(
     assert "no campaign" in err and PASSWORD not in err
     with contextlib.suppress(SystemExit):
         assert main(["report"]) == 2
+
+
+def test_a_store_that_stops_answering_ends_the_run_in_one_line(
+    tmp_path: Path, stub: OpenAIStub, api_key: str
+) -> None:
+    run_dir = tmp_path / "run"
+    with local_postgres(PASSWORD) as own:
+        proc = worker(stub, run_dir, "--store", own.new_database(), *FAST_CLAIMS, key=api_key)
+        deadline = time.monotonic() + 60
+        while stub.count("generate") < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    stopped = time.monotonic()  # the server is stopped and gone
+    try:
+        proc.wait(timeout=60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+    waited = time.monotonic() - stopped
+    log = run_dir.with_name("run.log").read_text()
+    assert proc.returncode == 2, log[-2000:]
+    assert log.strip().splitlines()[-1].startswith("aidanbench run: error: the store "), log
+    assert "run the same command again" in log and PASSWORD not in log
+    assert waited < 40, f"{waited:.0f} s to give up on the store"
+    assert json.loads((run_dir / "metadata.json").read_text())["sessions"][-1]["status"] != (
+        "running"
+    )
