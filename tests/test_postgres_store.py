@@ -323,3 +323,20 @@ def test_a_store_that_stops_answering_ends_the_run_in_one_line(
     assert json.loads((run_dir / "metadata.json").read_text())["sessions"][-1]["status"] != (
         "running"
     )
+
+
+def test_ctrl_c_releases_the_claims_at_once(
+    tmp_path: Path, stub: OpenAIStub, store: str, api_key: str, one_process: OneProcess
+) -> None:
+    # a lease longer than the test: only released claims can be taken over in time
+    extra = ("--store", store, "--concurrency", "3", "--claim-lease", "600", "--claim-poll", "0.3")
+    stopped = worker(stub, tmp_path / "stopped", *extra, key=api_key)
+    deadline = time.monotonic() + 60
+    while stub.count("generate") < 6 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stopped.send_signal(signal.SIGINT)
+    assert stopped.wait(timeout=30) == 130
+    assert "run the same command again to resume" in (tmp_path / "stopped.log").read_text()
+
+    finished(worker(stub, tmp_path / "next", *extra, key=api_key), timeout=90)
+    assert scores(campaign_lines(store)) == one_process.scores
