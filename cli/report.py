@@ -445,9 +445,35 @@ def print_judging(rows: Sequence[SummaryRow], console: Console) -> None:
         console.print(printable(text), markup=False)
 
 
+def store_inputs(url: str, reward_mode: str | None) -> tuple[Inputs, list[cost.RunCost], Metadata]:
+    """The campaign in a shared store (``run --store``) as one input, what each of its
+    machines' ledgers recorded sending, and the campaign's metadata (``Campaign``);
+    ``UsageError`` when it holds no results."""
+    import asyncio
+
+    from aidanbench.record.results import results_of
+    from aidanbench.runner.campaign import read_campaign, redacted
+
+    found = asyncio.run(read_campaign(url))
+    if not found.lines:
+        raise UsageError(f"no question results in the store {printable(redacted(url))}")
+    metadata = found.metadata
+    results, notes = results_of(found.lines, metadata)
+    recorded = metadata.spec.reward_mode if metadata.spec else None
+    mode = reward_mode or (recorded if recorded in REWARD_MODES else "count")
+    costs = [cost.run_cost(machine, []) for machine in found.machines.values()]
+    return Inputs(results, mode, notes), costs, metadata
+
+
 def run(args: argparse.Namespace) -> int:
     """Handler of ``aidanbench report``."""
-    inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
+    if (args.store is None) == (not args.paths):
+        raise UsageError("name run directories or results files, or --store URL (one of them)")
+    if args.store is not None:
+        inputs, costs, _ = store_inputs(args.store, args.reward_mode)
+    else:
+        inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
+        costs = [cost.read_run_cost(p) for p in args.paths]
     results = inputs.results
     rows = summarise(results, inputs.reward_mode)
     comparison = compare(results, args.compare, inputs.reward_mode)
@@ -461,7 +487,7 @@ def run(args: argparse.Namespace) -> int:
             question_fields=cost.question_fields(results),
             run_fields=merged_fields(cost.run_fields(results), truncation_fields(rows, args.paths)),
         )
-        payload["cost"] = cost.cost_payload([cost.read_run_cost(p) for p in args.paths])
+        payload["cost"] = cost.cost_payload(costs)
         print(json.dumps(payload, indent=2))
         return 0
     console = make_console()
@@ -471,7 +497,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(question_table(results, width=console.width))
     print_errors(results, console)
     print_truncation(rows, args.paths, console)
-    for text in cost.cost_lines(results, [cost.read_run_cost(p) for p in args.paths]):
+    for text in cost.cost_lines(results, costs):
         console.print(text, markup=False)
     if comparison is not None:
         console.print("\n" + printable(comparison_text(comparison)), markup=False)
@@ -479,11 +505,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    """``PATH…``, ``--json`` and ``--reward-mode``, shared with ``rescore`` and ``plot``."""
+def add_common_arguments(parser: argparse.ArgumentParser, optional: bool = False) -> None:
+    """``PATH…``, ``--json`` and ``--reward-mode``, shared with ``rescore`` and ``plot``
+    (``optional``: no path needed, for ``report --store``)."""
     parser.add_argument(
         "paths",
-        nargs="+",
+        nargs="*" if optional else "+",
         metavar="PATH",
         help="run directories or results files in the original AidanBench schema; several "
         "are reported together, their questions paired by text",
@@ -502,6 +529,16 @@ def add_reward_mode_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_store_argument(parser: argparse.ArgumentParser) -> None:
+    """``--store URL``: the campaign a shared store holds (``run --store``)."""
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="read the whole campaign from this PostgreSQL store (run --store) instead of "
+        "paths; password from PGPASSWORD or ~/.pgpass",
+    )
+
+
 def register(subparsers: Any) -> None:
     """Add the ``report`` command."""
     parser = add_command(
@@ -515,7 +552,8 @@ def register(subparsers: Any) -> None:
             f"Counting: {COUNTING}."
         ),
     )
-    add_common_arguments(parser)
+    add_common_arguments(parser, optional=True)
+    add_store_argument(parser)
     parser.add_argument(
         "--compare",
         nargs=2,

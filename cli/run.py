@@ -76,6 +76,29 @@ def register(subparsers: Any) -> None:
         "checkpoints); results are written to --run-dir as usual",
     )
     p.add_argument(
+        "--store",
+        metavar="URL",
+        help="one campaign from several machines: keep the threads' checkpoints in this "
+        "PostgreSQL database (postgresql://USER@HOST:PORT/DATABASE; password from "
+        "PGPASSWORD or ~/.pgpass) and claim each thread before running it; --run-dir stays "
+        "local to this machine (docs/performance.md, Scaling)",
+    )
+    p.add_argument(
+        "--claim-lease",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="with --store: seconds a killed worker's threads wait before another takes "
+        "them over (60)",
+    )
+    p.add_argument(
+        "--claim-poll",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="with --store: seconds between looks at threads running elsewhere (5)",
+    )
+    p.add_argument(
         "--use-stored-settings",
         action="store_true",
         help="continue a run directory with the settings it was started with",
@@ -114,6 +137,10 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    for flag in ("claim_lease", "claim_poll"):
+        value = getattr(args, flag, 1.0)
+        if not 0 < value < float("inf"):
+            raise UsageError(f"--{flag.replace('_', '-')} must be positive seconds, got {value}")
     question_set = options.question_set(args)
     try:
         source = calibration_file.threshold_source(args.coherence_threshold, args.judge_model)
@@ -130,6 +157,9 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
             variants=options.variants(args),
             run_dir=args.run_dir,
             server=args.server,
+            store=getattr(args, "store", None),
+            claim_lease=getattr(args, "claim_lease", 60.0),
+            claim_poll=getattr(args, "claim_poll", 5.0),
             concurrency=args.concurrency,
             workers=args.workers,
             use_stored_settings=args.use_stored_settings,
@@ -168,6 +198,13 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     if isinstance(result, int):
         return result
     show_result(result)
+    if spec.store is not None:
+        from aidanbench.runner.campaign import redacted
+
+        print(
+            "these are the questions this machine stopped; the whole campaign: "
+            f"aidanbench report --store {printable(redacted(spec.store))}"
+        )
     failed = result.failed
     if failed:
         print(
@@ -222,7 +259,13 @@ def run_session(
     try:
         return asyncio.run(until_terminated(session()))
     except (KeyboardInterrupt, Terminated) as exc:
-        where = spec.run_dir if spec.server is None else f"the server's threads ({spec.server})"
+        where: object = spec.run_dir
+        if spec.server is not None:
+            where = f"the server's threads ({spec.server})"
+        elif spec.store is not None:
+            from aidanbench.runner.campaign import redacted
+
+            where = f"the store {printable(redacted(spec.store))}"
         print(
             f"\nInterrupted. Every completed step is saved in {where}; run the same "
             "command again to resume.",

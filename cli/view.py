@@ -10,9 +10,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from aidanbench.analysis.view import write_view
+from aidanbench.analysis.view import Source, write_page, write_view
 from aidanbench.cli import add_command
+from aidanbench.cli.report import add_store_argument
 from aidanbench.core.errors import UsageError
+from aidanbench.core.thresholds import Thresholds
 
 DEFAULT_OUTPUT = "report.html"
 
@@ -22,12 +24,27 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.is_dir():
         raise UsageError(f"output {out} is a directory; give a file name such as {out}/report.html")
+    if (args.store is None) == (not args.paths):
+        raise UsageError("name run directories or results files, or --store URL (one of them)")
+    if args.store is not None:
+        print(write_page([store_source(args.store)], out))
+        return 0
     try:
         written = write_view([Path(p) for p in args.paths], out)
     except ValueError as exc:
         raise UsageError(" ".join(str(exc).split())) from exc
     print(written)
     return 0
+
+
+def store_source(url: str) -> Source:
+    """The campaign in a shared store (``run --store``) as one source of the page."""
+    from aidanbench.cli.report import store_inputs
+    from aidanbench.runner.campaign import redacted
+
+    inputs, _, metadata = store_inputs(url, None)
+    name = redacted(url).rsplit("/", 1)[-1].partition("?")[0] or "store"
+    return Source(Path(name), inputs.results, metadata, Thresholds(), tuple(inputs.notes))
 
 
 def register(subparsers: Any) -> None:
@@ -43,10 +60,11 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "paths",
-        nargs="+",
+        nargs="*",
         metavar="PATH",
         help="run directory or results file in the original AidanBench schema (repeatable)",
     )
+    add_store_argument(parser)
     parser.add_argument(
         "-o",
         "--output",

@@ -121,6 +121,8 @@ class Session(BaseModel):
     workers: int | None = None
     """Worker processes the session ran its questions in (``runner.workers``)."""
     server: str | None = None
+    store: str | None = None
+    """The campaign store (``run --store``), its password removed."""
     package_version: str | None = None
     git_commit: str | None = None
 

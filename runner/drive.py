@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -51,6 +51,27 @@ class Questions(Protocol):
         ...
 
 
+class Claims(Protocol):
+    """Which threads this worker may run, when several share a store (``runner.claims``)."""
+
+    async def take(self, task: Task, questions: Questions, waited: bool) -> Plan | None:
+        """Claim the thread and look it up again; None when a live worker elsewhere holds
+        it (it is then waited for at the end, ``freed``)."""
+        ...
+
+    async def stopped(self, task: Task, line: QuestionLine) -> None:
+        """The question stopped here: record its line in the store, release the claim."""
+        ...
+
+    async def found_finished(self, stopped: Sequence[tuple[Task, QuestionLine]]) -> None:
+        """Threads looked up finished: their lines, for a store that lacks them."""
+        ...
+
+    def freed(self, busy: Callable[[], bool]) -> AsyncIterator[Task]:
+        """The threads running elsewhere, each as its claim is released or expires."""
+        ...
+
+
 PLAN_CHUNK = 64
 """Threads looked up at once. Questions start as soon as their chunk is looked up, so a
 resumed run of thousands sends its first request after one chunk's look-ups, not after
@@ -64,6 +85,7 @@ async def drive(
     *,
     admission: Admission,
     progress: Events,
+    claims: Claims | None = None,
 ) -> list[QuestionLine]:
     """Run every task to a stop (or resume it), writing outputs as questions finish.
 
@@ -72,19 +94,39 @@ async def drive(
     is counted and skipped. Returns every question line of the run directory, the lines
     carried from earlier sessions included. Cancellation (Ctrl-C) writes what is known
     and re-raises: the checkpoints already hold every completed step.
+
+    With ``claims`` (a shared store, ``runner.claims``) a thread runs here only once
+    claimed, those claimed elsewhere are waited for at the end, and the run directory's
+    files hold the lines of the threads this worker stopped (the store holds them all).
     """
     for task in tasks:
         progress.queued(task.label)
+    running = 0  # questions spawned and not ended: each may yet find its thread claimed elsewhere
 
-    async def run_one(task: Task, step: Plan) -> None:
+    def busy() -> bool:
+        return running > 0
+
+    async def run_one(task: Task, step: Plan, waited: bool = False) -> None:
+        nonlocal running
         try:
             if budget_exhausted(task.settings):  # --max-cost reached: start nothing new
                 return
+            if claims is not None:
+                taken = await claims.take(task, questions, waited)
+                if taken is None:  # running elsewhere: waited for at the end
+                    return
+                if taken.action == "skip":
+                    progress.skipped(task.label, task.line(taken.values), task.thread_id)
+                    return
+                step = taken
             progress.started_question(task.label, task.thread_id)
             values = await questions.execute(task, step, progress)
             line = await lines.finished(task, values)
+            if claims is not None:
+                await claims.stopped(task, line)
             progress.finished_question(task.label, task.question, line, task.thread_id)
         finally:
+            running -= 1
             admission.leave()
 
     planned: asyncio.Queue[tuple[Task, Plan] | None] = asyncio.Queue()
@@ -94,15 +136,18 @@ async def drive(
         # first chunks hold questions to run, not thousands of finished ones.
         for first in range(0, len(tasks), PLAN_CHUNK):
             chunk = ordered[first : first + PLAN_CHUNK]
-            todo = []
+            todo, finished = [], []
             for task, step in zip(chunk, await questions.plan(chunk), strict=True):
                 refuse_other_measurement(task, step.values)
-                line = lines.record(task, step.values)
+                line = lines.record(task, step.values) if claims is None else task.line(step.values)
                 if step.action == "skip":
                     progress.skipped(task.label, line, task.thread_id)
+                    finished.append((task, line))
                 else:
                     progress.stored(task.label, line, task.thread_id)
                     todo.append((task, step))
+            if claims is not None:
+                await claims.found_finished(finished)
             questions.warm([task for task, _ in todo])
             for pair in todo:
                 planned.put_nowait(pair)
@@ -110,10 +155,18 @@ async def drive(
         planned.put_nowait(None)
 
     async def start_all(group: asyncio.TaskGroup) -> None:
+        nonlocal running
         _spawn(group, plan_all)
         while (pair := await planned.get()) is not None:
             await admission.enter()  # the questions already started go first
+            running += 1
             _spawn(group, functools.partial(run_one, *pair))
+        if claims is None:
+            return
+        async for task in claims.freed(busy):
+            await admission.enter()
+            running += 1
+            _spawn(group, functools.partial(run_one, task, Plan("run"), True))
 
     ordered = sorted(tasks, key=lines.stopped_before)
     watching = asyncio.ensure_future(admission.watch())

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aidanbench.analysis.summary import SummaryRow, summarise
 from aidanbench.core.errors import ConfigError, EndpointRefused, UsageError
@@ -25,7 +26,8 @@ from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
 from aidanbench.record.metadata import Metadata, RunTotals, write_metadata
 from aidanbench.record.results import QuestionResult, results_of, run_totals, totals
-from aidanbench.runner import admission, preflight, store, workers
+from aidanbench.runner import admission, campaign, preflight, store, workers
+from aidanbench.runner.claims import shared_claims
 from aidanbench.runner.drive import Questions, drive
 from aidanbench.runner.local import check_recorded_measurements, local_questions
 from aidanbench.runner.preflight import Preflight
@@ -106,6 +108,10 @@ async def prepare(
     unknown or retired model, a refused key). The checks' only requests are ``GET
     /models`` and, where that does not name a model, one minimal request of its role.
     """
+    if spec.store is not None:
+        if spec.server is not None:
+            raise UsageError("a run uses --store or --server, not both")
+        await campaign.check_store(spec.store)
     stored = store.stored_metadata(spec.run_dir)
     fields = store.model_fields(spec, stored)
     sources: dict[str, str] = {}
@@ -122,7 +128,8 @@ async def prepare(
     store.refuse_scoring_changes(spec, stored, tasks)
     checkpoints = spec.run_dir / files.CHECKPOINTS
     store.check_checkpoints(checkpoints)
-    if spec.server is None and checkpoints.exists() and not store.stored_scoring(stored):
+    local = spec.server is None and spec.store is None
+    if local and checkpoints.exists() and not store.stored_scoring(stored):
         await check_recorded_measurements(tasks, checkpoints)
     checked = None
     if spec.server is None:
@@ -178,18 +185,23 @@ async def execute(
                             questions,
                             lines,
                             count=count,
-                            run_dir=run_dir,
-                            concurrency=spec.concurrency,
-                            max_cost=spec.max_cost,
+                            spec=spec,
+                            meta=meta,
                             progress=progress,
                         )
                     else:
-                        gate = admission.admission(
-                            spec.concurrency, len(tasks), remote=spec.server is not None
-                        )
-                        all_lines = await drive(
-                            tasks, questions, lines, admission=gate, progress=progress
-                        )
+                        async with shared_claims(spec, meta, progress) as claims:
+                            gate = admission.admission(
+                                spec.concurrency, len(tasks), remote=spec.server is not None
+                            )
+                            all_lines = await drive(
+                                tasks,
+                                questions,
+                                lines,
+                                admission=gate,
+                                progress=progress,
+                                claims=claims,
+                            )
         except BaseException as exc:
             session.status = ended_by(exc)
             if isinstance(exc, EndpointRefused):
@@ -211,6 +223,8 @@ async def execute(
             }
         store.question_counts(meta, (line.question for line in all_lines))
         write_metadata(run_dir, meta)
+        if spec.store is not None:
+            await campaign.record_machine_once(spec.store, campaign.machine_name(run_dir), meta)
     summary = summarise(results, meta.reward_mode)
     return RunResult(run_dir, all_lines, meta, results, notes, summary)
 
@@ -240,16 +254,23 @@ async def backend(
     if services is not None:
         if isinstance(services, OpenAIServices):
             progress.endpoints = services.endpoint_stats
-        async with local_questions(spec.run_dir, services) as local:
+        async with here(spec, services) as local:
             yield local
         return
     pools = OpenAIServices(clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=share)
     progress.endpoints = pools.endpoint_stats
     try:
-        async with local_questions(spec.run_dir, pools) as local:
+        async with here(spec, pools) as local:
             yield local
     finally:
         await pools.aclose()
+
+
+def here(spec: RunSpec, services: ServicesFactory) -> contextlib.AbstractAsyncContextManager[Any]:
+    """Threads run on this machine: on the store's checkpointer, or the run directory's."""
+    if spec.store is not None:
+        return campaign.store_questions(spec.store, services)
+    return local_questions(spec.run_dir, services)
 
 
 async def run(

@@ -77,6 +77,8 @@ class Events(Protocol):
 
     def answer(self, label: str, event: dict[str, Any], key: str | None = None) -> None: ...
 
+    def elsewhere(self, count: int) -> None: ...
+
 
 @dataclass
 class ModelProgress:
@@ -119,6 +121,9 @@ class Progress:
     endpoints: Callable[[], Mapping[str, EndpointStats]] | None = None
     """Each endpoint's limit and 429s now (``OpenAIServices.endpoint_stats``), shown
     under the table."""
+    waiting_elsewhere: int = 0
+    """Questions claimed by live workers elsewhere (a shared store, ``runner.claims``),
+    waited for at the end of this worker's list."""
     _live: Live | None = None
     _watcher: threading.Thread | None = None
     _stop_watching: threading.Event = field(default_factory=threading.Event)
@@ -205,6 +210,12 @@ class Progress:
         """A question about to run again: what its earlier sessions stored is counted now."""
         self.rows[label].lines[key if key is not None else label] = question_result(line)
 
+    def elsewhere(self, count: int) -> None:
+        """``count`` questions are now claimed by other workers; logged when it changes."""
+        if count != self.waiting_elsewhere:
+            self.waiting_elsewhere = count
+            self._line(f"{count} question(s) running on other workers; waiting for them")
+
     def answer(self, label: str, event: dict[str, Any], key: str | None = None) -> None:
         """An answer event of a running question: shown until the question's line replaces it."""
         tokens = event.get("tokens", 0)
@@ -283,7 +294,11 @@ class Progress:
         if width is None and self._live is not None:
             width = self._live.console.width
         title = f"AidanBench run — {elapsed:.0f}s elapsed"
-        return Group(*fitted_tables(key, columns, width, title=title), *self._endpoint_lines())
+        waiting = self.waiting_elsewhere
+        elsewhere = [Text(f"{waiting} question(s) running on other workers")] if waiting else []
+        return Group(
+            *fitted_tables(key, columns, width, title=title), *elsewhere, *self._endpoint_lines()
+        )
 
     def _endpoint_lines(self) -> list[Text]:
         if self.endpoints is None:

@@ -74,6 +74,27 @@ class RunSpec(BaseModel):
     server: str | None = Field(
         default=None, description="Run the questions on this LangGraph server instead."
     )
+    store: str | None = Field(
+        default=None,
+        repr=False,
+        description="A campaign store shared by several machines: postgresql://USER@HOST:"
+        "PORT/DATABASE (runner.campaign). The threads' checkpoints go there and each "
+        "thread is claimed before it runs (runner.claims); the run directory stays local. "
+        "Never recorded as given: the password is removed.",
+    )
+    claim_lease: float = Field(
+        default=60.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="With a store: seconds a worker's claim on a thread lives without a "
+        "heartbeat, so a killed worker's threads are taken over after this long.",
+    )
+    claim_poll: float = Field(
+        default=5.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="With a store: seconds between two looks at threads claimed elsewhere.",
+    )
     concurrency: int | None = Field(
         default=None,
         ge=1,

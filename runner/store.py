@@ -45,6 +45,7 @@ from aidanbench.record.metadata import (
     read_metadata,
 )
 from aidanbench.record.usage import summarise_ledger
+from aidanbench.runner.campaign import redacted
 from aidanbench.runner.spec import RunSpec, base_urls
 from aidanbench.runner.tasks import Task
 from aidanbench.services.pricing import price_table
@@ -258,6 +259,7 @@ def session_record(
         concurrency=in_flight,
         concurrency_automatic=spec.concurrency is None,
         server=spec.server,
+        store=None if spec.store is None else redacted(spec.store),
         package_version=importlib_metadata.version("aidanbench"),
         git_commit=git_commit(),
     )

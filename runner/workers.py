@@ -55,10 +55,14 @@ from typing import Any
 
 from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
+from aidanbench.record.metadata import Metadata
+from aidanbench.runner import campaign
 from aidanbench.runner.admission import admission
+from aidanbench.runner.claims import ClaimTimes, open_claims, shared_claims
 from aidanbench.runner.drive import Questions, drive, run_group
 from aidanbench.runner.local import local_questions
 from aidanbench.runner.progress import Progress
+from aidanbench.runner.spec import RunSpec
 from aidanbench.runner.tasks import RunLines, Task
 from aidanbench.services import OpenAIServices, clients
 from aidanbench.services.limits import EndpointStats
@@ -112,6 +116,9 @@ class Job:
     concurrency: int | None
     """Questions in flight for the whole session (None: automatic)."""
     max_cost: float | None
+    store: str | None = field(default=None, repr=False)
+    """The shared store's URL (``run --store``), with its password if it has one."""
+    claim_times: ClaimTimes = field(default_factory=ClaimTimes)
 
 
 def shares(tasks: Sequence[Task], count: int) -> list[list[Task]]:
@@ -148,6 +155,9 @@ class Reporter:
 
     def answer(self, label: str, event: dict[str, Any], key: str | None = None) -> None:
         self.pending.append(("answer", key, event))
+
+    def elsewhere(self, count: int) -> None:
+        self.pending.append(("elsewhere", count))
 
     def send(self, *extra: tuple[Any, ...]) -> None:
         """Send everything pending (and ``extra``) as one message."""
@@ -195,8 +205,18 @@ async def _work(job: Job, conn: Connection) -> None:
     outcome: tuple[Any, ...] = ("done",)
     helpers = [asyncio.create_task(send_every()), asyncio.create_task(follow())]
     try:
-        async with local_questions(job.run_dir, services) as questions:
-            await drive(job.tasks, questions, RunLines(None), admission=gate, progress=reporter)
+        async with (
+            _questions(job, services) as questions,
+            _claims(job, reporter) as claims,
+        ):
+            await drive(
+                job.tasks,
+                questions,
+                RunLines(None),
+                admission=gate,
+                progress=reporter,
+                claims=claims,
+            )
     except asyncio.CancelledError:
         outcome = ("stopped",)
     except Exception as exc:
@@ -208,6 +228,21 @@ async def _work(job: Job, conn: Connection) -> None:
             await services.aclose()
         with contextlib.suppress(OSError):
             reporter.send(("endpoints", services.endpoint_stats()), outcome)
+
+
+def _questions(job: Job, services: OpenAIServices) -> contextlib.AbstractAsyncContextManager[Any]:
+    """The worker's threads: on the shared store's checkpointer, or the run directory's."""
+    if job.store is not None:
+        return campaign.store_questions(job.store, services)
+    return local_questions(job.run_dir, services)
+
+
+def _claims(job: Job, reporter: Reporter) -> contextlib.AbstractAsyncContextManager[Any]:
+    """The worker's claims on a shared store's threads (None without one)."""
+    if job.store is None:
+        return contextlib.nullcontext(None)
+    machine = campaign.machine_name(job.run_dir)
+    return open_claims(job.store, machine, reporter, job.claim_times)
 
 
 def _die_with_parent() -> None:
@@ -253,11 +288,20 @@ class Relay:
     """Each thread reported on: ``running`` or ``done``."""
     owner: dict[str, int] = field(default_factory=dict)
     stats: dict[int, Mapping[str, EndpointStats]] = field(default_factory=dict)
+    waiting: dict[int, int] = field(default_factory=dict)
+    """Per process (0: this one), its questions running on other machines' workers."""
+
+    def elsewhere(self, worker: int, count: int) -> None:
+        self.waiting[worker] = count
+        self.progress.elsewhere(sum(self.waiting.values()))
 
     async def apply(self, worker: int, event: tuple[Any, ...]) -> None:
         kind = event[0]
         if kind == "endpoints":
             self.stats[worker] = event[1]
+            return
+        if kind == "elsewhere":
+            self.elsewhere(worker, event[1])
             return
         key = event[1]
         task = self.tasks[key]
@@ -317,6 +361,16 @@ def _plus(a: EndpointStats, b: EndpointStats) -> EndpointStats:
     )
 
 
+@dataclass
+class _Own:
+    """This process's count of questions running elsewhere, told to the relay."""
+
+    relay: Relay
+
+    def elsewhere(self, count: int) -> None:
+        self.relay.elsewhere(0, count)
+
+
 class WorkerDied(RuntimeError):
     """A share's worker died more often than ``RESTARTS``."""
 
@@ -335,9 +389,8 @@ async def drive_workers(
     lines: RunLines,
     *,
     count: int,
-    run_dir: Path,
-    concurrency: int | None,
-    max_cost: float | None,
+    spec: RunSpec,
+    meta: Metadata,
     progress: Progress,
 ) -> list[QuestionLine]:
     """Run every task to a stop over ``count`` processes: this one, on ``questions``
@@ -352,16 +405,19 @@ async def drive_workers(
     for share in theirs:
         for task in share:
             progress.queued(task.label)
-    per_process = None if concurrency is None else math.ceil(concurrency / count)
-    book = ledger(run_dir / files.LEDGER)
+    per_process = None if spec.concurrency is None else math.ceil(spec.concurrency / count)
+    book = ledger(spec.run_dir / files.LEDGER)
     book.follow()  # before the workers write
     workers = Workers(relay, progress)
+    times = ClaimTimes(spec.claim_lease, spec.claim_poll)
     for index, share in enumerate(theirs, start=1):
-        workers.start(Job(index, count, run_dir, share, concurrency, max_cost))
+        job = Job(index, count, spec.run_dir, share, spec.concurrency, spec.max_cost)
+        workers.start(dataclasses.replace(job, store=spec.store, claim_times=times))
 
     async def here() -> None:
         gate = admission(per_process, len(mine), share=count)
-        await drive(mine, questions, lines, admission=gate, progress=progress)
+        async with shared_claims(spec, meta, _Own(relay)) as claims:
+            await drive(mine, questions, lines, admission=gate, progress=progress, claims=claims)
 
     async def follow() -> None:
         while True:

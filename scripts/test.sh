@@ -17,7 +17,7 @@ python -m pip install -q --upgrade pip
 # torch first, pinned: it resolves to the CPU build on this machine kind; an unpinned
 # torch would pull several GB of CUDA packages.
 python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[dev,local,server,hf,export,plots]" --config-settings editable_mode=strict
+python -m pip install -q -e ".[dev,local,server,hf,export,plots,postgres]" --config-settings editable_mode=strict
 python -m pip check
 
 # The HTML report's tests drive a real browser, Debian's chromium (CI runs this as root).

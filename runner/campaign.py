@@ -1,0 +1,355 @@
+"""One campaign from several machines: a shared store on PostgreSQL.
+
+``aidanbench run --store postgresql://USER@HOST:PORT/DB`` keeps the question threads'
+checkpoints in that database through LangGraph's own ``AsyncPostgresSaver`` instead of
+``RUN_DIR/checkpoints.sqlite``; the run directory stays on each machine (its lock,
+metadata, usage ledger and output files). A campaign is one database: the saver's tables
+and ours (below) hold one campaign's threads, so two campaigns need two databases.
+
+Our three tables, beside the saver's:
+
+- ``aidanbench_claims``: which worker runs which thread (``runner.claims``);
+- ``aidanbench_lines``: each stopped thread's ``QuestionLine``, whichever machine stopped
+  it, so ``report --store`` and ``view --store`` read the whole campaign;
+- ``aidanbench_machines``: each run directory's ``metadata.json`` (its reward mode,
+  judging, and usage ledger's totals: what that machine sent).
+
+The URL may carry a password (libpq's ``PGPASSWORD`` and ``~/.pgpass`` are better): it is
+used to connect and nowhere else. What is recorded or printed is ``redacted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from aidanbench.core.errors import UsageError, printable
+from aidanbench.record.lines import QuestionLine
+from aidanbench.record.metadata import Metadata
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+
+    from aidanbench.runner.local import LocalQuestions
+    from aidanbench.services import ServicesFactory
+
+SCHEMES = ("postgresql", "postgres")
+CONNECT_TIMEOUT_S = 10
+"""Seconds to wait for the database before refusing the store."""
+
+SETUP_LOCK = 0x41494442
+"""Advisory lock held while the tables are made: two workers starting together would
+otherwise race on ``CREATE TABLE`` and on the saver's migration rows."""
+SETUP_RETRY_S = 0.1
+
+TABLES = (
+    """CREATE TABLE IF NOT EXISTS aidanbench_claims (
+        thread_id text PRIMARY KEY,
+        owner text NOT NULL,
+        heartbeat timestamptz NOT NULL,
+        released boolean NOT NULL DEFAULT false)""",
+    """CREATE TABLE IF NOT EXISTS aidanbench_lines (
+        thread_id text PRIMARY KEY,
+        line jsonb NOT NULL,
+        machine text NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT now())""",
+    """CREATE TABLE IF NOT EXISTS aidanbench_machines (
+        machine text PRIMARY KEY,
+        metadata jsonb NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT now())""",
+)
+
+EXTRA_MISSING = (
+    "--store needs the postgres extra: pip install 'aidanbench[postgres]' "
+    "(langgraph-checkpoint-postgres, psycopg, psycopg-pool)"
+)
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password (in the user part or as a ``password`` parameter)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "postgresql://(unreadable URL)"
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if port is None else f"{host}:{port}"
+    if parts.username:
+        netloc = f"{parts.username}@{netloc}"
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def secrets_of(url: str) -> list[str]:
+    """The URL's password, each way it may be spelled, to scrub from messages."""
+    try:
+        parts = urlsplit(url)
+        found = [parts.password or ""] + [v for k, v in parse_qsl(parts.query) if k == "password"]
+        raw = parts.netloc.rpartition("@")[0].partition(":")[2]
+    except ValueError:
+        return [url]
+    return [s for s in {*found, raw} if s]
+
+
+def scrubbed(text: str, url: str) -> str:
+    """``text`` on one line, printable, with the URL's password replaced."""
+    for secret in secrets_of(url):
+        text = text.replace(secret, "***")
+    return printable(" ".join(text.split()))
+
+
+def check_url(url: str) -> str:
+    """The store URL checked for form (no connection yet); returns it redacted.
+
+    Raises ``UsageError`` with one line: not a ``postgresql://`` URL, no database named,
+    or a URL libpq cannot read.
+    """
+    shown = redacted(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (a bad port raises here)
+    except ValueError as exc:
+        raise UsageError(f"--store {shown}: {scrubbed(str(exc), url)}") from None
+    if parts.scheme not in SCHEMES:
+        raise UsageError(
+            f"--store must be a postgresql://USER@HOST:PORT/DATABASE URL, got {printable(shown)}"
+        )
+    if not parts.path.strip("/"):
+        raise UsageError(
+            f"--store {printable(shown)} names no database; a campaign is one database: "
+            "postgresql://USER@HOST:PORT/DATABASE"
+        )
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        raise UsageError(EXTRA_MISSING) from None
+    try:
+        conninfo_to_dict(url)
+    except Exception as exc:  # psycopg.ProgrammingError: libpq could not parse it
+        raise UsageError(f"--store {printable(shown)}: {scrubbed(str(exc), url)}") from None
+    return shown
+
+
+async def check_store(url: str) -> str:
+    """``check_url``, then one connection to the database; returns the URL redacted.
+
+    Raises ``UsageError`` with one line (the password scrubbed) when the extra is not
+    installed or the database cannot be reached or refuses us. Nothing is written.
+    """
+    shown = check_url(url)
+    try:
+        import langgraph.checkpoint.postgres.aio  # noqa: F401
+        import psycopg
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        raise UsageError(EXTRA_MISSING) from None
+    try:
+        async with await psycopg.AsyncConnection.connect(
+            url, connect_timeout=CONNECT_TIMEOUT_S
+        ) as conn:
+            await conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        raise UsageError(
+            f"cannot reach the store {printable(shown)}: {scrubbed(str(exc), url)}"
+        ) from None
+    return shown
+
+
+def machine_name(run_dir: Path) -> str:
+    """This machine's run directory, as the campaign tables name it: host and path."""
+    return f"{socket.gethostname()}:{run_dir.resolve()}"
+
+
+def line_record(line: QuestionLine) -> dict[str, Any]:
+    """A line as ``aidanbench_lines`` holds it: its ``questions.jsonl`` record with its
+    answers' ``answers.jsonl`` records (read back by ``QuestionLine.model_validate``)."""
+    return {**line.record(), "answers": [answer.record() for answer in line.answers]}
+
+
+@asynccontextmanager
+async def connected(url: str, size: int = 2) -> AsyncIterator[AsyncConnectionPool[Any]]:
+    """A small pool of autocommit connections to the store (as the saver wants them).
+
+    Commits do not wait for the database's disk (``synchronous_commit=off``): a killed
+    worker loses nothing the database acknowledged, and only a crash of the database
+    server itself can take back its last fraction of a second of steps, which are then
+    run again (as SQLite's ``synchronous=NORMAL`` does for a power loss). Waiting for the
+    disk on each of a turn's half-dozen commits, one at a time through the saver's lock,
+    made a run about three times slower.
+
+    A database that stops answering for ``CONNECT_TIMEOUT_S`` closes the pool, so every
+    request still waiting fails at once: the saver's writes wait their turn behind one
+    lock, and each waiting out the pool's timeout in turn kept a run from ending for
+    minutes (the run then stops with one line, ``runner.claims.store_lost``)."""
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=size,
+        open=False,
+        timeout=CONNECT_TIMEOUT_S,
+        reconnect_timeout=CONNECT_TIMEOUT_S,
+        reconnect_failed=_close_lost,
+        kwargs={
+            "autocommit": True,
+            "prepare_threshold": 0,
+            "row_factory": dict_row,
+            "connect_timeout": CONNECT_TIMEOUT_S,
+            "options": "-c synchronous_commit=off",
+        },
+    )
+    await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+def _close_lost(pool: AsyncConnectionPool[Any]) -> None:
+    asyncio.get_running_loop().create_task(pool.close(timeout=0))
+
+
+async def setup(pool: AsyncConnectionPool[Any]) -> None:
+    """The saver's tables (its own ``setup``, with its migrations) and ours, made once
+    whoever starts first.
+
+    The lock is tried, not waited for: the saver's migrations create indexes
+    ``CONCURRENTLY``, which wait for every transaction open in the database, and a
+    worker waiting in ``pg_advisory_lock`` is one, so two workers starting together would
+    wait for each other for ever.
+    """
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    async with pool.connection() as conn:
+        while not await _try_lock(conn):  # noqa: ASYNC110 (the lock is the database's)
+            await asyncio.sleep(SETUP_RETRY_S)
+        try:
+            await AsyncPostgresSaver(pool).setup()
+            for statement in TABLES:
+                await conn.execute(statement)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK,))
+
+
+async def _try_lock(conn: AsyncConnection[Any]) -> bool:
+    row = await (
+        await conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (SETUP_LOCK,))
+    ).fetchone()
+    return bool(row and row["got"])
+
+
+@asynccontextmanager
+async def store_questions(url: str, services: ServicesFactory) -> AsyncIterator[LocalQuestions]:
+    """The question graph on the store's ``AsyncPostgresSaver``, closed when the block
+    ends (the local backend of ``runner.local``, with the shared checkpointer)."""
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    from aidanbench.graph.question import build_question_graph
+    from aidanbench.runner.local import LocalQuestions
+
+    async with connected(url) as pool:
+        await setup(pool)
+        graph = build_question_graph(services).compile(checkpointer=AsyncPostgresSaver(pool))
+        yield LocalQuestions(graph, services)
+
+
+async def record_machine(conn: AsyncConnection[Any], machine: str, metadata: Metadata) -> None:
+    """Upsert this run directory's metadata into ``aidanbench_machines``."""
+    from psycopg.types.json import Jsonb
+
+    await conn.execute(
+        "INSERT INTO aidanbench_machines (machine, metadata) VALUES (%s, %s) "
+        "ON CONFLICT (machine) DO UPDATE SET metadata = EXCLUDED.metadata, updated_at = now()",
+        (machine, Jsonb(metadata.model_dump(mode="json", exclude_none=True))),
+    )
+
+
+async def record_machine_once(url: str, machine: str, metadata: Metadata) -> None:
+    """``record_machine`` on a connection of its own."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(
+        url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+    ) as conn:
+        await record_machine(conn, machine, metadata)
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """What the store holds of a campaign, as the reports read it."""
+
+    lines: list[QuestionLine]
+    """Every stopped thread's line, in thread order."""
+    machines: dict[str, Metadata]
+    """Each run directory's metadata (host:path), oldest update first."""
+
+    @property
+    def metadata(self) -> Metadata:
+        """One metadata for the campaign's lines: the last machine's, with every machine's
+        models' scoring settings and judging; no usage (that is per machine: ``machines``)."""
+        last = list(self.machines.values())[-1] if self.machines else Metadata()
+        merged = last.model_copy(deep=True)
+        merged.usage = None
+        merged.scoring_settings = {
+            k: v for m in self.machines.values() for k, v in (m.scoring_settings or {}).items()
+        } or None
+        merged.judging = {
+            k: v for m in self.machines.values() for k, v in (m.judging or {}).items()
+        } or None
+        return merged
+
+
+async def read_campaign(url: str) -> Campaign:
+    """The campaign in the store at ``url``; ``UsageError`` with one line when it cannot
+    be read or holds no campaign."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    shown = await check_store(url)
+    try:
+        async with await psycopg.AsyncConnection.connect(
+            url, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT_S
+        ) as conn:
+            found = await conn.execute("SELECT to_regclass('aidanbench_lines') AS t")
+            row = await found.fetchone()
+            if row is None or row["t"] is None:
+                raise UsageError(f"no campaign in the store {printable(shown)}")
+            lines = await (
+                await conn.execute("SELECT line FROM aidanbench_lines ORDER BY thread_id")
+            ).fetchall()
+            machines = await (
+                await conn.execute(
+                    "SELECT machine, metadata FROM aidanbench_machines ORDER BY updated_at"
+                )
+            ).fetchall()
+    except psycopg.Error as exc:
+        raise UsageError(
+            f"cannot read the store {printable(shown)}: {scrubbed(str(exc), url)}"
+        ) from None
+    return Campaign(
+        [QuestionLine.model_validate(_json(r["line"])) for r in lines],
+        {r["machine"]: Metadata.model_validate(_json(r["metadata"])) for r in machines},
+    )
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def lines_rows(lines: Sequence[tuple[str, QuestionLine]], machine: str) -> list[tuple[Any, ...]]:
+    """Rows of ``aidanbench_lines`` for (thread id, line) pairs stopped by ``machine``."""
+    from psycopg.types.json import Jsonb
+
+    return [(thread, Jsonb(line_record(line)), machine) for thread, line in lines]

@@ -1,0 +1,297 @@
+"""Atomic claims on a campaign's question threads, so several workers share one store.
+
+Before a worker runs a thread that is not finished it claims it in ``aidanbench_claims``
+with one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE ... RETURNING``: the row is taken
+when there is none, when its claim was released, or when its heartbeat is older than the
+lease (its worker died). A thread claimed by a live worker elsewhere is not run here; it
+waits in ``deferred`` until the end of the worker's list, where the drive loop polls the
+claims and takes over every thread whose claim was released unfinished (Ctrl-C) or
+expired (a killed worker). The taker resumes from the thread's checkpoints, so a killed
+worker loses at most the step it was in.
+
+While a thread runs, a heartbeat keeps its claim alive every quarter lease. A worker whose
+heartbeat finds a claim taken from it (it was paused for longer than the lease) cancels
+that question at once and waits for it like any other; it may have written one step
+after losing the claim. Times are the database's (``now()``), so machines' clocks need
+not agree.
+
+When a question stops here its line goes to ``aidanbench_lines`` and its claim is
+released in one transaction. A thread another worker released after stopping it on an
+error is left as it stopped (its line is in the store): a later ``run`` retries it, as it
+does on one machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from aidanbench.core.errors import UsageError, printable
+from aidanbench.record.lines import QuestionLine
+from aidanbench.record.metadata import Metadata
+from aidanbench.runner import campaign
+from aidanbench.runner.drive import Plan, Questions
+from aidanbench.runner.spec import RunSpec
+from aidanbench.runner.tasks import Task
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
+LEASE_S = 60.0
+"""Seconds a claim lives without a heartbeat: how long a killed worker's threads wait
+before another worker takes them over."""
+POLL_S = 5.0
+"""Seconds between two looks at the claims of threads running elsewhere."""
+RELEASE_TIMEOUT_S = 2.0
+"""At most this long to release the claims held when the drive loop ends (Ctrl-C)."""
+
+_CLAIM = """
+INSERT INTO aidanbench_claims AS c (thread_id, owner, heartbeat, released)
+VALUES (%(thread)s, %(owner)s, now(), false)
+ON CONFLICT (thread_id) DO UPDATE SET owner = EXCLUDED.owner, heartbeat = now(), released = false
+WHERE c.released OR c.owner = EXCLUDED.owner
+   OR c.heartbeat < now() - make_interval(secs => %(lease)s)
+RETURNING thread_id"""
+_BEAT = """
+UPDATE aidanbench_claims SET heartbeat = now()
+WHERE owner = %s AND NOT released AND thread_id = ANY(%s) RETURNING thread_id"""
+_RELEASE = "UPDATE aidanbench_claims SET released = true WHERE thread_id = %s AND owner = %s"
+_RELEASE_ALL = "UPDATE aidanbench_claims SET released = true WHERE owner = %s AND NOT released"
+_LIVE = """
+SELECT thread_id FROM aidanbench_claims
+WHERE thread_id = ANY(%s) AND NOT released
+  AND heartbeat >= now() - make_interval(secs => %s)"""
+_PUT_LINE = """
+INSERT INTO aidanbench_lines (thread_id, line, machine) VALUES (%s, %s, %s)
+ON CONFLICT (thread_id) DO UPDATE
+SET line = EXCLUDED.line, machine = EXCLUDED.machine, updated_at = now()"""
+_ADD_LINE = """
+INSERT INTO aidanbench_lines (thread_id, line, machine) VALUES (%s, %s, %s)
+ON CONFLICT (thread_id) DO NOTHING"""
+_HAVE_LINES = "SELECT thread_id FROM aidanbench_lines WHERE thread_id = ANY(%s)"
+
+
+@dataclass(frozen=True)
+class ClaimTimes:
+    """The claims' timing: ``lease_s`` (``--claim-lease``), ``poll_s`` (``--claim-poll``)."""
+
+    lease_s: float = LEASE_S
+    poll_s: float = POLL_S
+
+    @property
+    def heartbeat_s(self) -> float:
+        """A held claim's heartbeat: four per lease, so one late beat loses nothing."""
+        return self.lease_s / 4
+
+
+def new_owner() -> str:
+    """A worker's name in the claims table: host, process and a random part (each drive
+    loop is a worker of its own, several in one process included)."""
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Waiting(Protocol):
+    """Told how many questions of this worker's list run on other workers: the live
+    table (``runner.progress.Progress``), or a worker process's reports."""
+
+    def elsewhere(self, count: int) -> None: ...
+
+
+class Claims:
+    """One worker's claims on the store's threads (module docstring)."""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Any],
+        machine: str,
+        progress: Waiting,
+        times: ClaimTimes = ClaimTimes(),
+    ) -> None:
+        self.pool = pool
+        self.machine = machine
+        self.progress = progress
+        self.times = times
+        self.owner = new_owner()
+        self.held: dict[str, tuple[Task, asyncio.Task[Any] | None]] = {}
+        """Threads claimed and running here, with the job running each."""
+        self.deferred: dict[str, Task] = {}
+        """Threads claimed by a live worker elsewhere, waited for at the end."""
+        self.lost = 0
+        """Claims the heartbeat found taken by another worker."""
+        self.taken_over = 0
+        """Threads this worker claimed from an expired or released claim after waiting."""
+        self.failure: BaseException | None = None
+        """Why the heartbeat stopped the worker: the store stopped answering."""
+
+    async def take(self, task: Task, questions: Questions, waited: bool) -> Plan | None:
+        """Claim ``task``'s thread and look it up again; None when a live worker elsewhere
+        holds it (it is deferred). A thread found stopped is a ``skip`` plan: finished, or
+        (``waited``: after waiting for it) stopped by its worker on an error."""
+        thread = task.thread_id
+        async with self.pool.connection() as conn:
+            found = await conn.execute(
+                _CLAIM, {"thread": thread, "owner": self.owner, "lease": self.times.lease_s}
+            )
+            claimed = await found.fetchone() is not None
+        if not claimed:
+            self.deferred[thread] = task
+            self.progress.elsewhere(len(self.deferred))
+            return None
+        self.held[thread] = (task, asyncio.current_task())
+        step = (await questions.plan([task]))[0]
+        stopped_on_error = step.start is not None and step.values.get("stop_reason") is not None
+        if step.action == "skip" or (waited and stopped_on_error):
+            await self.release(task)
+            return Plan("skip", step.values)
+        if waited:
+            self.taken_over += 1
+        return step
+
+    async def stopped(self, task: Task, line: QuestionLine) -> None:
+        """The question stopped here: its line into the store, its claim released, in one
+        transaction."""
+        thread = task.thread_id
+        self.held.pop(thread, None)
+        rows = campaign.lines_rows([(thread, line)], self.machine)
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(_PUT_LINE, rows[0])
+            await conn.execute(_RELEASE, (thread, self.owner))
+
+    async def release(self, task: Task) -> None:
+        """Give up the claim on ``task``'s thread without a line."""
+        self.held.pop(task.thread_id, None)
+        async with self.pool.connection() as conn:
+            await conn.execute(_RELEASE, (task.thread_id, self.owner))
+
+    async def found_finished(self, stopped: Sequence[tuple[Task, QuestionLine]]) -> None:
+        """Lines of threads found finished that the store lacks (their worker was killed
+        between the last checkpoint and the line): added, never replacing one."""
+        if not stopped:
+            return
+        threads = [task.thread_id for task, _ in stopped]
+        async with self.pool.connection() as conn:
+            have = await (await conn.execute(_HAVE_LINES, (threads,))).fetchall()
+            present = {row["thread_id"] for row in have}
+            missing = [(t.thread_id, line) for t, line in stopped if t.thread_id not in present]
+            if missing:
+                async with conn.cursor() as cur:
+                    await cur.executemany(_ADD_LINE, campaign.lines_rows(missing, self.machine))
+
+    async def freed(self, busy: Callable[[], bool]) -> AsyncIterator[Task]:
+        """The deferred threads, each as its claim is released or expires, until none is
+        left and ``busy()`` (jobs here that may still defer one) is false."""
+        last = -float("inf")
+        while self.deferred or busy():
+            await asyncio.sleep(min(0.1, self.times.poll_s))
+            if not self.deferred or time.monotonic() - last < self.times.poll_s:
+                continue
+            last = time.monotonic()
+            waiting = list(self.deferred)
+            async with self.pool.connection() as conn:
+                rows = await (await conn.execute(_LIVE, (waiting, self.times.lease_s))).fetchall()
+            live = {row["thread_id"] for row in rows}
+            for thread in waiting:
+                if thread not in live:
+                    yield self.deferred.pop(thread)
+            self.progress.elsewhere(len(self.deferred))
+
+    async def heartbeat(self, worker: asyncio.Task[Any] | None) -> None:
+        """Keep the held claims alive; cancel a question whose claim another worker took,
+        and the whole ``worker`` once the store has not answered for a lease (its claims
+        are then free for others to take, and requests to a lost database may never
+        return)."""
+        import psycopg
+
+        answered = time.monotonic()
+        while True:
+            await asyncio.sleep(self.times.heartbeat_s)
+            held = list(self.held)
+            try:
+                async with self.pool.connection() as conn:
+                    rows = await (await conn.execute(_BEAT, (self.owner, held))).fetchall()
+            except (psycopg.Error, OSError) as exc:
+                if time.monotonic() - answered > self.times.lease_s and worker is not None:
+                    self.failure = exc
+                    worker.cancel()
+                    return
+                continue
+            answered = time.monotonic()
+            kept = {row["thread_id"] for row in rows}
+            for thread in held:
+                if thread not in kept and thread in self.held:
+                    task, job = self.held.pop(thread)
+                    self.lost += 1
+                    self.deferred[thread] = task
+                    if job is not None:
+                        job.cancel()
+
+    async def release_all(self) -> None:
+        """Release every claim this worker holds (its drive loop ended: Ctrl-C, an error)."""
+        self.held.clear()
+        async with self.pool.connection() as conn:
+            await conn.execute(_RELEASE_ALL, (self.owner,))
+
+
+@asynccontextmanager
+async def open_claims(
+    url: str, machine: str, progress: Waiting, times: ClaimTimes = ClaimTimes()
+) -> AsyncIterator[Claims]:
+    """A worker's claims on the store at ``url`` (its tables made if need be), with their
+    heartbeat; held claims are released when the block ends (within
+    ``RELEASE_TIMEOUT_S``; a killed worker's expire after the lease)."""
+    import psycopg
+
+    worker = asyncio.current_task()
+    try:
+        async with campaign.connected(url, size=3) as pool:
+            await campaign.setup(pool)
+            claims = Claims(pool, machine, progress, times)
+            beating = asyncio.ensure_future(claims.heartbeat(worker))
+            try:
+                yield claims
+            except asyncio.CancelledError:
+                if claims.failure is None or worker is None:
+                    raise
+                worker.uncancel()
+                raise store_lost(url, claims.failure) from None
+            finally:
+                beating.cancel()
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(claims.release_all(), RELEASE_TIMEOUT_S)
+    except psycopg.Error as exc:  # the saver's or ours, passing through the drive loop
+        raise store_lost(url, exc) from None
+
+
+def store_lost(url: str, exc: BaseException) -> UsageError:
+    """One line: the store failed during the run; nothing completed is lost."""
+    shown = printable(campaign.redacted(url))
+    return UsageError(
+        f"the store {shown} failed: {campaign.scrubbed(str(exc), url)}; every step completed "
+        "before is saved: run the same command again when it answers"
+    )
+
+
+@asynccontextmanager
+async def shared_claims(
+    spec: RunSpec, meta: Metadata, progress: Waiting
+) -> AsyncIterator[Claims | None]:
+    """This worker's claims on the store's threads, this machine's metadata recorded in
+    it; None without a store (``drive`` then runs every thread it is given)."""
+    if spec.store is None:
+        yield None
+        return
+    times = ClaimTimes(spec.claim_lease, spec.claim_poll)
+    machine = campaign.machine_name(spec.run_dir)
+    async with open_claims(spec.store, machine, progress, times) as claims:
+        async with claims.pool.connection() as conn:
+            await campaign.record_machine(conn, machine, meta)
+        yield claims

@@ -1,0 +1,342 @@
+"""One campaign from several machines on a real PostgreSQL (``run --store``).
+
+A session fixture starts Debian's PostgreSQL 15 on 127.0.0.1 (password authentication,
+a free port, a temporary directory) and each test gets a fresh database. Workers are the
+real command in separate processes with separate run directories, against one local
+OpenAI-compatible server that counts every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aidanbench.cli.main import main
+from aidanbench.record.lines import QuestionLine, read_lines
+from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain
+from aidanbench.testing.postgres import LocalPostgres, available, free_port, local_postgres
+
+from .conftest import REPO
+from .test_cli_run import QUESTIONS, SERVED, run_args
+
+pytestmark = pytest.mark.e2e
+
+pytest.importorskip("psycopg")
+
+PASSWORD = "pw-Campaign-7f3a9c"
+"""The database password, in every store URL: it must appear in no file and no output."""
+LATENCY = Latency(generate=0.08, coherence=0.04, embed=0.01)
+"""Slow enough that two workers started together both find threads to run."""
+FAST_CLAIMS = ("--claim-lease", "2", "--claim-poll", "0.3")
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[LocalPostgres]:
+    """Debian's PostgreSQL 15 on 127.0.0.1 for the session (``testing.postgres``)."""
+    if not available():
+        pytest.skip("PostgreSQL 15 is not installed (/usr/lib/postgresql/15/bin)")
+    with local_postgres(PASSWORD) as server:
+        yield server
+
+
+@pytest.fixture
+def store(postgres: LocalPostgres) -> str:
+    """A fresh database, as a store URL with its password."""
+    return postgres.new_database()
+
+
+@pytest.fixture
+def stub() -> Iterator[OpenAIStub]:
+    brain = ScriptedBrain({q: 3 + i for i, q in enumerate(QUESTIONS)})
+    with OpenAIStub(brain, latency=LATENCY, models=SERVED) as server:
+        yield server
+
+
+def worker(stub: OpenAIStub, run_dir: Path, *extra: str, key: str) -> subprocess.Popen[str]:
+    """``aidanbench run`` in a process of its own, its output to ``RUN_DIR.log`` (a pipe
+    nobody reads while the other worker runs could fill and stop it)."""
+    log = run_dir.with_name(run_dir.name + ".log").open("w")
+    return subprocess.Popen(
+        [sys.executable, "-m", "aidanbench.cli.main", *run_args(stub, run_dir, *extra)],
+        cwd=REPO,
+        env={**os.environ, "AIDANBENCH_TEST_KEY": key},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def finished(proc: subprocess.Popen[str], timeout: float = 120) -> str:
+    """The worker's output once it exited 0."""
+    args = [str(arg) for arg in proc.args]  # type: ignore[union-attr]
+    log = Path(args[args.index("--run-dir") + 1] + ".log")
+    try:
+        proc.wait(timeout=timeout)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert proc.returncode == 0, text[-3000:]
+    return text
+
+
+def scores(lines: list[QuestionLine]) -> dict[tuple[str, str, int], Any]:
+    """Each line's score, stop and answer texts, by (model, question, repeat)."""
+    return {
+        (line.model, line.question, line.repeat): (
+            line.score,
+            line.stop_reason,
+            [a.answer for a in sorted(line.answers, key=lambda a: a.index)],
+        )
+        for line in lines
+    }
+
+
+def campaign_lines(url: str) -> list[QuestionLine]:
+    from aidanbench.runner.campaign import read_campaign
+
+    return asyncio.run(read_campaign(url)).lines
+
+
+@dataclass(frozen=True)
+class OneProcess:
+    scores: dict[tuple[str, str, int], Any]
+    generations: Counter[tuple[str, str]]
+    """Each generation prompt, with how often it was asked (look-aheads included)."""
+
+
+def generations(stub: OpenAIStub) -> Counter[tuple[str, str]]:
+    return Counter((str(r.model), r.prompt) for r in stub.of_kind("generate"))
+
+
+@pytest.fixture
+def one_process(tmp_path: Path, stub: OpenAIStub, api_key: str) -> OneProcess:
+    """The same grid run by one process on a run directory (no store)."""
+    finished(worker(stub, tmp_path / "alone", "--concurrency", "2", key=api_key))
+    found = OneProcess(scores(read_lines(tmp_path / "alone")), generations(stub))
+    stub.clear()
+    return found
+
+
+def without_calls(value: Any) -> Any:
+    """``value`` as JSON (NaN is not NaN) without its request counts: embeddings are
+    batched across the questions in flight, so how many requests carried them depends
+    on timing, in one process as in two."""
+    if isinstance(value, dict):
+        return {k: without_calls(v) for k, v in value.items() if k != "api_calls"}
+    if isinstance(value, list):
+        return [without_calls(v) for v in value]
+    return value
+
+
+def assert_no_password(texts: list[str], *run_dirs: Path) -> None:
+    for text in texts:
+        assert PASSWORD not in text
+    for run_dir in run_dirs:
+        for path in run_dir.rglob("*"):
+            if path.is_file():
+                assert PASSWORD.encode() not in path.read_bytes(), path
+
+
+def test_two_machines_finish_one_campaign_running_each_thread_once(
+    tmp_path: Path,
+    stub: OpenAIStub,
+    store: str,
+    api_key: str,
+    one_process: OneProcess,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    a, b = tmp_path / "machine-a", tmp_path / "machine-b"
+    extra = ("--store", store, "--concurrency", "2", *FAST_CLAIMS)
+    started = time.monotonic()
+    procs = [worker(stub, d, *extra, key=api_key) for d in (a, b)]
+    outputs = [finished(p) for p in procs]
+    print(f"two workers: {time.monotonic() - started:.1f} s")
+
+    assert scores(campaign_lines(store)) == one_process.scores
+    assert max(one_process.generations.values()) == 1
+    assert generations(stub) == one_process.generations, "each generation asked once"
+
+    ran = [{line.thread_id for line in read_lines(d)} for d in (a, b)]
+    assert ran[0] and ran[1], "both workers ran questions"
+    assert not ran[0] & ran[1] and len(ran[0] | ran[1]) == len(one_process.scores)
+
+    capsys.readouterr()
+    assert main(["report", "--store", store, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert main(["report", str(tmp_path / "alone"), "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert json.dumps(without_calls(report["runs"])) == json.dumps(without_calls(alone["runs"]))
+    sent = [json.loads((d / "metadata.json").read_text())["usage"]["api_calls"] for d in (a, b)]
+    assert report["cost"]["sent"]["api_calls"] == sum(sent), "each machine's ledger, added"
+    page = tmp_path / "campaign.html"
+    assert main(["view", "--store", store, "-o", str(page)]) == 0
+    html = page.read_text()
+    assert "m1" in html and "m2" in html
+    assert main(["report", "--store", store]) == 0
+    text = capsys.readouterr()
+    assert "m1" in text.out
+    assert_no_password([*outputs, text.out, text.err, html], a, b)
+    meta = json.loads((a / "metadata.json").read_text())
+    assert meta["sessions"][-1]["store"] == store.replace(f":{PASSWORD}", "")
+
+    asked = stub.asked()
+    late = tmp_path / "machine-c"
+    assert main(run_args(stub, late, "--store", store)) == 0, "a late machine finds it done"
+    assert stub.asked() == asked
+    assert read_lines(late) == []
+
+
+def test_a_killed_worker_loses_nothing(
+    tmp_path: Path,
+    stub: OpenAIStub,
+    store: str,
+    api_key: str,
+    one_process: OneProcess,
+) -> None:
+    # a lease longer than the survivor takes to start: it finds the claims alive and waits
+    extra = ("--store", store, "--concurrency", "3", "--claim-lease", "8", "--claim-poll", "0.3")
+    doomed = worker(stub, tmp_path / "killed", *extra, key=api_key)
+    deadline = time.monotonic() + 60
+    while stub.count("generate") < 6 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait(timeout=30)
+    assert doomed.returncode == -signal.SIGKILL
+    asked_before = stub.count("generate")
+
+    out = finished(worker(stub, tmp_path / "survivor", *extra, key=api_key))
+    assert "running on other workers" in out, "the killed worker's claims were waited for"
+    assert scores(campaign_lines(store)) == one_process.scores
+    asked = generations(stub)
+    assert set(asked) == set(one_process.generations)
+    redone = sum(n - 1 for n in asked.values())
+    assert redone <= 3, "at most the steps in flight when it was killed are asked again"
+    assert asked_before > 0
+    assert_no_password([out], tmp_path / "killed", tmp_path / "survivor")
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err and "\n" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("mysql://u@127.0.0.1:1/db", "must be a postgresql://"),
+        (f"postgresql://u:{PASSWORD}@127.0.0.1:5432", "names no database"),
+        (f"postgresql://u:{PASSWORD}@127.0.0.1:notaport/db", "--store"),
+    ],
+)
+def test_bad_store_url_is_one_line_before_anything_is_written(
+    tmp_path: Path, url: str, says: str, capsys: pytest.CaptureFixture[str], api_key: str
+) -> None:
+    run_dir = tmp_path / "run"
+    with OpenAIStub(models=SERVED) as stub:
+        assert main(run_args(stub, run_dir, "--store", url)) == 2
+    err = one_line_error(capsys)
+    assert says in err and PASSWORD not in err
+    assert not run_dir.exists()
+
+
+def test_unreachable_or_refusing_store_is_one_line(
+    tmp_path: Path,
+    postgres: LocalPostgres,
+    store: str,
+    capsys: pytest.CaptureFixture[str],
+    api_key: str,
+) -> None:
+    closed = postgres.url("db").replace(str(postgres.port), str(free_port()))
+    wrong = store.replace(PASSWORD, "not-the-Password-91")
+    run_dir = tmp_path / "run"
+    with OpenAIStub(models=SERVED) as stub:
+        for url, says in ((closed, "cannot reach the store"), (wrong, "password")):
+            assert main(run_args(stub, run_dir, "--store", url)) == 2
+            err = one_line_error(capsys)
+            assert says in err, err
+            assert PASSWORD not in err and "not-the-Password-91" not in err
+            assert not run_dir.exists()
+        assert stub.asked() == 0
+
+
+def test_missing_extra_is_one_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    api_key: str,
+) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    monkeypatch.setitem(sys.modules, "psycopg.conninfo", None)
+    with OpenAIStub(models=SERVED) as stub:
+        assert main(run_args(stub, tmp_path / "run", "--store", "postgresql://u@h/db")) == 2
+    assert "aidanbench[postgres]" in one_line_error(capsys)
+    assert not (tmp_path / "run").exists()
+
+
+def test_report_of_an_empty_store_is_one_line(
+    store: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", "--store", store]) == 2
+    err = one_line_error(capsys)
+    assert "no campaign" in err and PASSWORD not in err
+    with contextlib.suppress(SystemExit):
+        assert main(["report"]) == 2
+
+
+def test_a_store_that_stops_answering_ends_the_run_in_one_line(
+    tmp_path: Path, stub: OpenAIStub, api_key: str
+) -> None:
+    run_dir = tmp_path / "run"
+    with local_postgres(PASSWORD) as own:
+        proc = worker(stub, run_dir, "--store", own.new_database(), *FAST_CLAIMS, key=api_key)
+        deadline = time.monotonic() + 60
+        while stub.count("generate") < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    stopped = time.monotonic()  # the server is stopped and gone
+    try:
+        proc.wait(timeout=60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+    waited = time.monotonic() - stopped
+    log = run_dir.with_name("run.log").read_text()
+    assert proc.returncode == 2, log[-2000:]
+    assert log.strip().splitlines()[-1].startswith("aidanbench run: error: the store "), log
+    assert "run the same command again" in log and PASSWORD not in log
+    assert waited < 40, f"{waited:.0f} s to give up on the store"
+    assert json.loads((run_dir / "metadata.json").read_text())["sessions"][-1]["status"] != (
+        "running"
+    )
+
+
+def test_ctrl_c_releases_the_claims_at_once(
+    tmp_path: Path, stub: OpenAIStub, store: str, api_key: str, one_process: OneProcess
+) -> None:
+    # a lease longer than the test: only released claims can be taken over in time
+    extra = ("--store", store, "--concurrency", "3", "--claim-lease", "600", "--claim-poll", "0.3")
+    stopped = worker(stub, tmp_path / "stopped", *extra, key=api_key)
+    deadline = time.monotonic() + 60
+    while stub.count("generate") < 6 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stopped.send_signal(signal.SIGINT)
+    assert stopped.wait(timeout=30) == 130
+    assert "run the same command again to resume" in (tmp_path / "stopped.log").read_text()
+
+    finished(worker(stub, tmp_path / "next", *extra, key=api_key), timeout=90)
+    assert scores(campaign_lines(store)) == one_process.scores
