@@ -340,3 +340,17 @@ def test_ctrl_c_releases_the_claims_at_once(
 
     finished(worker(stub, tmp_path / "next", *extra, key=api_key), timeout=90)
     assert scores(campaign_lines(store)) == one_process.scores
+
+
+def test_machines_with_worker_processes_share_one_campaign(
+    tmp_path: Path, stub: OpenAIStub, store: str, api_key: str, one_process: OneProcess
+) -> None:
+    a, b = tmp_path / "machine-a", tmp_path / "machine-b"
+    extra = ("--store", store, "--workers", "2", *FAST_CLAIMS)
+    outputs = [finished(p) for p in [worker(stub, d, *extra, key=api_key) for d in (a, b)]]
+    assert scores(campaign_lines(store)) == one_process.scores
+    assert generations(stub) == one_process.generations, "each generation asked once"
+    for run_dir in (a, b):
+        meta = json.loads((run_dir / "metadata.json").read_text())
+        assert meta["sessions"][-1]["workers"] == 2
+    assert_no_password(outputs, a, b)
