@@ -27,8 +27,9 @@ output files, the live table), and ``N - 1`` worker processes.
   single process.
 * **Stopping.** Ctrl-C reaches this process; it sends each worker ``SIGTERM`` (workers
   ignore ``SIGINT``), which cancels the worker's drive loop as Ctrl-C does a single
-  process's, waits ``STOP_S`` for their last reports, and kills what is left: every
-  completed step is already committed (``durability="sync"``), so nothing is lost.
+  process's, while its own drive loop stops; then it waits up to ``STOP_S`` for their
+  last reports and kills what is left: every completed step is already committed
+  (``durability="sync"``), so nothing is lost.
 * **A killed worker** loses nothing either: its share is started again in a new worker
   (at most ``RESTARTS`` times a share), which skips the questions its checkpoints show
   finished and continues the rest from their last completed step. A worker that fails
@@ -79,8 +80,9 @@ SEND_EVERY_S = 0.2
 FOLLOW_S = 0.5
 """How often a worker reads the others' ledger lines (the budget they share)."""
 
-STOP_S = 1.5
-"""How long workers told to stop get before they are killed."""
+STOP_S = 1.0
+"""How long workers told to stop get to send their last reports before they are killed
+(every step they completed is committed already)."""
 
 RESTARTS = 3
 """How many times one share is started again after its worker died."""
@@ -381,6 +383,8 @@ class _Slot:
     process: multiprocessing.process.BaseProcess
     ended: tuple[Any, ...] | None = None
     restarts: int = 0
+    told: bool = False
+    """Sent ``SIGTERM``."""
 
 
 async def drive_workers(
@@ -431,6 +435,7 @@ async def drive_workers(
             await workers.watch()
         finally:
             following.cancel()
+            workers.terminate()  # Ctrl-C or a failure: the workers stop while this one does
 
     try:
         await run_group(start)
@@ -463,7 +468,7 @@ class Workers:
         if slot is None:
             self.slots[job.index] = _Slot(job, process)
         else:
-            slot.process, slot.ended = process, None
+            slot.process, slot.ended, slot.told = process, None, False
 
         def pump() -> None:
             while True:
@@ -510,13 +515,19 @@ class Workers:
                 raise slot.ended[1]
             running -= 1
 
+    def terminate(self) -> None:
+        """Tell every worker still running to stop (``SIGTERM``), once."""
+        for slot in self.slots.values():
+            if slot.process.is_alive() and not slot.told:
+                slot.told = True
+                with contextlib.suppress(ProcessLookupError, OSError):
+                    os.kill(slot.process.pid or 0, signal.SIGTERM)
+
     async def stop(self) -> None:
         """Stop every worker still running: ``SIGTERM``, their last reports for up to
-        ``STOP_S``, then ``SIGKILL``."""
+        ``STOP_S`` after it, then ``SIGKILL``."""
         alive = [slot for slot in self.slots.values() if slot.process.is_alive()]
-        for slot in alive:
-            with contextlib.suppress(ProcessLookupError, OSError):
-                os.kill(slot.process.pid or 0, signal.SIGTERM)
+        self.terminate()
         deadline = time.monotonic() + STOP_S
         open_pipes = {slot.job.index for slot in alive}
         while open_pipes and (left := deadline - time.monotonic()) > 0:
