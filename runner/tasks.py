@@ -148,11 +148,14 @@ class RunLines:
         self.lines: dict[str, QuestionLine] = {line_thread(line): line for line in carried}
         self._lock = asyncio.Lock()
         self._written: float | None = None
+        self._changed = True
+        """Whether a line was noted since the files were last written."""
 
     def record(self, task: Task, values: Mapping[str, Any]) -> QuestionLine:
         """Note the task's current state (its line) without writing; returns the line."""
         line = task.line(values)
         self.lines[task.thread_id] = line
+        self._changed = True
         return line
 
     def stopped_before(self, task: Task) -> bool:
@@ -170,6 +173,7 @@ class RunLines:
     def keep(self, line: QuestionLine) -> None:
         """Note a line made elsewhere (a worker process's) without writing."""
         self.lines[line_thread(line)] = line
+        self._changed = True
 
     async def rewrite(self) -> None:
         """Rewrite the files unless they were written less than ``every`` seconds ago."""
@@ -179,9 +183,11 @@ class RunLines:
 
     def write(self) -> None:
         """Rewrite results, answers and questions files from every line to show (with no
-        run directory, as in a worker process whose parent writes them: nothing)."""
-        if self.run_dir is not None:
+        run directory, as in a worker process whose parent writes them: nothing). Files
+        already holding every line noted are not written again."""
+        if self.run_dir is not None and self._changed:
             write_lines(self.run_dir, self.all())
+        self._changed = False
         self._written = self.clock()
 
     def all(self) -> list[QuestionLine]:

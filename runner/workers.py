@@ -297,7 +297,9 @@ class Relay:
         self.waiting[worker] = count
         self.progress.elsewhere(sum(self.waiting.values()))
 
-    async def apply(self, worker: int, event: tuple[Any, ...]) -> None:
+    async def apply(self, worker: int, event: tuple[Any, ...], *, write: bool = True) -> None:
+        """Apply one report; a finished question rewrites the files when they are due,
+        unless ``write`` is off (the session is ending: they are written once after)."""
         kind = event[0]
         if kind == "endpoints":
             self.stats[worker] = event[1]
@@ -325,7 +327,8 @@ class Relay:
             self.lines.keep(event[2])
             self.progress.finished_question(task.label, task.question, event[2], key)
             self.state[key] = "done"
-            await self.lines.rewrite()
+            if write:
+                await self.lines.rewrite()
 
     def died(self, worker: int) -> None:
         """A worker died: its running questions go back to the queue."""
@@ -541,7 +544,7 @@ class Workers:
             for event in message:
                 if event[0] not in ENDINGS:
                     with contextlib.suppress(Exception):
-                        await self.relay.apply(index, event)
+                        await self.relay.apply(index, event, write=False)
         for slot in self.slots.values():
             if slot.process.is_alive():
                 slot.process.kill()

@@ -35,3 +35,8 @@ async def test_files_are_rewritten_at_most_every_interval(
     lines.record(tasks[3], output(4))
     lines.write()
     assert writes == [1, 3, 4], "the driver's final write carries the rest"
+    lines.write()
+    assert writes == [1, 3, 4], "files that hold every line are not written again"
+    lines.keep(tasks[0].line(output(5)))
+    lines.write()
+    assert writes == [1, 3, 4, 4], "a line noted from a worker process is written"
