@@ -154,8 +154,7 @@ class RunLines:
     def record(self, task: Task, values: Mapping[str, Any]) -> QuestionLine:
         """Note the task's current state (its line) without writing; returns the line."""
         line = task.line(values)
-        self.lines[task.thread_id] = line
-        self._changed = True
+        self.keep(line)
         return line
 
     def stopped_before(self, task: Task) -> bool:
@@ -171,7 +170,7 @@ class RunLines:
         return line
 
     def keep(self, line: QuestionLine) -> None:
-        """Note a line made elsewhere (a worker process's) without writing."""
+        """Note a line (one made here, or by a worker process) without writing."""
         self.lines[line_thread(line)] = line
         self._changed = True
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -55,3 +56,9 @@ def interrupt_after(proc: subprocess.Popen[str], stub: OpenAIStub, calls: int, s
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     return err
+
+
+def generations(stub: OpenAIStub) -> Counter[tuple[str, str]]:
+    """How often the server was asked each (model, prompt) to answer (look-aheads
+    included): a question run twice asks its prompts twice."""
+    return Counter((str(r.model), r.prompt) for r in stub.of_kind("generate"))

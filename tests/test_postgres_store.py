@@ -29,6 +29,7 @@ from aidanbench.record.lines import QuestionLine, read_lines
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain
 from aidanbench.testing.postgres import LocalPostgres, available, free_port, local_postgres
 
+from .commands import generations
 from .conftest import REPO
 from .test_cli_run import QUESTIONS, SERVED, run_args
 
@@ -117,10 +118,6 @@ class OneProcess:
     scores: dict[tuple[str, str, int], Any]
     generations: Counter[tuple[str, str]]
     """Each generation prompt, with how often it was asked (look-aheads included)."""
-
-
-def generations(stub: OpenAIStub) -> Counter[tuple[str, str]]:
-    return Counter((str(r.model), r.prompt) for r in stub.of_kind("generate"))
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from aidanbench.services.pricing import Price
 from aidanbench.services.usage import Usage, UsageLedger
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain
 
+from .commands import generations
 from .conftest import REPO
 from .test_cli_run import QUESTIONS, read_results, run_args
 
@@ -163,11 +163,6 @@ def gone(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] == "Z"
     except FileNotFoundError:
         return True
-
-
-def generations(stub: OpenAIStub) -> Counter[tuple[str | None, str]]:
-    """How often the server was asked each (model, prompt) to answer."""
-    return Counter((r.model, r.prompt) for r in stub.of_kind("generate"))
 
 
 def wait_for(stub: OpenAIStub, generations: int) -> None:
