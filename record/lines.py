@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -286,22 +287,92 @@ class QuestionLine(BaseModel):
         return [{**key, **answer.record()} for answer in self.answers]
 
 
-def write_lines(run_dir: Path, lines: Sequence[QuestionLine]) -> None:
+def write_lines(
+    run_dir: Path, lines: Sequence[QuestionLine], texts: LineTexts | None = None
+) -> None:
     """Write the results files, ``answers.jsonl`` and ``questions.jsonl`` of ``lines``
-    (behind the outputs manifest, ``files.write_outputs``)."""
+    (behind the outputs manifest, ``files.write_outputs``); ``texts`` keeps each line's
+    texts for the next write (``LineTexts``)."""
+    texts = LineTexts() if texts is None else texts
+    made = [texts.of(line) for line in lines]
     written: dict[str, str] = {}
     for repeat in sorted({line.repeat for line in lines}) or [1]:
-        chosen = [line for line in lines if line.repeat == repeat]
-        written[files.results_name(repeat)] = json.dumps(original_schema(chosen), indent=2)
-    written[files.ANSWERS] = "".join(
-        json.dumps(answer, ensure_ascii=False) + "\n"
-        for line in lines
-        for answer in line.answer_records()
-    )
-    written[files.QUESTIONS] = "".join(
-        json.dumps(line.record(), ensure_ascii=False) + "\n" for line in lines
-    )
+        chosen = [
+            (line, text) for line, text in zip(lines, made, strict=True) if line.repeat == repeat
+        ]
+        written[files.results_name(repeat)] = results_text(chosen)
+    written[files.ANSWERS] = "".join(text.answers for text in made)
+    written[files.QUESTIONS] = "".join(text.question for text in made)
+    texts.keep_only(lines)
     files.write_outputs(run_dir, written)
+
+
+@dataclass(frozen=True)
+class LineText:
+    """One line's part of each output file."""
+
+    answers: str
+    """Its ``answers.jsonl`` lines."""
+    question: str
+    """Its ``questions.jsonl`` line."""
+    results: str
+    """Its answers in the original schema (``json.dumps(..., indent=2)`` of the list)."""
+
+
+class LineTexts:
+    """Each question line's output texts, made once per line: a run rewrites its files
+    while questions finish, and most lines have not changed since the last write. A line
+    is known by identity, so a line changed is a new ``QuestionLine`` (as the run engine
+    makes them), never one changed in place."""
+
+    def __init__(self) -> None:
+        self._texts: dict[int, tuple[QuestionLine, LineText]] = {}
+
+    def of(self, line: QuestionLine) -> LineText:
+        """The line's texts, made now unless made before."""
+        known = self._texts.get(id(line))
+        if known is not None and known[0] is line:
+            return known[1]
+        text = LineText(
+            answers="".join(
+                json.dumps(answer, ensure_ascii=False) + "\n" for answer in line.answer_records()
+            ),
+            question=json.dumps(line.record(), ensure_ascii=False) + "\n",
+            results=json.dumps(original_records(line), indent=2),
+        )
+        self._texts[id(line)] = (line, text)
+        return text
+
+    def keep_only(self, lines: Iterable[QuestionLine]) -> None:
+        """Forget the texts of lines no longer written."""
+        kept = {id(line) for line in lines}
+        self._texts = {key: known for key, known in self._texts.items() if key in kept}
+
+
+def results_text(lines: Sequence[tuple[QuestionLine, LineText]]) -> str:
+    """``json.dumps(original_schema(lines), indent=2)``, byte for byte, from each line's
+    part made once (``LineText.results``)."""
+    models: dict[str, dict[str, dict[str, str]]] = {}
+    for line, text in lines:
+        questions = models.setdefault(line.model, {}).setdefault(
+            temperature_key(line.temperature), {}
+        )
+        questions[line.question] = text.results.replace("\n", "\n" + "  " * 4)
+    by_model = {
+        model: _json_object({t: _json_object(q, 3) for t, q in temperatures.items()}, 2)
+        for model, temperatures in models.items()
+    }
+    return _json_object({"models": _json_object(by_model, 1)}, 0)
+
+
+def _json_object(items: Mapping[str, str], depth: int) -> str:
+    """A JSON object as ``json.dumps(indent=2)`` writes it ``depth`` levels in, from its
+    keys and the text of their values (already indented to that depth)."""
+    if not items:
+        return "{}"
+    inner = "\n" + "  " * (depth + 1)
+    body = ("," + inner).join(f"{json.dumps(key)}: {value}" for key, value in items.items())
+    return f"{{{inner}{body}\n{'  ' * depth}}}"
 
 
 def temperature_key(temperature: float) -> str:
@@ -317,20 +388,25 @@ def original_schema(lines: Iterable[QuestionLine]) -> dict[str, Any]:
         by_question = models.setdefault(line.model, {}).setdefault(
             temperature_key(line.temperature), {}
         )
-        records = []
-        for answer in line.answers:
-            record: dict[str, Any] = {
-                "answer_num": answer.index,
-                "answer": answer.answer,
-                "coherence_score": answer.coherence,
-                "embedding_dissimilarity_score": answer.novelty,
-                "processing_time": answer.elapsed_s,
-            }
-            if answer.llm_novelty is not None:
-                record["llm_dissimilarity_score"] = answer.llm_novelty
-            records.append(record)
-        by_question[line.question] = records
+        by_question[line.question] = original_records(line)
     return {"models": models}
+
+
+def original_records(line: QuestionLine) -> list[dict[str, Any]]:
+    """The line's answers as the original schema lists them under its question."""
+    records = []
+    for answer in line.answers:
+        record: dict[str, Any] = {
+            "answer_num": answer.index,
+            "answer": answer.answer,
+            "coherence_score": answer.coherence,
+            "embedding_dissimilarity_score": answer.novelty,
+            "processing_time": answer.elapsed_s,
+        }
+        if answer.llm_novelty is not None:
+            record["llm_dissimilarity_score"] = answer.llm_novelty
+        records.append(record)
+    return records
 
 
 def read_lines(run_dir: Path) -> list[QuestionLine]:

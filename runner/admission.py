@@ -5,19 +5,22 @@ waiting on them, so the more chains in flight the sooner a run ends, up to what 
 endpoints take. What they take is found and held by each endpoint's adaptive limit
 (``services.limits``): a chain beyond it waits for a request slot, not for the run. So
 no user should have to guess a number: unless one is given (``--concurrency N``,
-``RunSpec.concurrency``), every question of the session is in flight, up to a ceiling:
+``RunSpec.concurrency``), every question of the session may be in flight, as long as:
 
-* on this machine, memory: each chain in flight holds its state (answers and their
-  vectors, its next prompt, the graph's step), ``BYTES_PER_CHAIN``, and all of them
-  together at most ``memory_budget()``;
-* on a LangGraph server (``--server``), ``REMOTE_IN_FLIGHT``: this client holds one
-  connection per run it follows, from the SDK's pool.
+* on this machine, memory allows: each chain in flight holds its state (its answers and
+  their vectors, its next prompt, the graph's step), ``CHAIN_BYTES`` plus
+  ``ANSWER_BYTES`` per answer it holds, and the chains in flight together at most
+  ``memory_budget()``. The gate counts each chain's answers as they come (``answered``),
+  so short chains all fit where long ones would not, and a new chain starts only while
+  the ones in flight leave it room;
+* on a LangGraph server (``--server``), ``REMOTE_IN_FLIGHT`` at most: this client holds
+  one connection per run it follows, from the SDK's pool.
 
-That number is the most in flight. When the machine, not the endpoints, is what a run
-waits on (thousands of chains against a fast endpoint), every chain in flight advancing a
-turn at a time would finish none for minutes; so a session without ``--concurrency``
-admits its questions through an adaptive ``Admission``, which lets new chains start only
-while the event loop keeps up, and the chains already started get the CPU first.
+When the machine, not the endpoints, is what a run waits on (thousands of chains against
+a fast endpoint), every chain in flight advancing a turn at a time would finish none for
+minutes; so a session without ``--concurrency`` admits its questions through an adaptive
+``Admission``, which lets new chains start only while the event loop keeps up, and the
+chains already started get the CPU first.
 """
 
 from __future__ import annotations
@@ -26,11 +29,16 @@ import asyncio
 import os
 from collections import deque
 
-BYTES_PER_CHAIN = 512 * 1024
-"""Memory one more chain in flight costs: the slope of resident memory over chains in
-flight that ``bench.in_flight_memory`` measures with every chain holding 20 answers (about
-the published run's mean) and their vectors of 3,072 floats, rounded up (README,
-Performance). Longer chains cost more, by about an answer and its vector each."""
+CHAIN_BYTES = 128 * 1024
+"""Memory a chain in flight holds before its answers: its state, prompt and step.
+``bench.in_flight_memory`` measures one more chain in flight at about 201 KB with 5
+answers and 476 KB with 20 (answers of 400 characters, vectors of 3,072 floats): about
+110 KB and 18 KB per answer, rounded up here and in ``ANSWER_BYTES``
+(docs/performance.md, "Memory per question in flight")."""
+
+ANSWER_BYTES = 20 * 1024
+"""Memory each answer a chain in flight holds adds: the answer, its vector, its place in
+the next prompt."""
 
 MEMORY_BUDGET_BYTES = 2**30
 """Memory the chains in flight may hold together, at most (a quarter of the machine's
@@ -43,31 +51,26 @@ connections and fails a request that waits 5 s for one; each run followed holds 
 the rest are left for the thread lookups and state reads around them."""
 
 
-def chains_in_flight(
-    requested: int | None, chains: int, *, remote: bool = False, share: int = 1
-) -> int:
-    """Questions kept in flight: ``requested`` when given, else all ``chains`` of the
-    session up to the ceiling (``remote``: a LangGraph server runs them; ``share``: one
-    of that many worker processes, each with that share of the memory budget)."""
+def chains_in_flight(requested: int | None, chains: int, *, remote: bool = False) -> int:
+    """The most questions kept in flight: ``requested`` when given, else all ``chains``
+    of the session (``remote``: up to ``REMOTE_IN_FLIGHT``, a LangGraph server runs them).
+    On this machine the memory budget decides, as the chains grow (``Admission``)."""
     if requested is not None:
         return requested
-    return max(1, min(chains, ceiling(remote=remote, share=share)))
+    return max(1, min(chains, REMOTE_IN_FLIGHT) if remote else chains)
 
 
 def admission(
     requested: int | None, chains: int, *, remote: bool = False, share: int = 1
 ) -> Admission:
     """The session's gate: ``chains_in_flight`` at most, adaptive unless a number was
-    asked for or a LangGraph server runs the chains (its own workers share its CPU)."""
-    most = chains_in_flight(requested, chains, remote=remote, share=share)
-    return Admission(most, adaptive=requested is None and not remote)
-
-
-def ceiling(*, remote: bool = False, share: int = 1) -> int:
-    """The most questions kept in flight when no number is given."""
-    if remote:
-        return REMOTE_IN_FLIGHT
-    return max(1, memory_budget() // max(1, share) // BYTES_PER_CHAIN)
+    asked for or a LangGraph server runs the chains (its own workers share its CPU);
+    adaptive, it also keeps the chains in flight within ``share`` (one of that many
+    worker processes) of the memory budget."""
+    most = chains_in_flight(requested, chains, remote=remote)
+    if requested is not None or remote:
+        return Admission(most)
+    return Admission(most, adaptive=True, budget=memory_budget() // max(1, share))
 
 
 def memory_budget() -> int:
@@ -125,22 +128,49 @@ class Admission:
         most: int,
         *,
         adaptive: bool = False,
+        budget: int | None = None,
         start: int = START_IN_FLIGHT,
         every: float | None = WATCH_EVERY_S,
     ) -> None:
         self.most = max(1, most)
         self.adaptive = adaptive
+        self.budget = budget
+        """Bytes the chains in flight may hold together (None: no limit); at least one
+        chain is let in whatever it holds."""
         self.window = float(min(self.most, start) if adaptive else self.most)
         """Questions let in flight now (whole part); started ones above it carry on."""
         self.every = every
         """Seconds between two looks at the loop (``watch``); None: only ``observe``."""
         self.in_flight = 0
+        self.answers = 0
+        """Answers the chains in flight hold (``enter``, ``answered``, ``leave``)."""
         self.peak = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
 
-    async def enter(self) -> None:
-        """Wait for room in the window (in arrival order), then take it."""
-        if self._waiters or self.in_flight >= int(self.window):
+    def held(self) -> int:
+        """Bytes the chains in flight hold, as ``CHAIN_BYTES`` and ``ANSWER_BYTES`` count."""
+        return self.in_flight * CHAIN_BYTES + self.answers * ANSWER_BYTES
+
+    def _room(self) -> bool:
+        """Whether one more chain may start: the window has room and so has memory."""
+        if self.in_flight >= int(self.window):
+            return False
+        if self.budget is None or self.in_flight == 0:
+            return True
+        return self.held() + CHAIN_BYTES <= self.budget
+
+    async def enter(self, answers: int = 0) -> None:
+        """Wait for room (in arrival order), then take it for a chain that already holds
+        ``answers`` (one resumed)."""
+        await self._enter()
+        self.answers += answers
+
+    def answered(self) -> None:
+        """A chain in flight holds one more answer."""
+        self.answers += 1
+
+    async def _enter(self) -> None:
+        if self._waiters or not self._room():
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:
@@ -154,9 +184,11 @@ class Admission:
             self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
 
-    def leave(self) -> None:
-        """A question let in stopped: its room goes to the next in line."""
+    def leave(self, answers: int = 0) -> None:
+        """A question let in stopped, holding ``answers``: its room goes to the next in
+        line."""
         self.in_flight -= 1
+        self.answers -= answers
         self._wake()
 
     def observe(self, lag: float) -> None:
@@ -165,7 +197,7 @@ class Admission:
             return
         if lag > LAG_LIMIT_S:
             self.window = max(min(float(FLOOR), self.window), self.window * SHRINK)
-        elif self._waiters:
+        elif self._waiters and self.in_flight >= int(self.window):  # the window, not memory
             self.window = min(float(self.most), self.window * GROW + 1)
             self._wake()
 
@@ -178,7 +210,7 @@ class Admission:
             self.observe(loop.time() - asked - self.every)
 
     def _wake(self) -> None:
-        while self._waiters and (self._waiters[0].done() or self.in_flight < int(self.window)):
+        while self._waiters and (self._waiters[0].done() or self._room()):
             waiter = self._waiters.popleft()
             if not waiter.done():
                 self.in_flight += 1

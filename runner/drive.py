@@ -35,6 +35,12 @@ class Plan:
     start: dict[str, Any] | None = None
 
 
+class Answers(Protocol):
+    """Where a question's answer events go: the progress display (``Events``)."""
+
+    def answer(self, label: str, event: dict[str, Any], key: str | None = None) -> None: ...
+
+
 class Questions(Protocol):
     """Runs question threads: the local graph or a LangGraph server."""
 
@@ -46,7 +52,7 @@ class Questions(Protocol):
         """Prepare what the tasks about to run need (clients, local models)."""
         ...
 
-    async def execute(self, task: Task, step: Plan, progress: Events) -> dict[str, Any]:
+    async def execute(self, task: Task, step: Plan, progress: Answers) -> dict[str, Any]:
         """Bring one thread to a stop, passing its answer events on; its final values."""
         ...
 
@@ -108,6 +114,7 @@ async def drive(
 
     async def run_one(task: Task, step: Plan, waited: bool = False) -> None:
         nonlocal running
+        held = HeldAnswers(progress, admission, held_answers(step))
         try:
             if budget_exhausted(task.settings):  # --max-cost reached: start nothing new
                 return
@@ -120,14 +127,14 @@ async def drive(
                     return
                 step = taken
             progress.started_question(task.label, task.thread_id)
-            values = await questions.execute(task, step, progress)
+            values = await questions.execute(task, step, held)
             line = await lines.finished(task, values)
             if claims is not None:
                 await claims.stopped(task, line)
             progress.finished_question(task.label, task.question, line, task.thread_id)
         finally:
             running -= 1
-            admission.leave()
+            admission.leave(held.answers)
 
     planned: asyncio.Queue[tuple[Task, Plan] | None] = asyncio.Queue()
 
@@ -158,7 +165,7 @@ async def drive(
         nonlocal running
         _spawn(group, plan_all)
         while (pair := await planned.get()) is not None:
-            await admission.enter()  # the questions already started go first
+            await admission.enter(held_answers(pair[1]))  # the questions already started go first
             running += 1
             _spawn(group, functools.partial(run_one, *pair))
         if claims is None:
@@ -181,7 +188,27 @@ async def drive(
     return lines.all()
 
 
-def report(progress: Events, task: Task, event: Any) -> None:
+def held_answers(step: Plan) -> int:
+    """Answers a thread holds as looked up (a resumed one), for the memory it takes."""
+    return len(step.values.get("answers") or ())
+
+
+@dataclass
+class HeldAnswers:
+    """A running question's answer events, passed on to the progress display and counted
+    against the memory budget of the questions in flight (``Admission.answered``)."""
+
+    progress: Events
+    admission: Admission
+    answers: int
+
+    def answer(self, label: str, event: dict[str, Any], key: str | None = None) -> None:
+        self.answers += 1
+        self.admission.answered()
+        self.progress.answer(label, event, key)
+
+
+def report(progress: Answers, task: Task, event: Any) -> None:
     """Feed one custom-stream event of a question to the progress display."""
     if isinstance(event, dict) and event.get("event") == "answer":
         progress.answer(task.label, event, task.thread_id)

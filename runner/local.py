@@ -18,7 +18,7 @@ from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
 from aidanbench.runner.admission import admission
 from aidanbench.runner.checkpoints import open_checkpointer
-from aidanbench.runner.drive import Plan, drive, refuse_other_measurement, report
+from aidanbench.runner.drive import Answers, Plan, drive, refuse_other_measurement, report
 from aidanbench.runner.progress import Events
 from aidanbench.runner.tasks import RunLines, Task, is_finished, start_input
 from aidanbench.services import ServicesFactory, default_services
@@ -55,7 +55,7 @@ class LocalQuestions:
         for settings in {t.settings.model_dump_json(): t.settings for t in tasks}.values():
             self.services(settings).warm()
 
-    async def execute(self, task: Task, step: Plan, progress: Events) -> dict[str, Any]:
+    async def execute(self, task: Task, step: Plan, progress: Answers) -> dict[str, Any]:
         async for event in self.graph.astream(
             step.start,
             _config(task),

@@ -40,8 +40,7 @@ from langgraph_sdk.schema import ThreadState
 
 from aidanbench.core.errors import EndpointRefused, UsageError, printable
 from aidanbench.core.setting_kinds import scoring_settings
-from aidanbench.runner.drive import Plan, report
-from aidanbench.runner.progress import Events
+from aidanbench.runner.drive import Answers, Plan, report
 from aidanbench.runner.tasks import Task, is_finished, start_input
 
 ASSISTANT = "aidanbench_question"
@@ -157,7 +156,7 @@ def _events(client: LangGraphClient, task: Task, step: Plan) -> AsyncIterator[An
     )
 
 
-async def follow(client: LangGraphClient, task: Task, step: Plan, progress: Events) -> None:
+async def follow(client: LangGraphClient, task: Task, step: Plan, progress: Answers) -> None:
     """Start (or join) the thread's run and pass its answer events to ``progress``.
 
     A run started meanwhile by someone else (another client on the same settings) is
@@ -231,7 +230,7 @@ class RemoteQuestions:
     def warm(self, tasks: Sequence[Task]) -> None:
         """Nothing to prepare here: the server builds its own clients."""
 
-    async def execute(self, task: Task, step: Plan, progress: Events) -> dict[str, Any]:
+    async def execute(self, task: Task, step: Plan, progress: Answers) -> dict[str, Any]:
         try:
             await follow(self.client, task, step, progress)
             failure = None

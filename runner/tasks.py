@@ -21,7 +21,7 @@ from aidanbench.core.calls import add_dollars
 from aidanbench.core.settings import Settings
 from aidanbench.core.vocabulary import FINAL_STOPS
 from aidanbench.nodes.prepare import measured_by
-from aidanbench.record.lines import QuestionLine, write_lines
+from aidanbench.record.lines import LineTexts, QuestionLine, write_lines
 
 
 @dataclass(frozen=True)
@@ -121,18 +121,24 @@ class LineCounts:
 WRITE_EVERY_S = 5.0
 """Least seconds between two rewrites of the output files while questions finish."""
 
+WRITE_SHARE = 0.05
+"""Most of the run's time rewriting the files may take: a rewrite that took ``d`` seconds
+waits ``d / WRITE_SHARE`` seconds for the next, when that is longer than
+``WRITE_EVERY_S`` (a campaign's files grow to tens of megabytes)."""
+
 
 class RunLines:
     """The question lines of a run, rewritten to the run directory as questions finish.
 
     Lines keep the order they were first recorded in (lines carried from earlier sessions
     first), so the files list questions in the run's order whatever order they finish in.
-    Each rewrite serialises every line, so while a run goes on the files are rewritten at
-    most every ``every`` seconds (the first finished question at once), and the driver
-    writes them once more at the end: the files are for reading, and rewriting them on
-    every finish would spend the CPU a long run needs (``bench.lab --variants
-    write-always`` measures it). The checkpoints, not these files, are what a resumed run
-    starts from.
+    Each rewrite writes every line (each line's text made once, ``LineTexts``), so while
+    a run goes on the files are rewritten at most every ``every`` seconds, or more
+    seldom when rewriting them takes longer than ``WRITE_SHARE`` of the time (the first
+    finished question at once), and the driver writes them once more at the end: the
+    files are for reading, and rewriting them on every finish would spend the CPU a long
+    run needs (``bench.lab --variants write-always`` measures it). The checkpoints, not
+    these files, are what a resumed run starts from.
     """
 
     def __init__(
@@ -148,6 +154,9 @@ class RunLines:
         self.lines: dict[str, QuestionLine] = {line_thread(line): line for line in carried}
         self._lock = asyncio.Lock()
         self._written: float | None = None
+        self._took = 0.0
+        """Seconds the last write took."""
+        self._texts = LineTexts()
         self._changed = True
         """Whether a line was noted since the files were last written."""
 
@@ -177,17 +186,20 @@ class RunLines:
     async def rewrite(self) -> None:
         """Rewrite the files unless they were written less than ``every`` seconds ago."""
         async with self._lock:
-            if self._written is None or self.clock() - self._written >= self.every:
+            wait = max(self.every, self._took / WRITE_SHARE)
+            if self._written is None or self.clock() - self._written >= wait:
                 self.write()
 
     def write(self) -> None:
         """Rewrite results, answers and questions files from every line to show (with no
         run directory, as in a worker process whose parent writes them: nothing). Files
         already holding every line noted are not written again."""
+        started = self.clock()
         if self.run_dir is not None and self._changed:
-            write_lines(self.run_dir, self.all())
+            write_lines(self.run_dir, self.all(), self._texts)
         self._changed = False
         self._written = self.clock()
+        self._took = self._written - started
 
     def all(self) -> list[QuestionLine]:
         """Every line to show (``with_results``), in the run's order."""

@@ -1,5 +1,6 @@
-"""Questions in flight: every question by default, up to the memory ceiling; a number
-given (``--concurrency N``, ``RunSpec.concurrency``) overrides it.
+"""Questions in flight: every question by default, as long as the chains in flight fit the
+memory budget; a number given (``--concurrency N``, ``RunSpec.concurrency``) overrides
+it.
 
 The witness is the server: each chain has at most one generate request out at a time, so
 the most generate requests it saw at once is the number of chains in flight. Generation
@@ -8,6 +9,7 @@ is slow here (0.3 s) and the rest fast, so every chain admitted is seen at once.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from collections.abc import Iterator
@@ -57,13 +59,13 @@ def test_the_command_keeps_every_question_in_flight_by_default(
     assert recorded(tmp_path / "run") == (CHAINS, True)
 
 
-def test_the_default_stops_at_the_memory_ceiling(
+def test_the_default_stops_at_the_memory_budget(
     slow_stub: OpenAIStub, tmp_path: Path, api_key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(admission, "MEMORY_BUDGET_BYTES", 6 * admission.BYTES_PER_CHAIN)
+    monkeypatch.setattr(admission, "MEMORY_BUDGET_BYTES", 6 * admission.CHAIN_BYTES)
     assert main(run_args(slow_stub, tmp_path / "run")) == 0
     assert slow_stub.max_concurrency("generate") == 6
-    assert recorded(tmp_path / "run") == (6, True)
+    assert recorded(tmp_path / "run") == (CHAINS, True), "the most; memory decides as it goes"
 
 
 def test_a_given_concurrency_overrides_the_default(
@@ -105,18 +107,64 @@ async def test_the_demo_drive_keeps_every_question_in_flight_by_default(
     assert slow_stub.max_concurrency("generate") == CHAINS
 
 
-def test_the_ceiling_comes_from_memory_per_chain(monkeypatch: pytest.MonkeyPatch) -> None:
-    per_chain, budget = admission.BYTES_PER_CHAIN, admission.MEMORY_BUDGET_BYTES
+def test_every_chain_may_be_in_flight_within_the_memory_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    budget = admission.MEMORY_BUDGET_BYTES
     monkeypatch.setattr(admission, "physical_memory", lambda: 64 * budget)
-    assert admission.ceiling() == budget // per_chain
-    assert admission.chains_in_flight(None, 10) == 10
-    assert admission.chains_in_flight(None, 10**7) == budget // per_chain
+    assert admission.chains_in_flight(None, 10**7) == 10**7
     assert admission.chains_in_flight(5, 10**7) == 5, "a number given is not capped"
-    monkeypatch.setattr(admission, "physical_memory", lambda: 2 * budget)
-    assert admission.ceiling() == budget // 2 // per_chain, "a quarter of a small machine"
-    monkeypatch.setattr(admission, "physical_memory", lambda: None)
-    assert admission.ceiling() == budget // per_chain
     assert admission.chains_in_flight(None, 10**7, remote=True) == admission.REMOTE_IN_FLIGHT
+    assert admission.admission(None, 100).budget == budget
+    assert admission.admission(None, 100, share=4).budget == budget // 4, "a worker's share"
+    assert admission.admission(5, 100).budget is None
+    monkeypatch.setattr(admission, "physical_memory", lambda: 2 * budget)
+    assert admission.memory_budget() == budget // 2, "a quarter of a small machine"
+    monkeypatch.setattr(admission, "physical_memory", lambda: None)
+    assert admission.memory_budget() == budget
+
+
+async def test_the_answers_in_flight_count_against_the_budget() -> None:
+    """Room for four chains without answers; a chain's answers take the room of new
+    ones until it leaves with them; a resumed chain brings its answers."""
+    chain, answer = admission.CHAIN_BYTES, admission.ANSWER_BYTES
+    gate = admission.Admission(100, budget=4 * chain)
+    for _ in range(4):
+        await gate.enter()
+    fifth = asyncio.ensure_future(gate.enter())
+    await asyncio.sleep(0)
+    assert not fifth.done()
+    for _ in range(chain // answer + 1):  # one chain's answers outgrow a chain's room
+        gate.answered()
+    gate.leave()  # a chain without answers leaves: still no room
+    await asyncio.sleep(0)
+    assert not fifth.done() and gate.in_flight == 3
+    gate.leave(chain // answer + 1)  # the long one leaves
+    await asyncio.sleep(0)
+    assert fifth.done() and gate.in_flight == 3 and gate.answers == 0
+    await gate.enter(answers=30)  # resumed with 30 answers
+    assert gate.held() == 4 * chain + 30 * answer
+
+
+async def test_one_chain_starts_whatever_it_holds() -> None:
+    gate = admission.Admission(100, budget=1)
+    await asyncio.wait_for(gate.enter(answers=50), 1)
+    assert gate.in_flight == 1
+
+
+async def test_the_window_grows_only_while_it_is_what_holds_questions_back() -> None:
+    """Questions waiting for memory, not for the window, leave the window as it is: a
+    window grown past the chains in flight would take many looks to shrink when the loop
+    falls behind."""
+    gate = admission.Admission(100, adaptive=True, budget=2 * admission.CHAIN_BYTES, start=8)
+    entering = [asyncio.ensure_future(gate.enter()) for _ in range(3)]
+    await asyncio.sleep(0)
+    assert gate.in_flight == 2 and gate.window == 8
+    gate.observe(0.0)
+    assert gate.window == 8
+    for _ in range(2):
+        gate.leave()
+    await asyncio.gather(*entering)
 
 
 def test_a_session_adapts_its_window_only_when_no_number_is_given() -> None:

@@ -20,7 +20,9 @@ async def test_files_are_rewritten_at_most_every_interval(
 ) -> None:
     clock = [100.0]
     writes: list[int] = []
-    monkeypatch.setattr(runner_tasks, "write_lines", lambda _dir, lines: writes.append(len(lines)))
+    monkeypatch.setattr(
+        runner_tasks, "write_lines", lambda _dir, lines, _texts: writes.append(len(lines))
+    )
     lines = RunLines(tmp_path, every=5.0, clock=lambda: clock[0])
     tasks = [Task(Settings(), f"Question {i}?", 1) for i in range(4)]
 
@@ -40,3 +42,29 @@ async def test_files_are_rewritten_at_most_every_interval(
     lines.keep(tasks[0].line(output(5)))
     lines.write()
     assert writes == [1, 3, 4, 4], "a line noted from a worker process is written"
+
+
+async def test_files_that_take_long_to_write_are_written_more_seldom(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rewrite that took 1 s waits 1 / WRITE_SHARE s (20 s) for the next, not 5 s: the
+    files of a campaign grow to tens of megabytes, and their rewrites would take the
+    run's CPU."""
+    clock = [100.0]
+    writes: list[float] = []
+
+    def slow_write(_dir: Path, lines: object, _texts: object) -> None:
+        writes.append(clock[0])
+        clock[0] += 1.0
+
+    monkeypatch.setattr(runner_tasks, "write_lines", slow_write)
+    lines = RunLines(tmp_path, every=5.0, clock=lambda: clock[0])
+    tasks = [Task(Settings(), f"Question {i}?", 1) for i in range(3)]
+    await lines.finished(tasks[0], output(1))
+    clock[0] += 10.0
+    await lines.finished(tasks[1], output(2))
+    assert writes == [100.0], "10 s after a write of 1 s is too soon"
+    clock[0] += 10.0
+    await lines.finished(tasks[2], output(3))
+    assert writes == [100.0, 121.0]
+    assert runner_tasks.WRITE_SHARE == 0.05

@@ -14,7 +14,13 @@ from typing import Any
 import pytest
 
 from aidanbench.record import files
-from aidanbench.record.lines import QuestionLine, read_lines, write_lines
+from aidanbench.record.lines import (
+    LineTexts,
+    QuestionLine,
+    original_schema,
+    read_lines,
+    write_lines,
+)
 from aidanbench.record.metadata import read_metadata, write_metadata
 from aidanbench.record.results import read_results
 from aidanbench.record.usage import summarise_ledger
@@ -71,6 +77,53 @@ def test_write_lines_orders_and_splits_repeats(tmp_path: Path) -> None:
     assert (tmp_path / "results.json").exists() and (tmp_path / "results.repeat-2.json").exists()
     results = read_results(tmp_path)
     assert [(q.repeat, q.score, len(q.answers)) for q in results] == [(1, 0, 1), (2, 0, 1)]
+
+
+def test_results_file_is_what_json_dumps_writes(tmp_path: Path) -> None:
+    """The results files are composed from each line's part, made once per line
+    (``LineTexts``): byte for byte what ``json.dumps(original_schema(...), indent=2)``
+    writes, for models, temperatures and questions in any order, lines without answers,
+    text json escapes, and a line replaced by a longer one."""
+
+    def answer(index: int, text: str, llm: float | None = None) -> dict[str, Any]:
+        return {
+            "index": index,
+            "answer": text,
+            "coherence": 80.5,
+            "novelty": 0.123456789,
+            "llm_novelty": llm,
+            "valid": True,
+            "elapsed_s": 1.5,
+        }
+
+    lines = [
+        QuestionLine(model="m1", temperature=0.7, question="q1", answers=[answer(1, "a")]),
+        QuestionLine(
+            model="m2",
+            temperature=1.0,
+            question='Qu\u00e9 "dire"?\n',
+            answers=[answer(1, "caf\u00e9\tb"), answer(2, "\u2603", 0.4)],
+        ),
+        QuestionLine(model="m1", temperature=0.7, question="q2", answers=[]),
+        QuestionLine(model="m1", temperature=0.0, question="q1", answers=[answer(1, "x")]),
+        QuestionLine(model="m1", temperature=0.7, question="q3", repeat=2, answers=[]),
+    ]
+    texts = LineTexts()
+
+    def expected(chosen: list[QuestionLine]) -> dict[str, str]:
+        return {
+            files.results_name(r): json.dumps(
+                original_schema([line for line in chosen if line.repeat == r]), indent=2
+            )
+            for r in sorted({line.repeat for line in chosen})
+        }
+
+    for chosen in (lines[:1], lines, [*lines[:2], lines[1].model_copy(update={"answers": []})]):
+        write_lines(tmp_path, chosen, texts)
+        for name, text in expected(chosen).items():
+            assert (tmp_path / name).read_text() == text
+    write_lines(tmp_path, [])
+    assert (tmp_path / "results.json").read_text() == json.dumps({"models": {}}, indent=2)
 
 
 def view(result: Any) -> dict[str, Any]:
