@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import deque
+from collections.abc import Callable
 
 CHAIN_BYTES = 128 * 1024
 """Memory a chain in flight holds before its answers: its state, prompt and step.
@@ -98,6 +99,11 @@ WATCH_EVERY_S = 0.25
 LAG_LIMIT_S = 0.1
 """How late a timer may fire before the loop counts as behind: its ready work (the
 turns of the chains in flight) takes longer than the CPU gives it."""
+
+BACKLOG_LIMIT = 1.0
+"""Requests waiting at an endpoint, in units of its limit, above which the endpoints
+count as behind: the chains in flight ask more than they serve, and each new chain would
+make every chain wait longer (all of them advancing a turn at a time, none finishing)."""
 
 GROW = 1.25
 """What the window is multiplied by (plus one) each look at a loop that keeps up while
@@ -191,23 +197,27 @@ class Admission:
         self.answers -= answers
         self._wake()
 
-    def observe(self, lag: float) -> None:
-        """One look at the event loop: a timer fired ``lag`` seconds late."""
+    def observe(self, lag: float, backlog: float = 0.0) -> None:
+        """One look at the event loop and the endpoints: a timer fired ``lag`` seconds
+        late, and ``backlog`` requests (in units of the busiest endpoint's limit) wait for
+        a slot. Behind, the window shrinks; while any request waits it holds (more chains
+        would only queue); else, with questions waiting for it, it grows."""
         if not self.adaptive:
             return
-        if lag > LAG_LIMIT_S:
+        if lag > LAG_LIMIT_S or backlog > BACKLOG_LIMIT:
             self.window = max(min(float(FLOOR), self.window), self.window * SHRINK)
-        elif self._waiters and self.in_flight >= int(self.window):  # the window, not memory
-            self.window = min(float(self.most), self.window * GROW + 1)
+        elif self._waiters and backlog == 0 and self.in_flight >= int(self.window):
+            self.window = min(float(self.most), self.window * GROW + 1)  # the window, not memory
             self._wake()
 
-    async def watch(self) -> None:
-        """``observe`` the loop's lag every ``every`` seconds, until cancelled."""
+    async def watch(self, backlog: Callable[[], float] = lambda: 0.0) -> None:
+        """``observe`` the loop's lag and the endpoints' ``backlog`` every ``every``
+        seconds, until cancelled."""
         loop = asyncio.get_running_loop()
         while self.adaptive and self.every is not None:
             asked = loop.time()
             await asyncio.sleep(self.every)
-            self.observe(loop.time() - asked - self.every)
+            self.observe(loop.time() - asked - self.every, backlog())
 
     def _wake(self) -> None:
         while self._waiters and (self._waiters[0].done() or self._room()):

@@ -52,6 +52,11 @@ class Questions(Protocol):
         """Prepare what the tasks about to run need (clients, local models)."""
         ...
 
+    def backlog(self) -> float:
+        """Requests waiting for an endpoint slot here, in units of its limit (0: none;
+        ``OpenAIServices.backlog``): more questions started would only wait longer."""
+        ...
+
     async def execute(self, task: Task, step: Plan, progress: Answers) -> dict[str, Any]:
         """Bring one thread to a stop, passing its answer events on; its final values."""
         ...
@@ -176,7 +181,7 @@ async def drive(
             _spawn(group, functools.partial(run_one, task, Plan("run"), True))
 
     ordered = sorted(tasks, key=lines.stopped_before)
-    watching = asyncio.ensure_future(admission.watch())
+    watching = asyncio.ensure_future(admission.watch(questions.backlog))
     try:
         await run_group(start_all)
     finally:

@@ -51,6 +51,10 @@ class LocalQuestions:
                 plans.append(Plan("run", values, start=start_input(task, pending)))
         return plans
 
+    def backlog(self) -> float:
+        backlog = getattr(self.services, "backlog", None)  # an OpenAIServices' limiters
+        return backlog() if callable(backlog) else 0.0
+
     def warm(self, tasks: Sequence[Task]) -> None:
         for settings in {t.settings.model_dump_json(): t.settings for t in tasks}.values():
             self.services(settings).warm()

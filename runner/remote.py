@@ -227,6 +227,9 @@ class RemoteQuestions:
 
         return list(await asyncio.gather(*(inspect(task) for task in tasks)))
 
+    def backlog(self) -> float:
+        return 0.0  # the server's workers wait, not this client
+
     def warm(self, tasks: Sequence[Task]) -> None:
         """Nothing to prepare here: the server builds its own clients."""
 

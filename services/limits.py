@@ -250,6 +250,11 @@ class EndpointLimiter:
             self._grow(window)
         self._wake()
 
+    @property
+    def queued(self) -> int:
+        """Requests waiting for a slot now."""
+        return len(self._waiters)
+
     def _busy(self) -> bool:
         """Whether the limit is in use: only then does a success say it could be higher."""
         return bool(self._waiters) or self.in_flight >= self.max_in_flight

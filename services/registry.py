@@ -397,6 +397,17 @@ class OpenAIServices:
             return {}
         return {host: limiter.stats() for host, limiter in list(state.limiters.items())}
 
+    def backlog(self) -> float:
+        """Requests waiting for a slot at the running loop's busiest endpoint, in units
+        of its limit (0: no request waits; 1: a whole limit's worth waits)."""
+        state = self._loops.get(asyncio.get_running_loop())
+        if state is None:
+            return 0.0
+        return max(
+            (limiter.queued / max(1.0, limiter.limit) for limiter in state.limiters.values()),
+            default=0.0,
+        )
+
     def _build(self, state: _LoopState, settings: Settings) -> Services:
         hosts = {role: settings.endpoint(role).host for role in ROLES}
         services = Services(

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from aidanbench.cli.main import build_parser, main
+from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.runner import Progress, RunSpec, admission, run
 from aidanbench.runner.local import drive_local
@@ -176,3 +177,41 @@ def test_a_session_adapts_its_window_only_when_no_number_is_given() -> None:
     assert not admission.admission(5, 100).adaptive
     assert admission.admission(5, 100).window == 5
     assert not admission.admission(None, 100, remote=True).adaptive
+
+
+async def test_the_window_holds_while_requests_wait_for_an_endpoint() -> None:
+    """More chains than the endpoints serve would only queue, every chain a turn at a
+    time: while requests wait for a slot the window holds, and with more than a limit's
+    worth waiting it shrinks."""
+    gate = admission.Admission(1000, adaptive=True, start=20)
+    entering = [asyncio.ensure_future(gate.enter()) for _ in range(40)]
+    await asyncio.sleep(0)
+    assert gate.in_flight == 20
+    gate.observe(0.0, backlog=0.5)
+    assert gate.window == 20, "requests wait: hold"
+    gate.observe(0.0, backlog=0.0)
+    assert gate.window == 20 * admission.GROW + 1, "none waits: grow"
+    gate.observe(0.0, backlog=2.0)
+    assert gate.window == (20 * admission.GROW + 1) * admission.SHRINK, "shrink"
+    for task in entering:
+        task.cancel()
+    await asyncio.gather(*entering, return_exceptions=True)
+
+
+async def test_the_backlog_is_the_busiest_endpoints_queue_over_its_limit() -> None:
+    async with OpenAIServices("aiohttp", chat="openai") as factory:
+        assert factory.backlog() == 0.0
+        limiter = factory.limiter("127.0.0.1:1", Settings(max_concurrency=2))
+        limiter.limit = 2.0
+        slots = [limiter.slot() for _ in range(5)]
+        held = [await slot.__aenter__() for slot in slots[:2]]
+        waiting = [asyncio.ensure_future(slot.__aenter__()) for slot in slots[2:]]
+        await asyncio.sleep(0)
+        assert limiter.queued == 3 and held == [None, None]
+        assert factory.backlog() == 1.5
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+        for slot in slots[:2]:
+            await slot.__aexit__(None, None, None)
+        assert factory.backlog() == 0.0

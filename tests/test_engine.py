@@ -276,6 +276,9 @@ class Backend:
     def warm(self, tasks: Sequence[Task]) -> None:
         self.warmed = [t.question for t in tasks]
 
+    def backlog(self) -> float:
+        return 0.0
+
     async def execute(self, task: Task, step: Plan, progress: Progress) -> dict[str, Any]:
         self.running += 1
         self.most = max(self.most, self.running)
