@@ -489,15 +489,39 @@ def common_args(args: argparse.Namespace) -> list[str]:
     ]
 
 
-def row(name: str, bound: float, r: dict[str, Any], plain: dict[str, Any] | None) -> str:
-    """One measured run; against (c) when ``plain`` is the original-style run beside it."""
+def rate_floor(turns: int, rate: float | None, burst: float | None) -> float:
+    """The least wall time the provider's rate limit allows the run: every answer needs at
+    least a generate and a judge request (embeddings may all be batched, the look-ahead
+    left out), and beyond the bucket's first ``burst`` the provider takes ``rate`` a
+    second. 0 without a rate limit."""
+    if not rate:
+        return 0.0
+    return max(0.0, 2 * turns - (burst or rate)) / rate
+
+
+def row(
+    name: str,
+    bound: float,
+    r: dict[str, Any],
+    plain: dict[str, Any] | None,
+    rate: tuple[float | None, float | None] = (None, None),
+) -> str:
+    """One measured run; against (c) when ``plain`` is the original-style run beside it.
+    With the provider's ``rate`` (requests a second, burst), also against the rate floor
+    (``rate_floor``) and the larger of the two bounds."""
     versus = "-"
     if plain:
         chars = r["prompt_chars"] / plain["prompt_chars"] - 1
         versus = f"{plain['wall'] / r['wall']:.2f}x faster, {100 * chars:+.1f}% prompt chars"
     peaks = "/".join(str(s["peak_limit"]) for s in r["limits"].values()) or "-"
+    floor = rate_floor(r["turns"], *rate)
+    floors = (
+        f"rate floor {floor:5.1f} s  {r['wall'] / max(bound, floor):4.2f}x the larger  "
+        if floor
+        else ""
+    )
     return (
-        f"{name:<28} {r['wall']:7.1f} s {r['wall'] / bound:5.2f}x bound  "
+        f"{name:<28} {r['wall']:7.1f} s {r['wall'] / bound:5.2f}x bound  {floors}"
         f"requests {r['requests']:6d}  429s {r['rate_limited']:5d}  "
         f"CPU/turn {1000 * r['cpu'] / max(1, r['turns']):5.1f} ms  "
         f"CPU {r['cpu'] / r['wall']:4.2f} cores  "
@@ -517,21 +541,23 @@ def one_round(
     plain: tuple[str, str, str] | None,
     lines: list[str],
     results: dict[str, list[dict[str, Any]]],
+    rate: tuple[float | None, float | None] = (None, None),
 ) -> None:
-    """One interleaved round on one provider: the original-style loop first when
-    ``plain`` (its child workload, result key and label) is given, then ``workload`` with
-    each variant, each row against that loop's run."""
+    """One interleaved round on one provider (limited to ``rate``: requests a second,
+    burst): the original-style loop first when ``plain`` (its child workload, result key
+    and label) is given, then ``workload`` with each variant, each row against that
+    loop's run."""
     against = None
     if plain is not None:
         child_workload, key, label = plain
         against = measure(child_workload, url, args, "default")
         results.setdefault(key, []).append(against)
-        lines.append(row(f"  {label}", bound, against, None))
+        lines.append(row(f"  {label}", bound, against, None, rate))
         print(lines[-1], flush=True)
     for variant in variants:
         r = measure(workload, url, args, variant)
         results.setdefault(f"{workload} {variant}", []).append(r)
-        lines.append(row(f"  ({workload}) {variant}", bound, r, against))
+        lines.append(row(f"  ({workload}) {variant}", bound, r, against, rate))
         print(lines[-1], flush=True)
 
 
@@ -552,7 +578,8 @@ def parent(args: argparse.Namespace) -> None:
         with provider(["published", *limited]) as url:
             plain = ("ca", "c on (a)", "(c) original-style on (a)") if "c" in workloads else None
             for _ in range(args.runs):
-                one_round(url, args, bound, "a", variants, plain, lines, results)
+                a_rate = (args.a_rate or None, args.a_rate or None)
+                one_round(url, args, bound, "a", variants, plain, lines, results, a_rate)
     if "b" in workloads or "c" in workloads:
         bound = lab_bound(args)
         lines.append(
@@ -577,7 +604,8 @@ def parent(args: argparse.Namespace) -> None:
             plain = ("c", "c", "(c) original-style loop") if "c" in workloads else None
             graph_variants = variants if "b" in workloads else []
             for _ in range(args.runs):
-                one_round(url, args, bound, "b", graph_variants, plain, lines, results)
+                b_rate = (args.rate or None, args.burst or args.rate or None)
+                one_round(url, args, bound, "b", graph_variants, plain, lines, results, b_rate)
     print("\n".join(lines))
     for name, runs in results.items():
         walls = [r["wall"] for r in runs]
