@@ -20,7 +20,9 @@ When the machine, not the endpoints, is what a run waits on (thousands of chains
 a fast endpoint), every chain in flight advancing a turn at a time would finish none for
 minutes; so a session without ``--concurrency`` admits its questions through an adaptive
 ``Admission``, which lets new chains start only while the event loop keeps up, and the
-chains already started get the CPU first.
+chains already started get the CPU first. Likewise for the endpoints: chains beyond what
+they serve would all queue for request slots, every one a turn at a time, so new chains
+start only while no request waits for a slot.
 """
 
 from __future__ import annotations
