@@ -216,6 +216,21 @@ def embedding_namespace(settings: Settings) -> str:
     return f"{settings.embedding_model} @ {endpoint_key(settings.embedding_base_url)}"
 
 
+def embedder_key(settings: Settings) -> tuple[object, ...]:
+    """What makes two settings' embedding clients the same: the model and endpoint, its
+    key, what its requests are bounded by, and where their usage and vectors are kept.
+    Settings that differ only in the model under test (or the judge) share one batcher."""
+    return (
+        embedding_namespace(settings),
+        settings.embedding_api_key_env,
+        settings.request_timeout,
+        settings.max_retries,
+        settings.usage_path,
+        settings.prices_path,
+        settings.cache_path,
+    )
+
+
 def judge_namespace(settings: Settings) -> str:
     """The cache key of the settings' similarity judgements: judge, endpoint, temperature."""
     key = f"{settings.judge_model} @ {endpoint_key(settings.judge_base_url)}"
@@ -294,6 +309,9 @@ class _LoopState:
     limiters: dict[str, EndpointLimiter] = field(default_factory=dict)
     pools: dict[str, httpx2.AsyncClient] = field(default_factory=dict)
     """One HTTP connection pool per host, sized to its limiter's ceiling."""
+    embedders: dict[tuple[object, ...], EmbeddingBatcher] = field(default_factory=dict)
+    """One embedding batcher per embedder (``embedder_key``): the questions of every
+    model under test share it, so their answers share requests."""
 
 
 class OpenAIServices:
@@ -429,6 +447,11 @@ class OpenAIServices:
             services.pools.append(made)
             return made
 
+        key = embedder_key(settings)
+        if key in state.embedders:
+            services._batcher = state.embedders[key]
+        else:
+            state.embedders[key] = services.embedder
         local = settings.embedding_model == LOCAL_EMBEDDING_MODEL
         services.build.update(
             model=lambda: clients.model_under_test(settings, pool("model"), self.chat),
@@ -456,6 +479,7 @@ class OpenAIServices:
                 services.forget()
             state.services.clear()
             state.limiters.clear()
+            state.embedders.clear()
 
     async def aclose(self) -> None:
         """Close the running loop's clients and every cache file this instance opened.

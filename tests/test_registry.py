@@ -121,7 +121,7 @@ async def test_one_connection_pool_per_host_whatever_the_settings(api_key: str) 
             )
             assert [out["score"] for out in outs] == [2] * 4
             pools = [*factory(first).pools, *factory(second).pools]
-            assert len(pools) == 6, "three roles of two settings objects each took a pool"
+            assert len(pools) == 5, "model and judge of each took a pool, and the one embedder"
             assert len({id(pool) for pool in pools}) == 1
 
 
@@ -165,3 +165,23 @@ async def test_forget_starts_the_shared_factory_afresh(stub: OpenAIStub, api_key
 
     default_services.forget()
     assert (await run_question(default_services, second, settings))["score"] == 2
+
+
+async def test_every_model_under_test_shares_one_embedding_batcher(api_key: str) -> None:
+    """The answers of a campaign's models share embedding requests: settings that differ
+    only in the model under test (or the judge) share one batcher, so the answers of 80
+    models embedded in one step are one request, not 80; another embedding model has its
+    own."""
+    with OpenAIStub(ScriptedBrain({})) as stub:
+        async with OpenAIServices("aiohttp") as factory:
+            first = stub_settings(stub, model="model-a")
+            second = stub_settings(stub, model="model-b", judge_model="judge-b")
+            other = stub_settings(stub, model="model-a", embedding_model="other-embedding")
+            assert factory(first).embedder is factory(second).embedder
+            assert factory(other).embedder is not factory(first).embedder
+            vectors = await asyncio.gather(
+                factory(first).embed(["an answer of model a"]),
+                factory(second).embed(["an answer of model b"]),
+            )
+            assert [len(v) for v in vectors] == [1, 1]
+            assert stub.count("embed") == 1, "both answers in one request"
