@@ -128,7 +128,9 @@ class Admission:
     stop. So when the CPU, not the endpoints, is what a run waits on, the chains already
     started get it (they finish, and the finished count climbs from the first minutes)
     instead of every chain advancing a turn at a time in lockstep; a question never
-    stops because the window shrank.
+    stops because the window shrank. The window holds while requests wait for an
+    endpoint slot, for the same reason. With a ``budget``, a question also starts only
+    while the chains in flight leave it room (``held``).
     """
 
     def __init__(
