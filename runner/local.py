@@ -21,7 +21,7 @@ from aidanbench.runner.checkpoints import open_checkpointer
 from aidanbench.runner.drive import Answers, Plan, drive, refuse_other_measurement, report
 from aidanbench.runner.progress import Events
 from aidanbench.runner.tasks import RunLines, Task, is_finished, start_input
-from aidanbench.services import ServicesFactory, default_services
+from aidanbench.services import OpenAIServices, ServicesFactory, default_services
 
 DURABILITY: Durability = "sync"
 """Each step's checkpoint is committed before the next step starts, so a killed run
@@ -52,8 +52,8 @@ class LocalQuestions:
         return plans
 
     def backlog(self) -> float:
-        backlog = getattr(self.services, "backlog", None)  # an OpenAIServices' limiters
-        return backlog() if callable(backlog) else 0.0
+        # Only OpenAIServices keeps limiters; another factory's requests queue elsewhere.
+        return self.services.backlog() if isinstance(self.services, OpenAIServices) else 0.0
 
     def warm(self, tasks: Sequence[Task]) -> None:
         for settings in {t.settings.model_dump_json(): t.settings for t in tasks}.values():

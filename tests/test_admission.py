@@ -14,6 +14,7 @@ import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -21,7 +22,7 @@ from aidanbench.cli.main import build_parser, main
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.runner import Progress, RunSpec, admission, run
-from aidanbench.runner.local import drive_local
+from aidanbench.runner.local import LocalQuestions, drive_local
 from aidanbench.runner.tasks import Task
 from aidanbench.services import OpenAIServices
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain
@@ -215,3 +216,14 @@ async def test_the_backlog_is_the_busiest_endpoints_queue_over_its_limit() -> No
         for slot in slots[:2]:
             await slot.__aexit__(None, None, None)
         assert factory.backlog() == 0.0
+
+
+def test_the_local_backend_passes_its_endpoints_backlog_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The drive loop reads the backlog from the backend: the local one's is its
+    OpenAIServices' (another factory keeps no limiters: none)."""
+    factory = OpenAIServices("aiohttp")
+    monkeypatch.setattr(factory, "backlog", lambda: 2.5)
+    assert LocalQuestions(cast(Any, None), factory).backlog() == 2.5
+    assert LocalQuestions(cast(Any, None), cast(Any, lambda settings: None)).backlog() == 0.0
