@@ -226,4 +226,4 @@ def test_the_local_backend_passes_its_endpoints_backlog_on(
     factory = OpenAIServices("aiohttp")
     monkeypatch.setattr(factory, "backlog", lambda: 2.5)
     assert LocalQuestions(cast(Any, None), factory).backlog() == 2.5
-    assert LocalQuestions(cast(Any, None), cast(Any, lambda settings: None)).backlog() == 0.0
+    assert LocalQuestions(cast(Any, None), cast(Any, lambda settings: settings)).backlog() == 0.0
