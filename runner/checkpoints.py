@@ -7,14 +7,20 @@ than the graph itself (docs/performance.md has the measurements).
 
 ``InlineCommitSaver`` keeps the saver's tables, rows and serialisation (it prepares rows
 exactly as ``AsyncSqliteSaver.aput`` and ``aput_writes`` of langgraph-checkpoint-sqlite
-3.1 do, and everything is read back through the unchanged saver and its aiosqlite
-connection), and writes them through a second, plain ``sqlite3`` connection on the
-event loop's thread. In WAL mode with ``synchronous=NORMAL`` such a commit does not
-wait for the disk, so it is cheap enough to make on the loop's thread (apart from a short
-stall when SQLite folds the log back into the database). Writes made in the same turn of
-the event loop (several questions' steps finishing together) share one transaction,
+3.1 do), and writes them through a second, plain ``sqlite3`` connection on the event
+loop's thread. In WAL mode with ``synchronous=NORMAL`` such a commit does not wait for
+the disk, so it is cheap enough to make on the loop's thread (apart from a short stall
+when SQLite folds the log back into the database). Writes made in the same turn of the
+event loop (several questions' steps finishing together) share one transaction,
 committed right after that turn. Every call returns after its commit, so
 ``durability="sync"`` keeps its promise: a step is on disk before the next one starts.
+
+A thread's checkpoint is read on that connection too, by LangGraph's own
+``SqliteSaver`` (``get_tuple``, and ``get_delta_channel_history`` for the answers, a
+``DeltaChannel``). Every question reads its thread when it starts and when it stops;
+through aiosqlite each read is several hand-offs under one lock, and with hundreds of
+questions starting together they queued behind each other for seconds
+(docs/performance.md). Listings still go through aiosqlite.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import asyncio
 import contextlib
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +42,11 @@ from langgraph.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
     get_checkpoint_metadata,
 )
+from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from aidanbench.record.files import read_only_uri
@@ -68,6 +77,8 @@ class InlineCommitSaver(AsyncSqliteSaver):
         super().__init__(conn)
         self._writer = sqlite3.connect(path, timeout=30.0)
         self._writer.execute("PRAGMA synchronous=NORMAL")
+        self._reader = SqliteSaver(self._writer, serde=self.serde)
+        """LangGraph's synchronous saver on the inline connection, for ``aget_tuple``."""
         self._pending: list[_Pending] = []
         self._closed = False
         self.commits = 0
@@ -78,6 +89,21 @@ class InlineCommitSaver(AsyncSqliteSaver):
         version takes an ``asyncio.Lock`` each time, which costs more than the check."""
         if not self.is_setup:
             await super().setup()
+            self._reader.is_setup = True  # the same tables, made through aiosqlite
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """A thread's checkpoint (the latest, or the one ``config`` names) with its
+        pending writes, read on the loop's thread as ``SqliteSaver`` reads it."""
+        await self.setup()
+        return self._reader.get_tuple(config)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """What a ``DeltaChannel`` (a thread's answers) is rebuilt from, read on the
+        loop's thread as ``SqliteSaver`` reads it."""
+        await self.setup()
+        return self._reader.get_delta_channel_history(config=config, channels=channels)
 
     async def aput(
         self,
@@ -184,6 +210,19 @@ class InlineCommitSaver(AsyncSqliteSaver):
                     item.done.set_exception(failure)
                 else:
                     item.done.cancel()
+
+    def stored_among(self, thread_ids: Sequence[str]) -> set[str]:
+        """Which of ``thread_ids`` have a checkpoint, in one query on the loop's thread.
+
+        A run's plan asks this before it reads any thread's state: a state read is
+        several hand-offs to aiosqlite's thread, each waiting behind the running chains'
+        store calls, and a new run's threads have no state to read."""
+        marks = ",".join("?" * len(thread_ids))
+        rows = self._writer.execute(
+            f"SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id IN ({marks})",
+            list(thread_ids),
+        ).fetchall()
+        return {str(row[0]) for row in rows}
 
     def close_writer(self) -> None:
         """Close the inline connection (reads keep the aiosqlite one)."""

@@ -17,7 +17,7 @@ from aidanbench.graph.question import build_question_graph
 from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
 from aidanbench.runner.admission import admission
-from aidanbench.runner.checkpoints import open_checkpointer
+from aidanbench.runner.checkpoints import InlineCommitSaver, open_checkpointer
 from aidanbench.runner.drive import Answers, Plan, drive, refuse_other_measurement, report
 from aidanbench.runner.progress import Events
 from aidanbench.runner.tasks import RunLines, Task, is_finished, start_input
@@ -41,8 +41,17 @@ class LocalQuestions:
         self.services = services
 
     async def plan(self, tasks: Sequence[Task]) -> list[Plan]:
+        saver = self.graph.checkpointer
+        stored = (
+            saver.stored_among([t.thread_id for t in tasks])
+            if isinstance(saver, InlineCommitSaver) and tasks
+            else None
+        )
         plans = []
         for task in tasks:
+            if stored is not None and task.thread_id not in stored:  # a new thread
+                plans.append(Plan("run", {}, start=start_input(task, pending=False)))
+                continue
             snapshot = await self.graph.aget_state(_config(task))
             values, pending = dict(snapshot.values), bool(snapshot.next)
             if is_finished(values, pending):

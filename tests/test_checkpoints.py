@@ -15,6 +15,9 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from aidanbench.core.settings import Settings
 from aidanbench.graph.question import build_question_graph
 from aidanbench.runner.checkpoints import InlineCommitSaver, open_checkpointer
+from aidanbench.runner.drive import Plan
+from aidanbench.runner.local import local_questions
+from aidanbench.runner.tasks import Task, is_finished, start_input
 from aidanbench.testing import ScriptedBrain
 from aidanbench.testing.fakes import brain_services
 
@@ -68,6 +71,67 @@ async def test_inline_commits_store_what_the_stock_saver_stores(tmp_path: Path) 
         assert inline.commits > 0, "every insert went through the inline connection"
     assert [untimed(o) for o in got] == [untimed(o) for o in expected]
     assert table_shape(tmp_path / "inline.sqlite") == table_shape(tmp_path / "stock.sqlite")
+
+
+class NoAnswers:
+    def answer(self, label: str, event: dict[str, Any], key: str | None = None) -> None:
+        pass
+
+
+async def test_planning_reads_the_state_of_stored_threads_only(tmp_path: Path) -> None:
+    """A new run's plan asks the store once which threads it has, not once per thread:
+    a per-thread read waits behind the running chains' store calls, and fed 630 chains
+    at about 25 a second (docs/performance.md)."""
+    tasks = [Task(Settings(model="m"), q, 1) for q in QUESTIONS]
+    services = brain_services(ScriptedBrain({q: 2 for q in QUESTIONS}))
+    async with local_questions(tmp_path, services) as questions:
+        for task in tasks[:3]:  # an earlier session ran these
+            await questions.execute(task, (await questions.plan([task]))[0], NoAnswers())
+        graph = questions.graph
+        expected = []
+        for task in tasks:
+            snapshot = await graph.aget_state({"configurable": {"thread_id": task.thread_id}})
+            values, pending = dict(snapshot.values), bool(snapshot.next)
+            expected.append(
+                Plan("skip", values)
+                if is_finished(values, pending)
+                else Plan("run", values, start=start_input(task, pending))
+            )
+        read: list[str] = []
+        whole = graph.aget_state
+
+        async def counted(config: RunnableConfig, *args: Any, **kwargs: Any) -> Any:
+            read.append(config["configurable"]["thread_id"])
+            return await whole(config, *args, **kwargs)
+
+        graph.aget_state = counted  # type: ignore[method-assign]
+        assert await questions.plan(tasks) == expected
+    assert [p.action for p in expected] == ["skip"] * 3 + ["run"] * 5
+    assert read == [t.thread_id for t in tasks[:3]], "the new threads' state is not read"
+
+
+async def test_a_checkpoint_is_read_without_waiting_for_the_aiosqlite_connection(
+    tmp_path: Path,
+) -> None:
+    """Reads of one thread's checkpoint go on the loop's thread, not through aiosqlite's
+    lock (hundreds of questions starting together queued on it for seconds), and give
+    what the stock saver gives: the checkpoint and its pending writes."""
+    async with open_checkpointer(tmp_path / "c.sqlite") as saver:
+        await run_all(saver)
+        config: RunnableConfig = {"configurable": {"thread_id": "q3"}}
+        stock = await AsyncSqliteSaver.aget_tuple(saver, config)
+        await saver.aput_writes(stock.config if stock else config, [("judge", 1)], "task-9")
+        expected = await AsyncSqliteSaver.aget_tuple(saver, config)
+        graph = build_question_graph(brain_services(ScriptedBrain({}))).compile(checkpointer=saver)
+        async with saver.lock:  # as while another read holds the connection
+            got = await asyncio.wait_for(saver.aget_tuple(config), timeout=5)
+            state = await asyncio.wait_for(graph.aget_state(config), timeout=5)
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "c.sqlite")) as stock_saver:
+        stock_state = await graph.copy(update={"checkpointer": stock_saver}).aget_state(config)
+    assert expected is not None and expected.pending_writes
+    assert got == expected
+    assert len(state.values["answers"]) == 4, "the answers, rebuilt from their deltas"
+    assert state == stock_state
 
 
 async def test_a_write_is_committed_when_the_call_returns(tmp_path: Path) -> None:
