@@ -67,8 +67,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal
 
-from bench.lab_serve import LabBrain, chain_length, draw
 from bench.processes import ROOT, parent_or_child, served
+from bench.schedule import LAB_MEDIANS, lab_chains, pipelined_bound
 
 KEY = "AIDANBENCH_LAB_KEY"
 VARIANTS = (
@@ -89,7 +89,6 @@ VARIANTS = (
     "workers-1",
     "workers-2",
 )
-LAB_MEDIANS = {"generate": 3.0, "coherence": 2.0, "embed": 0.3}
 
 
 def lab_models(n: int) -> list[str]:
@@ -115,39 +114,19 @@ def server_stats(url: str, reset: bool = False) -> dict[str, int]:
 # --- bounds ---------------------------------------------------------------------------
 
 
-def chain_bound(
-    model: str, question: str, answers: Sequence[str], medians: dict[str, float], sigma: float
-) -> float:
-    """The pipelined bound of one chain whose answers (the failing one last) are given:
-    g1 + sum over answers k of max(judge k, embed k, generate k+1)."""
-
-    def g(k: int) -> float:
-        return draw(medians["generate"], sigma, "g", model, question, k)
-
-    total = g(0)
-    for k, answer in enumerate(answers):
-        judge = draw(medians["coherence"], sigma, "j", question, answer)
-        embed = draw(medians["embed"], sigma, "e", answer)
-        total += max(judge, embed, g(k + 1))
-    return total
-
-
 def lab_bound(args: argparse.Namespace) -> float:
+    """The longest chain's pipelined bound (``bench.schedule.pipelined_bound``)."""
     from aidanbench.graph.questions import bundled_questions
-    from aidanbench.nodes.parsing import extract_answer
 
-    questions = bundled_questions(args.questions)
-    models = lab_models(args.models)
-    brain = LabBrain(models, questions, args.mean_length, args.max_length)
-    medians = {k: v * args.scale for k, v in LAB_MEDIANS.items()}
-    longest = 0.0
-    for model in models:
-        for question in questions:
-            answers: list[str] = []
-            for _ in range(chain_length(model, question, args.mean_length, args.max_length) + 1):
-                answers.append(extract_answer(brain.generate(model, question, answers))[0])
-            longest = max(longest, chain_bound(model, question, answers, medians, args.sigma))
-    return longest
+    chains = lab_chains(
+        lab_models(args.models),
+        bundled_questions(args.questions),
+        mean_length=args.mean_length,
+        max_length=args.max_length,
+        scale=args.scale,
+        sigma=args.sigma,
+    )
+    return max(pipelined_bound(chain) for chain in chains)
 
 
 def published_bound() -> float:
@@ -589,9 +568,9 @@ def parent(args: argparse.Namespace) -> None:
         )
         serve = [
             "lab",
-            f"--lg={3.0 * args.scale}",
-            f"--lj={2.0 * args.scale}",
-            f"--le={0.3 * args.scale}",
+            f"--lg={LAB_MEDIANS['generate'] * args.scale}",
+            f"--lj={LAB_MEDIANS['coherence'] * args.scale}",
+            f"--le={LAB_MEDIANS['embed'] * args.scale}",
             f"--sigma={args.sigma}",
             f"--models={args.models}",
             f"--questions={args.questions}",
