@@ -16,10 +16,12 @@ and embeds for free (one batch could carry every answer). Two orders for the req
 waiting for the provider:
 
 * ``arrival``: in the order they are asked, as the engine's endpoint limiter serves them;
+* ``deepest``: the chain with the most answers so far first, the one other order a run
+  could use;
 * ``longest``: the chain with the most answers left first, an oracle that knows every
   chain's length before it starts (no real scheduler does).
 
-The second is no proof of the least possible time (ordering such chains is a
+The last is no proof of the least possible time (ordering such chains is a
 precedence-constrained scheduling problem), but it is the usual good rule with
 everything known, so a run slower than it is not slowed by its order alone.
 """
@@ -36,8 +38,8 @@ from typing import Literal
 
 from bench.lab_serve import LabBrain, chain_length, draw
 
-Order = Literal["arrival", "longest"]
-ORDERS: tuple[Order, ...] = ("arrival", "longest")
+Order = Literal["arrival", "deepest", "longest"]
+ORDERS: tuple[Order, ...] = ("arrival", "deepest", "longest")
 LAB_MEDIANS = {"generate": 3.0, "coherence": 2.0, "embed": 0.3}
 """Median latencies of workload (b) at scale 1, in seconds (``bench.lab``)."""
 
@@ -125,8 +127,12 @@ def simulate(
     tokens, refilled, in_flight, now, last = capacity, 0.0, 0, 0.0, 0.0
 
     def ask(chain: int, kind: str, k: int) -> None:
-        left = chains[chain].answers - candidate[chain]
-        key = (-left if order == "longest" else 0, next(sequence))
+        rank = {
+            "arrival": 0,
+            "deepest": -candidate[chain],
+            "longest": candidate[chain] - chains[chain].answers,
+        }[order]
+        key = (rank, next(sequence))
         heapq.heappush(waiting, (key, chain, kind, k))
 
     def score(chain: int, k: int) -> None:
