@@ -22,6 +22,8 @@ For each: wall time against the longest question's pipelined bound (computed exa
 from the provider's latency draws: g1 + sum over turns of max(judge, embed, next
 generate)), 429s the provider sent, CPU seconds per turn of the measuring process, peak
 memory (max RSS), prompt characters the provider received, and the ratio to (c).
+With a rate limit, also the rate floor (``rate_floor``); ``python -m bench.schedule``
+simulates (b) under both limits at once, for the order a run can know and for an oracle.
 
 ``--variant`` runs (a)/(b) otherwise: ``command`` through the run engine exactly as
 ``aidanbench run`` drives it with no flags but the endpoints (a ``RunSpec`` with no
@@ -68,7 +70,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bench.processes import ROOT, parent_or_child, served
-from bench.schedule import LAB_MEDIANS, lab_chains, pipelined_bound
+from bench.schedule import LAB_MEDIANS, lab_chains, pipelined_bound, workload_arguments
 
 KEY = "AIDANBENCH_LAB_KEY"
 VARIANTS = (
@@ -599,19 +601,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--workloads", default="a,b,c")
     p.add_argument("--variants", default="default", help=f"comma-separated of {VARIANTS}")
-    p.add_argument("--models", type=int, default=10)
-    p.add_argument("--questions", type=int, default=63)
-    p.add_argument("--mean-length", type=float, default=4.0)
-    p.add_argument("--max-length", type=int, default=20)
-    p.add_argument("--scale", type=float, default=0.1, help="latency scale factor")
-    p.add_argument("--sigma", type=float, default=0.5, help="log-normal sigma (tail)")
-    p.add_argument("--rate", type=float, default=400.0, help="provider's requests/s (0: none)")
-    p.add_argument(
-        "--burst",
-        type=float,
-        default=None,
-        help="requests the provider's bucket holds at once (default: one second of --rate)",
-    )
+    workload_arguments(p, models=10, scale=0.1)
     p.add_argument(
         "--a-rate",
         type=float,

@@ -169,16 +169,27 @@ def simulate(
     return last
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", type=int, default=80)
+def workload_arguments(p: argparse.ArgumentParser, *, models: int, scale: float) -> None:
+    """Workload (b)'s options, shared with ``bench.lab``: its chains, latencies and
+    provider."""
+    p.add_argument("--models", type=int, default=models)
     p.add_argument("--questions", type=int, default=63)
     p.add_argument("--mean-length", type=float, default=4.0)
     p.add_argument("--max-length", type=int, default=20)
-    p.add_argument("--scale", type=float, default=1.0, help="latency scale factor")
+    p.add_argument("--scale", type=float, default=scale, help="latency scale factor")
     p.add_argument("--sigma", type=float, default=0.5, help="log-normal sigma (tail)")
     p.add_argument("--rate", type=float, default=400.0, help="provider's requests/s (0: none)")
-    p.add_argument("--burst", type=float, default=None, help="bucket size (default: the rate)")
+    p.add_argument(
+        "--burst",
+        type=float,
+        default=None,
+        help="requests the provider's bucket holds at once (default: one second of --rate)",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    workload_arguments(p, models=80, scale=1.0)
     p.add_argument("--ceiling", type=int, default=1024, help="requests in flight at most")
     args = p.parse_args(argv)
 
