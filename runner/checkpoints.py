@@ -78,7 +78,8 @@ class InlineCommitSaver(AsyncSqliteSaver):
         self._writer = sqlite3.connect(path, timeout=30.0)
         self._writer.execute("PRAGMA synchronous=NORMAL")
         self._reader = SqliteSaver(self._writer, serde=self.serde)
-        """LangGraph's synchronous saver on the inline connection, for ``aget_tuple``."""
+        """LangGraph's synchronous saver on the inline connection: ``aget_tuple`` and
+        ``aget_delta_channel_history`` read through it."""
         self._pending: list[_Pending] = []
         self._closed = False
         self.commits = 0
@@ -225,7 +226,8 @@ class InlineCommitSaver(AsyncSqliteSaver):
         return {str(row[0]) for row in rows}
 
     def close_writer(self) -> None:
-        """Close the inline connection (reads keep the aiosqlite one)."""
+        """Close the inline connection: its writes and reads end (listings keep the
+        aiosqlite one)."""
         self._closed = True
         self._writer.close()
 
