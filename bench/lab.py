@@ -70,7 +70,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bench.processes import ROOT, parent_or_child, served
-from bench.schedule import LAB_MEDIANS, lab_chains, pipelined_bound, workload_arguments
+from bench.schedule import (
+    LAB_MEDIANS,
+    lab_chains,
+    pipelined_bound,
+    rate_floor,
+    workload_arguments,
+)
 
 KEY = "AIDANBENCH_LAB_KEY"
 VARIANTS = (
@@ -468,16 +474,6 @@ def common_args(args: argparse.Namespace) -> list[str]:
         f"--scale={args.scale}",
         f"--sigma={args.sigma}",
     ]
-
-
-def rate_floor(turns: int, rate: float | None, burst: float | None) -> float:
-    """The least wall time the provider's rate limit allows the run: every answer needs at
-    least a generate and a judge request (embeddings may all be batched, the look-ahead
-    left out), and beyond the bucket's first ``burst`` the provider takes ``rate`` a
-    second. 0 without a rate limit."""
-    if not rate:
-        return 0.0
-    return max(0.0, 2 * turns - (burst or rate)) / rate
 
 
 def row(

@@ -104,6 +104,16 @@ def lab_chains(
     return chains
 
 
+def rate_floor(turns: int, rate: float | None, burst: float | None) -> float:
+    """The least wall time the provider's rate limit allows the run: every answer needs at
+    least a generate and a judge request (embeddings may all be batched, the look-ahead
+    left out), and beyond the bucket's first ``burst`` the provider takes ``rate`` a
+    second. 0 without a rate limit."""
+    if not rate:
+        return 0.0
+    return max(0.0, 2 * turns - (burst or rate)) / rate
+
+
 def simulate(
     chains: Sequence[Chain],
     *,
@@ -206,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     bound = max(pipelined_bound(c) for c in chains)
     rate = args.rate or None
     turns = sum(c.answers for c in chains)
-    floor = max(0.0, 2 * turns - (args.burst or args.rate)) / rate if rate else 0.0
+    floor = rate_floor(turns, rate, args.burst)
     print(
         f"(b) {args.models} models x {args.questions} questions, {len(chains)} chains, "
         f"{turns} answers, scale {args.scale:g}: bound {bound:.1f} s, rate floor {floor:.1f} s"
