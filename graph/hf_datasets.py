@@ -149,7 +149,7 @@ def _empty_file(path: Path, builder: str) -> bool:
 
         return bool(pq.ParquetFile(path).metadata.num_rows == 0)
     if builder in ("json", "csv"):
-        lines = [x for x in path.read_text("utf-8").splitlines() if x.strip()]
+        lines = [x for x in path.read_text("utf-8").split("\n") if x.strip()]
         return not lines or (builder == "csv" and len(lines) == 1)
     return False
 

@@ -9,7 +9,8 @@ again; the command line, the graph API and the verifiers environments all load t
 it.
 
 Accepted files: a JSON list of strings; JSONL or CSV with a ``question`` field; plain
-text with one question per line; parquet and arrow files are datasets
+text with one question per line (ending at ``\n`` or ``\r\n`` only: a question may hold
+any other separator); parquet and arrow files are datasets
 (``graph.hf_datasets``). Anything else is an error, never a silent fallback to the
 bundled list. Blank, duplicate (in their normal form, ``record.lines.normal_question``)
 or absurdly long questions are errors too (``validated``): each would waste or skew a run.
@@ -193,7 +194,7 @@ def read_questions_file(path: Path) -> list[str]:
         return _from_json(text, path)
     if stripped.startswith("{"):
         return _from_jsonl(text, path)
-    return [line.strip() for line in text.splitlines() if line.strip()]
+    return [line.strip() for line in text.split("\n") if line.strip()]
 
 
 def _parsed(text: str, complaint: Callable[[json.JSONDecodeError], str]) -> Any:

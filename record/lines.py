@@ -438,8 +438,12 @@ def read_lines(run_dir: Path) -> list[QuestionLine]:
 
 
 def numbered_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(line number from 1, line) of each non-blank line of a JSON-lines text."""
-    for number, line in enumerate(text.splitlines(), 1):
+    """(line number from 1, line) of each non-blank line of a JSON-lines text.
+
+    Lines end at ``\n`` only: ``str.splitlines`` also splits on U+2028, U+2029, NEL and
+    other separators, which ``json.dumps(..., ensure_ascii=False)`` leaves raw inside a
+    string, so an answer holding one would split its line in two."""
+    for number, line in enumerate(text.split("\n"), 1):
         if line.strip():
             yield number, line
 

@@ -209,7 +209,9 @@ def read_ledger(path: Path) -> Iterator[LedgerLine]:
 
 def ledger_lines(data: bytes) -> Iterator[LedgerLine]:
     """The lines of a piece of a ledger (a line cut by a crash is skipped)."""
-    for raw in data.splitlines():
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
         try:
             yield LedgerLine.model_validate_json(raw)
         except ValidationError:

@@ -35,6 +35,7 @@ import openai
 from langchain_core.messages import AIMessage
 
 from aidanbench.core.errors import MalformedReply
+from aidanbench.record.lines import numbered_lines
 from aidanbench.services import retry
 from aidanbench.services.cache import ScoreCache
 from aidanbench.services.chat import read_reply
@@ -106,7 +107,7 @@ def read_results(text: str) -> dict[str, BatchResult]:
     ``error`` object, is an error naming it. Lines that are not JSON objects are skipped.
     """
     found: dict[str, BatchResult] = {}
-    for raw in text.splitlines():
+    for _, raw in numbered_lines(text):
         try:
             line = json.loads(raw)
         except json.JSONDecodeError:

@@ -145,7 +145,7 @@ class BatchStore:
             stored = self.files.get(str(file_id))
             if stored is None:
                 raise protocol.HTTPError(404, f"No such File object: {file_id}")
-            lines = [line for line in stored.data.decode("utf-8").splitlines() if line.strip()]
+            lines = [line for line in stored.data.decode("utf-8").split("\n") if line.strip()]
             batch = StoredBatch(
                 id=self._id("batch"),
                 input_file_id=stored.id,
@@ -183,7 +183,7 @@ class BatchStore:
         output: list[str] = []
         errors: list[str] = []
         data = self.files[batch.input_file_id].data.decode("utf-8")
-        for number, raw in enumerate(line for line in data.splitlines() if line.strip()):
+        for number, raw in enumerate(line for line in data.split("\n") if line.strip()):
             request = json.loads(raw)
             custom_id = request.get("custom_id")
             status, body = answer_line(stub, request, f"{batch.id}-{number}")
