@@ -12,7 +12,7 @@ Accepted files: a JSON list of strings; JSONL or CSV with a ``question`` field; 
 text with one question per line (ending at ``\n`` or ``\r\n`` only: a question may hold
 any other separator); parquet and arrow files are datasets
 (``graph.hf_datasets``). Anything else is an error, never a silent fallback to the
-bundled list. Blank, duplicate (in their normal form, ``record.lines.normal_question``)
+bundled list. Blank, duplicate (in their normal form, ``record.lines.normal_text``)
 or absurdly long questions are errors too (``validated``): each would waste or skew a run.
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 
 from aidanbench import reference
 from aidanbench.core.errors import printable
-from aidanbench.record.lines import normal_question, numbered_lines, spelling_note
+from aidanbench.record.lines import normal_text, numbered_lines, spelling_note
 
 MAX_QUESTION_CHARS = 2000
 """Longest question accepted; the benchmark's longest is under 150 characters."""
@@ -142,7 +142,7 @@ def validated(questions: Sequence[object], where: str, limit: int | None = None)
                 f"{where}: question {number} is {type(question).__name__} "
                 f"{printable(repr(question))[:80]}, not a string"
             )
-        if not question.strip():
+        if not normal_text(question):
             raise QuestionSourceError(f"{where}: question {number} is empty")
         try:
             question.encode("utf-8")
@@ -156,7 +156,7 @@ def validated(questions: Sequence[object], where: str, limit: int | None = None)
                 f"{where}: question {number} is {len(question)} characters "
                 f"(at most {MAX_QUESTION_CHARS})"
             )
-        key = normal_question(question)
+        key = normal_text(question)
         if key in seen:
             first, spelled = seen[key]
             raise QuestionSourceError(

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from aidanbench.core.calls import answer_dollars, question_dollars
+from aidanbench.core.errors import printable
 from aidanbench.core.metric_names import environment_aliases
 from aidanbench.core.vocabulary import ERROR_KINDS, is_censored
 from aidanbench.record import files
@@ -41,27 +42,35 @@ else:  # see the module docstring
     CallStats = ErrorInfo = Measured = dict
 
 
-def normal_question(text: str) -> str:
-    """``text`` in Unicode NFC, without surrounding whitespace: the one form that
-    identifies a question.
+INVISIBLE = dict.fromkeys([0x00AD, *range(0x200B, 0x2010), *range(0x2060, 0x2065), 0xFEFF])
+"""Characters that take no room on screen (the soft hyphen, zero-width spaces and joiners,
+direction marks, the word joiner, the byte-order mark): dropped from a normal text."""
 
-    Two spellings of a question that differ only in surrounding whitespace or in Unicode
-    form (a composed ``é`` against ``e`` and a combining accent) look the same to a person
-    and ask a model the same thing; counted apart, they would give one model two scores
-    for one question. Question sets are normalised when they are read (a set holding two
-    spellings of one question is refused), thread ids hash this form, and reports pair
-    lines by it.
+
+def normal_text(text: str) -> str:
+    """``text`` in Unicode NFC, without invisible characters (``INVISIBLE``), each run of
+    whitespace one space (tabs, no-break spaces, line and paragraph separators and line
+    ends included) and none at the ends: the one form that identifies a question, a model
+    name or a variant label.
+
+    Two spellings that differ only in these ways look the same to a person and ask a model
+    the same thing; counted apart, they would give one model two scores for one question,
+    or make two rows of one model. Question sets and model names are normalised when they
+    are read (a set holding two spellings of one is refused, naming both), questions are
+    asked in this form, thread ids hash it, and reports pair lines by it. The benchmark's
+    own questions are all in this form already.
     """
-    return unicodedata.normalize("NFC", text).strip()
+    return " ".join(unicodedata.normalize("NFC", text).translate(INVISIBLE).split())
 
 
 def spelling_note(first: str, second: str) -> str:
-    """Why two texts are one question, when they are not equal as written."""
+    """Both spellings of one text, escaped, when they are not equal as written."""
     if first == second:
         return ""
-    if first.strip() == second.strip():
-        return " (they differ only in surrounding whitespace)"
-    return " (they differ only in surrounding whitespace or Unicode form)"
+    return (
+        f" ({printable(repr(first))} and {printable(repr(second))} differ only in "
+        "whitespace, invisible characters or Unicode form)"
+    )
 
 
 def truncated_answers(flags: Iterable[bool | None]) -> int | None:

@@ -37,7 +37,7 @@ from aidanbench.record.lines import (
     AnswerLine,
     LineKey,
     QuestionLine,
-    normal_question,
+    normal_text,
     read_lines,
     truncated_answers,
 )
@@ -248,9 +248,10 @@ def distinct(results: Iterable[QuestionResult]) -> tuple[list[QuestionResult], l
     """``results`` with each (model, temperature, question, repeat) once, and a note per
     line left out.
 
-    Questions are read in their normal form (``record.lines.normal_question``), so a run
-    made before normalisation that asked one question twice, once with a trailing space,
-    has two lines for one question: the first is counted, the other named.
+    Questions are read in their normal form (``record.lines.normal_text``), so a run
+    made before normalisation that asked one question twice, once with a trailing space
+    or a double one, has two lines for one question: the first is counted, the other
+    named.
     """
     kept: dict[LineKey, QuestionResult] = {}
     notes: list[str] = []
@@ -259,7 +260,8 @@ def distinct(results: Iterable[QuestionResult]) -> tuple[list[QuestionResult], l
             notes.append(
                 f"{result.model} @ {result.temperature:g} answered question "
                 f"{result.question[:60]!r} twice (repeat {result.repeat}), in spellings that "
-                "differ only in surrounding whitespace or Unicode form; it is counted once "
+                "differ only in whitespace, invisible characters or Unicode form; it is "
+                "counted once "
                 "(the first line)"
             )
             continue
@@ -303,7 +305,7 @@ def question_result(line: QuestionLine, metadata: Metadata | None = None) -> Que
     return QuestionResult(
         model=line.model,
         temperature=line.temperature,
-        question=normal_question(line.question),
+        question=normal_text(line.question),
         answers=tuple(answer_row(a) for a in answers),
         stop_reason=line.stop_reason,
         repeat=line.repeat,
@@ -498,7 +500,7 @@ def _question_from_records(
     return QuestionResult(
         model=model,
         temperature=temperature,
-        question=normal_question(question),
+        question=normal_text(question),
         answers=rows,
         stop_reason=reason,
     )

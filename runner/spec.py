@@ -33,6 +33,7 @@ from aidanbench.core.settings import (
 )
 from aidanbench.graph.questions import QuestionSourceError, bundled_questions, validated
 from aidanbench.record import files
+from aidanbench.record.lines import normal_text, spelling_note
 from aidanbench.runner.tasks import Task
 
 RUN_FIELDS = frozenset(
@@ -147,7 +148,7 @@ class RunSpec(BaseModel):
     @field_validator("questions")
     @classmethod
     def _one_spelling(cls, value: list[str]) -> list[str]:
-        """Each question in its normal form (``record.lines.normal_question``); two
+        """Each question in its normal form (``record.lines.normal_text``); two
         spellings of one are refused."""
         try:
             return validated(value, "questions")
@@ -157,12 +158,17 @@ class RunSpec(BaseModel):
     @field_validator("models")
     @classmethod
     def _distinct_models(cls, value: list[str]) -> list[str]:
+        """Each model name in its normal form (``record.lines.normal_text``, as questions
+        are): two spellings of one name would make two rows of one model."""
+        seen: dict[str, str] = {}
         for model in value:
-            if not model.strip():
+            name = normal_text(model)
+            if not name:
                 raise ValueError("a model must be named; got an empty name")
-        if len(set(value)) != len(value):
-            raise ValueError("a model is given twice")
-        return value
+            if name in seen:
+                raise ValueError(f"a model is given twice{spelling_note(seen[name], model)}")
+            seen[name] = model
+        return list(seen)
 
     @field_validator("temperatures")
     @classmethod
@@ -185,11 +191,17 @@ class RunSpec(BaseModel):
     @field_validator("variants")
     @classmethod
     def _variant_fields(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Each label in its normal form, as model names are (a twin is refused)."""
+        labels: dict[str, str] = {}
         for label, fields in value.items():
-            problem = variant_problem(label, fields)
+            name = normal_text(label)
+            if name in labels:
+                raise ValueError(f"a variant is given twice{spelling_note(labels[name], label)}")
+            labels[name] = label
+            problem = variant_problem(name, fields)
             if problem is not None:
                 raise ValueError(f"variant {label!r}: {problem}")
-        return value
+        return {name: value[label] for name, label in labels.items()}
 
     @model_validator(mode="after")
     def _variants_used(self) -> RunSpec:

@@ -33,7 +33,7 @@ from aidanbench.core.settings import ROLES, Settings, variant_label
 from aidanbench.graph.questions import question_set_hash
 from aidanbench.nodes.prompts import prompts_sha256
 from aidanbench.record import files
-from aidanbench.record.lines import LineThresholds, QuestionLine, normal_question, read_lines
+from aidanbench.record.lines import LineThresholds, QuestionLine, normal_text, read_lines
 from aidanbench.record.metadata import (
     Grid,
     Judging,
@@ -218,7 +218,7 @@ def stored_spellings(run_dir: Path) -> dict[str, str]:
         return {}
     found: dict[str, str] = {}
     for line in lines:
-        key = normal_question(line.question)
+        key = normal_text(line.question)
         if key not in found or line.question == key:
             found[key] = line.question
     return found
@@ -403,7 +403,7 @@ def drop_models_without_lines(
 
 def question_counts(meta: Metadata, questions: Iterable[str]) -> None:
     """Record the run's question set (every line's, all sessions) in ``meta``."""
-    found = list(dict.fromkeys(normal_question(question) for question in questions))
+    found = list(dict.fromkeys(normal_text(question) for question in questions))
     meta.questions = len(found)
     meta.questions_sha256 = question_set_hash(found)
     meta.question_set_sha256 = question_set_hash(sorted(found))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from aidanbench.cli.main import main
+from aidanbench.core.errors import printable
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.runner.engine import Prepared, execute
 from aidanbench.runner.spec import RunSpec, build_tasks
@@ -24,6 +25,14 @@ QUESTION = bundled_questions(1)[0]
 TRAILING = QUESTION + " "
 CAFE = "What could a caf\u00e9 offer that no other does?"
 CAFE_DECOMPOSED = unicodedata.normalize("NFD", CAFE)
+TWINS = {
+    "surrounding whitespace": TRAILING,
+    "a double space": QUESTION.replace(" ", "  ", 1),
+    "a tab": QUESTION.replace(" ", "\t", 1),
+    "a no-break space": QUESTION.replace(" ", "\u00a0", 1),
+    "a zero-width space": QUESTION.replace(" ", " \u200b", 1),
+    "a line end inside": QUESTION.replace(" ", "\r\n", 1),
+}
 
 
 def endpoints(url: str) -> dict[str, str]:
@@ -65,16 +74,13 @@ def jsonl(path: Path) -> list[dict[str, object]]:
 
 
 @pytest.mark.parametrize(
-    ("first", "second", "why"),
-    [
-        (QUESTION, TRAILING, "surrounding whitespace"),
-        (CAFE, CAFE_DECOMPOSED, "Unicode form"),
-    ],
+    ("first", "second"),
+    [(QUESTION, twin) for twin in TWINS.values()] + [(CAFE, CAFE_DECOMPOSED)],
+    ids=[*TWINS, "Unicode form"],
 )
 def test_two_spellings_of_one_question_are_refused_naming_both(
     first: str,
     second: str,
-    why: str,
     api_key: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -85,7 +91,8 @@ def test_two_spellings_of_one_question_are_refused_naming_both(
         assert stub.count() == 0
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
-    assert "question 3 repeats question 2" in err and why in err
+    assert "question 3 repeats question 2" in err
+    assert printable(repr(first)) in err and printable(repr(second)) in err, "both, escaped"
     assert not (tmp_path / "run").exists()
     with pytest.raises(ValueError, match="question 2 repeats question 1"):
         RunSpec(models=["m"], questions=[first, second], run_dir=tmp_path / "api")
@@ -181,3 +188,38 @@ def test_reports_pair_spellings_across_inputs(
     ]
     assert main(["report", str(old), str(new), "--compare", "m1", "m2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["comparison"]["pairs"] == 1
+
+
+def test_a_csv_field_holding_a_line_end_is_one_question(
+    api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "questions.csv"
+    path.write_bytes(b'question\r\n"What can\r\na lantern light?"\r\nWhat can a lantern light?\r\n')
+    with OpenAIStub() as stub:
+        assert main(command(stub, tmp_path / "run", path, "--dry-run")) == 2
+        assert stub.count() == 0
+    assert "question 2 repeats question 1" in capsys.readouterr().err
+
+
+def test_resuming_with_another_spelling_asks_nothing_again(
+    api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    with OpenAIStub(ScriptedBrain({QUESTION: 3})) as stub:
+        assert main(command(stub, run_dir, questions_file(tmp_path, [QUESTION]))) == 0
+        asked = stub.count("generate")
+        for twin in TWINS.values():
+            assert main(command(stub, run_dir, questions_file(tmp_path, [twin]))) == 0
+        assert stub.count("generate") == asked, "every spelling found the finished thread"
+    (line,) = jsonl(run_dir / "questions.jsonl")
+    assert line["question"] == QUESTION and line["score"] == 3
+
+
+def test_two_spellings_of_one_model_are_refused(tmp_path: Path) -> None:
+    composed, decomposed = "model@caf\u00e9", unicodedata.normalize("NFD", "model@caf\u00e9")
+    with pytest.raises(ValueError, match="a model is given twice"):
+        RunSpec(models=[composed, decomposed], questions=1, run_dir=tmp_path)
+    with pytest.raises(ValueError, match="a model is given twice"):
+        RunSpec(models=["m1", " m1\u200b"], questions=1, run_dir=tmp_path)
+    spec = RunSpec(models=[decomposed, "\tm2 "], questions=1, run_dir=tmp_path)
+    assert spec.models == [composed, "m2"]

@@ -1,6 +1,7 @@
 """Any text a model or a dataset writes reads back exactly: every Unicode line and
-paragraph separator, NEL, form feed, vertical tab and NUL, in an answer or a question,
-through every command that reads a run directory."""
+paragraph separator, NEL, form feed, vertical tab and NUL in an answer, through every
+command that reads a run directory; a question holding one is asked and read back in its
+normal form (``record.lines.normal_text``), where each is a space."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from aidanbench.cli.main import main
 from aidanbench.graph.questions import read_questions_file
-from aidanbench.record.lines import read_lines
+from aidanbench.record.lines import normal_text, read_lines
 from aidanbench.testing import OpenAIStub, ScriptedBrain
 from tests.commands import stub_run
 
@@ -45,7 +46,10 @@ def run_dir(api_key: str, tmp_path: Path) -> Path:
 
 def test_answers_and_questions_read_back_exactly(run_dir: Path) -> None:
     lines = read_lines(run_dir)
-    assert [line.question for line in lines] == QUESTIONS
+    assert [line.question for line in lines] == [normal_text(q) for q in QUESTIONS]
+    assert lines[0].question == "What is a name for a river?", (
+        "a separator in a question is a space"
+    )
     assert [line.score for line in lines] == [3, 3]
     for line in lines:
         for answer in line.answers[:-1]:
