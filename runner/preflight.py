@@ -6,10 +6,13 @@ question. Before the run directory is touched, every distinct endpoint of the se
 
 * no answer at all: the endpoint is unreachable, one line naming the flags that set each
   role's URL (and ``OPENAI_BASE_URL``);
-* 401 or 403: the key is refused, one line naming the variable that holds it;
-* a model list: each model of a role there is looked up. Listed with a ``shutdown_date``
-  already past, it is refused (name and date); one that falls before the run's likely
-  end (``LIKELY_RUN_DAYS`` from today) is a warning.
+* 401 or 403: the list is refused; each role gets its minimal request instead (below),
+  since some gateways refuse the list to keys that may use their models. A key refused
+  there too is one line naming the variable that holds it; otherwise a warning says the
+  list was refused;
+* a model list (read to its last page): each model of a role there is looked up.
+  Listed with a ``shutdown_date`` already past, it is refused (name and date); one that
+  falls before the run's likely end (``LIKELY_RUN_DAYS`` from today) is a warning.
 
 A model the list does not name, or an endpoint without a model list (404, 405, not JSON:
 many OpenAI-compatible servers list only some models, or none), gets one minimal request
@@ -205,7 +208,7 @@ async def _look(endpoint: _Server, table: Shutdowns, today: datetime.date) -> No
     client = endpoint_client(endpoint.base_url, key, max(LIST_LIMIT_S, ASK_LIMIT_S))
     try:
         endpoint.listing = await list_models(client, LIST_LIMIT_S)
-        if endpoint.listing.status is None or endpoint.listing.status in (401, 403):
+        if endpoint.listing.status is None:
             return
         endpoint.models = listed_models(endpoint.listing.payload) if endpoint.listing.ok else None
         unlisted = [
@@ -249,8 +252,12 @@ def _verdicts(
         first = min(endpoint.roles, key=lambda r: order[r])
         return [(order[first], unreachable_line(endpoint.roles, listing, sources))]
     if listing.status in (401, 403):
-        first = min(endpoint.roles, key=lambda r: order[r])
-        return [(order[first], key_refused_line(endpoint.roles, listing))]
+        asked = endpoint.asked
+        refused = [role for role in asked if asked[role].status in (401, 403)]
+        if refused:
+            first = min(refused, key=lambda r: order[r])
+            return [(order[first], key_refused_line(endpoint.roles, endpoint.asked[first]))]
+        result.warnings.append(list_refused_line(endpoint, listing))
     refusals: list[tuple[int, str]] = []
     for role in endpoint.roles:
         line = _verdict(role, endpoint, table, today, result)
@@ -375,6 +382,15 @@ def key_refused_line(roles: Sequence[Endpoint], answer: Answer) -> str:
         f"the {_roles_text(roles)} endpoint {role.host} refused the key in {role.key_env} "
         f"({printable(said)}): put a valid key in {role.key_env}, or name another variable "
         f"with {role_flag(role.role, 'api_key_env')}"
+    )
+
+
+def list_refused_line(endpoint: _Server, listing: Answer) -> str:
+    """The warning of an endpoint that refused its model list but took the key."""
+    said = f"HTTP {listing.status}" + (f": {listing.message}" if listing.message else "")
+    return (
+        f"warning: {endpoint.roles[0].host} refused its model list ({printable(said)}) but "
+        f"took the key in {endpoint.key_env}: its models were checked with one request each"
     )
 
 

@@ -16,6 +16,7 @@ the encoding the run asks for.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -62,9 +63,46 @@ def endpoint_client(base_url: str, key: str, limit_s: float) -> openai.AsyncOpen
     return openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=limit_s, max_retries=0)
 
 
+MAX_PAGES = 100
+"""Pages of a paginated model list read at most (a list that never ends is cut there)."""
+
+
 async def list_models(client: openai.AsyncOpenAI, limit_s: float) -> Answer:
-    """``GET {base_url}/models``."""
-    return await _ask(client.get("/models", cast_to=httpx2.Response), limit_s)
+    """``GET {base_url}/models``, and every further page it names, within ``limit_s`` in
+    all: a list that says ``has_more`` is asked again ``after`` its ``last_id`` (its last
+    model's id), one that gives a ``next`` link (or ``links.next``) at that link. The
+    answer is the first page's, holding every page's models; a page that fails ends it
+    there, as that page's answer."""
+    deadline = time.perf_counter() + limit_s
+    answer = await _ask(client.get("/models", cast_to=httpx2.Response), limit_s)
+    models: list[Any] = []
+    for _ in range(MAX_PAGES):
+        if not answer.ok or not isinstance(answer.payload, dict):
+            return answer
+        page = answer.payload
+        data = page.get("data")
+        models += data if isinstance(data, list) else []
+        following = next_page(page)
+        left = deadline - time.perf_counter()
+        if following is None or left <= 0:
+            break
+        path, query = following
+        request = client.get(path, options={"params": query}, cast_to=httpx2.Response)
+        answer = await _ask(request, left)
+    return dataclasses.replace(answer, payload={**answer.payload, "data": models})
+
+
+def next_page(page: dict[str, Any]) -> tuple[str, dict[str, str]] | None:
+    """Where a model list's next page is (path or URL, query), or None on its last."""
+    links = page.get("links")
+    link = page.get("next") or (links.get("next") if isinstance(links, dict) else None)
+    if isinstance(link, str) and link:
+        return link, {}
+    data = page.get("data")
+    if page.get("has_more") is not True or not isinstance(data, list) or not data:
+        return None
+    last = page.get("last_id") or (data[-1].get("id") if isinstance(data[-1], dict) else None)
+    return ("/models", {"after": str(last)}) if last else None
 
 
 async def minimal_chat(

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from . import protocol
 from .brain import Kind, classify
@@ -177,8 +177,11 @@ class Handler(BaseHTTPRequestHandler):
         given = self.headers.get("Authorization")
         if expected is not None and given != expected:
             return 401, protocol.unauthorized(given)
+        if method == "GET" and path == "/v1/models" and stub.list_models == "refused":
+            return 401, protocol.unauthorized(given)
         if method == "GET" and path == "/v1/models" and stub.list_models:
-            return 200, protocol.models_list(stub._served_models())
+            after = parse_qs(urlsplit(self.path).query).get("after", [None])[0]
+            return 200, protocol.models_list(stub._served_models(), stub.models_page, after)
         batch_answer = self._batch_route(stub, method, path, raw, draft)
         if batch_answer is not None:
             return batch_answer

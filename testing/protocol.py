@@ -194,10 +194,17 @@ def embeddings_response(
     return {"object": "list", "data": data, "model": model, "usage": usage}
 
 
-def models_list(models: Mapping[str, str | None]) -> dict[str, Any]:
-    """The ``GET /v1/models`` answer: each model, with its ``shutdown_date`` when set."""
+def models_list(
+    models: Mapping[str, str | None], page: int | None = None, after: str | None = None
+) -> dict[str, Any]:
+    """The ``GET /v1/models`` answer: each model, with its ``shutdown_date`` when set;
+    with ``page``, that many after the model ``after``, saying whether more follow."""
+    names = list(models)
+    start = names.index(after) + 1 if after in names else 0
+    shown = names[start:] if page is None else names[start : start + page]
     data = []
-    for name, shutdown in models.items():
+    for name in shown:
+        shutdown = models[name]
         entry: dict[str, Any] = {
             "id": name,
             "object": "model",
@@ -207,7 +214,11 @@ def models_list(models: Mapping[str, str | None]) -> dict[str, Any]:
         if shutdown is not None:
             entry["shutdown_date"] = shutdown
         data.append(entry)
-    return {"object": "list", "data": data}
+    if page is None:
+        return {"object": "list", "data": data}
+    more = start + len(shown) < len(names)
+    last = shown[-1] if shown else None
+    return {"object": "list", "data": data, "has_more": more, "last_id": last}
 
 
 def model_not_found(model: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from .batches import BatchStore
 from .brain import Brain, Kind, ScriptedBrain
@@ -74,7 +74,10 @@ class OpenAIStub:
     ``shutdown_date``, ``YYYY-MM-DD`` or None) makes it answer as OpenAI does today: it
     lists exactly those models, each with its shutdown date where one is set, and answers
     a request for any other model with 404 ``model_not_found``. ``list_models=False``
-    plays a server without ``GET /v1/models`` (404, as for any unknown path). It also
+    plays a server without ``GET /v1/models`` (404, as for any unknown path);
+    ``list_models="refused"`` a gateway that answers it 401 while its chat and embeddings
+    take the key; ``models_page`` a list served that many models a page (``has_more`` and
+    ``last_id``, the next page asked with ``after``, as OpenAI's paginated lists). It also
     speaks OpenAI's Batch API (``testing.batches``): a batch completes ``batch_seconds``
     after it was created, its lines answered by the same brain.
     """
@@ -89,7 +92,8 @@ class OpenAIStub:
         models: Sequence[str] = (),
         batch_seconds: float = 0.0,
         catalogue: Mapping[str, str | None] | None = None,
-        list_models: bool = True,
+        list_models: bool | Literal["refused"] = True,
+        models_page: int | None = None,
     ) -> None:
         self.brain: Brain = brain if brain is not None else ScriptedBrain()
         self.latency = latency if latency is not None else Latency()
@@ -100,6 +104,7 @@ class OpenAIStub:
         self.batch_store = BatchStore()
         self.catalogue = None if catalogue is None else dict(catalogue)
         self.list_models = list_models
+        self.models_page = models_page
         self._lock = threading.Lock()
         self._records: list[RecordedRequest] = []
         self._attempts: dict[tuple[Kind, str], int] = {}

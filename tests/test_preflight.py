@@ -352,3 +352,42 @@ def test_an_unreachable_endpoint_from_openai_base_url_says_so(
     assert "(Connection refused)" in err
     assert "--base-url (here OPENAI_BASE_URL), --judge-base-url (here OPENAI_BASE_URL)" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_refused_model_list_is_checked_with_one_request_instead(
+    tmp_path: Path, api_key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A gateway answering ``GET /models`` with 401 while its chat and embeddings take the
+    key: not a key error; each role gets its minimal request, and the run says so."""
+    brain = ScriptedBrain({q: 2 for q in QUESTIONS})
+    with OpenAIStub(brain, catalogue=CATALOGUE, list_models="refused") as stub:
+        assert main(run_args(stub, tmp_path / "typo", "gpt-4o-minii")) == 2
+        assert "gpt-4o-minii is unknown" in one_line(capsys), "a typo is still found"
+        assert main(run_args(stub, tmp_path / "run", "gpt-4o-mini")) == 0
+        checks = [r for r in stub.requests if is_check(r)]
+    err = capsys.readouterr().err
+    assert "refused its model list (HTTP 401" in err and "one request each" in err
+    assert len(checks) == 3 + 3, "a minimal request per role, per run"
+
+
+def test_a_key_refused_everywhere_is_still_a_key_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TEST_KEY_VARIABLE, WRONG_KEY)
+    with OpenAIStub(catalogue=CATALOGUE, api_key=TEST_KEY, list_models="refused") as stub:
+        assert main(run_args(stub, tmp_path / "run", "gpt-4o-mini")) == 2
+    assert f"refused the key in {TEST_KEY_VARIABLE}" in one_line(capsys)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_paginated_model_list_is_read_to_its_last_page(
+    tmp_path: Path, api_key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shutdown date on the last page of a list served two models a page is seen."""
+    catalogue = {f"model-{n:02d}": None for n in range(7)} | CATALOGUE
+    with OpenAIStub(catalogue=catalogue, api_key=TEST_KEY, models_page=2) as stub:
+        assert main(run_args(stub, tmp_path / "run", "listed-but-gone")) == 2
+        pages = [r for r in stub.requests if r.method == "GET"]
+        assert not any(is_check(r) for r in stub.requests), "every model was listed"
+    assert f"was shut down on {PAST}" in one_line(capsys)
+    assert len(pages) == 7, "every page, once"
