@@ -257,11 +257,13 @@ async def store_questions(url: str, services: ServicesFactory) -> AsyncIterator[
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
     from aidanbench.graph.question import build_question_graph
+    from aidanbench.runner.checkpoints import checkpoint_serde
     from aidanbench.runner.local import LocalQuestions
 
     async with connected(url) as pool:
         await setup(pool)
-        graph = build_question_graph(services).compile(checkpointer=AsyncPostgresSaver(pool))
+        saver = AsyncPostgresSaver(pool, serde=checkpoint_serde())
+        graph = build_question_graph(services).compile(checkpointer=saver)
         yield LocalQuestions(graph, services)
 
 

@@ -46,6 +46,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
     get_checkpoint_metadata,
 )
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -63,6 +64,19 @@ _REPLACE_WRITES = "INSERT OR REPLACE " + _WRITE_COLUMNS
 _KEEP_WRITES = "INSERT OR IGNORE " + _WRITE_COLUMNS
 
 
+def checkpoint_serde() -> JsonPlusSerializer:
+    """The serialiser every checkpointer of a run reads and writes with: strict, so a
+    checkpoint rebuilds only LangGraph's own safe types (``SAFE_MSGPACK_TYPES``: messages,
+    ``Send``, dates…) and plain values, whatever ``LANGGRAPH_STRICT_MSGPACK`` says.
+
+    A question thread's state is plain dicts, lists, strings and numbers, so no type of
+    ours is needed. A shared store's checkpoints come from other machines: a value of any
+    other type written there (by another program, or an attacker who can write to the
+    database) is not constructed; LangGraph returns its serialised data instead and logs
+    that it was blocked."""
+    return JsonPlusSerializer(allowed_msgpack_modules=None)
+
+
 @dataclass
 class _Pending:
     sql: str
@@ -74,7 +88,7 @@ class InlineCommitSaver(AsyncSqliteSaver):
     """``AsyncSqliteSaver`` whose checkpoint and write inserts are committed inline."""
 
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
-        super().__init__(conn)
+        super().__init__(conn, serde=checkpoint_serde())
         self._writer = sqlite3.connect(path, timeout=30.0)
         self._writer.execute("PRAGMA synchronous=NORMAL")
         self._reader = SqliteSaver(self._writer, serde=self.serde)

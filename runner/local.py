@@ -17,7 +17,7 @@ from aidanbench.graph.question import build_question_graph
 from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
 from aidanbench.runner.admission import admission
-from aidanbench.runner.checkpoints import InlineCommitSaver, open_checkpointer
+from aidanbench.runner.checkpoints import InlineCommitSaver, checkpoint_serde, open_checkpointer
 from aidanbench.runner.drive import Answers, Plan, drive, refuse_other_measurement, report
 from aidanbench.runner.progress import Events
 from aidanbench.runner.tasks import RunLines, Task, is_finished, start_input
@@ -96,7 +96,8 @@ async def check_recorded_measurements(tasks: Sequence[Task], checkpoints: Path) 
     own records then decide, before anything is written.
     """
     async with aiosqlite.connect(files.read_only_uri(checkpoints), uri=True) as conn:
-        graph = build_question_graph(default_services).compile(checkpointer=AsyncSqliteSaver(conn))
+        saver = AsyncSqliteSaver(conn, serde=checkpoint_serde())
+        graph = build_question_graph(default_services).compile(checkpointer=saver)
         for task in tasks:
             refuse_other_measurement(task, dict((await graph.aget_state(_config(task))).values))
 

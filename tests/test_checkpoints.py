@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from aidanbench.core.settings import Settings
@@ -249,3 +251,48 @@ async def test_checkpoint_bytes_per_answer_are_flat_from_10_to_50(tmp_path: Path
     # 10-answer one; stored as deltas they agree within a few percent.
     assert per_answer[50] <= 1.1 * per_answer[10], per_answer
     assert per_answer[50] <= 20 * 1500, "at most 20x the answer's size"
+
+
+@dataclass
+class Gadget:
+    """A type of someone else's, as a checkpoint written elsewhere could hold."""
+
+    command: str
+
+
+async def put_gadget(saver: Any) -> RunnableConfig:
+    """A checkpoint holding a ``Gadget``, written by ``saver``; its config."""
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"gadget": Gadget("rm -rf /")}
+    checkpoint["channel_versions"] = {"gadget": 1}
+    config: RunnableConfig = {"configurable": {"thread_id": "elsewhere", "checkpoint_ns": ""}}
+    return await saver.aput(config, checkpoint, {}, {"gadget": 1})
+
+
+async def test_a_checkpoint_rebuilds_no_foreign_type(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "checkpoints.sqlite"
+    async with AsyncSqliteSaver.from_conn_string(str(path)) as permissive:
+        config = await put_gadget(permissive)
+        found = await permissive.aget_tuple(config)
+        assert found is not None and isinstance(
+            found.checkpoint["channel_values"]["gadget"], Gadget
+        )
+    async with open_checkpointer(path) as saver:
+        found = await saver.aget_tuple(config)
+    assert found is not None
+    value = found.checkpoint["channel_values"]["gadget"]
+    assert not isinstance(value, Gadget) and value == {"command": "rm -rf /"}, "its data only"
+    assert "Blocked deserialization" in caplog.text
+
+
+async def test_a_question_thread_needs_no_type_beyond_the_safe_ones(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with open_checkpointer(tmp_path / "inline.sqlite") as saver:
+        got = await run_all(saver)
+        graph = build_question_graph(brain_services(ScriptedBrain())).compile(checkpointer=saver)
+        state = await graph.aget_state({"configurable": {"thread_id": "q0"}})
+    assert state.values["answers"] == got[0]["answers"], "read back whole"
+    assert "Blocked" not in caplog.text and "unregistered" not in caplog.text

@@ -351,3 +351,26 @@ def test_machines_with_worker_processes_share_one_campaign(
         meta = json.loads((run_dir / "metadata.json").read_text())
         assert meta["sessions"][-1]["workers"] == 2
     assert_no_password(outputs, a, b)
+
+
+def test_the_store_rebuilds_no_foreign_type(store: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A checkpoint another program wrote to the shared store holding a type not ours nor
+    LangGraph's safe ones is read as its data, never constructed."""
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    from aidanbench.runner.campaign import connected, setup, store_questions
+    from aidanbench.testing.fakes import brain_services
+
+    from .test_checkpoints import Gadget, put_gadget
+
+    async def go() -> Any:
+        async with connected(store) as pool:
+            await setup(pool)
+            config = await put_gadget(AsyncPostgresSaver(pool))
+        async with store_questions(store, brain_services(ScriptedBrain())) as questions:
+            return await questions.graph.checkpointer.aget_tuple(config)
+
+    found = asyncio.run(go())
+    value = found.checkpoint["channel_values"]["gadget"]
+    assert not isinstance(value, Gadget) and value == {"command": "rm -rf /"}
+    assert "Blocked deserialization" in caplog.text
