@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Self
 
 import numpy as np
 
+from aidanbench.analysis.plots import save_figure
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.nodes.novelty import cosine_novelty
 from aidanbench.record.results import QuestionResult, chain_validity
@@ -529,6 +530,4 @@ def save_scatter(fig: Figure, ax: Axes, path: Path) -> Path:
     """Grid and legend on a calibration scatter, written to ``path`` (returned)."""
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
-    path = Path(path)
-    fig.savefig(path)
-    return path
+    return save_figure(fig, path, dpi=None)

@@ -29,6 +29,7 @@ from aidanbench.analysis.summary import (
 )
 from aidanbench.core.errors import UsageError
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.record import files
 from aidanbench.record.results import AnswerRow, QuestionResult
 
 if TYPE_CHECKING:
@@ -115,9 +116,11 @@ def new_figure(size: tuple[float, float], dpi: int = DPI) -> Figure:
     return figure
 
 
-def _save(figure: Figure, path: Path) -> Path:
+def save_figure(figure: Figure, path: Path, dpi: float | None = DPI) -> Path:
+    """Write ``figure`` to ``path`` whole or not at all, in the format its suffix names."""
     path = Path(path)
-    figure.savefig(path, dpi=DPI)
+    kind = path.suffix.lstrip(".") or "png"
+    files.atomic_write(path, lambda handle: figure.savefig(handle, dpi=dpi, format=kind))
     return path
 
 
@@ -211,7 +214,7 @@ def plot_scores(rows: Sequence[SummaryRow], path: Path) -> Path:
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
     _style(ax)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def _score_matrix(
@@ -287,7 +290,7 @@ def plot_questions(results: Sequence[QuestionResult], path: Path) -> Path:
         notes.insert(0, f"mean over {repeats} repeats")
     ax.set_title("Valid answers per question", fontsize=13, loc="left")
     ax.set_xlabel("; ".join(notes), fontsize=9, color="#555555")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def longest_chain_question(results: Sequence[QuestionResult]) -> str:
@@ -408,7 +411,7 @@ def plot_trajectory(results: Sequence[QuestionResult], question: str, path: Path
     number = question_order(results).index(question) + 1
     title = textwrap.fill(f"Q{number}: {question}", 110)
     figure.suptitle(title, fontsize=12, x=0.01, ha="left")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_stop_reasons(rows: Sequence[SummaryRow], path: Path) -> Path:
@@ -458,7 +461,7 @@ def plot_stop_reasons(rows: Sequence[SummaryRow], path: Path) -> Path:
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
     _style(ax)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_all(
@@ -525,5 +528,4 @@ def plot_cost_vs_score(results: Sequence[QuestionResult], out: Path) -> Path | N
     ax.set_ylabel("score (valid answers)")
     ax.set_title("Cost versus score", loc="left", fontsize=13)
     ax.set_title("hollow, ≥: a lower bound (a cap stopped questions)", loc="right", fontsize=8)
-    figure.savefig(out)
-    return out
+    return save_figure(figure, out, dpi=None)

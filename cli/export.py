@@ -1,7 +1,8 @@
 """``aidanbench export``: runs in Inspect, Every Eval Ever or Hugging Face Hub format.
 
 Reads every input first (a bad one is one line and nothing is written), then writes the
-files under ``--out`` and prints their paths, one per line. The formats' libraries are
+files under ``--out``, whole or not at all (``analysis.export``), and prints their paths,
+one per line. The formats' libraries are
 the ``[export]`` extra (``aidanbench.analysis.export``).
 """
 
@@ -13,7 +14,6 @@ from typing import Any
 
 from aidanbench.analysis.export import FORMATS, export
 from aidanbench.cli import add_command
-from aidanbench.cli.plot import output_dir
 from aidanbench.cli.report import one_line
 from aidanbench.core.errors import UsageError, printable
 
@@ -29,7 +29,9 @@ def run(args: argparse.Namespace) -> int:
     for path in paths:
         if not path.exists():
             raise UsageError(f"no such file or directory: {printable(str(path))}")
-    out = output_dir(args.out)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"cannot use {printable(str(out))} as the output directory: not a folder")
     try:
         written = export(
             paths,

@@ -20,9 +20,10 @@ import os
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from pydantic import BaseModel, ValidationError
 
@@ -81,13 +82,19 @@ def in_use_line(run_dir: Path) -> str:
     return f"run directory {printable(str(run_dir))} is in use by another aidanbench run"
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so readers see the old or the new file, never half."""
+def atomic_write(path: Path, content: str | Callable[[IO[bytes]], object]) -> None:
+    """Replace ``path`` with ``content`` so readers see the old or the new file, never
+    half: a text (UTF-8), or a function writing the bytes to the file it is given (a
+    chart's ``savefig``). The file is written beside ``path``, flushed to disk, then
+    renamed over it; a write that fails (a full disk) leaves ``path`` as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            if isinstance(content, str):
+                handle.write(content.encode("utf-8"))
+            else:
+                content(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)

@@ -308,3 +308,64 @@ def test_a_question_line_with_unknown_cost_exports_unknown(
     assert record["evaluation_results"][0]["score_details"]["details"]["cost_usd"] == "unknown"
     samples = next(p for p in written if p.suffix == ".jsonl").read_text("utf-8")
     assert json.loads(samples)["metadata"]["cost_usd"] == "unknown"
+
+
+def export_limited(args: list[str], limit: int) -> subprocess.CompletedProcess[str]:
+    """``aidanbench export ARGS`` in a process whose files may hold ``limit`` bytes at most
+    (RLIMIT_FSIZE): its writes fail past that, as on a full disk."""
+    import resource
+    import signal
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run(
+        [str(COMMAND), "export", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limited,
+    )
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.e2e
+def test_an_export_that_fails_half_way_leaves_the_earlier_one_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = write_run_dir(tmp_path / "run", two_model_lines())
+    out = tmp_path / "exports" / "eee"
+    args = [str(run_dir), "--format", "every-eval-ever", "-o", str(out)]
+    export(capsys, *args)
+    before = tree(out)
+    samples = max((p for p in before if p.endswith(".jsonl")), key=lambda p: len(before[p]))
+    failed = export_limited(args, len(before[samples]) // 2)
+    assert failed.returncode == 2, failed.stderr
+    (line,) = failed.stderr.strip().splitlines()
+    assert f"cannot write the export to {out}" in line
+    assert tree(out) == before, "the earlier export, byte for byte"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["eee"], "no temporary folder left"
+
+    fresh = tmp_path / "exports" / "fresh"
+    failed = export_limited([*args[:-1], str(fresh)], len(before[samples]) // 2)
+    assert failed.returncode == 2 and not fresh.exists(), "nothing, rather than a part"
+
+
+def test_two_rows_written_to_one_file_are_refused_naming_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = two_model_lines()
+    names = {"model-a": "MODEL@a/b", "model-b": "MODEL@a__b"}
+    for line in lines:
+        line["model"] = names[line["model"]]
+    run_dir = write_run_dir(tmp_path / "run", lines)
+    out = tmp_path / "hf"
+    args = ["export", str(run_dir), "--format", "hf", "-o", str(out), "--hf-dataset", "x/y"]
+    assert main(args) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "MODEL@a/b and MODEL@a__b would both be written to" in line
+    assert not out.exists()

@@ -54,6 +54,26 @@ def test_crash_mid_write_keeps_previous_file(
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"], "no temp file left"
 
 
+def test_a_chart_that_fails_half_way_keeps_the_previous_one(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from aidanbench.analysis.plots import new_figure, save_figure
+
+    path = tmp_path / "chart.png"
+    figure = new_figure((2, 2))
+    save_figure(figure, path)
+    before = path.read_bytes()
+
+    def half_then_full(handle: Any, **_: Any) -> None:
+        handle.write(b"\x89PNG half")
+        raise OSError(28, "No space left on device")
+
+    figure.savefig = half_then_full  # type: ignore[method-assign]
+    with pytest.raises(OSError, match="No space left"):
+        save_figure(figure, path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["chart.png"], "no temp file left"
+
+
 def test_write_lines_orders_and_splits_repeats(tmp_path: Path) -> None:
     answer = {
         "index": 1,

@@ -1,23 +1,42 @@
 """``aidanbench export``: a run's results in the formats researchers publish them in.
 
+One table of writers (``WRITERS``), each a module with ``write(records, files,
+**options)``:
+
 - ``inspect``: Inspect evaluation logs (``inspect view``; Every Eval Ever converts them).
 - ``every-eval-ever``: Every Eval Ever records (aggregate JSON and per-chain JSONL).
 - ``hf``: the Hugging Face Hub's ``.eval_results/*.yaml`` model-repo files.
 
 Every format reads the run through ``record.read_run`` only. The libraries of the
 formats are the ``[export]`` extra, imported when a format is written.
+
+An export is written whole or not at all: every file goes into a temporary folder beside
+the output folder (``ExportSet``), and only once all are written are they moved into
+place, so a full disk or a crash leaves an earlier export there as it was. Two rows whose
+names would give one file are refused, naming both, before anything is moved.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
+import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from aidanbench.analysis.export.record import RunRecord, read_run
 
-FORMATS = ("inspect", "every-eval-ever", "hf")
+WRITERS = {
+    "inspect": "inspect_log",
+    "every-eval-ever": "every_eval_ever",
+    "hf": "hf_results",
+}
+"""Each format and the module of this package that writes it."""
+
+FORMATS = tuple(WRITERS)
 
 
 def run_stem(record: RunRecord) -> str:
@@ -27,27 +46,56 @@ def run_stem(record: RunRecord) -> str:
     return f"{safe}-{digest}"
 
 
+class ExportSet:
+    """The files of one export, written under a temporary folder (``root``), each path
+    once: a second row claiming a path written already is refused, naming both."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.owners: dict[Path, str] = {}
+
+    def path(self, relative: Path, owner: str) -> Path:
+        """Where ``owner`` (a row, as the refusal names it) writes ``relative``."""
+        if relative in self.owners:
+            raise ValueError(
+                f"{self.owners[relative]} and {owner} would both be written to {relative}; "
+                "export them into separate folders"
+            )
+        self.owners[relative] = owner
+        target = self.root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return target
+
+    def write(self, relative: Path, text: str, owner: str) -> None:
+        """Write ``text`` as ``relative`` (UTF-8)."""
+        self.path(relative, owner).write_text(text, encoding="utf-8")
+
+
 def export(paths: Sequence[Path], fmt: str, out: Path, **options: Any) -> list[Path]:
     """Write every run of ``paths`` in ``fmt`` under ``out``; return the files written.
 
-    All runs are read before anything is written, so a bad input writes nothing.
+    All runs are read before anything is written, so a bad input writes nothing; the
+    files are moved into ``out`` only once every one is written (module docstring).
+    Raises ``OSError`` naming ``out`` when they cannot be written.
     """
-    if fmt not in FORMATS:
+    if fmt not in WRITERS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     records = [read_run(path) for path in paths]
-    written: list[Path] = []
-    if fmt == "inspect":
-        from aidanbench.analysis.export import inspect_log
-
-        for record in records:
-            written += inspect_log.write(record, out, run_stem(record))
-    elif fmt == "every-eval-ever":
-        from aidanbench.analysis.export import every_eval_ever
-
-        for record in records:
-            written += every_eval_ever.write(record, out)
-    else:
-        from aidanbench.analysis.export import hf_results
-
-        written += hf_results.write(records, out, **options)
-    return written
+    writer = importlib.import_module(f"{__name__}.{WRITERS[fmt]}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        files = ExportSet(staging)
+        try:
+            writer.write(records, files, **options)
+        except OSError as exc:
+            raise OSError(f"cannot write the export to {out}: {exc.strerror or exc}") from exc
+        if not out.exists():
+            os.rename(staging, out)
+        for relative in files.owners if staging.exists() else ():
+            target = out / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / relative, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [out / relative for relative in files.owners]

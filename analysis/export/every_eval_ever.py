@@ -21,10 +21,12 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from aidanbench.analysis.export import ExportSet
 from aidanbench.analysis.export.record import (
     Row,
     RunRecord,
@@ -44,30 +46,29 @@ SOURCE_URL = "https://github.com/aidanmclaughlin/AidanBench"
 """The published benchmark: its questions and prompts, bundled in ``reference/``."""
 
 
-def write(record: RunRecord, out: Path, organization: str = "unknown") -> list[Path]:
-    """Write the aggregate and instance files of every row of ``record`` under ``out``."""
-    written = []
-    for row in record.rows:
-        developer, model_dir = model_path(row.model)
-        folder = out / "data" / BENCHMARK / developer / model_dir
-        folder.mkdir(parents=True, exist_ok=True)
-        name = record_uuid(record, row)
-        instances = instance_records(record, row)
-        samples_text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in instances)
-        samples_path = folder / f"{name}_samples.jsonl"
-        samples_path.write_text(samples_text, encoding="utf-8")
-        aggregate = aggregate_record(record, row, organization)
-        aggregate["detailed_evaluation_results"] = {
-            "format": "jsonl",
-            "file_path": samples_path.relative_to(out).as_posix(),
-            "hash_algorithm": "sha256",
-            "checksum": hashlib.sha256(samples_text.encode("utf-8")).hexdigest(),
-            "total_rows": len(instances),
-        }
-        aggregate_path = folder / f"{name}.json"
-        aggregate_path.write_text(json.dumps(aggregate, indent=2, ensure_ascii=False) + "\n")
-        written += [aggregate_path, samples_path]
-    return written
+def write(
+    records: Sequence[RunRecord], files: ExportSet, organization: str = "unknown", **_: Any
+) -> None:
+    """Write the aggregate and instance files of every row of ``records``."""
+    for record in records:
+        for row in record.rows:
+            developer, model_dir = model_path(row.model)
+            folder = Path("data", BENCHMARK, developer, model_dir)
+            name = record_uuid(record, row)
+            instances = instance_records(record, row)
+            samples_text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in instances)
+            samples_path = folder / f"{name}_samples.jsonl"
+            files.write(samples_path, samples_text, row.model)
+            aggregate = aggregate_record(record, row, organization)
+            aggregate["detailed_evaluation_results"] = {
+                "format": "jsonl",
+                "file_path": samples_path.as_posix(),
+                "hash_algorithm": "sha256",
+                "checksum": hashlib.sha256(samples_text.encode("utf-8")).hexdigest(),
+                "total_rows": len(instances),
+            }
+            text = json.dumps(aggregate, indent=2, ensure_ascii=False) + "\n"
+            files.write(folder / f"{name}.json", text, row.model)
 
 
 def record_uuid(record: RunRecord, row: Row) -> str:

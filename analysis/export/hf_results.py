@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from aidanbench.analysis.export import ExportSet
 from aidanbench.analysis.export.record import Row, RunRecord, model_path
 
 BENCHMARK_FILE = "aidanbench"
@@ -40,13 +41,13 @@ def _hub() -> Any:
 
 def write(
     records: Sequence[RunRecord],
-    out: Path,
+    files: ExportSet,
     *,
     dataset: str | None = None,
     task: str = "default",
     source_url: str | None = None,
     **_: Any,
-) -> list[Path]:
+) -> None:
     """Write each model's ``.eval_results`` file for the rows of ``records``."""
     if not dataset:
         raise ValueError(
@@ -69,7 +70,6 @@ def write(
     temperatures: dict[str, set[float]] = {}
     for _record, row in rows:
         temperatures.setdefault(row.model, set()).add(row.temperature)
-    written = []
     for record, row in rows:
         entry = hub.EvalResultEntry(
             dataset_id=dataset,
@@ -81,16 +81,13 @@ def write(
             notes=notes(record, row),
         )
         developer, model_dir = model_path(row.model)
-        folder = out / (model_dir if developer == "unknown" else f"{developer}__{model_dir}")
+        folder = Path(model_dir if developer == "unknown" else f"{developer}__{model_dir}")
         name = BENCHMARK_FILE
         if len(temperatures[row.model]) > 1:
             name += f"_t{row.temperature:g}"
-        path = folder / ".eval_results" / f"{name}.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
         data = hub.eval_result_entries_to_yaml([entry])
-        path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
-        written.append(path)
-    return written
+        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+        files.write(folder / ".eval_results" / f"{name}.yaml", text, row.model)
 
 
 def notes(record: RunRecord, row: Row) -> str:

@@ -13,10 +13,12 @@ thresholds, the prompt and question-set hashes and the cost in ``metadata``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from aidanbench.analysis.export import ExportSet, run_stem
 from aidanbench.analysis.export.record import (
     Row,
     RunRecord,
@@ -45,18 +47,17 @@ def _inspect() -> Any:
     return inspect_ai
 
 
-def write(record: RunRecord, out: Path, stem: str) -> list[Path]:
-    """Write one ``.eval`` log per row of ``record`` into ``out``; return their paths."""
+def write(records: Sequence[RunRecord], files: ExportSet, **_: Any) -> None:
+    """Write one ``.eval`` log per row of ``records``."""
     _inspect()
     from inspect_ai.log import write_eval_log
 
-    written = []
-    for row in record.rows:
-        developer, model = model_path(row.model)
-        path = out / f"{stem}_{developer}__{model}_t{row.temperature:g}.eval"
-        write_eval_log(eval_log(record, row), path, format="eval")
-        written.append(path)
-    return written
+    for record in records:
+        stem = run_stem(record)
+        for row in record.rows:
+            developer, model = model_path(row.model)
+            name = Path(f"{stem}_{developer}__{model}_t{row.temperature:g}.eval")
+            write_eval_log(eval_log(record, row), files.path(name, row.model), format="eval")
 
 
 def eval_log(record: RunRecord, row: Row) -> Any:
