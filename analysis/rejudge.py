@@ -31,17 +31,23 @@ from langchain_core.messages import AIMessage
 
 from aidanbench.core.errors import ScoreParseError
 from aidanbench.core.settings import Settings
-from aidanbench.nodes.context import reply_text
 from aidanbench.nodes.judge_calls import neutralise, read_judge
 from aidanbench.nodes.parsing import parse_score
 from aidanbench.nodes.prompts import render_coherence
+from aidanbench.record.usage import UsageLedger
 from aidanbench.services import ServicesFactory, judge_namespace, key_values
 from aidanbench.services.batch import BatchClient, BatchRequest, BatchStatus
 from aidanbench.services.cache import digest
 from aidanbench.services.chat import chat_body
 from aidanbench.services.errors import describe, is_recoverable, is_retryable, redact
 from aidanbench.services.pricing import price_table
-from aidanbench.services.usage import UsageLedger, ledger, reply_usage, served_model
+from aidanbench.services.usage import (
+    OUTPUT_TOKENS_BOUND,
+    reply_text,
+    reply_usage,
+    served_model,
+    usage_line,
+)
 
 TAG = "coherence_score"
 """The score tag of the coherence prompt."""
@@ -115,6 +121,7 @@ class _Job:
     settings: Settings
     factory: ServicesFactory
     progress: Progress | None
+    ledger: UsageLedger | None = None
     result: Rejudging = field(default_factory=Rejudging)
     done: int = 0
     total: int = 0
@@ -142,15 +149,17 @@ async def rejudge(
     batch_poll_seconds: float | None = None,
     progress: Progress | None = None,
     batch_progress: Callable[[BatchStatus], None] | None = None,
+    ledger: UsageLedger | None = None,
 ) -> Rejudging:
     """``settings.judge_samples`` coherence judgments of each distinct prompt by
-    ``settings.judge_model``, from the cache where it has them, else asked directly, or
-    through the batch API when ``batch_poll_seconds`` is given.
+    ``settings.judge_model``, from the cache where it has them, else asked directly (the
+    ``factory``'s clients record their requests in its ledger), or through the batch API
+    when ``batch_poll_seconds`` is given (its requests recorded in ``ledger``).
 
     Raises ``JudgeAborted`` on a failure no retry can fix.
     """
     unique = list(dict.fromkeys(prompts))
-    job = _Job(settings, factory, progress, total=len(unique))
+    job = _Job(settings, factory, progress, ledger, total=len(unique))
     services = factory(settings)
     namespace = judge_namespace(settings)
     wanted = settings.judge_samples
@@ -245,7 +254,7 @@ async def _batched(
     services = job.factory(settings)
     model = settings.judge_model
     table = price_table(settings.prices_path)
-    book: UsageLedger | None = None if settings.usage_path is None else ledger(settings.usage_path)
+    book = job.ledger
     judge = settings.endpoint("judge")
     client = openai_client(judge.base_url, api_key(judge.key_env, "judge"), settings, None)
     runner = BatchClient(
@@ -277,8 +286,16 @@ async def _batched(
             def created(batch_id: str, count: int = len(requests)) -> None:
                 job.result.requests += count
                 if book is not None:
+                    where = {"thread": None, "node": None, "batch": batch_id}
                     for _ in range(count):
-                        book.sent("judge", model, {"thread": None, "node": None, "batch": batch_id})
+                        book.sent(
+                            "judge",
+                            model,
+                            where,
+                            input_tokens=None,
+                            output_tokens=OUTPUT_TOKENS_BOUND,
+                            bound_usd=None,
+                        )
 
             batch_id, results = await runner.run(requests, on_created=created)
             job.result.batches.append(batch_id)
@@ -293,8 +310,10 @@ async def _batched(
                     price = table.served_price(model, served)
                     batch_price = None if price is None else price.batch()
                     usage = reply_usage(answer.message)
-                    book.replied(
-                        "judge", model, usage, batch_price, where, served=served, batch=True
+                    book.write(
+                        usage_line(
+                            "judge", model, usage, batch_price, where, served=served, batch=True
+                        )
                     )
                 try:
                     score = parse_score(reply_text(answer.message), TAG)

@@ -176,7 +176,7 @@ def tasks_for(workload: str, url: str, run_dir: Path, args: argparse.Namespace) 
     from aidanbench.testing.published import published_chains
 
     if workload == "a":
-        update: dict[str, Any] = {"usage_path": None}  # the drive loop alone: no ledger
+        update: dict[str, Any] = {}  # the drive loop alone: no ledger
         if args.variant == "fixed-limit":
             update["max_concurrency"] = 16
         return [
@@ -236,10 +236,10 @@ def apply_variant(variant: str) -> None:
 
         InlineCommitSaver.setup = AsyncSqliteSaver.setup  # type: ignore[method-assign]
     elif variant == "write-always":
-        from aidanbench.runner import tasks
+        from aidanbench.record import recorder
 
-        tasks.WRITE_EVERY_S = 0.0
-        tasks.RunLines.__init__.__defaults__ = (0.0, time.monotonic, ())
+        recorder.WRITE_EVERY_S = 0.0
+        recorder.RunLines.__init__.__defaults__ = (0.0, time.monotonic, ())
 
 
 async def _attempt_in_task(limiter: Any, limit_s: float | None, request: Any) -> Any:

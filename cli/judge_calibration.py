@@ -30,8 +30,9 @@ from aidanbench.analysis.rejudge import coherence_prompt
 from aidanbench.cli import calibration_file, judging
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.record.files import atomic_write
+from aidanbench.record.recorder import now
 from aidanbench.record.results import QuestionResult
-from aidanbench.runner.store import now
+from aidanbench.record.usage import UsageLedger
 
 CENSORING_NOTE = (
     "Reference chains stop at their first invalid answer, so a threshold that passes a "
@@ -61,7 +62,8 @@ def run(
         for q in questions
         for a in q.answers
     }
-    judged = judging.judge_all(list(prompt_of.values()), settings, args)
+    ledger = UsageLedger(judging.ledger_path(cache))
+    judged = judging.judge_all(list(prompt_of.values()), settings, args, ledger)
     if judged.failures:
         print(
             printable(f"aidanbench calibrate: {judging.failures_line(judged, len(prompt_of))}"),
@@ -76,7 +78,7 @@ def run(
     stem = file_stem(settings.judge_model)
     plot = plot_judge_calibration(calibration, out / f"{stem}.png")
     served = judged.served_counts()
-    cost = judging.cost_summary(settings)
+    cost = judging.cost_summary(ledger)
     document = {
         "kind": calibration_file.KIND,
         "created": now(),

@@ -22,7 +22,7 @@ from aidanbench.analysis.rejudge import JudgeAborted, Rejudging, rejudge
 from aidanbench.cli import options
 from aidanbench.core.errors import ConfigError, EndpointRefused, UsageError, printable
 from aidanbench.core.settings import Settings
-from aidanbench.record.usage import summarise_ledger
+from aidanbench.record.usage import UsageLedger, summarise_ledger
 from aidanbench.services.batch import BatchStatus
 from aidanbench.services.pricing import PriceFileError, price_table, same_model
 
@@ -82,9 +82,9 @@ def ledger_path(cache: Path) -> Path:
     return cache.with_name(cache.stem + LEDGER_SUFFIX)
 
 
-def judge_settings(args: argparse.Namespace, cache: Path, usage: Path | None = None) -> Settings:
-    """The settings the judging runs with (its ledger ``usage``, by default beside the
-    cache); a bad value is one line naming the flag."""
+def judge_settings(args: argparse.Namespace, cache: Path) -> Settings:
+    """The settings the judging runs with, its judgments cached in ``cache``; a bad value
+    is one line naming the flag."""
     if args.batch_poll_seconds <= 0:
         raise UsageError(f"--batch-poll-seconds must be above 0, got {args.batch_poll_seconds:g}")
     values: dict[str, Any] = {field: getattr(args, field) for field in JUDGE_FIELDS}
@@ -99,7 +99,6 @@ def judge_settings(args: argparse.Namespace, cache: Path, usage: Path | None = N
         settings = Settings(
             **values,
             cache_path=str(cache),
-            usage_path=str(usage or ledger_path(cache)),
             prices_path=prices,
         )
     except ValidationError as exc:
@@ -125,8 +124,11 @@ def _show_batch(status: BatchStatus) -> None:
     )
 
 
-def judge_all(prompts: Sequence[str], settings: Settings, args: argparse.Namespace) -> Rejudging:
-    """Every prompt judged (cache, then direct calls or a batch), progress on stderr.
+def judge_all(
+    prompts: Sequence[str], settings: Settings, args: argparse.Namespace, ledger: UsageLedger
+) -> Rejudging:
+    """Every prompt judged (cache, then direct calls or a batch), progress on stderr,
+    every request recorded in ``ledger``.
 
     A failure no retry can fix is one line (exit 2); answers that could not be judged
     are listed by the caller.
@@ -134,7 +136,9 @@ def judge_all(prompts: Sequence[str], settings: Settings, args: argparse.Namespa
     from aidanbench.services import OpenAIServices, clients
 
     async def work() -> Rejudging:
-        async with OpenAIServices(clients.RUN_TRANSPORT, chat=clients.RUN_CHAT) as factory:
+        async with OpenAIServices(
+            clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, ledger=ledger
+        ) as factory:
             return await rejudge(
                 prompts,
                 settings,
@@ -142,6 +146,7 @@ def judge_all(prompts: Sequence[str], settings: Settings, args: argparse.Namespa
                 batch_poll_seconds=args.batch_poll_seconds if args.batch else None,
                 progress=_show,
                 batch_progress=_show_batch,
+                ledger=ledger,
             )
 
     try:
@@ -173,12 +178,11 @@ def served_warning(model: str, served: dict[str, int]) -> str | None:
     )
 
 
-def cost_summary(settings: Settings) -> dict[str, Any]:
-    """What the ledger beside the cache records: requests, tokens, dollars, models served."""
-    assert settings.usage_path is not None
-    usage = summarise_ledger(Path(settings.usage_path))
+def cost_summary(ledger: UsageLedger) -> dict[str, Any]:
+    """What the judging's ledger records: requests, tokens, dollars, models served."""
+    usage = summarise_ledger(ledger.path)
     return {
-        "ledger": settings.usage_path,
+        "ledger": str(ledger.path),
         "api_calls": usage.api_calls,
         "tokens": usage.tokens,
         "dollars": usage.dollars,

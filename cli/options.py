@@ -61,8 +61,6 @@ NO_FLAG: dict[str, str] = {
     "line has nobody to resume it",
     "prices_path": "given as --prices FILE, a setting of the run (resolved to a path on "
     "this machine, and none for a --server run, which prices with the bundled table)",
-    "usage_path": "the command keeps the usage ledger in the run directory "
-    "(RUN_DIR/usage.jsonl), so every session of the run adds to one ledger",
     "variant_fields": "given per label as --variant LABEL=JSON, for each model named "
     "NAME@LABEL (one row per variant)",
 }

@@ -20,14 +20,16 @@ from aidanbench.analysis.judge_noise import SAMPLES_KEY
 from aidanbench.analysis.rejudge import Rejudging, coherence_prompt
 from aidanbench.analysis.rescore import RescoredQuestion, rescore_question
 from aidanbench.cli import calibration_file, judging
-from aidanbench.cli.report import make_console, one_line, read_inputs
+from aidanbench.cli.report import Inputs, make_console, one_line, read_inputs
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record import files
 from aidanbench.record.metadata import read_metadata
+from aidanbench.record.recorder import Recorder, now
 from aidanbench.record.results import QuestionResult
-from aidanbench.runner import store
+from aidanbench.record.usage import UsageLedger
+from aidanbench.runner import session
 from aidanbench.runner.rejudged import QUESTIONS_FILE, copy_cache, seed_run, task_settings
 from aidanbench.runner.spec import RunSpec
 
@@ -69,7 +71,8 @@ def rejudge_lines(
 
 
 def _into(args: argparse.Namespace) -> Path | None:
-    """``--into``: a new directory, or one an interrupted rescore left (judgments only)."""
+    """``--into``: a new directory (an interrupted rescore left none, only the folder
+    beside it where it is built, ``Recorder.build``)."""
     into: Path | None = args.into
     if into is None:
         return None
@@ -77,8 +80,8 @@ def _into(args: argparse.Namespace) -> Path | None:
         raise UsageError("--into takes one PATH (the run whose chains it continues)")
     if into.exists() and not into.is_dir():
         raise UsageError(f"--into {into}: is a file")
-    if (into / files.METADATA).exists() or (into / files.CHECKPOINTS).exists():
-        raise UsageError(f"--into {into} is a run directory already; name a new one")
+    if into.exists() and any(into.iterdir()):
+        raise UsageError(f"--into {into} exists already; name a new one")
     return into
 
 
@@ -96,21 +99,41 @@ def run(args: argparse.Namespace, thresholds: Thresholds, coherence: float) -> i
         raise UsageError(printable(str(exc))) from None
     inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
     into = _into(args)
-    cache: Path = args.cache or (DEFAULT_CACHE if into is None else into / files.CACHE)
-    settings = judging.judge_settings(args, cache, None if into is None else into / files.LEDGER)
-    if into is not None:  # every check made: the first write
-        into.mkdir(parents=True, exist_ok=True)
-        if not cache.exists():
-            copy_cache(Path(args.paths[0]), cache)
+    if into is None:
+        cache: Path = args.cache or DEFAULT_CACHE
+        settings = judging.judge_settings(args, cache)
+        ledger = UsageLedger(judging.ledger_path(cache))
+        return rejudge(args, inputs, thresholds, source, settings, ledger, None)
+    aside = into.with_name(f".{into.name}.partial")
+    settings = judging.judge_settings(args, args.cache or aside / files.CACHE)
+    with Recorder.build(into, aside) as recorder:  # every check made: the first write
+        assert settings.cache_path is not None
+        if not Path(settings.cache_path).exists():
+            copy_cache(Path(args.paths[0]), Path(settings.cache_path))
+        return rejudge(args, inputs, thresholds, source, settings, recorder.ledger, recorder)
+
+
+def rejudge(
+    args: argparse.Namespace,
+    inputs: Inputs,
+    thresholds: Thresholds,
+    source: dict[str, Any] | None,
+    settings: Settings,
+    ledger: UsageLedger,
+    recorder: Recorder | None,
+) -> int:
+    """Judge the inputs' answers again, rescore and print; write the run directory of
+    ``recorder`` (``--into``) when given."""
+    model = settings.judge_model
     prompts = [coherence_prompt(r.question, a.answer) for r in inputs.results for a in r.answers]
-    judged = judging.judge_all(prompts, settings, args)
+    judged = judging.judge_all(prompts, settings, args, ledger)
     if judged.failures:
         line = judging.failures_line(judged, len(set(prompts)))
         print(printable(f"aidanbench rescore: {line}"), file=sys.stderr)
         return 1
     rescored = rejudge_lines(inputs.results, judged, model, thresholds)
     served = judged.served_counts()
-    cost = judging.cost_summary(settings)
+    cost = judging.cost_summary(ledger)
     judge_fields = {
         "model": model,
         "samples": settings.judge_samples,
@@ -131,8 +154,8 @@ def run(args: argparse.Namespace, thresholds: Thresholds, coherence: float) -> i
         console.print(judged_text(judge_fields, len(set(prompts))), markup=False)
         console.print(printable(judging.cost_line(cost)), markup=False)
         print_rescore(rescored, thresholds, console, mode, notes, judge=model)
-    if into is not None:
-        seeded = write_into(args, into, rescored, settings, source, judge_fields, thresholds)
+    if recorder is not None:
+        seeded = write_into(args, recorder, rescored, settings, source, judge_fields, thresholds)
         if args.json:
             payload["into"] = seeded
         else:
@@ -156,16 +179,18 @@ def judged_text(fields: dict[str, Any], answers: int) -> str:
 
 def write_into(
     args: argparse.Namespace,
-    into: Path,
+    recorder: Recorder,
     rescored: Sequence[RescoredQuestion],
     settings: Settings,
     source: dict[str, Any] | None,
     judge_fields: dict[str, Any],
     thresholds: Thresholds,
 ) -> dict[str, Any]:
-    """Seed the run directory ``into`` and say how ``aidanbench run`` continues it."""
+    """Seed the run directory ``--into`` through its ``recorder``, complete it, and say
+    how ``aidanbench run`` continues it."""
+    into: Path = args.into
     origin = Path(args.paths[0])
-    stored = store.stored_scoring(read_metadata(origin) if origin.is_dir() else None)
+    stored = session.stored_scoring(read_metadata(origin) if origin.is_dir() else None)
     judge = {
         "judge_model": settings.judge_model,
         "judge_base_url": settings.judge_base_url,
@@ -207,16 +232,17 @@ def write_into(
             "coherence": judge["coherence_threshold"],
             "novelty": judge["novelty_threshold"],
         },
-        "created": store.now(),
+        "created": now(),
     }
     try:
-        seeded = asyncio.run(seed_run(into, rescored, settings_of, spec, provenance))
+        seeded = asyncio.run(seed_run(recorder, rescored, settings_of, spec, provenance))
     except ValueError as exc:
         raise UsageError(printable(one_line(exc))) from None
+    recorder.complete()
     commands = []
     for models, questions_file in seeded.question_sets:
         command = ["aidanbench", "run", "--run-dir", str(into), "--use-stored-settings"]
-        command += ["--questions-file", str(questions_file)]
+        command += ["--questions-file", str(into / questions_file)]
         for name in models:
             command += ["-m", name]
         for temperature in spec.temperatures:

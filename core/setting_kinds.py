@@ -54,7 +54,6 @@ OPERATIONAL_FIELDS: frozenset[str] = frozenset(
         "interrupt_on_reject",
         "interrupt_every",
         "prices_path",
-        "usage_path",
         "max_question_cost",
         "max_question_seconds",
         "judge_samples",

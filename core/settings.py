@@ -186,11 +186,6 @@ class Settings(BaseModel):
         description="JSON price table (docs/cost.md) whose models replace the bundled "
         "list prices; None: the bundled table.",
     )
-    usage_path: str | None = Field(
-        default=None,
-        description="JSON-lines file every request's usage is appended to (the CLI uses "
-        "RUN_DIR/usage.jsonl); None records none.",
-    )
     max_question_cost: float | None = Field(
         default=None,
         gt=0,

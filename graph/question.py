@@ -15,8 +15,8 @@ decide. ``decide`` loops back to the scorers of the look-ahead answer (pipelined
 cap. Each router's destinations are only those its source can lead to, so the drawn graph
 is the graph that runs.
 
-Nodes get LangGraph's ``Runtime`` themselves; the builder binds only the services factory
-to the nodes that make calls.
+Nodes get LangGraph's ``Runtime`` themselves; the builder binds the services factory to
+the nodes that make calls, and the run's budget to the two that apply it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from langgraph.graph import START, StateGraph
 
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import QuestionInput, QuestionOutput, QuestionState
+from aidanbench.nodes.caps import Budget
 from aidanbench.nodes.decide import decide
 from aidanbench.nodes.embed_novelty import embed_novelty
 from aidanbench.nodes.generate import generate, generate_next
@@ -47,13 +48,14 @@ from aidanbench.services import ServicesFactory, default_services
 
 
 def build_question_graph(
-    services: ServicesFactory = default_services,
+    services: ServicesFactory = default_services, *, budget: Budget | None = None
 ) -> StateGraph[QuestionState, Settings, QuestionInput, QuestionOutput]:
     """The uncompiled per-question graph; compile it with the checkpointer you want.
 
     ``services`` turns settings into clients; the default reaches OpenAI-compatible
     endpoints with keys from the environment. Pass another factory to use other chat
-    model classes or fakes.
+    model classes or fakes. ``budget`` is a run's spending cap (``nodes.caps.Budget``,
+    the run's usage ledger): once it is spent, each question stops at its next turn.
     """
     graph = StateGraph(
         QuestionState,
@@ -61,13 +63,13 @@ def build_question_graph(
         input_schema=QuestionInput,
         output_schema=QuestionOutput,
     )
-    graph.add_node("prepare", prepare)
+    graph.add_node("prepare", partial(prepare, budget=budget))
     graph.add_node("generate", partial(generate, services=services))
     graph.add_node("judge", partial(judge, services=services))
     graph.add_node("embed_novelty", partial(embed_novelty, services=services))
     graph.add_node("llm_novelty", partial(llm_novelty, services=services))
     graph.add_node("generate_next", partial(generate_next, services=services))
-    graph.add_node("decide", decide, defer=True)
+    graph.add_node("decide", partial(decide, budget=budget), defer=True)
 
     graph.add_edge(START, "prepare")
     graph.add_conditional_edges("prepare", on_event_loop(after_prepare), destinations(AfterPrepare))

@@ -19,7 +19,6 @@ or absurdly long questions are errors too (``validated``): each would waste or s
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import os
@@ -66,11 +65,6 @@ def bundled_questions(limit: int | None = None) -> list[str]:
     """The bundled questions in order; the first ``limit`` when given."""
     questions = list(_bundled())
     return questions if limit is None else questions[:limit]
-
-
-def question_set_hash(questions: Sequence[str]) -> str:
-    """sha256 over the questions (JSON list), recorded so runs on the same set can be matched."""
-    return hashlib.sha256(json.dumps(list(questions)).encode("utf-8")).hexdigest()
 
 
 def load_questions(

@@ -1,7 +1,8 @@
 """The per-question caps and the run's budget: when a question stops short of its end.
 
-A cap (``max_question_cost``, ``max_question_seconds``, or the run-wide budget the
-usage ledger holds) stops a question after a recorded answer, at a turn boundary, with
+A cap (``max_question_cost``, ``max_question_seconds``, or the run-wide budget, a
+``Budget`` the graph builder hands to ``prepare`` and ``decide``: the run's usage ledger)
+stops a question after a recorded answer, at a turn boundary, with
 the cap's name as its stop reason. Such a question is *censored*: the model had not yet
 failed, so its score is a lower bound. Unlike the benchmark's own stops it is not final:
 invoked again under a cap it no longer reaches, ``prepare`` clears the stop and the chain
@@ -14,17 +15,24 @@ continued question's clock resumes where it stopped, so time between runs is not
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from aidanbench.core.calls import question_dollars
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import ErrorInfo
-from aidanbench.services.usage import ledger
 
 
-def budget_exhausted(settings: Settings) -> bool:
-    """Whether the run's budget (held by the usage ledger the settings name) is spent."""
-    return settings.usage_path is not None and ledger(settings.usage_path).exhausted
+class Budget(Protocol):
+    """The run's budget (``record.usage.UsageLedger``): whether what was spent reached
+    ``--max-cost``."""
+
+    @property
+    def exhausted(self) -> bool: ...
+
+
+def spent(budget: Budget | None) -> bool:
+    """Whether ``budget`` (None: a graph run without one) is spent."""
+    return budget is not None and budget.exhausted
 
 
 def cap_reached(

@@ -27,7 +27,13 @@ from aidanbench.core.state import CallStats, ErrorInfo, QuestionState, ScoreOutc
 from aidanbench.services import Services, ServicesFactory, key_values
 from aidanbench.services.errors import describe, is_recoverable
 from aidanbench.services.pricing import Price, price_table
-from aidanbench.services.usage import reply_usage, served_model
+from aidanbench.services.usage import (
+    PRICED,
+    reply_text,
+    reply_usage,
+    served_model,
+    usage_line,
+)
 
 
 def settings_of(runtime: Runtime[Settings] | None) -> Settings:
@@ -159,27 +165,41 @@ def message_stats(
 ) -> CallStats:
     """Cost of one chat call, from the usage and model id the provider reported.
 
-    Dollars are the provider's ``usage.cost`` when the reply carries one, else ``price``
-    applied to the tokens, else unknown (None). A reply without token counts has them
-    unknown too, and an estimate from ``prompt`` and the reply's text for the caps.
+    Tokens and dollars are the reply's ledger line (``services.usage.usage_line``), which
+    the client leaves on the message when the run keeps a ledger (``PRICED``) and which is
+    made here otherwise: a reply is priced once. Dollars are the provider's ``usage.cost``
+    when the reply carries one, else ``price`` applied to the tokens, else unknown (None).
+    A reply without token counts has them unknown too, and an estimate from ``prompt`` and
+    the reply's text for the caps.
     """
-    usage = reply_usage(message)
-    stats = CallStats(
-        served_model=served_model(message),
-        latency_s=latency_s,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        calls=1,
-        cached_input_tokens=usage.cached_input_tokens or 0,
-        reasoning_tokens=usage.reasoning_tokens or 0,
-        cost_usd=usage.dollars(price),
-        provider_cost_calls=int(usage.provider_cost is not None),
+    served = served_model(message)
+    line = message.response_metadata.get(PRICED) or usage_line(
+        "",
+        "",
+        reply_usage(message),
+        price,
+        {},
+        served=served,
+        prompt=prompt,
+        reply=reply_text(message),
     )
-    if not usage.reported:
-        stats["cached_input_tokens"] = usage.cached_input_tokens
-        stats["reasoning_tokens"] = usage.reasoning_tokens
+    reported = line["input_tokens"] is not None and line["output_tokens"] is not None
+    stats = CallStats(
+        served_model=served,
+        latency_s=latency_s,
+        input_tokens=line["input_tokens"],
+        output_tokens=line["output_tokens"],
+        calls=1,
+        cached_input_tokens=line["cached_input_tokens"] or 0,
+        reasoning_tokens=line["reasoning_tokens"] or 0,
+        cost_usd=line["cost_usd"],
+        provider_cost_calls=int(line["provider_cost"] is not None),
+    )
+    if not reported:
+        stats["cached_input_tokens"] = line["cached_input_tokens"]
+        stats["reasoning_tokens"] = line["reasoning_tokens"]
         stats["usage_missing"] = 1
-        stats["estimated_cost_usd"] = usage.estimated(prompt, reply_text(message)).dollars(price)
+        stats["estimated_cost_usd"] = line.get("estimated_cost_usd")
     return stats
 
 
@@ -220,18 +240,4 @@ def reasoning_text(message: AIMessage) -> str:
         for block in message.content:
             if isinstance(block, dict) and block.get("type") in REASONING_BLOCKS:
                 parts.append(str(block.get("reasoning") or block.get("thinking") or "…"))
-    return "".join(parts)
-
-
-def reply_text(message: AIMessage) -> str:
-    """The text of a chat reply (content blocks joined; reasoning blocks skipped)."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
     return "".join(parts)

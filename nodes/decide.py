@@ -29,7 +29,7 @@ from aidanbench.core.state import (
     ScoreOutcome,
 )
 from aidanbench.core.vocabulary import SCORER_BY_KEY, is_truncated, scorers
-from aidanbench.nodes.caps import budget_exhausted, cap_reached, unpriced_error
+from aidanbench.nodes.caps import Budget, cap_reached, spent, unpriced_error
 from aidanbench.nodes.context import add_calls, no_calls, settings_of
 from aidanbench.nodes.metrics import chain_metrics
 
@@ -210,10 +210,13 @@ def changes(state: QuestionState, update: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def decide(state: QuestionState, runtime: Runtime[Settings]) -> dict[str, Any]:
-    """Record the scored candidate; stop on the first failure, an error, or the cap."""
+async def decide(
+    state: QuestionState, runtime: Runtime[Settings], *, budget: Budget | None = None
+) -> dict[str, Any]:
+    """Record the scored candidate; stop on the first failure, an error, a cap, or the
+    run's ``budget`` spent."""
     settings = settings_of(runtime)
-    update, record = decided(state, settings, time.time(), budget_spent=budget_exhausted(settings))
+    update, record = decided(state, settings, time.time(), budget_spent=spent(budget))
     if record is None:
         index = state["candidate"]["index"]  # type: ignore[index]
         runtime.stream_writer({"event": "error", "index": index, **update["error"]})

@@ -22,14 +22,13 @@ from aidanbench.nodes.context import (
     message_stats,
     reasoning_text,
     reasoning_tokens,
-    reply_text,
     stopwatch,
 )
 from aidanbench.nodes.parsing import extract_answer
 from aidanbench.nodes.prompts import render_generate
 from aidanbench.services import ServicesFactory
 from aidanbench.services.errors import is_recoverable
-from aidanbench.services.usage import served_model
+from aidanbench.services.usage import reply_text, served_model
 
 
 def previous_answers(state: QuestionState) -> list[str]:

@@ -26,12 +26,11 @@ from aidanbench.nodes.context import (
     add_calls,
     message_stats,
     no_calls,
-    reply_text,
     stopwatch,
 )
 from aidanbench.nodes.parsing import ScoreParseError, parse_score
 from aidanbench.services.pricing import Price
-from aidanbench.services.usage import served_model
+from aidanbench.services.usage import reply_text, served_model
 
 JUDGE_MARKUP = re.compile(
     r"<(?=(?:/\s*(?:question|answer|answer1|answer2)|/?\s*(?:coherence_score|similarity_score))\s*>)",

@@ -31,7 +31,7 @@ from langgraph.runtime import Runtime
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import CallStats, Measured, QuestionState
 from aidanbench.core.vocabulary import BUDGET_STOPS, ERROR_KINDS, SCORERS
-from aidanbench.nodes.caps import budget_exhausted, continuation
+from aidanbench.nodes.caps import Budget, continuation, spent
 from aidanbench.nodes.context import add_calls, no_calls, settings_of
 from aidanbench.nodes.metrics import chain_metrics
 from aidanbench.nodes.prompts import prompts_sha256
@@ -65,8 +65,11 @@ def discarded_cost(state: QuestionState) -> CallStats:
     return spent
 
 
-async def prepare(state: QuestionState, runtime: Runtime[Settings]) -> dict[str, Any]:
-    """Start a new question or clear a recorded error so the thread can go on."""
+async def prepare(
+    state: QuestionState, runtime: Runtime[Settings], *, budget: Budget | None = None
+) -> dict[str, Any]:
+    """Start a new question, clear a recorded error so the thread can go on, or lift a
+    cap the settings (and the run's ``budget``) no longer reach."""
     question = state.get("question")
     if not isinstance(question, str) or not question.strip():
         raise ValueError(f"question must be a non-empty string, got {question!r}")
@@ -84,8 +87,7 @@ async def prepare(state: QuestionState, runtime: Runtime[Settings]) -> dict[str,
                 f"{', '.join(differences)}); run it with the settings it recorded"
             )
     if state.get("stop_reason") in BUDGET_STOPS:
-        spent = budget_exhausted(settings)
-        update |= continuation(state, settings, budget_spent=spent, now=time.time())
+        update |= continuation(state, settings, budget_spent=spent(budget), now=time.time())
     if state.get("stop_reason") in ERROR_KINDS:
         update |= {"stop_reason": None, "error": None}
         if refused_for_content(state):

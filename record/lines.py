@@ -20,6 +20,7 @@ with its message alone).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -32,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from aidanbench.core.calls import answer_dollars, question_dollars
 from aidanbench.core.errors import printable
 from aidanbench.core.metric_names import environment_aliases
-from aidanbench.core.vocabulary import ERROR_KINDS, is_censored
+from aidanbench.core.vocabulary import ERROR_KINDS, FINAL_STOPS, is_censored
 from aidanbench.record import files
 
 if TYPE_CHECKING:
@@ -84,6 +85,21 @@ def truncated_answers(flags: Iterable[bool | None]) -> int | None:
     if given and not known:
         return None
     return sum(known)
+
+
+def thread_id(model: str, temperature: float, repeat: int, question: str) -> str:
+    """A question thread's id, stable across runs: model, temperature, repeat and a hash
+    of the question."""
+    digest = hashlib.sha256(question.encode("utf-8")).hexdigest()[:16]
+    return f"{model}|t={temperature!r}|r={repeat}|q={digest}"
+
+
+def model_of_thread(thread: str) -> str | None:
+    """The model of a thread id made by ``thread_id`` (None for any other id)."""
+    parts = thread.rsplit("|", 3)
+    if len(parts) == 4 and [p[:2] for p in parts[1:]] == ["t=", "r=", "q="]:
+        return parts[0]
+    return None
 
 
 LINE_KEY = ("model", "temperature", "question", "repeat")
@@ -255,6 +271,17 @@ class QuestionLine(BaseModel):
     def key(self) -> LineKey:
         """(model, temperature, question, repeat)."""
         return self.model, self.temperature, self.question, self.repeat
+
+    @property
+    def thread(self) -> str:
+        """The line's thread id (lines written before they recorded it: the id its key
+        makes)."""
+        return self.thread_id or thread_id(self.model, self.temperature, self.repeat, self.question)
+
+    @property
+    def finished(self) -> bool:
+        """Stopped for good by the benchmark's rule (a rerun skips its thread)."""
+        return self.stop_reason in FINAL_STOPS
 
     @property
     def errored(self) -> bool:

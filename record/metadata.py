@@ -14,7 +14,9 @@ of the wrong kind (a ``spec`` that is a string) is a damaged file, refused with 
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +212,12 @@ class Metadata(BaseModel):
     def judging_of(self, model: str) -> Judging | None:
         """How ``model``'s answers are judged, if recorded."""
         return (self.judging or {}).get(model)
+
+
+def question_set_hash(questions: Sequence[str]) -> str:
+    """sha256 over the questions (a JSON list), recorded so runs on the same set can be
+    matched (``questions_sha256`` in their order, ``question_set_sha256`` sorted)."""
+    return hashlib.sha256(json.dumps(list(questions)).encode("utf-8")).hexdigest()
 
 
 def read_metadata(run_dir: Path) -> Metadata | None:

@@ -9,8 +9,15 @@ upper bound (``bound_usd``). Lines are appended with one ``write`` each to a fil
 ``O_APPEND`` (``LedgerFile``): the kernel holds them the moment the call returns, so a
 SIGKILL loses none, a line cut by a crash is skipped on reading, and a rerun appends to
 the same file, so the run's totals are summed across its sessions
-(``summarise_ledger``). What a request costs and the run's budget are
-``services.usage``'s; this module only writes and reads the lines.
+(``summarise_ledger``).
+
+``UsageLedger`` is the file a run (or a worker process of one) appends to, and the run's
+budget (``max_cost``): once the dollars spent reach it, ``exhausted`` turns true; the
+drive loop stops starting questions and ``decide`` stops the ones in flight at their next
+turn (stop reason ``budget``). Spent means known dollars, estimated dollars of replies
+without usage, and the upper bound of every unrecorded request, so a budget never silently
+stops counting. What a request costs (its bound, its reply's dollars) is decided by its
+caller, ``services.usage``, once per reply; this module keeps and sums the lines.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import json
 import os
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -303,3 +311,135 @@ class LedgerFile:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+
+
+@dataclass
+class UsageLedger:
+    """The append-only usage file of one run directory, and the run's budget."""
+
+    path: Path
+    max_cost: float | None = None
+    """Dollars after which the run stops (None: no cap)."""
+    spent: float = 0.0
+    """Dollars so far, this session's and earlier ones': known dollars, estimates of
+    replies without usage, and the bounds of requests left unrecorded (earlier sessions'
+    requests that never got a reply, and this session's that failed without one)."""
+    _file: LedgerFile = field(init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _in_flight: dict[str, float] = field(default_factory=dict)
+    _read_to: int = 0
+    """Bytes of the file read so far (``catch_up`` reads on from there)."""
+    _mine: set[str] | None = None
+    """While following (``follow``), the requests this process sent whose answering line
+    ``catch_up`` has not read yet."""
+
+    def __post_init__(self) -> None:
+        self._file = LedgerFile(self.path)
+        lines = list(ledger_lines(self._read_from(0)))
+        for line in lines:
+            if line.event == "usage":
+                self.spent += line.dollars_bound or 0.0
+        for unanswered in unrecorded_lines(lines):
+            self.spent += (unanswered.bound_usd if unanswered else None) or 0.0
+
+    def _read_from(self, offset: int) -> bytes:
+        """The file's whole lines from ``offset`` on; ``_read_to`` moves past them."""
+        try:
+            with self.path.open("rb") as file:
+                file.seek(offset)
+                data = file.read()
+        except FileNotFoundError:
+            return b""
+        whole = data[: data.rfind(b"\n") + 1]
+        self._read_to = offset + len(whole)
+        return whole
+
+    def follow(self) -> None:
+        """From now on, ``catch_up`` counts what other processes append.
+
+        Several processes of one session (``runner.workers``) append to one file, and each
+        keeps the run-wide budget: each counts its own lines as it writes them and the
+        others' when it catches up. Call this before the other processes start writing:
+        everything in the file now has been counted already."""
+        with self._lock:
+            if self._mine is None:
+                self._mine = set()
+                self._read_from(self._read_to)
+
+    def catch_up(self) -> None:
+        """Count what other processes appended since the last look (``follow``)."""
+        with self._lock:
+            if self._mine is None:
+                return
+            for line in ledger_lines(self._read_from(self._read_to)):
+                request = str(line.id)
+                if request in self._mine:
+                    if line.event != "sent":
+                        self._mine.discard(request)
+                    continue
+                self._count(line)
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether the run's budget is spent."""
+        return self.max_cost is not None and self.spent >= self.max_cost
+
+    def write(self, line: Mapping[str, Any]) -> None:
+        """Append one line (one ``write``: whole, or, cut by a crash, skipped on reading)."""
+        with self._lock:
+            written = self._file.append(line)
+            self._count(written)
+            if self._mine is not None and written.event == "sent":
+                self._mine.add(str(written.id))
+
+    def _count(self, line: LedgerLine) -> None:
+        """Keep ``spent`` current (called under the lock)."""
+        request = str(line.id)
+        if line.event == "sent":
+            self._in_flight[request] = line.bound_usd or 0.0
+        elif line.event == "usage":
+            self._in_flight.pop(request, None)
+            self.spent += line.dollars_bound or 0.0
+        elif line.event == "refused":
+            self._in_flight.pop(request, None)
+        elif line.event == "failed":  # no reply: it may have been billed, at most its bound
+            self.spent += self._in_flight.pop(request, 0.0)
+
+    def sent(
+        self,
+        role: str,
+        model: str,
+        where: Mapping[str, Any],
+        *,
+        input_tokens: int | None,
+        output_tokens: int,
+        bound_usd: float | None,
+    ) -> str:
+        """A request is about to go out, billable at most ``input_tokens`` and
+        ``output_tokens`` (``bound_usd`` dollars); returns its id for the line that
+        answers it."""
+        request = uuid.uuid4().hex[:16]
+        self.write(
+            {
+                "event": "sent",
+                "id": request,
+                "role": role,
+                "model": model,
+                **where,
+                "bound_input_tokens": input_tokens,
+                "bound_output_tokens": output_tokens,
+                "bound_usd": bound_usd,
+            }
+        )
+        return request
+
+    def failed(self, role: str, model: str, request: str, status: int | None) -> None:
+        """A request ended without a usable reply: ``refused`` with an HTTP error status
+        (not billed), else ``failed`` (no reply to read: it counts at its bound)."""
+        refused = status is not None and status >= 400
+        event = "refused" if refused else "failed"
+        self.write({"event": event, "id": request, "role": role, "model": model, "status": status})
+
+    def close(self) -> None:
+        """Close the file (a later write opens it again)."""
+        self._file.close()

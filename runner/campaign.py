@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
+    from aidanbench.nodes.caps import Budget
     from aidanbench.runner.local import LocalQuestions
     from aidanbench.services import ServicesFactory
 
@@ -251,9 +252,12 @@ async def _try_lock(conn: AsyncConnection[Any]) -> bool:
 
 
 @asynccontextmanager
-async def store_questions(url: str, services: ServicesFactory) -> AsyncIterator[LocalQuestions]:
-    """The question graph on the store's ``AsyncPostgresSaver``, closed when the block
-    ends (the local backend of ``runner.local``, with the shared checkpointer)."""
+async def store_questions(
+    url: str, services: ServicesFactory, budget: Budget | None = None
+) -> AsyncIterator[LocalQuestions]:
+    """The question graph on the store's ``AsyncPostgresSaver`` (its questions stopped
+    once the run's ``budget`` is spent), closed when the block ends (the local backend of
+    ``runner.local``, with the shared checkpointer)."""
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
     from aidanbench.graph.question import build_question_graph
@@ -263,7 +267,7 @@ async def store_questions(url: str, services: ServicesFactory) -> AsyncIterator[
     async with connected(url) as pool:
         await setup(pool)
         saver = AsyncPostgresSaver(pool, serde=checkpoint_serde())
-        graph = build_question_graph(services).compile(checkpointer=saver)
+        graph = build_question_graph(services, budget=budget).compile(checkpointer=saver)
         yield LocalQuestions(graph, services)
 
 

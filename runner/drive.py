@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from aidanbench.core.errors import UsageError, printable
-from aidanbench.nodes.caps import budget_exhausted
+from aidanbench.nodes.caps import Budget, spent
 from aidanbench.nodes.prepare import measurement_differences
 from aidanbench.record.lines import QuestionLine
+from aidanbench.record.recorder import RunLines
 from aidanbench.runner.admission import Admission
 from aidanbench.runner.progress import Events
-from aidanbench.runner.tasks import RunLines, Task
+from aidanbench.runner.tasks import Task
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,10 @@ async def drive(
     admission: Admission,
     progress: Events,
     claims: Claims | None = None,
+    budget: Budget | None = None,
 ) -> list[QuestionLine]:
-    """Run every task to a stop (or resume it), writing outputs as questions finish.
+    """Run every task to a stop (or resume it), writing outputs as questions finish;
+    once the run's ``budget`` is spent, no question starts.
 
     Tasks are looked up ``PLAN_CHUNK`` at a time (those the files show stopped for good
     last) and start in that order as ``admission`` lets them in; a task found finished
@@ -121,7 +124,7 @@ async def drive(
         nonlocal running
         held = HeldAnswers(progress, admission, held_answers(step))
         try:
-            if budget_exhausted(task.settings):  # --max-cost reached: start nothing new
+            if spent(budget):  # --max-cost reached: start nothing new
                 return
             if claims is not None:
                 taken = await claims.take(task, questions, waited)
@@ -133,7 +136,8 @@ async def drive(
                 step = taken
             progress.started_question(task.label, task.thread_id)
             values = await questions.execute(task, step, held)
-            line = await lines.finished(task, values)
+            line = task.line(values)
+            lines.finished(line)
             if claims is not None:
                 await claims.stopped(task, line)
             progress.finished_question(task.label, task.question, line, task.thread_id)
@@ -151,7 +155,9 @@ async def drive(
             todo, finished = [], []
             for task, step in zip(chunk, await questions.plan(chunk), strict=True):
                 refuse_other_measurement(task, step.values)
-                line = lines.record(task, step.values) if claims is None else task.line(step.values)
+                line = task.line(step.values)
+                if claims is None:
+                    lines.keep(line)
                 if step.action == "skip":
                     progress.skipped(task.label, line, task.thread_id)
                     finished.append((task, line))
@@ -180,7 +186,7 @@ async def drive(
             running += 1
             _spawn(group, functools.partial(run_one, task, Plan("run"), True))
 
-    ordered = sorted(tasks, key=lines.stopped_before)
+    ordered = sorted(tasks, key=lambda task: lines.stopped_before(task.thread_id))
     watching = asyncio.ensure_future(admission.watch(questions.backlog))
     try:
         await run_group(start_all)

@@ -1,10 +1,12 @@
 """``run(spec)``: one session of a run, from the checks to the summary.
 
 Every check of the specification and of the run directory comes before the first
-write. Then, holding the directory's lock, the session is added to the metadata, every
-thread of the session is brought to a stop (skipped when finished, continued, retried)
-by the drive loop on the local graph or on a LangGraph server, the outputs are rewritten
-with the lines of earlier sessions kept, and the totals are recorded.
+write (``prepare``). Then the run directory's recorder (``record.recorder``) holds its
+lock, and ``execute`` starts the session in it, brings every thread of the session to a
+stop (skipped when finished, continued, retried) with the drive loop on the local graph
+or on a LangGraph server, the recorder's lines and ledger (with the run's budget) taking
+what the questions do, and ends the session in it: the lines of earlier sessions kept,
+the totals and spending recorded.
 """
 
 from __future__ import annotations
@@ -24,18 +26,23 @@ from aidanbench.core.errors import ConfigError, EndpointRefused, UsageError
 from aidanbench.core.settings import Settings
 from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
-from aidanbench.record.metadata import Metadata, RunTotals, write_metadata
-from aidanbench.record.results import QuestionResult, results_of, run_totals, totals
-from aidanbench.runner import admission, campaign, preflight, store, workers
+from aidanbench.record.metadata import Metadata, RunTotals
+from aidanbench.record.recorder import Recorder, stored_metadata
+from aidanbench.record.results import QuestionResult
+from aidanbench.record.usage import UsageLedger
+from aidanbench.runner import admission, campaign, preflight, session, workers
 from aidanbench.runner.claims import shared_claims
 from aidanbench.runner.drive import Questions, drive
-from aidanbench.runner.local import check_recorded_measurements, local_questions
+from aidanbench.runner.local import (
+    check_recorded_measurements,
+    lines_from_checkpoints,
+    local_questions,
+)
 from aidanbench.runner.preflight import Preflight
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.spec import RunSpec, build_tasks, environment_base_urls, run_fields
-from aidanbench.runner.tasks import RunLines, Task
+from aidanbench.runner.tasks import Task
 from aidanbench.services import OpenAIServices, ServicesFactory, clients
-from aidanbench.services.usage import ledger
 
 
 @dataclass(frozen=True)
@@ -112,24 +119,24 @@ async def prepare(
         if spec.server is not None:
             raise UsageError("a run uses --store or --server, not both")
         await campaign.check_store(spec.store)
-    stored = store.stored_metadata(spec.run_dir)
-    fields = store.model_fields(spec, stored)
+    stored = stored_metadata(spec.run_dir)
+    fields = session.model_fields(spec, stored)
     sources: dict[str, str] = {}
     if spec.server is None:  # a server applies its own environment's OPENAI_BASE_URL
         resolved = {m: environment_base_urls(f, os.environ) for m, f in fields.items()}
         fields = {m: found for m, (found, _) in resolved.items()}
         sources = next(iter(resolved.values()))[1]
-    questions = store.spelled(spec.questions_list, store.stored_spellings(spec.run_dir))
+    questions = session.spelled(spec.questions_list, session.stored_spellings(spec.run_dir))
     tasks = build_tasks(spec, fields, questions)
     if cells is not None:  # a grid with holes: the published run lacks one question of one model
         tasks = [
             t for t in tasks if (t.settings.model, t.settings.temperature, t.question) in cells
         ]
-    store.refuse_scoring_changes(spec, stored, tasks)
+    session.refuse_scoring_changes(spec, stored, tasks)
     checkpoints = spec.run_dir / files.CHECKPOINTS
-    store.check_checkpoints(checkpoints)
+    session.check_checkpoints(checkpoints)
     local = spec.server is None and spec.store is None
-    if local and checkpoints.exists() and not store.stored_scoring(stored):
+    if local and checkpoints.exists() and not session.stored_scoring(stored):
         await check_recorded_measurements(tasks, checkpoints)
     checked = None
     if spec.server is None:
@@ -156,77 +163,61 @@ async def execute(
 ) -> RunResult:
     """Run a prepared session to the end; interrupted, the session is recorded as such."""
     spec, tasks = prepared.spec, prepared.tasks
-    run_dir = spec.run_dir
     progress = progress if progress is not None else Progress()
-    with files.run_lock(run_dir):
-        files.remove_leftovers(run_dir)
-        store.set_aside_damaged_cache(run_dir / files.CACHE)
-        carried = store.carried_lines(run_dir)
-        in_flight = prepared.in_flight
-        meta = store.grown_metadata(prepared.stored, spec, tasks, in_flight, prepared.sources)
-        session = meta.sessions[-1]
+    repair = lines_from_checkpoints if spec.store is None and spec.server is None else None
+    with Recorder.open(
+        spec.run_dir, max_cost=spec.max_cost, repair=repair, damaged=session.sqlite_problem
+    ) as recorder:
         count = prepared.workers if services is None else 1  # a factory stays in this process
-        session.workers = count
-        asked = dict.fromkeys(task.question for task in tasks)
-        store.question_counts(meta, [*(line.question for line in carried), *asked])
-        write_metadata(run_dir, meta)
+        meta = session.grown_metadata(
+            recorder.metadata, spec, tasks, prepared.in_flight, prepared.sources
+        )
+        meta.sessions[-1].workers = count
+        recorder.start_session(meta, (task.question for task in tasks))
         if prepared.checked is not None:
-            ledger_path = run_dir / files.LEDGER
-            prepared.checked.record(ledger(ledger_path), run_fields(spec)["prices_path"])
-        lines = RunLines(run_dir, carried=carried)
-        if spec.server is None:  # the run-wide budget: earlier sessions' spending counts
-            ledger(run_dir / files.LEDGER).max_cost = spec.max_cost
+            prepared.checked.record(recorder.ledger, run_fields(spec)["prices_path"])
+        budget = recorder.ledger if spec.server is None else None  # a server keeps no ledger
         try:
             with progress:
-                async with backend(spec, services, progress, share=count) as questions:
+                async with backend(spec, services, progress, count, budget) as questions:
                     if count > 1:
-                        all_lines = await workers.drive_workers(
+                        await workers.drive_workers(
                             tasks,
                             questions,
-                            lines,
+                            recorder.lines,
                             count=count,
                             spec=spec,
                             meta=meta,
                             progress=progress,
+                            budget=recorder.ledger,
                         )
                     else:
                         async with shared_claims(spec, meta, progress) as claims:
                             gate = admission.admission(
                                 spec.concurrency, len(tasks), remote=spec.server is not None
                             )
-                            all_lines = await drive(
+                            await drive(
                                 tasks,
                                 questions,
-                                lines,
+                                recorder.lines,
                                 admission=gate,
                                 progress=progress,
                                 claims=claims,
+                                budget=budget,
                             )
         except BaseException as exc:
-            session.status = ended_by(exc)
-            if isinstance(exc, EndpointRefused):
-                session.refusal = str(exc)
-            session.finished_at = store.now()
-            store.drop_models_without_lines(meta, spec.models, lines.all())
-            with contextlib.suppress(OSError):  # a full disk: the first error is the one to tell
-                write_metadata(run_dir, meta)
+            refusal = str(exc) if isinstance(exc, EndpointRefused) else None
+            recorder.end_session(ended_by(exc), refusal=refusal)
             raise
-        session.status = "finished"
-        session.finished_at = meta.finished_at = store.now()
-        store.drop_models_without_lines(meta, spec.models, all_lines)
-        results, notes = results_of(all_lines, meta)
-        meta.totals = run_totals(totals(results))
-        store.record_spending(meta, spec)
+        limits = None
         if progress.endpoints is not None:
-            meta.endpoint_limits = {
-                host: dataclasses.asdict(stats) for host, stats in progress.endpoints().items()
-            }
-        store.question_counts(meta, (line.question for line in all_lines))
-        write_metadata(run_dir, meta)
+            limits = {host: dataclasses.asdict(s) for host, s in progress.endpoints().items()}
+        ended = recorder.finish_session(session.spending(spec, limits))
         if spec.store is not None:
-            await campaign.record_machine_once(spec.store, campaign.machine_name(run_dir), meta)
-    summary = summarise(results, meta.reward_mode)
-    return RunResult(run_dir, all_lines, meta, results, notes, summary)
+            machine = campaign.machine_name(spec.run_dir)
+            await campaign.record_machine_once(spec.store, machine, ended.metadata)
+    summary = summarise(ended.results, ended.metadata.reward_mode)
+    return RunResult(spec.run_dir, ended.lines, ended.metadata, ended.results, ended.notes, summary)
 
 
 def ended_by(exc: BaseException) -> str:
@@ -240,11 +231,16 @@ def ended_by(exc: BaseException) -> str:
 
 @asynccontextmanager
 async def backend(
-    spec: RunSpec, services: ServicesFactory | None, progress: Progress, *, share: int = 1
+    spec: RunSpec,
+    services: ServicesFactory | None,
+    progress: Progress,
+    share: int = 1,
+    budget: UsageLedger | None = None,
 ) -> AsyncIterator[Questions]:
     """The local graph (HTTP pools closed at the end, holding ``share`` of each
-    endpoint: ``runner.workers``) or the server named by the spec; the live table shows
-    the local endpoints' adaptive limits."""
+    endpoint: ``runner.workers``, every request recorded in the run's ledger ``budget``,
+    which stops questions once spent) or the server named by the spec; the live table
+    shows the local endpoints' adaptive limits."""
     if spec.server is not None:
         from aidanbench.runner.remote import remote_questions
 
@@ -254,23 +250,25 @@ async def backend(
     if services is not None:
         if isinstance(services, OpenAIServices):
             progress.endpoints = services.endpoint_stats
-        async with here(spec, services) as local:
+        async with here(spec, services, budget) as local:
             yield local
         return
-    pools = OpenAIServices(clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=share)
+    pools = OpenAIServices(clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=share, ledger=budget)
     progress.endpoints = pools.endpoint_stats
     try:
-        async with here(spec, pools) as local:
+        async with here(spec, pools, budget) as local:
             yield local
     finally:
         await pools.aclose()
 
 
-def here(spec: RunSpec, services: ServicesFactory) -> contextlib.AbstractAsyncContextManager[Any]:
+def here(
+    spec: RunSpec, services: ServicesFactory, budget: UsageLedger | None
+) -> contextlib.AbstractAsyncContextManager[Any]:
     """Threads run on this machine: on the store's checkpointer, or the run directory's."""
     if spec.store is not None:
-        return campaign.store_questions(spec.store, services)
-    return local_questions(spec.run_dir, services)
+        return campaign.store_questions(spec.store, services, budget)
+    return local_questions(spec.run_dir, services, budget)
 
 
 async def run(

@@ -9,9 +9,10 @@ budget count it, and ``metadata.json`` records what was forgotten, when, and the
 kept.
 
 Nothing is half done: every decision is taken before the first write, and each write is
-whole or absent (the threads go in one SQLite transaction, the results files are
-replaced behind their generation marker, the metadata atomically), in an order that
-running the same command again completes if the process dies in between.
+whole or absent (the threads go in one SQLite transaction, then the run directory's
+recorder, ``record.recorder``, replaces the results files behind their manifest and the
+metadata atomically), in an order that running the same command again completes if the
+process dies in between.
 """
 
 from __future__ import annotations
@@ -22,14 +23,19 @@ from pathlib import Path
 
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.record import files
-from aidanbench.record.lines import QuestionLine, read_lines, write_lines
+from aidanbench.record.lines import QuestionLine, model_of_thread
 from aidanbench.record.metadata import Forgotten as ForgottenRecord
-from aidanbench.record.metadata import Metadata, RunTotals, write_metadata
+from aidanbench.record.metadata import Metadata, RunTotals
+from aidanbench.record.recorder import (
+    Recorder,
+    drop_models_without_lines,
+    now,
+    question_counts,
+)
 from aidanbench.record.results import results_of, run_totals, totals
 from aidanbench.record.usage import read_ledger
-from aidanbench.runner import store
 from aidanbench.runner.checkpoints import delete_threads, stored_threads
-from aidanbench.runner.tasks import model_of_thread
+from aidanbench.runner.session import check_checkpoints
 
 
 @dataclass(frozen=True)
@@ -57,11 +63,10 @@ def forget(run_dir: Path, models: Sequence[str]) -> list[Forgotten]:
         (run_dir / files.METADATA).exists() or (run_dir / files.CHECKPOINTS).exists()
     ):
         raise UsageError(f"{printable(str(run_dir))} is not a run directory")
-    with files.run_lock(run_dir):
-        meta = store.stored_metadata(run_dir)
-        lines = _lines(run_dir)
+    with Recorder.open(run_dir) as recorder:
+        meta, lines = recorder.metadata, recorder.lines.all()
         checkpoints = run_dir / files.CHECKPOINTS
-        store.check_checkpoints(checkpoints)
+        check_checkpoints(checkpoints)
         threads = stored_threads(checkpoints) if checkpoints.exists() else []
         present = models_in(meta, lines, threads)
         missing = [m for m in dict.fromkeys(models) if m not in present]
@@ -88,9 +93,9 @@ def forget(run_dir: Path, models: Sequence[str]) -> list[Forgotten]:
             )
         delete_threads(checkpoints, gone_threads)
         if (run_dir / files.QUESTIONS).exists():
-            write_lines(run_dir, kept)
+            recorder.replace_lines(kept)
         if meta is not None:
-            write_metadata(run_dir, without(meta, forgotten, kept))
+            recorder.save(without(meta, forgotten, kept))
     return forgotten
 
 
@@ -113,7 +118,7 @@ def without(
     """``meta`` with the forgotten models out of its model lists and totals, and a record
     of the forgetting. Ledger figures (requests sent, tokens, dollars) are kept whole."""
     meta = meta.model_copy(deep=True)
-    store.drop_models_without_lines(meta, [f.model for f in forgotten], kept)
+    drop_models_without_lines(meta, [f.model for f in forgotten], kept)
     counted = run_totals(totals(results_of(kept, meta)[0])).model_dump(exclude_unset=True)
     old = meta.totals
     if old is not None:
@@ -127,13 +132,13 @@ def without(
             }
         meta.totals = RunTotals.model_validate({**old.model_dump(exclude_unset=True), **counted})
     if kept:
-        store.question_counts(meta, (line.question for line in kept))
+        question_counts(meta, (line.question for line in kept))
     meta.forgotten = [
         *(meta.forgotten or []),
         *(
             ForgottenRecord(
                 model=f.model,
-                at=store.now(),
+                at=now(),
                 threads=f.threads,
                 lines=f.lines,
                 ledger_lines_kept=f.ledger_lines,
@@ -143,15 +148,6 @@ def without(
         ),
     ]
     return meta
-
-
-def _lines(run_dir: Path) -> list[QuestionLine]:
-    if not (run_dir / files.QUESTIONS).exists():
-        return []
-    try:
-        return read_lines(run_dir)
-    except ValueError as exc:
-        raise UsageError(printable(str(exc))) from None
 
 
 def _spend(ledger_path: Path, model: str) -> tuple[int, float | None]:

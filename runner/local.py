@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -9,18 +11,26 @@ from typing import Any
 
 import aiosqlite
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Durability
 
 from aidanbench.graph.question import build_question_graph
+from aidanbench.nodes.caps import Budget
 from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
+from aidanbench.record.recorder import RunLines, stored_metadata
 from aidanbench.runner.admission import admission
-from aidanbench.runner.checkpoints import InlineCommitSaver, checkpoint_serde, open_checkpointer
+from aidanbench.runner.checkpoints import (
+    InlineCommitSaver,
+    checkpoint_serde,
+    open_checkpointer,
+    stored_threads,
+)
 from aidanbench.runner.drive import Answers, Plan, drive, refuse_other_measurement, report
 from aidanbench.runner.progress import Events
-from aidanbench.runner.tasks import RunLines, Task, is_finished, start_input
+from aidanbench.runner.tasks import Task, is_finished, start_input
 from aidanbench.services import OpenAIServices, ServicesFactory, default_services
 
 DURABILITY: Durability = "sync"
@@ -82,11 +92,47 @@ class LocalQuestions:
 
 @asynccontextmanager
 async def local_questions(
-    run_dir: Path, services: ServicesFactory = default_services
+    run_dir: Path, services: ServicesFactory = default_services, budget: Budget | None = None
 ) -> AsyncIterator[LocalQuestions]:
-    """The local backend on ``run_dir``'s checkpoints, closed when the block ends."""
+    """The local backend on ``run_dir``'s checkpoints, its questions stopped once the
+    run's ``budget`` is spent; closed when the block ends."""
     async with open_checkpointer(run_dir / files.CHECKPOINTS) as saver:
-        yield LocalQuestions(build_question_graph(services).compile(checkpointer=saver), services)
+        graph = build_question_graph(services, budget=budget).compile(checkpointer=saver)
+        yield LocalQuestions(graph, services)
+
+
+def lines_from_checkpoints(run_dir: Path) -> list[QuestionLine]:
+    """Every thread of ``run_dir``'s checkpoints as its question line, read only: what a
+    run directory's line files hold, rebuilt when they cannot be read
+    (``record.recorder.stored_lines``). A thread killed before its first step recorded
+    anything has no line."""
+    path = run_dir / files.CHECKPOINTS
+    if not path.exists():
+        return []
+    stored = stored_metadata(run_dir)
+    reward_mode = stored.reward_mode if stored is not None else "count"
+    with contextlib.closing(sqlite3.connect(files.read_only_uri(path), uri=True)) as conn:
+        saver = SqliteSaver(conn, serde=checkpoint_serde())
+        saver.is_setup = True  # read only: the tables are there
+        graph = build_question_graph(default_services).compile(checkpointer=saver)
+        lines = []
+        for thread in stored_threads(path):
+            values = graph.get_state({"configurable": {"thread_id": thread}}).values
+            measured, question = values.get("measured"), values.get("question")
+            if not measured or not isinstance(question, str):
+                continue
+            repeat = int(thread.rsplit("|", 3)[2].removeprefix("r="))
+            lines.append(
+                QuestionLine.from_output(
+                    values,
+                    measured=measured,
+                    question=question,
+                    repeat=repeat,
+                    thread_id=thread,
+                    reward_mode=reward_mode,
+                )
+            )
+    return lines
 
 
 async def check_recorded_measurements(tasks: Sequence[Task], checkpoints: Path) -> None:

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import ROLE_NAMES, ROLES, Endpoint, Settings, role_flag
+from aidanbench.record.usage import UsageLedger
 from aidanbench.runner.spec import BASE_URL_VARIABLE
 from aidanbench.services.endpoint_check import (
     PROBE_MAX_TOKENS,
@@ -56,7 +57,7 @@ from aidanbench.services.endpoint_check import (
 )
 from aidanbench.services.lifecycle import Shutdowns, known_shutdowns, parse_date
 from aidanbench.services.pricing import price_table
-from aidanbench.services.usage import UsageLedger, prompt_tokens, raw_usage
+from aidanbench.services.usage import bound, prompt_tokens, raw_usage, usage_line
 
 if TYPE_CHECKING:
     import openai
@@ -117,13 +118,14 @@ class Preflight:
             role, model = asked.role.role, asked.role.model
             chat = request_kind(asked.role) == "chat"
             prompt = PROBE_MESSAGE if chat else PROBE_TEXT
+            tokens, most = prompt_tokens(prompt), PROBE_MAX_TOKENS if chat else 0
             request = ledger.sent(
                 role,
                 model,
                 where,
-                input_tokens=prompt_tokens(prompt),
-                output_tokens=PROBE_MAX_TOKENS if chat else 0,
-                price=table.price(model),
+                input_tokens=tokens,
+                output_tokens=most,
+                bound_usd=bound(table.price(model), tokens, most),
             )
             if not asked.answer.ok:
                 ledger.failed(role, model, request, asked.answer.status)
@@ -134,16 +136,18 @@ class Preflight:
             usage = raw_usage(payload.get("usage"))
             if not chat and usage.input_tokens is not None:  # an embedding has no output
                 usage = dataclasses.replace(usage, output_tokens=0)
-            ledger.replied(
-                role,
-                model,
-                usage,
-                table.served_price(model, served),
-                where,
-                served=served,
-                request=request,
-                prompt=prompt,
-                reply=probe_reply(payload) if chat else "",
+            ledger.write(
+                usage_line(
+                    role,
+                    model,
+                    usage,
+                    table.served_price(model, served),
+                    where,
+                    served=served,
+                    request=request,
+                    prompt=prompt,
+                    reply=probe_reply(payload) if chat else "",
+                )
             )
 
 

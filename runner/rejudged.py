@@ -29,6 +29,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,10 +48,10 @@ from aidanbench.nodes.context import no_calls
 from aidanbench.nodes.metrics import chain_metrics
 from aidanbench.nodes.prepare import measured_by
 from aidanbench.record import files
-from aidanbench.record.lines import QuestionLine, write_lines
-from aidanbench.record.metadata import write_metadata
+from aidanbench.record.lines import QuestionLine
+from aidanbench.record.recorder import Recorder, now, question_counts
 from aidanbench.record.results import AnswerRow, results_of, run_totals, totals
-from aidanbench.runner import store
+from aidanbench.runner import session
 from aidanbench.runner.checkpoints import open_checkpointer
 from aidanbench.runner.spec import RunSpec, make_settings
 from aidanbench.runner.tasks import Task
@@ -70,8 +71,8 @@ def copy_cache(source: Path, target: Path) -> bool:
     if not source.is_dir() or not found.exists():
         return False
     with (
-        store.closing_db(sqlite3.connect(files.read_only_uri(found), uri=True)) as src,
-        store.closing_db(sqlite3.connect(target)) as dst,
+        closing(sqlite3.connect(files.read_only_uri(found), uri=True)) as src,
+        closing(sqlite3.connect(target)) as dst,
     ):
         src.backup(dst)
     return True
@@ -145,21 +146,22 @@ class Seeded:
     lines: list[QuestionLine]
     open: int
     """Threads left for ``run`` to continue."""
-    question_sets: list[tuple[list[str], Path]]
-    """Models that answered the same questions, and the file listing those questions:
+    question_sets: list[tuple[list[str], str]]
+    """Models that answered the same questions, and the name of the file listing them:
     one ``run`` command each continues exactly their threads (a model given a question
     it never answered would start that chain from scratch)."""
 
 
 async def seed_run(
-    run_dir: Path,
+    recorder: Recorder,
     rescored: Sequence[RescoredQuestion],
     settings_of: Mapping[tuple[str, float], Settings],
     spec: RunSpec,
     provenance: Mapping[str, Any],
 ) -> Seeded:
-    """Write the re-judged run directory: checkpoints, results files, metadata and the
-    question set. ``settings_of`` gives each (model, temperature)'s settings."""
+    """Write the re-judged run directory through its ``recorder``: checkpoints, question
+    lines, metadata and the question sets (checkpoints an interrupted command left are
+    replaced). ``settings_of`` gives each (model, temperature)'s settings."""
     tasks: list[Task] = []
     states: list[dict[str, Any]] = []
     for line in rescored:  # every chain checked before the first write
@@ -167,7 +169,10 @@ async def seed_run(
         settings = settings_of[(result.model, result.temperature)]
         tasks.append(Task(settings, result.question, result.repeat))
         states.append(thread_values(line, settings))
-    async with open_checkpointer(run_dir / files.CHECKPOINTS) as saver:
+    checkpoints = recorder.run_dir / files.CHECKPOINTS
+    for leftover in (checkpoints, *(checkpoints.with_name(checkpoints.name + s) for s in SIDES)):
+        leftover.unlink(missing_ok=True)
+    async with open_checkpointer(checkpoints) as saver:
         graph = build_question_graph(default_services).compile(checkpointer=saver)
         for task, values in zip(tasks, states, strict=True):
             settings = task.settings
@@ -180,24 +185,25 @@ async def seed_run(
             }
             await graph.aupdate_state(config, values, as_node="decide")
     lines = [task.line(values) for task, values in zip(tasks, states, strict=True)]
-    write_lines(run_dir, lines)
-    meta = store.grown_metadata(None, spec, tasks, in_flight=0)  # nothing is asked here
-    session = meta.sessions[-1]
-    session.status = "rejudged"
-    session.finished_at = store.now()
-    store.question_counts(meta, (line.question for line in lines))
+    recorder.replace_lines(lines)
+    meta = session.grown_metadata(None, spec, tasks, in_flight=0)  # nothing is asked here
+    meta.sessions[-1].status = "rejudged"
+    meta.sessions[-1].finished_at = now()
+    question_counts(meta, (line.question for line in lines))
     meta.totals = run_totals(totals(results_of(lines, meta)[0]))
     meta.rejudged_from = dict(provenance)
-    write_metadata(run_dir, meta)
+    recorder.save(meta)
     open_threads = sum(1 for values in states if values["stop_reason"] is None)
-    return Seeded(lines, open_threads, write_question_sets(run_dir, lines))
+    return Seeded(lines, open_threads, question_sets(recorder, lines))
 
 
-def write_question_sets(
-    run_dir: Path, lines: Sequence[QuestionLine]
-) -> list[tuple[list[str], Path]]:
+SIDES = ("-wal", "-shm")
+"""The files SQLite keeps beside a database in WAL mode."""
+
+
+def question_sets(recorder: Recorder, lines: Sequence[QuestionLine]) -> list[tuple[list[str], str]]:
     """One questions file per set of models that answered the same questions
-    (``questions.json`` when every model did)."""
+    (``questions.json`` when every model did): the models, and the file's name."""
     asked: dict[str, list[str]] = {}
     for line in lines:
         listed = asked.setdefault(line.model, [])
@@ -209,9 +215,8 @@ def write_question_sets(
     found = []
     for number, (shared, models) in enumerate(groups.items(), 1):
         name = QUESTIONS_FILE if len(groups) == 1 else f"questions-{number}.json"
-        path = run_dir / name
-        files.atomic_write(path, json.dumps(list(shared), indent=2, ensure_ascii=False))
-        found.append((models, path))
+        recorder.write(name, json.dumps(list(shared), indent=2, ensure_ascii=False))
+        found.append((models, name))
     return found
 
 

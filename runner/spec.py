@@ -36,9 +36,7 @@ from aidanbench.record import files
 from aidanbench.record.lines import normal_text, spelling_note
 from aidanbench.runner.tasks import Task
 
-RUN_FIELDS = frozenset(
-    {"model", "temperature", "variant_fields", "cache_path", "prices_path", "usage_path"}
-)
+RUN_FIELDS = frozenset({"model", "temperature", "variant_fields", "cache_path", "prices_path"})
 """Settings fields a run sets itself, per task (a variant's fields from ``variants``) or
 from its directory."""
 
@@ -274,13 +272,12 @@ def environment_base_urls(
 
 
 def run_fields(spec: RunSpec) -> dict[str, Any]:
-    """The settings a run sets itself from its directory: the cache, the usage ledger and
-    the price table. A server run gets neither ledger nor prices file (both are paths on
-    this machine): its dollars come from the bundled prices."""
+    """The settings a run sets itself from its directory: the cache and the price table.
+    A server run gets no prices file (a path on this machine): its dollars come from the
+    bundled prices."""
     local = spec.server is None
     return {
         "cache_path": str(spec.run_dir / files.CACHE),
-        "usage_path": str(spec.run_dir / files.LEDGER) if local else None,
         "prices_path": str(spec.prices.resolve()) if local and spec.prices else None,
     }
 

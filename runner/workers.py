@@ -54,9 +54,10 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
 from aidanbench.record.metadata import Metadata
+from aidanbench.record.recorder import RunLines, worker_ledger
+from aidanbench.record.usage import UsageLedger
 from aidanbench.runner import campaign
 from aidanbench.runner.admission import admission
 from aidanbench.runner.claims import ClaimTimes, open_claims, shared_claims
@@ -64,10 +65,9 @@ from aidanbench.runner.drive import Questions, drive, run_group
 from aidanbench.runner.local import local_questions
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.spec import RunSpec
-from aidanbench.runner.tasks import RunLines, Task
+from aidanbench.runner.tasks import Task
 from aidanbench.services import OpenAIServices, clients
 from aidanbench.services.limits import EndpointStats
-from aidanbench.services.usage import ledger
 
 CHAINS_PER_WORKER = 256
 """Chains a session has per worker process it starts by itself: below this a single
@@ -183,10 +183,10 @@ async def _work(job: Job, conn: Connection) -> None:
     assert main is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     reporter = Reporter(conn)
-    book = ledger(job.run_dir / files.LEDGER)
-    book.max_cost = job.max_cost
-    book.follow()
-    services = OpenAIServices(clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=job.count)
+    book = worker_ledger(job.run_dir, job.max_cost)
+    services = OpenAIServices(
+        clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=job.count, ledger=book
+    )
     requested = None if job.concurrency is None else math.ceil(job.concurrency / job.count)
     gate = admission(requested, len(job.tasks), share=job.count)
 
@@ -208,7 +208,7 @@ async def _work(job: Job, conn: Connection) -> None:
     helpers = [asyncio.create_task(send_every()), asyncio.create_task(follow())]
     try:
         async with (
-            _questions(job, services) as questions,
+            _questions(job, services, book) as questions,
             _claims(job, reporter) as claims,
         ):
             await drive(
@@ -218,6 +218,7 @@ async def _work(job: Job, conn: Connection) -> None:
                 admission=gate,
                 progress=reporter,
                 claims=claims,
+                budget=book,
             )
     except asyncio.CancelledError:
         outcome = ("stopped",)
@@ -228,15 +229,18 @@ async def _work(job: Job, conn: Connection) -> None:
             helper.cancel()
         with contextlib.suppress(Exception):
             await services.aclose()
+        book.close()
         with contextlib.suppress(OSError):
             reporter.send(("endpoints", services.endpoint_stats()), outcome)
 
 
-def _questions(job: Job, services: OpenAIServices) -> contextlib.AbstractAsyncContextManager[Any]:
+def _questions(
+    job: Job, services: OpenAIServices, budget: UsageLedger
+) -> contextlib.AbstractAsyncContextManager[Any]:
     """The worker's threads: on the shared store's checkpointer, or the run directory's."""
     if job.store is not None:
-        return campaign.store_questions(job.store, services)
-    return local_questions(job.run_dir, services)
+        return campaign.store_questions(job.store, services, budget)
+    return local_questions(job.run_dir, services, budget)
 
 
 def _claims(job: Job, reporter: Reporter) -> contextlib.AbstractAsyncContextManager[Any]:
@@ -324,11 +328,12 @@ class Relay:
                 self.progress.skipped(task.label, event[2], key)
             self.state[key] = "done"
         elif kind == "finished":
-            self.lines.keep(event[2])
+            if write:
+                self.lines.finished(event[2])
+            else:
+                self.lines.keep(event[2])
             self.progress.finished_question(task.label, task.question, event[2], key)
             self.state[key] = "done"
-            if write:
-                await self.lines.rewrite()
 
     def died(self, worker: int) -> None:
         """A worker died: its running questions go back to the queue."""
@@ -399,12 +404,15 @@ async def drive_workers(
     spec: RunSpec,
     meta: Metadata,
     progress: Progress,
+    budget: UsageLedger,
 ) -> list[QuestionLine]:
     """Run every task to a stop over ``count`` processes: this one, on ``questions``
     (built with ``OpenAIServices(share=count)``), and ``count - 1`` workers. Like
     ``runner.drive.drive``, returns every question line of the run directory and writes
-    the outputs as questions finish (and once more at the end, whatever ends it)."""
-    ordered = sorted(tasks, key=lines.stopped_before)
+    the outputs as questions finish (and once more at the end, whatever ends it). Every
+    process keeps the run's ``budget`` (the parent's is this session's ledger), catching
+    up with what the others spent."""
+    ordered = sorted(tasks, key=lambda task: lines.stopped_before(task.thread_id))
     mine, *theirs = shares(ordered, count)
     relay = Relay(progress, lines, {task.thread_id: task for task in tasks})
     own = progress.endpoints
@@ -413,8 +421,7 @@ async def drive_workers(
         for task in share:
             progress.queued(task.label)
     per_process = None if spec.concurrency is None else math.ceil(spec.concurrency / count)
-    book = ledger(spec.run_dir / files.LEDGER)
-    book.follow()  # before the workers write
+    budget.follow()  # before the workers write
     workers = Workers(relay, progress)
     times = ClaimTimes(spec.claim_lease, spec.claim_poll)
     for index, share in enumerate(theirs, start=1):
@@ -424,12 +431,20 @@ async def drive_workers(
     async def here() -> None:
         gate = admission(per_process, len(mine), share=count)
         async with shared_claims(spec, meta, _Own(relay)) as claims:
-            await drive(mine, questions, lines, admission=gate, progress=progress, claims=claims)
+            await drive(
+                mine,
+                questions,
+                lines,
+                admission=gate,
+                progress=progress,
+                claims=claims,
+                budget=budget,
+            )
 
     async def follow() -> None:
         while True:
             await asyncio.sleep(FOLLOW_S)
-            book.catch_up()
+            budget.catch_up()
 
     async def start(group: asyncio.TaskGroup) -> None:
         following = asyncio.ensure_future(follow())

@@ -39,11 +39,12 @@ from pydantic import SecretStr
 
 from aidanbench.core.errors import ConfigError
 from aidanbench.core.settings import ROLES, Settings
+from aidanbench.record.usage import UsageLedger
 from aidanbench.services.chat import OpenAIChat
 from aidanbench.services.direct_post import DirectPost
 from aidanbench.services.embeddings import OpenAICompatibleEmbeddings
 from aidanbench.services.pricing import price_table
-from aidanbench.services.usage import ChatLedger, EmbeddingUsage, LedgerCallback, ledger
+from aidanbench.services.usage import ChatLedger, EmbeddingUsage, LedgerCallback
 
 
 def api_key(variable: str, role: str) -> SecretStr:
@@ -91,13 +92,14 @@ def http_pool(settings: Settings, transport: Transport, size: int) -> httpx2.Asy
     )
 
 
-def chat_ledger(settings: Settings, role: str, model: str, name: str) -> ChatLedger | None:
-    """Where a chat client records its requests (None: the run keeps no ledger): under
-    ``name`` (a variant's ``NAME@LABEL``), priced as ``model``, the name sent."""
-    if settings.usage_path is None:
+def chat_ledger(
+    settings: Settings, book: UsageLedger | None, role: str, model: str, name: str
+) -> ChatLedger | None:
+    """Where a chat client records its requests in ``book`` (None: no ledger is kept):
+    under ``name`` (a variant's ``NAME@LABEL``), priced as ``model``, the name sent."""
+    if book is None:
         return None
-    prices = price_table(settings.prices_path)
-    return ChatLedger(ledger(settings.usage_path), role, name, prices, model)
+    return ChatLedger(book, role, name, price_table(settings.prices_path), model)
 
 
 def openai_client(
@@ -122,14 +124,15 @@ def chat_client(
     temperature: float | None,
     extra_body: dict[str, Any] | None = None,
     name: str | None = None,
+    book: UsageLedger | None = None,
 ) -> BaseChatModel | OpenAIChat:
     """One chat role's client of ``kind`` for the role's endpoint (``Settings.endpoint``),
-    writing to the run's usage ledger under ``name`` (default: the model asked for) if the
-    run keeps one."""
+    writing to the usage ledger ``book`` under ``name`` (default: the model asked for)
+    when one is kept."""
     endpoint = settings.endpoint(role)
     base_url, model = endpoint.base_url, endpoint.model
     key = api_key(endpoint.key_env, role)
-    record = chat_ledger(settings, role, model, name or model)
+    record = chat_ledger(settings, book, role, model, name or model)
     if kind == "openai":
         client = openai_client(base_url, key, settings, pool)
         direct = DirectPost.of(client, pool)
@@ -163,7 +166,10 @@ def chat_client(
 
 
 def model_under_test(
-    settings: Settings, pool: httpx2.AsyncClient, kind: ChatKind = "langchain"
+    settings: Settings,
+    pool: httpx2.AsyncClient,
+    kind: ChatKind = "langchain",
+    book: UsageLedger | None = None,
 ) -> BaseChatModel | OpenAIChat:
     """Chat client of the model under test, with its temperature and extra request fields
     (a variant's included): it asks for ``provider_model``."""
@@ -175,23 +181,25 @@ def model_under_test(
         temperature=settings.temperature,
         extra_body=settings.request_fields or None,
         name=settings.model,
+        book=book,
     )
 
 
 def judge(
-    settings: Settings, pool: httpx2.AsyncClient, kind: ChatKind = "langchain"
+    settings: Settings,
+    pool: httpx2.AsyncClient,
+    kind: ChatKind = "langchain",
+    book: UsageLedger | None = None,
 ) -> BaseChatModel | OpenAIChat:
     """Chat client of the judge; no temperature is sent unless one is set."""
     return chat_client(
-        settings,
-        pool,
-        kind,
-        "judge",
-        temperature=settings.judge_temperature,
+        settings, pool, kind, "judge", temperature=settings.judge_temperature, book=book
     )
 
 
-def embeddings(settings: Settings, pool: httpx2.AsyncClient | None) -> Embeddings:
+def embeddings(
+    settings: Settings, pool: httpx2.AsyncClient | None, book: UsageLedger | None = None
+) -> Embeddings:
     """Embedding client; ``local`` loads all-MiniLM-L6-v2 on this machine (no ``pool``).
 
     Texts are sent as strings, never as token ids (which many OpenAI-compatible servers
@@ -205,8 +213,8 @@ def embeddings(settings: Settings, pool: httpx2.AsyncClient | None) -> Embedding
     key = api_key(endpoint.key_env, "embeddings")
     client = openai_client(endpoint.base_url, key, settings, pool)
     usage = None
-    if settings.usage_path is not None:
+    if book is not None:
         price = price_table(settings.prices_path).price(settings.embedding_model)
-        usage = EmbeddingUsage(ledger(settings.usage_path), settings.embedding_model, price)
+        usage = EmbeddingUsage(book, settings.embedding_model, price)
     direct = DirectPost.of(client, pool)
     return OpenAICompatibleEmbeddings(client, settings.embedding_model, usage, direct)

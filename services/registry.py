@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from aidanbench.core.errors import ConfigError, MalformedReply
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, ROLES, Settings
+from aidanbench.record.usage import UsageLedger
 from aidanbench.services import clients, retry
 from aidanbench.services.batching import EmbeddingBatcher
 from aidanbench.services.cache import ScoreCache, endpoint_key
@@ -218,14 +219,14 @@ def embedding_namespace(settings: Settings) -> str:
 
 def embedder_key(settings: Settings) -> tuple[object, ...]:
     """What makes two settings' embedding clients the same: the model and endpoint, its
-    key, what its requests are bounded by, and where their usage and vectors are kept.
+    key, what its requests are bounded by, their prices, and where their vectors are kept
+    (a factory keeps one usage ledger for all).
     Settings that differ only in the model under test (or the judge) share one batcher."""
     return (
         embedding_namespace(settings),
         settings.embedding_api_key_env,
         settings.request_timeout,
         settings.max_retries,
-        settings.usage_path,
         settings.prices_path,
         settings.cache_path,
     )
@@ -347,8 +348,10 @@ class OpenAIServices:
         cache_bytes: int | None = None,
         adaptive: bool = True,
         share: int = 1,
+        ledger: UsageLedger | None = None,
     ) -> None:
         self.transport = transport
+        self.ledger = ledger
         self.share = max(1, share)
         self.chat = chat
         self.cache_bytes = cache_bytes
@@ -453,10 +456,13 @@ class OpenAIServices:
         else:
             state.embedders[key] = services.embedder
         local = settings.embedding_model == LOCAL_EMBEDDING_MODEL
+        book = self.ledger
         services.build.update(
-            model=lambda: clients.model_under_test(settings, pool("model"), self.chat),
-            judge=lambda: clients.judge(settings, pool("judge"), self.chat),
-            embeddings=lambda: clients.embeddings(settings, None if local else pool("embeddings")),
+            model=lambda: clients.model_under_test(settings, pool("model"), self.chat, book),
+            judge=lambda: clients.judge(settings, pool("judge"), self.chat, book),
+            embeddings=lambda: clients.embeddings(
+                settings, None if local else pool("embeddings"), book
+            ),
         )
         return services
 

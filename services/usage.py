@@ -7,7 +7,9 @@ writes one ``sent`` line before it goes out (so a request the server saw is coun
 even when the process dies before the reply) and one ``usage`` line when its reply
 arrives, with the tokens the provider reported and the dollars; embedding requests do
 the same. The lines, how they are appended (so a SIGKILL loses none) and their totals
-are ``record.usage``'s; this module decides what goes in them.
+are ``record.usage``'s (with the run's budget, ``UsageLedger``); this module decides
+what goes in them: what a request can cost at most, and what its reply cost
+(``usage_line``, the one place a reply is priced).
 
 Every request is one of three things, and totals say how many of each:
 
@@ -22,22 +24,13 @@ Every request is one of three things, and totals say how many of each:
   provider may bill it, so its ``sent`` line carries an upper bound (``bound_usd``: the
   prompt's UTF-8 bytes as input tokens, and the request's ``max_tokens`` or
   ``OUTPUT_TOKENS_BOUND`` as output).
-
-The ledger also holds the run-wide budget (``max_cost``): once the dollars spent reach
-it, ``exhausted`` turns true; the driver stops starting questions and ``decide`` stops
-the ones in flight at their next turn (stop reason ``budget``). Spent means known
-dollars, estimated dollars of replies without usage, and the upper bound of every
-unrecorded request, so a budget never silently stops counting.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 from uuid import UUID
 
@@ -45,13 +38,7 @@ from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import LLMResult
 
-from aidanbench.record.usage import (
-    TOKEN_FIELDS,
-    LedgerFile,
-    LedgerLine,
-    ledger_lines,
-    unrecorded_lines,
-)
+from aidanbench.record.usage import TOKEN_FIELDS, UsageLedger
 from aidanbench.services.pricing import Price, PriceTable
 
 MESSAGE_TOKENS = 8
@@ -177,6 +164,20 @@ def reply_usage(message: AIMessage) -> Usage:
     )
 
 
+def reply_text(message: AIMessage) -> str:
+    """The text of a chat reply (content blocks joined; reasoning blocks skipped)."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "".join(parts)
+
+
 def served_model(message: AIMessage) -> str | None:
     """The model the provider says served a chat reply (its ``model`` field), if named."""
     metadata = message.response_metadata
@@ -201,203 +202,59 @@ def usage_metadata(usage: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-@dataclass
-class UsageLedger:
-    """The append-only usage file of one run directory, and the run's budget."""
-
-    path: Path
-    max_cost: float | None = None
-    """Dollars after which the run stops (None: no cap)."""
-    spent: float = 0.0
-    """Dollars so far, this session's and earlier ones': known dollars, estimates of
-    replies without usage, and the bounds of requests left unrecorded (earlier sessions'
-    requests that never got a reply, and this session's that failed without one)."""
-    _file: LedgerFile = field(init=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _in_flight: dict[str, float] = field(default_factory=dict)
-    _read_to: int = 0
-    """Bytes of the file read so far (``catch_up`` reads on from there)."""
-    _mine: set[str] | None = None
-    """While following (``follow``), the requests this process sent whose answering line
-    ``catch_up`` has not read yet."""
-
-    def __post_init__(self) -> None:
-        self._file = LedgerFile(self.path)
-        data = self._read_from(0)
-        lines = list(ledger_lines(data))
-        for line in lines:
-            if line.event == "usage":
-                self.spent += line.dollars_bound or 0.0
-        for unanswered in unrecorded_lines(lines):
-            self.spent += (unanswered.bound_usd if unanswered else None) or 0.0
-
-    def _read_from(self, offset: int) -> bytes:
-        """The file's whole lines from ``offset`` on; ``_read_to`` moves past them."""
-        try:
-            with self.path.open("rb") as file:
-                file.seek(offset)
-                data = file.read()
-        except FileNotFoundError:
-            return b""
-        whole = data[: data.rfind(b"\n") + 1]
-        self._read_to = offset + len(whole)
-        return whole
-
-    def follow(self) -> None:
-        """From now on, ``catch_up`` counts what other processes append.
-
-        Several processes of one session (``runner.workers``) append to one file, and each
-        keeps the run-wide budget: each counts its own lines as it writes them and the
-        others' when it catches up. Call this before the other processes start writing:
-        everything in the file now has been counted already."""
-        with self._lock:
-            if self._mine is None:
-                self._mine = set()
-                self._read_from(self._read_to)
-
-    def catch_up(self) -> None:
-        """Count what other processes appended since the last look (``follow``)."""
-        with self._lock:
-            if self._mine is None:
-                return
-            for line in ledger_lines(self._read_from(self._read_to)):
-                request = str(line.id)
-                if request in self._mine:
-                    if line.event != "sent":
-                        self._mine.discard(request)
-                    continue
-                self._count(line)
-
-    @property
-    def exhausted(self) -> bool:
-        """Whether the run's budget is spent."""
-        return self.max_cost is not None and self.spent >= self.max_cost
-
-    def write(self, line: dict[str, Any]) -> None:
-        """Append one line (one ``write``: whole, or, cut by a crash, skipped on reading)."""
-        with self._lock:
-            written = self._file.append(line)
-            self._count(written)
-            if self._mine is not None and written.event == "sent":
-                self._mine.add(str(written.id))
-
-    def _count(self, line: LedgerLine) -> None:
-        """Keep ``spent`` current (called under the lock)."""
-        request = str(line.id)
-        if line.event == "sent":
-            self._in_flight[request] = line.bound_usd or 0.0
-        elif line.event == "usage":
-            self._in_flight.pop(request, None)
-            self.spent += line.dollars_bound or 0.0
-        elif line.event == "refused":
-            self._in_flight.pop(request, None)
-        elif line.event == "failed":  # no reply: it may have been billed, at most its bound
-            self.spent += self._in_flight.pop(request, 0.0)
-
-    def sent(
-        self,
-        role: str,
-        model: str,
-        where: dict[str, Any],
-        *,
-        input_tokens: int | None = None,
-        output_tokens: int = OUTPUT_TOKENS_BOUND,
-        price: Price | None = None,
-    ) -> str:
-        """A request is about to go out; returns its id for the lines that answer it.
-
-        ``input_tokens`` and ``output_tokens`` bound what it can be billed for.
-        """
-        request = uuid.uuid4().hex[:16]
-        bound = None
-        if input_tokens is not None and price is not None:
-            bound = price.dollars(input_tokens, 0, output_tokens)
-        self.write(
-            {
-                "event": "sent",
-                "id": request,
-                "role": role,
-                "model": model,
-                **where,
-                "bound_input_tokens": input_tokens,
-                "bound_output_tokens": output_tokens,
-                "bound_usd": bound,
-            }
-        )
-        return request
-
-    def replied(
-        self,
-        role: str,
-        model: str,
-        usage: Usage,
-        price: Price | None,
-        where: dict[str, Any],
-        *,
-        priced_as: str | None = None,
-        served: str | None = None,
-        batch: bool = False,
-        request: str | None = None,
-        prompt: str | None = None,
-        reply: str = "",
-    ) -> None:
-        """A reply arrived with this usage; ``price`` is the served model's
-        (``PriceTable.served_price``), at batch prices for a ``batch`` call. ``prompt``
-        and ``reply`` estimate the usage when the reply reported none; ``priced_as``
-        names the model asked for when it is not ``model`` (a variant ``NAME@LABEL`` is
-        asked as ``NAME``)."""
-        line: dict[str, Any] = {
-            "event": "usage",
-            "id": request,
-            "role": role,
-            "model": model,
-            **({"priced_as": priced_as} if priced_as not in (None, model) else {}),
-            **where,
-            "served_model": served,
-            **{name: getattr(usage, name) for name in TOKEN_FIELDS},
-            "provider_cost": usage.provider_cost,
-            "cost_usd": usage.dollars(price),
-        }
-        if batch:
-            line["batch"] = True
-        if not usage.reported and prompt is not None:
-            estimate = usage.estimated(prompt, reply)
-            line["estimated_input_tokens"] = estimate.input_tokens
-            line["estimated_output_tokens"] = estimate.output_tokens
-            line["estimated_cost_usd"] = estimate.dollars(price)
-        self.write(line)
-
-    def failed(self, role: str, model: str, request: str, status: int | None) -> None:
-        """A request ended without a usable reply: ``refused`` with an HTTP error status
-        (not billed), else ``failed`` (no reply to read: it counts at its bound)."""
-        refused = status is not None and status >= 400
-        event = "refused" if refused else "failed"
-        self.write({"event": event, "id": request, "role": role, "model": model, "status": status})
-
-    def close(self) -> None:
-        """Close the file (a later write opens it again)."""
-        self._file.close()
+PRICED = "aidanbench_usage"
+"""The key of ``response_metadata`` under which a chat client leaves the ledger's
+``usage`` line of a reply, so the node that reads the reply takes its tokens and dollars
+from that line (``reply_line``) instead of pricing the reply a second time."""
 
 
-_ledgers: dict[Path, UsageLedger] = {}
-_ledgers_lock = threading.Lock()
+def usage_line(
+    role: str,
+    model: str,
+    usage: Usage,
+    price: Price | None,
+    where: Mapping[str, Any],
+    *,
+    priced_as: str | None = None,
+    served: str | None = None,
+    batch: bool = False,
+    request: str | None = None,
+    prompt: str | None = None,
+    reply: str = "",
+) -> dict[str, Any]:
+    """The ledger's ``usage`` line of one reply: the one place a reply is priced.
+
+    ``price`` is the served model's (``PriceTable.served_price``), at batch prices for a
+    ``batch`` call. ``prompt`` and ``reply`` estimate the usage when the reply reported
+    none; ``priced_as`` names the model asked for when it is not ``model`` (a variant
+    ``NAME@LABEL`` is asked as ``NAME``)."""
+    line: dict[str, Any] = {
+        "event": "usage",
+        "id": request,
+        "role": role,
+        "model": model,
+        **({"priced_as": priced_as} if priced_as not in (None, model) else {}),
+        **where,
+        "served_model": served,
+        **{name: getattr(usage, name) for name in TOKEN_FIELDS},
+        "provider_cost": usage.provider_cost,
+        "cost_usd": usage.dollars(price),
+    }
+    if batch:
+        line["batch"] = True
+    if not usage.reported and prompt is not None:
+        estimate = usage.estimated(prompt, reply)
+        line["estimated_input_tokens"] = estimate.input_tokens
+        line["estimated_output_tokens"] = estimate.output_tokens
+        line["estimated_cost_usd"] = estimate.dollars(price)
+    return line
 
 
-def ledger(path: str | Path) -> UsageLedger:
-    """The one ``UsageLedger`` of a file in this process."""
-    key = Path(path).resolve()
-    with _ledgers_lock:
-        if key not in _ledgers:
-            _ledgers[key] = UsageLedger(key)
-        return _ledgers[key]
-
-
-def forget_ledger(path: str | Path) -> None:
-    """Close and drop the process's ledger of ``path`` (a run ended)."""
-    with _ledgers_lock:
-        found = _ledgers.pop(Path(path).resolve(), None)
-    if found is not None:
-        found.close()
+def bound(price: Price | None, input_tokens: int | None, output_tokens: int) -> float | None:
+    """What a request can be billed at most (None without a price or an input bound)."""
+    if price is None or input_tokens is None:
+        return None
+    return price.dollars(input_tokens, 0, output_tokens)
 
 
 def call_site(metadata: dict[str, Any] | None) -> dict[str, Any]:
@@ -453,13 +310,14 @@ class ChatLedger:
 
     def sent(self, where: dict[str, Any], prompt: str, output_tokens: int) -> str:
         """Record a request for ``prompt`` as sent; its id, for ``replied`` or ``failed``."""
+        tokens = prompt_tokens(prompt)
         return self.ledger.sent(
             self.role,
             self.model,
             where,
-            input_tokens=prompt_tokens(prompt),
+            input_tokens=tokens,
             output_tokens=output_tokens,
-            price=self.price,
+            bound_usd=bound(self.price, tokens, output_tokens),
         )
 
     def replied(
@@ -471,9 +329,9 @@ class ChatLedger:
         prompt: str,
     ) -> None:
         """Record the reply ``message`` to request ``request`` with its ``usage``, priced
-        as the model that served it."""
+        as the model that served it; the line is left on the message (``PRICED``)."""
         served = served_model(message)
-        self.ledger.replied(
+        line = usage_line(
             self.role,
             self.model,
             usage,
@@ -483,8 +341,10 @@ class ChatLedger:
             served=served,
             request=request,
             prompt=prompt,
-            reply=message.content if isinstance(message.content, str) else "",
+            reply=reply_text(message),
         )
+        self.ledger.write(line)
+        message.response_metadata[PRICED] = line
 
     def failed(self, request: str, error: BaseException) -> None:
         """Record that request ``request`` failed with ``error``."""
@@ -578,7 +438,12 @@ class EmbeddingUsage:
         where = {"thread": None, "node": None}
         tokens = sum(text_tokens(t) for t in texts)
         return self.ledger.sent(
-            "embeddings", self.model, where, input_tokens=tokens, output_tokens=0, price=self.price
+            "embeddings",
+            self.model,
+            where,
+            input_tokens=tokens,
+            output_tokens=0,
+            bound_usd=bound(self.price, tokens, 0),
         )
 
     def replied(self, raw: Any, request: str, texts: list[str]) -> None:
@@ -587,15 +452,17 @@ class EmbeddingUsage:
         usage = raw_usage(raw)
         if usage.input_tokens is not None and usage.output_tokens is None:
             usage = replace(usage, output_tokens=0)
-        self.ledger.replied(
-            "embeddings",
-            self.model,
-            usage,
-            self.price,
-            where,
-            request=request,
-            prompt="".join(texts),
-            reply="",
+        self.ledger.write(
+            usage_line(
+                "embeddings",
+                self.model,
+                usage,
+                self.price,
+                where,
+                request=request,
+                prompt="".join(texts),
+                reply="",
+            )
         )
 
     def failed(self, request: str, error: BaseException) -> None:

@@ -19,12 +19,11 @@ import pytest
 from aidanbench.cli.main import main
 from aidanbench.core.errors import MalformedReply
 from aidanbench.graph.questions import bundled_questions
-from aidanbench.nodes.context import reply_text
 from aidanbench.nodes.prompts import render_coherence, render_generate
 from aidanbench.services import chat as chat_module
 from aidanbench.services import clients
 from aidanbench.services.chat import OpenAIChat, read_reply
-from aidanbench.services.usage import reply_usage
+from aidanbench.services.usage import reply_text, reply_usage
 from aidanbench.testing import Fault, OpenAIStub, RequestInfo, ScriptedBrain, when
 from aidanbench.testing.settings import stub_flags, stub_settings
 

@@ -23,11 +23,11 @@ from aidanbench.core.errors import EndpointRefused, UsageError
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.record.lines import QuestionLine
+from aidanbench.record.recorder import RunLines
 from aidanbench.runner import Progress, RunSpec, Task, prepare, run
 from aidanbench.runner.admission import Admission
 from aidanbench.runner.drive import PLAN_CHUNK, Plan, drive
 from aidanbench.runner.engine import execute
-from aidanbench.runner.tasks import RunLines
 from aidanbench.testing import (
     Fault,
     Latency,

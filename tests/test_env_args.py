@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from aidanbench.cli.main import main
-from aidanbench.graph.questions import bundled_questions, question_set_hash
+from aidanbench.graph.questions import bundled_questions
+from aidanbench.record.metadata import question_set_hash
 from aidanbench.testing import OpenAIStub, ScriptedBrain
 
 from .commands import stub_endpoints

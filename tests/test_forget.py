@@ -14,6 +14,7 @@ import pytest
 from aidanbench.cli.main import main
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.record.lines import read_lines
+from aidanbench.record.recorder import Recorder
 from aidanbench.runner import forget as forget_module
 from aidanbench.testing import OpenAIStub, ScriptedBrain
 from aidanbench.testing.settings import stub_flags
@@ -103,7 +104,7 @@ def test_a_forget_cut_short_is_finished_by_running_it_again(
     def dies(*args: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(forget_module, "write_lines", dies)
+    monkeypatch.setattr(Recorder, "replace_lines", dies)
     with pytest.raises(KeyboardInterrupt):
         forget_module.forget(two_models, ["m2"])
     assert len(threads(two_models)) == 2, "the threads went together"

@@ -13,10 +13,10 @@ import pytest
 from aidanbench.cli.main import main
 from aidanbench.core.errors import printable
 from aidanbench.graph.questions import bundled_questions
+from aidanbench.record.lines import thread_id
 from aidanbench.runner.engine import Prepared, execute
+from aidanbench.runner.session import model_fields
 from aidanbench.runner.spec import RunSpec, build_tasks
-from aidanbench.runner.store import model_fields
-from aidanbench.runner.tasks import thread_id
 from aidanbench.testing import Fault, OpenAIStub, RequestInfo, ScriptedBrain
 from aidanbench.testing.settings import TEST_KEY_VARIABLE
 from tests.commands import stub_run

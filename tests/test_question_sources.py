@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import pytest
 
 from aidanbench.cli.main import main
-from aidanbench.graph.questions import question_set_hash
+from aidanbench.record.metadata import question_set_hash
 from aidanbench.testing import OpenAIStub, ScriptedBrain
 from aidanbench.testing.settings import stub_flags
 

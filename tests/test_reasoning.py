@@ -23,8 +23,8 @@ import pytest
 from aidanbench.cli.main import main
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
+from aidanbench.runner.session import model_fields
 from aidanbench.runner.spec import RunSpec, build_tasks
-from aidanbench.runner.store import model_fields
 from aidanbench.services import ServicesFactory
 from aidanbench.testing import (
     Kind,

@@ -189,7 +189,7 @@ def test_into_then_run_asks_only_for_answers_past_each_chain(
         )
         == 2
     )
-    assert "is a run directory already" in capsys.readouterr().err
+    assert "exists already; name a new one" in capsys.readouterr().err
 
 
 def _lines(payload: dict[str, Any]) -> list[dict[str, Any]]:

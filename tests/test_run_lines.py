@@ -7,34 +7,35 @@ from pathlib import Path
 import pytest
 
 from aidanbench.core.settings import Settings
-from aidanbench.runner import tasks as runner_tasks
-from aidanbench.runner.tasks import RunLines, Task
+from aidanbench.record import recorder
+from aidanbench.record.recorder import RunLines
+from aidanbench.runner.tasks import Task
 
 
 def output(score: int) -> dict[str, object]:
     return {"answers": [], "stop_reason": "coherence", "error": None, "score": score}
 
 
-async def test_files_are_rewritten_at_most_every_interval(
+def test_files_are_rewritten_at_most_every_interval(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = [100.0]
     writes: list[int] = []
     monkeypatch.setattr(
-        runner_tasks, "write_lines", lambda _dir, lines, _texts: writes.append(len(lines))
+        recorder, "write_lines", lambda _dir, lines, _texts: writes.append(len(lines))
     )
     lines = RunLines(tmp_path, every=5.0, clock=lambda: clock[0])
     tasks = [Task(Settings(), f"Question {i}?", 1) for i in range(4)]
 
-    await lines.finished(tasks[0], output(1))
+    lines.finished(tasks[0].line(output(1)))
     assert writes == [1], "the first finished question is written at once"
     clock[0] += 1.0
-    await lines.finished(tasks[1], output(2))
+    lines.finished(tasks[1].line(output(2)))
     assert writes == [1], "a second finish within the interval waits"
     clock[0] += 4.0
-    await lines.finished(tasks[2], output(3))
+    lines.finished(tasks[2].line(output(3)))
     assert writes == [1, 3], "after the interval, the next finish writes every line"
-    lines.record(tasks[3], output(4))
+    lines.keep(tasks[3].line(output(4)))
     lines.write()
     assert writes == [1, 3, 4], "the driver's final write carries the rest"
     lines.write()
@@ -44,7 +45,7 @@ async def test_files_are_rewritten_at_most_every_interval(
     assert writes == [1, 3, 4, 4], "a line noted from a worker process is written"
 
 
-async def test_files_that_take_long_to_write_are_written_more_seldom(
+def test_files_that_take_long_to_write_are_written_more_seldom(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A rewrite that took 1 s waits 1 / WRITE_SHARE s (20 s) for the next, not 5 s: the
@@ -57,14 +58,14 @@ async def test_files_that_take_long_to_write_are_written_more_seldom(
         writes.append(clock[0])
         clock[0] += 1.0
 
-    monkeypatch.setattr(runner_tasks, "write_lines", slow_write)
+    monkeypatch.setattr(recorder, "write_lines", slow_write)
     lines = RunLines(tmp_path, every=5.0, clock=lambda: clock[0])
     tasks = [Task(Settings(), f"Question {i}?", 1) for i in range(3)]
-    await lines.finished(tasks[0], output(1))
+    lines.finished(tasks[0].line(output(1)))
     clock[0] += 10.0
-    await lines.finished(tasks[1], output(2))
+    lines.finished(tasks[1].line(output(2)))
     assert writes == [100.0], "10 s after a write of 1 s is too soon"
     clock[0] += 10.0
-    await lines.finished(tasks[2], output(3))
+    lines.finished(tasks[2].line(output(3)))
     assert writes == [100.0, 121.0]
-    assert runner_tasks.WRITE_SHARE == 0.05
+    assert recorder.WRITE_SHARE == 0.05

@@ -36,8 +36,8 @@ from aidanbench.cli.main import build_parser, main
 from aidanbench.cli.run import run_spec
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.remote import follow, plan, remote_context, server_thread_id, state_values
+from aidanbench.runner.session import model_fields
 from aidanbench.runner.spec import build_tasks
-from aidanbench.runner.store import model_fields
 from aidanbench.runner.tasks import Task
 from aidanbench.services import default_services
 from aidanbench.testing import Latency, OpenAIStub, RecordedRequest, ScriptedBrain, when

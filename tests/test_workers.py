@@ -17,12 +17,14 @@ import pytest
 
 from aidanbench.core.settings import Settings
 from aidanbench.record.lines import QuestionLine
+from aidanbench.record.recorder import RunLines
+from aidanbench.record.usage import UsageLedger
 from aidanbench.runner import workers
 from aidanbench.runner.progress import Progress
-from aidanbench.runner.tasks import RunLines, Task
+from aidanbench.runner.tasks import Task
 from aidanbench.services import OpenAIServices
 from aidanbench.services.pricing import Price
-from aidanbench.services.usage import Usage, UsageLedger
+from aidanbench.services.usage import Usage, bound, usage_line
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain
 
 from .commands import generations
@@ -62,10 +64,11 @@ def test_each_ledger_counts_what_the_others_spent(tmp_path: Path) -> None:
     price = Price(input=1.0, cached_input=None, output=1.0)
     where = {"thread": "t", "node": "generate"}
     one = UsageLedger(path)
-    probe = one.sent("model", "m", where, input_tokens=10, price=price)  # a preflight's
-    one.replied(
-        "model", "m", Usage(input_tokens=500_000, output_tokens=0), price, where, request=probe
+    probe = one.sent(  # a preflight's
+        "model", "m", where, input_tokens=10, output_tokens=10, bound_usd=bound(price, 10, 10)
     )
+    usage = Usage(input_tokens=500_000, output_tokens=0)
+    one.write(usage_line("model", "m", usage, price, where, request=probe))
     one.follow()
     one.catch_up()
     assert one.spent == pytest.approx(0.5), "what it wrote before following counts once"
@@ -73,15 +76,11 @@ def test_each_ledger_counts_what_the_others_spent(tmp_path: Path) -> None:
     other.follow()
     assert other.spent == pytest.approx(0.5)
     one.spent = other.spent = 0.0  # from here: this session's spending
-    request = one.sent("model", "m", where, input_tokens=10, price=price)
-    one.replied(
-        "model",
-        "m",
-        Usage(input_tokens=1_000_000, output_tokens=1_000_000),
-        price,
-        where,
-        request=request,
+    request = one.sent(
+        "model", "m", where, input_tokens=10, output_tokens=10, bound_usd=bound(price, 10, 10)
     )
+    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
+    one.write(usage_line("model", "m", usage, price, where, request=request))
     assert one.spent == pytest.approx(2.0)
     assert other.spent == 0.0
     other.catch_up()
@@ -90,7 +89,9 @@ def test_each_ledger_counts_what_the_others_spent(tmp_path: Path) -> None:
     assert one.spent == pytest.approx(2.0), "its own lines are not counted twice"
     other.max_cost = 1.5
     assert other.exhausted
-    failed = other.sent("model", "m", where, input_tokens=10, price=price)
+    failed = other.sent(
+        "model", "m", where, input_tokens=10, output_tokens=4096, bound_usd=bound(price, 10, 4096)
+    )
     other.failed("model", "m", failed, None)
     one.catch_up()
     assert one.spent == pytest.approx(other.spent), "a failed request counts at its bound"

@@ -21,8 +21,7 @@ from aidanbench.analysis import cost
 from aidanbench.analysis.inputs import read_input
 from aidanbench.analysis.summary import COUNTING, INTERVAL_METHOD, SummaryRow, summarise
 from aidanbench.core.thresholds import Thresholds
-from aidanbench.graph.questions import question_set_hash
-from aidanbench.record.metadata import Metadata, read_metadata
+from aidanbench.record.metadata import Metadata, question_set_hash, read_metadata
 from aidanbench.record.results import AnswerRow, QuestionResult
 
 LineKey = tuple[str, float, str, int]

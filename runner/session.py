@@ -1,21 +1,20 @@
-"""The run directory as the engine keeps it: metadata, sessions, carried lines, spending.
+"""What a session may do to a run directory, and what it adds to the run's metadata.
 
 ``metadata.json`` records the run as it has grown: every model, temperature and repeat
 ever asked for (``spec``), each model's scoring settings (``scoring_settings``, fixed
 once the model is in the run) and one entry per session in ``sessions`` with the
 operational settings that session applied (endpoints, limits, timeouts, server…),
-when it started and ended and how.
+when it started and ended and how. This module decides those records from a session's
+specification (``grown_metadata``) and refuses a session that would change how a model
+already in the run is measured; the recorder (``record.recorder``) writes them.
 """
 
 from __future__ import annotations
 
-import os
 import platform
 import sqlite3
 import subprocess
-import sys
-import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -30,46 +29,28 @@ from aidanbench.core.setting_kinds import (
     scoring_settings,
 )
 from aidanbench.core.settings import ROLES, Settings, variant_label
-from aidanbench.graph.questions import question_set_hash
 from aidanbench.nodes.prompts import prompts_sha256
 from aidanbench.record import files
-from aidanbench.record.lines import LineThresholds, QuestionLine, normal_text, read_lines
+from aidanbench.record.lines import LineThresholds, normal_text, read_lines
 from aidanbench.record.metadata import (
     Grid,
     Judging,
     Metadata,
     RunSettings,
-    RunTotals,
     Session,
     ThresholdSource,
-    read_metadata,
+    question_set_hash,
 )
-from aidanbench.record.usage import summarise_ledger
+from aidanbench.record.recorder import now
 from aidanbench.runner.campaign import redacted
 from aidanbench.runner.spec import RunSpec, base_urls
 from aidanbench.runner.tasks import Task
 from aidanbench.services.pricing import price_table
-from aidanbench.services.usage import forget_ledger
 
 RESCORE_FIELDS = frozenset(
     {"coherence_threshold", "novelty_threshold", "llm_novelty_threshold", "max_answers"}
 )
 """Scoring settings ``aidanbench rescore`` can apply to stored answers when stricter."""
-
-
-def stored_metadata(run_dir: Path) -> Metadata | None:
-    """The run directory's ``metadata.json``; a damaged one is a one-line ``UsageError``."""
-    if not run_dir.is_dir():
-        return None
-    try:
-        return read_metadata(run_dir)
-    except ValueError as exc:
-        raise UsageError(
-            f"{printable(str(exc))}; restore it from a backup, or move it away to continue "
-            "(each question thread records its own settings)"
-        ) from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {run_dir / files.METADATA}: {exc.strerror}") from None
 
 
 def stored_scoring(stored: Metadata | None) -> dict[str, dict[str, Any]]:
@@ -182,23 +163,6 @@ def scoring_change_line(run_dir: Path, model: str, name: str, stored: Any, given
         f"scoring setting cannot change within a run; start a new --run-dir for it{rescore}"
         f"{keep}"
     )
-
-
-def carried_lines(run_dir: Path) -> list[QuestionLine]:
-    """The question lines already in the run directory (with their answers), in order.
-
-    A later session that leaves a model, temperature, question or repeat out keeps these
-    lines in its outputs: leaving something out never deletes its results. Files from an
-    interrupted write cannot be trusted line by line; they are left for the threads of
-    this session to rewrite, with a warning.
-    """
-    if not (run_dir / files.QUESTIONS).exists():
-        return []
-    try:
-        return read_lines(run_dir)
-    except ValueError as exc:
-        print(f"{printable(str(exc))}; only this session's questions are written", file=sys.stderr)
-        return []
 
 
 def stored_spellings(run_dir: Path) -> dict[str, str]:
@@ -377,80 +341,6 @@ def judging_record(settings: Settings, source: Mapping[str, Any] | None) -> Judg
     )
 
 
-def drop_models_without_lines(
-    meta: Metadata, models: Sequence[str], lines: Sequence[QuestionLine]
-) -> list[str]:
-    """Take each of ``models`` that has no question line out of the run's model lists
-    (``spec.models``, ``scoring_settings``, ``judging``); return them.
-
-    Such a model never produced an answer or a stop (a mistyped name stopped by its
-    endpoint's refusal, a run interrupted before its first answer): it is not part of the
-    run, and a later session may bring it in with other scoring settings. Its threads
-    are left as they are (``aidanbench forget`` removes them); a thread's own record
-    (``measured``) still guards what it continues. The sessions' own records keep what
-    each session asked for.
-    """
-    present = {line.model for line in lines}
-    gone = [model for model in dict.fromkeys(models) if model not in present]
-    if meta.spec is not None and "models" in meta.spec.model_fields_set:
-        meta.spec.models = [m for m in meta.spec.models if m not in gone]
-    if meta.scoring_settings is not None:
-        meta.scoring_settings = {m: s for m, s in meta.scoring_settings.items() if m not in gone}
-    if meta.judging is not None:
-        meta.judging = {m: j for m, j in meta.judging.items() if m not in gone}
-    return gone
-
-
-def question_counts(meta: Metadata, questions: Iterable[str]) -> None:
-    """Record the run's question set (every line's, all sessions) in ``meta``."""
-    found = list(dict.fromkeys(normal_text(question) for question in questions))
-    meta.questions = len(found)
-    meta.questions_sha256 = question_set_hash(found)
-    meta.question_set_sha256 = question_set_hash(sorted(found))
-
-
-def record_spending(meta: Metadata, spec: RunSpec) -> None:
-    """Write what was sent and spent into the metadata's ``totals`` and ``usage``.
-
-    ``totals`` keeps the recorded answers' figures under ``recorded_*``; ``api_calls``
-    and ``tokens`` become what was actually sent, across sessions, redone calls
-    included, ``dollars`` the run's cost (null when a model has no price or a reply no
-    usage), ``unrecorded`` the requests sent without a recorded reply and
-    ``dollars_bound`` what the run can have cost at most (``record.usage``).
-    """
-    path = spec.run_dir / files.LEDGER
-    forget_ledger(path)
-    if not path.exists():
-        return
-    usage = summarise_ledger(path)
-    recorded = meta.totals or RunTotals()
-    meta.totals = RunTotals.model_validate(
-        {
-            **recorded.model_dump(exclude_unset=True),
-            "recorded_api_calls": recorded.api_calls,
-            "recorded_tokens": recorded.tokens,
-            "recorded_dollars": recorded.dollars,
-            "api_calls": usage.api_calls,
-            "unrecorded": usage.unrecorded,
-            "tokens": usage.tokens,
-            "dollars": usage.dollars,
-            "dollars_bound": usage.dollars_bound,
-        }
-    )
-    meta.usage = usage
-    for judging in (meta.judging or {}).values():
-        judging.served = (usage.served_models or {}).get(f"judge:{judging.judge_model}", {})
-    meta.prices = {
-        **price_table(spec.prices).describe(),
-        "file": None if spec.prices is None else str(spec.prices),
-    }
-    meta.caps = {
-        "max_cost": spec.max_cost,
-        "max_question_cost": spec.settings.get("max_question_cost"),
-        "max_question_seconds": spec.settings.get("max_question_seconds"),
-    }
-
-
 def sqlite_problem(path: Path) -> str | None:
     """What is wrong with the SQLite file at ``path`` (None when it reads as sound).
 
@@ -481,21 +371,6 @@ def check_checkpoints(path: Path) -> None:
         )
 
 
-def set_aside_damaged_cache(path: Path) -> None:
-    """``cache.sqlite`` only saves recomputation: a damaged one is moved aside and rebuilt."""
-    if not path.exists() or sqlite_problem(path) is None:
-        return
-    aside = path.with_name(f"{path.name}.damaged")
-    os.replace(path, aside)
-    for suffix in ("-wal", "-shm"):
-        path.with_name(path.name + suffix).unlink(missing_ok=True)
-    print(
-        f"{printable(str(path))} was damaged and is only a cache: moved to {aside.name}, "
-        "rebuilt as the run goes",
-        file=sys.stderr,
-    )
-
-
 @contextmanager
 def closing_db(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """A sqlite3 connection closed on exit (its own context manager only commits)."""
@@ -521,6 +396,20 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def now() -> str:
-    """The local time, as metadata records it."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+def spending(spec: RunSpec, limits: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What a finished session records beside what it spent: the price table its dollars
+    come from, its caps, and each endpoint's adaptive limit (``limits``, when known)."""
+    recorded: dict[str, Any] = {
+        "prices": {
+            **price_table(spec.prices).describe(),
+            "file": None if spec.prices is None else str(spec.prices),
+        },
+        "caps": {
+            "max_cost": spec.max_cost,
+            "max_question_cost": spec.settings.get("max_question_cost"),
+            "max_question_seconds": spec.settings.get("max_question_seconds"),
+        },
+    }
+    if limits is not None:
+        recorded["endpoint_limits"] = dict(limits)
+    return recorded
