@@ -99,6 +99,14 @@ def register(subparsers: Any) -> None:
         help="with --store: seconds between looks at threads running elsewhere (5)",
     )
     p.add_argument(
+        "--store-outage",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="with --store: seconds a store that stops answering is waited for, every "
+        "request to it tried again, before the run gives up on it (60)",
+    )
+    p.add_argument(
         "--use-stored-settings",
         action="store_true",
         help="continue a run directory with the settings it was started with",
@@ -137,7 +145,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
-    for flag in ("claim_lease", "claim_poll"):
+    for flag in ("claim_lease", "claim_poll", "store_outage"):
         value = getattr(args, flag, 1.0)
         if not 0 < value < float("inf"):
             raise UsageError(f"--{flag.replace('_', '-')} must be positive seconds, got {value}")
@@ -160,6 +168,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
             store=getattr(args, "store", None),
             claim_lease=getattr(args, "claim_lease", 60.0),
             claim_poll=getattr(args, "claim_poll", 5.0),
+            store_outage=getattr(args, "store_outage", 60.0),
             concurrency=args.concurrency,
             workers=args.workers,
             use_stored_settings=args.use_stored_settings,

@@ -49,8 +49,8 @@ from aidanbench.record.results import QuestionResult, results_of, run_totals, to
 from aidanbench.record.usage import UsageLedger, summarise_ledger
 
 Repair = Callable[[Path], list[QuestionLine]]
-"""Rebuilds a run directory's question lines from its threads (the checkpoints), for a
-directory whose line files cannot be read."""
+"""Rebuilds a run directory's question lines from its threads (its checkpoints, or the
+shared store's lines of this machine), for a directory whose line files cannot be read."""
 
 
 def now() -> str:
@@ -95,7 +95,7 @@ def stored_lines(run_dir: Path, repair: Repair | None = None) -> list[QuestionLi
         )
     rebuilt = repair(run_dir)
     print(
-        f"{problem}; rebuilt {len(rebuilt)} question lines from the run's checkpoints",
+        f"{problem}; rebuilt {len(rebuilt)} question lines from the run's threads",
         file=sys.stderr,
     )
     return rebuilt
@@ -159,6 +159,8 @@ class RunLines:
         self._texts = LineTexts()
         self._changed = True
         """Whether a line was noted since the files were last written."""
+        self.restored = 0
+        """Lines of threads found finished that the files lacked (``keep``)."""
 
     def stopped_before(self, thread: str) -> bool:
         """Whether the files of earlier sessions show the thread stopped for good (the
@@ -166,8 +168,12 @@ class RunLines:
         line = self.lines.get(thread)
         return line is not None and line.finished
 
-    def keep(self, line: QuestionLine) -> None:
-        """Note a line (one made here, or by a worker process) without writing."""
+    def keep(self, line: QuestionLine, found: bool = False) -> None:
+        """Note a line (one made here, or by a worker process) without writing; a line
+        ``found`` (a thread found finished, its line this machine's in a shared store)
+        that the files lacked is counted as ``restored``."""
+        if found and line.thread not in self.lines:
+            self.restored += 1
         self.lines[line.thread] = line
         self._changed = True
 
@@ -329,6 +335,13 @@ class Recorder:
         metadata = self._ending("finished")
         lines = self.lines.all()
         self.lines.write()
+        if self.lines.restored:
+            print(
+                f"{printable(str(self.run_dir))} lacked {self.lines.restored} question line(s) "
+                "this machine had finished (the store failed before they were written): "
+                "restored from the store",
+                file=sys.stderr,
+            )
         results, notes = results_of(lines, metadata)
         metadata.finished_at = metadata.sessions[-1].finished_at
         metadata.totals = run_totals(totals(results))

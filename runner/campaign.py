@@ -16,18 +16,27 @@ Our three tables, beside the saver's:
 
 The URL may carry a password (libpq's ``PGPASSWORD`` and ``~/.pgpass`` are better): it is
 used to connect and nowhere else. What is recorded or printed is ``redacted``.
+
+A store that stops answering (a database restarted, a fail-over, a network blip) is
+waited for: every request of a process to it goes through one ``Outage``, which retries it
+with backoff until the store answers again or ``OUTAGE_S`` (``--store-outage``) have passed
+since it stopped answering, and tells the live table while it waits. A step of a question
+waits with it, so nothing is asked twice; only an outage longer than that ends the run,
+in one line. The pool's own logging is kept out of the terminal.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from aidanbench.core.errors import UsageError, printable
@@ -45,6 +54,13 @@ if TYPE_CHECKING:
 SCHEMES = ("postgresql", "postgres")
 CONNECT_TIMEOUT_S = 10
 """Seconds to wait for the database before refusing the store."""
+OUTAGE_S = 60.0
+"""Seconds a store that stops answering during a run is waited for (``Outage``)."""
+RETRY_S = (0.2, 5.0)
+"""The first wait between two tries of a request to a store that does not answer, and
+the longest (each wait doubles)."""
+
+T = TypeVar("T")
 
 SETUP_LOCK = 0x41494442
 """Advisory lock held while the tables are made: two workers starting together would
@@ -166,6 +182,70 @@ async def check_store(url: str) -> str:
     return shown
 
 
+class Outage:
+    """How long the store has not answered, for every request of one process to it.
+
+    ``ride`` makes a request, and while the store does not answer (a connection error, no
+    connection to be had) tries it again with backoff, until it answers or ``limit_s``
+    have passed since the store stopped answering; then the error is raised. Every
+    request that waits shares one outage, so the limit counts from the first failure.
+    Requests to the store are idempotent (upserts, reads), so trying one again after its
+    answer was lost is safe. ``tell`` is given a line when the outage starts and when it
+    ends (``runner.progress.Progress.store``).
+
+    Once the limit has passed, the store is lost: the pools of its requests (``pools``)
+    are closed, so every request still waiting for a connection (or for the saver's lock,
+    behind one that waits) fails at once, and so does every later one."""
+
+    def __init__(
+        self,
+        shown: str,
+        tell: Callable[[str | None], None] | None = None,
+        limit_s: float = OUTAGE_S,
+    ) -> None:
+        self.shown = shown
+        self.tell = tell or (lambda _: None)
+        self.limit_s = limit_s
+        self.since: float | None = None
+        """When the store stopped answering (None: it answers)."""
+        self.lost = False
+        self.pools: list[AsyncConnectionPool[Any]] = []
+        """The pools of this process's requests to the store (``connected``)."""
+
+    async def ride(self, request: Callable[[], Awaitable[T]]) -> T:
+        """``request()``, waiting out an outage of the store (class docstring)."""
+        from psycopg import OperationalError
+        from psycopg_pool import PoolTimeout
+
+        wait, longest = RETRY_S
+        while True:
+            try:
+                answer = await request()
+            except (OperationalError, PoolTimeout):
+                now = time.monotonic()
+                if self.lost:
+                    raise
+                if self.since is None:
+                    self.since = now
+                    self.tell(
+                        f"the store {self.shown} does not answer: waiting up to "
+                        f"{self.limit_s:g} s for it (the questions wait with it)"
+                    )
+                left = self.since + self.limit_s - now
+                if left <= 0:
+                    self.lost = True
+                    for pool in self.pools:
+                        asyncio.get_running_loop().create_task(pool.close(timeout=0))
+                    raise
+                await asyncio.sleep(min(wait, left))
+                wait = min(wait * 2, longest)
+                continue
+            if self.since is not None:
+                self.tell(None)
+                self.since = None
+            return answer
+
+
 def machine_name(run_dir: Path) -> str:
     """This machine's run directory, as the campaign tables name it: host and path."""
     return f"{socket.gethostname()}:{run_dir.resolve()}"
@@ -178,7 +258,9 @@ def line_record(line: QuestionLine) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def connected(url: str, size: int = 2) -> AsyncIterator[AsyncConnectionPool[Any]]:
+async def connected(
+    url: str, size: int = 2, outage: Outage | None = None
+) -> AsyncIterator[AsyncConnectionPool[Any]]:
     """A small pool of autocommit connections to the store (as the saver wants them).
 
     Commits do not wait for the database's disk (``synchronous_commit=off``): a killed
@@ -188,21 +270,24 @@ async def connected(url: str, size: int = 2) -> AsyncIterator[AsyncConnectionPoo
     disk on each of a turn's half-dozen commits, one at a time through the saver's lock,
     made a run about three times slower.
 
-    A database that stops answering for ``CONNECT_TIMEOUT_S`` closes the pool, so every
-    request still waiting fails at once: the saver's writes wait their turn behind one
-    lock, and each waiting out the pool's timeout in turn kept a run from ending for
-    minutes (the run then stops with one line, ``runner.claims.store_lost``)."""
+    A database that stops answering is reconnected to for as long as ``outage`` waits for
+    it (which closes the pool once the store is lost); a request waits
+    ``CONNECT_TIMEOUT_S`` at most for a connection, and its ``Outage`` tries it again. The
+    pool's log of its reconnections stays out of the terminal: the live table says what
+    the run waits for."""
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
+    for name in ("psycopg.pool", "psycopg"):
+        logging.getLogger(name).propagate = False
+        logging.getLogger(name).addHandler(logging.NullHandler())
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         url,
         min_size=1,
         max_size=size,
         open=False,
         timeout=CONNECT_TIMEOUT_S,
-        reconnect_timeout=CONNECT_TIMEOUT_S,
-        reconnect_failed=_close_lost,
+        reconnect_timeout=outage.limit_s if outage is not None else CONNECT_TIMEOUT_S,
         kwargs={
             "autocommit": True,
             "prepare_threshold": 0,
@@ -212,14 +297,12 @@ async def connected(url: str, size: int = 2) -> AsyncIterator[AsyncConnectionPoo
         },
     )
     await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+    if outage is not None:
+        outage.pools.append(pool)
     try:
         yield pool
     finally:
         await pool.close()
-
-
-def _close_lost(pool: AsyncConnectionPool[Any]) -> None:
-    asyncio.get_running_loop().create_task(pool.close(timeout=0))
 
 
 async def setup(pool: AsyncConnectionPool[Any]) -> None:
@@ -253,22 +336,46 @@ async def _try_lock(conn: AsyncConnection[Any]) -> bool:
 
 @asynccontextmanager
 async def store_questions(
-    url: str, services: ServicesFactory, budget: Budget | None = None
+    url: str, services: ServicesFactory, budget: Budget | None = None, outage: Outage | None = None
 ) -> AsyncIterator[LocalQuestions]:
-    """The question graph on the store's ``AsyncPostgresSaver`` (its questions stopped
-    once the run's ``budget`` is spent), closed when the block ends (the local backend of
-    ``runner.local``, with the shared checkpointer)."""
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
+    """The question graph on the store's saver (its questions stopped once the run's
+    ``budget`` is spent; an outage of the store waited out through ``outage``), closed
+    when the block ends (the local backend of ``runner.local``, with the shared
+    checkpointer)."""
     from aidanbench.graph.question import build_question_graph
-    from aidanbench.runner.checkpoints import checkpoint_serde
     from aidanbench.runner.local import LocalQuestions
 
-    async with connected(url) as pool:
-        await setup(pool)
-        saver = AsyncPostgresSaver(pool, serde=checkpoint_serde())
+    outage = outage or Outage(redacted(url))
+    async with connected(url, outage=outage) as pool:
+        await outage.ride(lambda: setup(pool))
+        saver = riding_saver(pool, outage)
         graph = build_question_graph(services, budget=budget).compile(checkpointer=saver)
         yield LocalQuestions(graph, services)
+
+
+def riding_saver(pool: AsyncConnectionPool[Any], outage: Outage) -> Any:
+    """LangGraph's ``AsyncPostgresSaver`` on ``pool`` whose reads and writes wait out an
+    outage of the store (``Outage.ride``), reading only safe types (``checkpoint_serde``)."""
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    from aidanbench.runner.checkpoints import checkpoint_serde
+
+    saver = AsyncPostgresSaver
+
+    class RidingSaver(AsyncPostgresSaver):
+        async def aget_tuple(self, config: Any) -> Any:
+            return await outage.ride(lambda: saver.aget_tuple(self, config))
+
+        async def aget_delta_channel_history(self, **kwargs: Any) -> Mapping[str, Any]:
+            return await outage.ride(lambda: saver.aget_delta_channel_history(self, **kwargs))
+
+        async def aput(self, *args: Any) -> Any:
+            return await outage.ride(lambda: saver.aput(self, *args))
+
+        async def aput_writes(self, *args: Any, **kwargs: Any) -> None:
+            await outage.ride(lambda: saver.aput_writes(self, *args, **kwargs))
+
+    return RidingSaver(pool, serde=checkpoint_serde())
 
 
 async def record_machine(conn: AsyncConnection[Any], machine: str, metadata: Metadata) -> None:
@@ -282,14 +389,19 @@ async def record_machine(conn: AsyncConnection[Any], machine: str, metadata: Met
     )
 
 
-async def record_machine_once(url: str, machine: str, metadata: Metadata) -> None:
-    """``record_machine`` on a connection of its own."""
+async def record_machine_once(
+    url: str, machine: str, metadata: Metadata, outage: Outage | None = None
+) -> None:
+    """``record_machine`` on a connection of its own (waiting out an outage of the store)."""
     import psycopg
 
-    async with await psycopg.AsyncConnection.connect(
-        url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
-    ) as conn:
-        await record_machine(conn, machine, metadata)
+    async def record() -> None:
+        async with await psycopg.AsyncConnection.connect(
+            url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+        ) as conn:
+            await record_machine(conn, machine, metadata)
+
+    await (outage or Outage(redacted(url))).ride(record)
 
 
 @dataclass(frozen=True)
@@ -348,6 +460,22 @@ async def read_campaign(url: str) -> Campaign:
         [QuestionLine.model_validate(_json(r["line"])) for r in lines],
         {r["machine"]: Metadata.model_validate(_json(r["metadata"])) for r in machines},
     )
+
+
+def machine_lines(url: str, run_dir: Path) -> list[QuestionLine]:
+    """The lines the store holds of threads this machine's ``run_dir`` stopped: what its
+    line files hold, rebuilt when they cannot be read (``record.recorder.stored_lines``)."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    query = "SELECT line FROM aidanbench_lines WHERE machine = %s ORDER BY updated_at"
+    try:
+        with psycopg.connect(url, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT_S) as c:
+            rows = c.execute(query, (machine_name(run_dir),)).fetchall()
+    except psycopg.Error as exc:
+        shown = printable(redacted(url))
+        raise UsageError(f"cannot read the store {shown}: {scrubbed(str(exc), url)}") from None
+    return [QuestionLine.model_validate(_json(row["line"])) for row in rows]
 
 
 def _json(value: Any) -> Any:

@@ -75,15 +75,18 @@ SET line = EXCLUDED.line, machine = EXCLUDED.machine, updated_at = now()"""
 _ADD_LINE = """
 INSERT INTO aidanbench_lines (thread_id, line, machine) VALUES (%s, %s, %s)
 ON CONFLICT (thread_id) DO NOTHING"""
-_HAVE_LINES = "SELECT thread_id FROM aidanbench_lines WHERE thread_id = ANY(%s)"
+_HAVE = "SELECT thread_id, machine FROM aidanbench_lines WHERE thread_id = ANY(%s)"
 
 
 @dataclass(frozen=True)
 class ClaimTimes:
-    """The claims' timing: ``lease_s`` (``--claim-lease``), ``poll_s`` (``--claim-poll``)."""
+    """The store's timing: ``lease_s`` (``--claim-lease``), ``poll_s`` (``--claim-poll``)
+    and how long an outage of the store is waited out, ``outage_s`` (``--store-outage``,
+    ``campaign.Outage``)."""
 
     lease_s: float = LEASE_S
     poll_s: float = POLL_S
+    outage_s: float = campaign.OUTAGE_S
 
     @property
     def heartbeat_s(self) -> float:
@@ -100,10 +103,13 @@ def new_owner() -> str:
 
 
 class Waiting(Protocol):
-    """Told how many questions of this worker's list run on other workers: the live
-    table (``runner.progress.Progress``), or a worker process's reports."""
+    """Told how many questions of this worker's list run on other workers, and what the
+    store's outage is: the live table (``runner.progress.Progress``), or a worker
+    process's reports."""
 
     def elsewhere(self, count: int) -> None: ...
+
+    def store(self, outage: str | None) -> None: ...
 
 
 class Claims:
@@ -115,11 +121,13 @@ class Claims:
         machine: str,
         progress: Waiting,
         times: ClaimTimes = ClaimTimes(),
+        outage: campaign.Outage | None = None,
     ) -> None:
         self.pool = pool
         self.machine = machine
         self.progress = progress
         self.times = times
+        self.outage = outage or campaign.Outage("the store", limit_s=times.outage_s)
         self.owner = new_owner()
         self.held: dict[str, tuple[Task, asyncio.Task[Any] | None]] = {}
         """Threads claimed and running here, with the job running each."""
@@ -137,11 +145,8 @@ class Claims:
         holds it (it is deferred). A thread found stopped is a ``skip`` plan: finished, or
         (``waited``: after waiting for it) stopped by its worker on an error."""
         thread = task.thread_id
-        async with self.pool.connection() as conn:
-            found = await conn.execute(
-                _CLAIM, {"thread": thread, "owner": self.owner, "lease": self.times.lease_s}
-            )
-            claimed = await found.fetchone() is not None
+        claim = {"thread": thread, "owner": self.owner, "lease": self.times.lease_s}
+        claimed = bool(await self._rows(_CLAIM, claim))
         if not claimed:
             self.deferred[thread] = task
             self.progress.elsewhere(len(self.deferred))
@@ -162,43 +167,61 @@ class Claims:
         thread = task.thread_id
         self.held.pop(thread, None)
         rows = campaign.lines_rows([(thread, line)], self.machine)
-        async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute(_PUT_LINE, rows[0])
-            await conn.execute(_RELEASE, (thread, self.owner))
+
+        async def put() -> None:
+            async with self.pool.connection() as conn, conn.transaction():
+                await conn.execute(_PUT_LINE, rows[0])
+                await conn.execute(_RELEASE, (thread, self.owner))
+
+        await self.outage.ride(put)
 
     async def release(self, task: Task) -> None:
         """Give up the claim on ``task``'s thread without a line."""
         self.held.pop(task.thread_id, None)
-        async with self.pool.connection() as conn:
-            await conn.execute(_RELEASE, (task.thread_id, self.owner))
+        await self._rows(_RELEASE, (task.thread_id, self.owner))
 
-    async def found_finished(self, stopped: Sequence[tuple[Task, QuestionLine]]) -> None:
-        """Lines of threads found finished that the store lacks (their worker was killed
-        between the last checkpoint and the line): added, never replacing one."""
+    async def found_finished(self, stopped: Sequence[tuple[Task, QuestionLine]]) -> set[str]:
+        """Record lines of threads found finished that the store lacks (their worker was
+        killed, or the store failed, between the last checkpoint and the line), never
+        replacing one; returns the threads whose line is this machine's (recorded by it
+        before, or now), which its run directory holds."""
         if not stopped:
-            return
+            return set()
         threads = [task.thread_id for task, _ in stopped]
-        async with self.pool.connection() as conn:
-            have = await (await conn.execute(_HAVE_LINES, (threads,))).fetchall()
-            present = {row["thread_id"] for row in have}
-            missing = [(t.thread_id, line) for t, line in stopped if t.thread_id not in present]
-            if missing:
-                async with conn.cursor() as cur:
-                    await cur.executemany(_ADD_LINE, campaign.lines_rows(missing, self.machine))
+        present = {row["thread_id"]: row["machine"] for row in await self._rows(_HAVE, (threads,))}
+        missing = [(t.thread_id, line) for t, line in stopped if t.thread_id not in present]
+
+        async def add() -> None:
+            async with self.pool.connection() as conn, conn.cursor() as cur:
+                await cur.executemany(_ADD_LINE, campaign.lines_rows(missing, self.machine))
+
+        if missing:
+            await self.outage.ride(add)
+        mine = {thread for thread, machine in present.items() if machine == self.machine}
+        return mine | {thread for thread, _ in missing}
+
+    async def _rows(self, sql: str, params: Any) -> list[dict[str, Any]]:
+        """The rows of one statement (none when it returns none), waiting out an outage
+        of the store (``campaign.Outage``)."""
+
+        async def run() -> list[dict[str, Any]]:
+            async with self.pool.connection() as conn:
+                cursor = await conn.execute(sql, params)
+                return await cursor.fetchall() if cursor.description else []
+
+        return await self.outage.ride(run)
 
     async def freed(self, busy: Callable[[], bool]) -> AsyncIterator[Task]:
         """The deferred threads, each as its claim is released or expires, until none is
         left and ``busy()`` (jobs here that may still defer one) is false."""
-        last = -float("inf")
+        last, lease = -float("inf"), self.times.lease_s
         while self.deferred or busy():
             await asyncio.sleep(min(0.1, self.times.poll_s))
             if not self.deferred or time.monotonic() - last < self.times.poll_s:
                 continue
             last = time.monotonic()
             waiting = list(self.deferred)
-            async with self.pool.connection() as conn:
-                rows = await (await conn.execute(_LIVE, (waiting, self.times.lease_s))).fetchall()
-            live = {row["thread_id"] for row in rows}
+            live = {row["thread_id"] for row in await self._rows(_LIVE, (waiting, lease))}
             for thread in waiting:
                 if thread not in live:
                     yield self.deferred.pop(thread)
@@ -206,25 +229,21 @@ class Claims:
 
     async def heartbeat(self, worker: asyncio.Task[Any] | None) -> None:
         """Keep the held claims alive; cancel a question whose claim another worker took,
-        and the whole ``worker`` once the store has not answered for a lease (its claims
-        are then free for others to take, and requests to a lost database may never
+        and the whole ``worker`` once the store has not answered for longer than its
+        outage is waited out (``campaign.Outage``: requests to a lost database may never
         return)."""
         import psycopg
 
-        answered = time.monotonic()
         while True:
             await asyncio.sleep(self.times.heartbeat_s)
             held = list(self.held)
             try:
-                async with self.pool.connection() as conn:
-                    rows = await (await conn.execute(_BEAT, (self.owner, held))).fetchall()
+                rows = await self._rows(_BEAT, (self.owner, held))
             except (psycopg.Error, OSError) as exc:
-                if time.monotonic() - answered > self.times.lease_s and worker is not None:
+                if worker is not None:
                     self.failure = exc
                     worker.cancel()
-                    return
-                continue
-            answered = time.monotonic()
+                return
             kept = {row["thread_id"] for row in rows}
             for thread in held:
                 if thread not in kept and thread in self.held:
@@ -237,24 +256,29 @@ class Claims:
     async def release_all(self) -> None:
         """Release every claim this worker holds (its drive loop ended: Ctrl-C, an error)."""
         self.held.clear()
-        async with self.pool.connection() as conn:
-            await conn.execute(_RELEASE_ALL, (self.owner,))
+        await self._rows(_RELEASE_ALL, (self.owner,))
 
 
 @asynccontextmanager
 async def open_claims(
-    url: str, machine: str, progress: Waiting, times: ClaimTimes = ClaimTimes()
+    url: str,
+    machine: str,
+    progress: Waiting,
+    times: ClaimTimes = ClaimTimes(),
+    outage: campaign.Outage | None = None,
 ) -> AsyncIterator[Claims]:
     """A worker's claims on the store at ``url`` (its tables made if need be), with their
-    heartbeat; held claims are released when the block ends (within
+    heartbeat, waiting out an outage of the store through ``outage`` (the process's,
+    shared with its checkpointer); held claims are released when the block ends (within
     ``RELEASE_TIMEOUT_S``; a killed worker's expire after the lease)."""
     import psycopg
 
     worker = asyncio.current_task()
+    outage = outage or campaign.Outage(campaign.redacted(url), progress.store, times.outage_s)
     try:
-        async with campaign.connected(url, size=3) as pool:
-            await campaign.setup(pool)
-            claims = Claims(pool, machine, progress, times)
+        async with campaign.connected(url, size=3, outage=outage) as pool:
+            await outage.ride(lambda: campaign.setup(pool))
+            claims = Claims(pool, machine, progress, times, outage)
             beating = asyncio.ensure_future(claims.heartbeat(worker))
             try:
                 yield claims
@@ -282,16 +306,24 @@ def store_lost(url: str, exc: BaseException) -> UsageError:
 
 @asynccontextmanager
 async def shared_claims(
-    spec: RunSpec, meta: Metadata, progress: Waiting
+    spec: RunSpec, meta: Metadata, progress: Waiting, outage: campaign.Outage | None = None
 ) -> AsyncIterator[Claims | None]:
     """This worker's claims on the store's threads, this machine's metadata recorded in
     it; None without a store (``drive`` then runs every thread it is given)."""
     if spec.store is None:
         yield None
         return
-    times = ClaimTimes(spec.claim_lease, spec.claim_poll)
     machine = campaign.machine_name(spec.run_dir)
-    async with open_claims(spec.store, machine, progress, times) as claims:
-        async with claims.pool.connection() as conn:
-            await campaign.record_machine(conn, machine, meta)
+    async with open_claims(spec.store, machine, progress, claim_times(spec), outage) as claims:
+
+        async def record() -> None:
+            async with claims.pool.connection() as conn:
+                await campaign.record_machine(conn, machine, meta)
+
+        await claims.outage.ride(record)
         yield claims
+
+
+def claim_times(spec: RunSpec) -> ClaimTimes:
+    """The store's timing a session was given."""
+    return ClaimTimes(spec.claim_lease, spec.claim_poll, spec.store_outage)

@@ -75,8 +75,9 @@ class Claims(Protocol):
         """The question stopped here: record its line in the store, release the claim."""
         ...
 
-    async def found_finished(self, stopped: Sequence[tuple[Task, QuestionLine]]) -> None:
-        """Threads looked up finished: their lines, for a store that lacks them."""
+    async def found_finished(self, stopped: Sequence[tuple[Task, QuestionLine]]) -> set[str]:
+        """Threads looked up finished: their lines, for a store that lacks them; the
+        threads whose line is this machine's (its run directory holds them)."""
         ...
 
     def freed(self, busy: Callable[[], bool]) -> AsyncIterator[Task]:
@@ -131,7 +132,7 @@ async def drive(
                 if taken is None:  # running elsewhere: waited for at the end
                     return
                 if taken.action == "skip":
-                    progress.skipped(task.label, task.line(taken.values), task.thread_id)
+                    await skip([(task, task.line(taken.values))])
                     return
                 step = taken
             progress.started_question(task.label, task.thread_id)
@@ -144,6 +145,18 @@ async def drive(
         finally:
             running -= 1
             admission.leave(held.answers)
+
+    async def skip(found: Sequence[tuple[Task, QuestionLine]]) -> None:
+        """Count threads found finished. The run directory keeps their lines: every one
+        without a store (kept as planned); with one, those the store says are this
+        machine's (a line it lacked, as after an outage of the store that ended a run, is
+        restored)."""
+        mine = None if claims is None else await claims.found_finished(found)
+        for task, line in found:
+            keep = mine is None or task.thread_id in mine
+            if mine is not None and keep:
+                lines.keep(line, found=True)
+            progress.skipped(task.label, line, task.thread_id, keep)
 
     planned: asyncio.Queue[tuple[Task, Plan] | None] = asyncio.Queue()
 
@@ -159,13 +172,11 @@ async def drive(
                 if claims is None:
                     lines.keep(line)
                 if step.action == "skip":
-                    progress.skipped(task.label, line, task.thread_id)
                     finished.append((task, line))
-                else:
-                    progress.stored(task.label, line, task.thread_id)
-                    todo.append((task, step))
-            if claims is not None:
-                await claims.found_finished(finished)
+                    continue
+                progress.stored(task.label, line, task.thread_id)
+                todo.append((task, step))
+            await skip(finished)
             questions.warm([task for task, _ in todo])
             for pair in todo:
                 planned.put_nowait(pair)

@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import os
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,7 +165,11 @@ async def execute(
     """Run a prepared session to the end; interrupted, the session is recorded as such."""
     spec, tasks = prepared.spec, prepared.tasks
     progress = progress if progress is not None else Progress()
-    repair = lines_from_checkpoints if spec.store is None and spec.server is None else None
+    repair: Callable[[Path], list[QuestionLine]] | None = None
+    if spec.store is not None:
+        repair = functools.partial(campaign.machine_lines, spec.store)
+    elif spec.server is None:
+        repair = lines_from_checkpoints
     with Recorder.open(
         spec.run_dir, max_cost=spec.max_cost, repair=repair, damaged=session.sqlite_problem
     ) as recorder:
@@ -177,9 +182,13 @@ async def execute(
         if prepared.checked is not None:
             prepared.checked.record(recorder.ledger, run_fields(spec)["prices_path"])
         budget = recorder.ledger if spec.server is None else None  # a server keeps no ledger
+        outage = None
+        if spec.store is not None:
+            shown = campaign.redacted(spec.store)
+            outage = campaign.Outage(shown, progress.store, spec.store_outage)
         try:
             with progress:
-                async with backend(spec, services, progress, count, budget) as questions:
+                async with backend(spec, services, progress, count, budget, outage) as questions:
                     if count > 1:
                         await workers.drive_workers(
                             tasks,
@@ -190,9 +199,10 @@ async def execute(
                             meta=meta,
                             progress=progress,
                             budget=recorder.ledger,
+                            outage=outage,
                         )
                     else:
-                        async with shared_claims(spec, meta, progress) as claims:
+                        async with shared_claims(spec, meta, progress, outage) as claims:
                             gate = admission.admission(
                                 spec.concurrency, len(tasks), remote=spec.server is not None
                             )
@@ -215,7 +225,7 @@ async def execute(
         ended = recorder.finish_session(session.spending(spec, limits))
         if spec.store is not None:
             machine = campaign.machine_name(spec.run_dir)
-            await campaign.record_machine_once(spec.store, machine, ended.metadata)
+            await campaign.record_machine_once(spec.store, machine, ended.metadata, outage)
     summary = summarise(ended.results, ended.metadata.reward_mode)
     return RunResult(spec.run_dir, ended.lines, ended.metadata, ended.results, ended.notes, summary)
 
@@ -236,6 +246,7 @@ async def backend(
     progress: Progress,
     share: int = 1,
     budget: UsageLedger | None = None,
+    outage: campaign.Outage | None = None,
 ) -> AsyncIterator[Questions]:
     """The local graph (HTTP pools closed at the end, holding ``share`` of each
     endpoint: ``runner.workers``, every request recorded in the run's ledger ``budget``,
@@ -250,24 +261,28 @@ async def backend(
     if services is not None:
         if isinstance(services, OpenAIServices):
             progress.endpoints = services.endpoint_stats
-        async with here(spec, services, budget) as local:
+        async with here(spec, services, budget, outage) as local:
             yield local
         return
     pools = OpenAIServices(clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=share, ledger=budget)
     progress.endpoints = pools.endpoint_stats
     try:
-        async with here(spec, pools, budget) as local:
+        async with here(spec, pools, budget, outage) as local:
             yield local
     finally:
         await pools.aclose()
 
 
 def here(
-    spec: RunSpec, services: ServicesFactory, budget: UsageLedger | None
+    spec: RunSpec,
+    services: ServicesFactory,
+    budget: UsageLedger | None,
+    outage: campaign.Outage | None = None,
 ) -> contextlib.AbstractAsyncContextManager[Any]:
-    """Threads run on this machine: on the store's checkpointer, or the run directory's."""
+    """Threads run on this machine: on the store's checkpointer (an outage of it waited
+    out through ``outage``), or the run directory's."""
     if spec.store is not None:
-        return campaign.store_questions(spec.store, services, budget)
+        return campaign.store_questions(spec.store, services, budget, outage)
     return local_questions(spec.run_dir, services, budget)
 
 

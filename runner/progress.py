@@ -71,13 +71,17 @@ class Events(Protocol):
         self, label: str, question: str, line: QuestionLine, key: str | None = None
     ) -> None: ...
 
-    def skipped(self, label: str, line: QuestionLine, key: str | None = None) -> None: ...
+    def skipped(
+        self, label: str, line: QuestionLine, key: str | None = None, keep: bool = True
+    ) -> None: ...
 
     def stored(self, label: str, line: QuestionLine, key: str | None = None) -> None: ...
 
     def answer(self, label: str, event: dict[str, Any], key: str | None = None) -> None: ...
 
     def elsewhere(self, count: int) -> None: ...
+
+    def store(self, outage: str | None) -> None: ...
 
 
 @dataclass
@@ -124,6 +128,9 @@ class Progress:
     waiting_elsewhere: int = 0
     """Questions claimed by live workers elsewhere (a shared store, ``runner.claims``),
     waited for at the end of this worker's list."""
+    store_outage: str | None = None
+    """What the run waits for while the shared store does not answer
+    (``runner.campaign.Outage``), shown under the table; None while it answers."""
     _live: Live | None = None
     _watcher: threading.Thread | None = None
     _stop_watching: threading.Event = field(default_factory=threading.Event)
@@ -199,8 +206,12 @@ class Progress:
         row.queued += 1
         row.flight.pop(key, None)
 
-    def skipped(self, label: str, line: QuestionLine, key: str | None = None) -> None:
-        """A question finished in an earlier session: counted from its line, not run again."""
+    def skipped(
+        self, label: str, line: QuestionLine, key: str | None = None, keep: bool = True
+    ) -> None:
+        """A question finished in an earlier session (or on another machine of a shared
+        store, whose run directory keeps its line: ``keep`` false): counted from its line,
+        not run again."""
         row = self.rows[label]
         row.queued -= 1
         row.done += 1
@@ -215,6 +226,15 @@ class Progress:
         if count != self.waiting_elsewhere:
             self.waiting_elsewhere = count
             self._line(f"{count} question(s) running on other workers; waiting for them")
+
+    def store(self, outage: str | None) -> None:
+        """The shared store stopped answering (``outage`` says what the run waits for) or
+        answers again (None): logged, and shown under the table while it lasts."""
+        if outage is None and self.store_outage is not None:
+            self.note("the store answers again; the questions go on")
+        elif outage is not None:
+            self.note(outage)
+        self.store_outage = outage
 
     def answer(self, label: str, event: dict[str, Any], key: str | None = None) -> None:
         """An answer event of a running question: shown until the question's line replaces it."""
@@ -296,6 +316,8 @@ class Progress:
         title = f"AidanBench run — {elapsed:.0f}s elapsed"
         waiting = self.waiting_elsewhere
         elsewhere = [Text(f"{waiting} question(s) running on other workers")] if waiting else []
+        if self.store_outage is not None:
+            elsewhere.append(Text(printable(self.store_outage)))
         return Group(
             *fitted_tables(key, columns, width, title=title), *elsewhere, *self._endpoint_lines()
         )

@@ -94,6 +94,13 @@ class RunSpec(BaseModel):
         allow_inf_nan=False,
         description="With a store: seconds between two looks at threads claimed elsewhere.",
     )
+    store_outage: float = Field(
+        default=60.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="With a store: seconds a store that stops answering is waited for "
+        "(every request to it retried) before the run gives up on it (runner.campaign).",
+    )
     concurrency: int | None = Field(
         default=None,
         ge=1,

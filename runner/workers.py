@@ -60,7 +60,7 @@ from aidanbench.record.recorder import RunLines, worker_ledger
 from aidanbench.record.usage import UsageLedger
 from aidanbench.runner import campaign
 from aidanbench.runner.admission import admission
-from aidanbench.runner.claims import ClaimTimes, open_claims, shared_claims
+from aidanbench.runner.claims import ClaimTimes, claim_times, open_claims, shared_claims
 from aidanbench.runner.drive import Questions, drive, run_group
 from aidanbench.runner.local import local_questions
 from aidanbench.runner.progress import Progress
@@ -149,8 +149,10 @@ class Reporter:
     ) -> None:
         self.pending.append(("finished", key, line))
 
-    def skipped(self, label: str, line: QuestionLine, key: str | None = None) -> None:
-        self.pending.append(("skipped", key, line))
+    def skipped(
+        self, label: str, line: QuestionLine, key: str | None = None, keep: bool = True
+    ) -> None:
+        self.pending.append(("skipped", key, line, keep))
 
     def stored(self, label: str, line: QuestionLine, key: str | None = None) -> None:
         self.pending.append(("stored", key, line))
@@ -160,6 +162,9 @@ class Reporter:
 
     def elsewhere(self, count: int) -> None:
         self.pending.append(("elsewhere", count))
+
+    def store(self, outage: str | None) -> None:
+        self.pending.append(("store", outage))
 
     def send(self, *extra: tuple[Any, ...]) -> None:
         """Send everything pending (and ``extra``) as one message."""
@@ -189,6 +194,10 @@ async def _work(job: Job, conn: Connection) -> None:
     )
     requested = None if job.concurrency is None else math.ceil(job.concurrency / job.count)
     gate = admission(requested, len(job.tasks), share=job.count)
+    outage = None
+    if job.store is not None:
+        shown = campaign.redacted(job.store)
+        outage = campaign.Outage(shown, reporter.store, job.claim_times.outage_s)
 
     async def send_every() -> None:
         while True:
@@ -208,8 +217,8 @@ async def _work(job: Job, conn: Connection) -> None:
     helpers = [asyncio.create_task(send_every()), asyncio.create_task(follow())]
     try:
         async with (
-            _questions(job, services, book) as questions,
-            _claims(job, reporter) as claims,
+            _questions(job, services, book, outage) as questions,
+            _claims(job, reporter, outage) as claims,
         ):
             await drive(
                 job.tasks,
@@ -235,20 +244,22 @@ async def _work(job: Job, conn: Connection) -> None:
 
 
 def _questions(
-    job: Job, services: OpenAIServices, budget: UsageLedger
+    job: Job, services: OpenAIServices, budget: UsageLedger, outage: campaign.Outage | None
 ) -> contextlib.AbstractAsyncContextManager[Any]:
     """The worker's threads: on the shared store's checkpointer, or the run directory's."""
     if job.store is not None:
-        return campaign.store_questions(job.store, services, budget)
+        return campaign.store_questions(job.store, services, budget, outage)
     return local_questions(job.run_dir, services, budget)
 
 
-def _claims(job: Job, reporter: Reporter) -> contextlib.AbstractAsyncContextManager[Any]:
+def _claims(
+    job: Job, reporter: Reporter, outage: campaign.Outage | None
+) -> contextlib.AbstractAsyncContextManager[Any]:
     """The worker's claims on a shared store's threads (None without one)."""
     if job.store is None:
         return contextlib.nullcontext(None)
     machine = campaign.machine_name(job.run_dir)
-    return open_claims(job.store, machine, reporter, job.claim_times)
+    return open_claims(job.store, machine, reporter, job.claim_times, outage)
 
 
 def _die_with_parent() -> None:
@@ -311,6 +322,9 @@ class Relay:
         if kind == "elsewhere":
             self.elsewhere(worker, event[1])
             return
+        if kind == "store":
+            self.progress.store(event[1])
+            return
         key = event[1]
         task = self.tasks[key]
         if kind == "started":
@@ -324,8 +338,9 @@ class Relay:
             self.progress.stored(task.label, event[2], key)
         elif kind == "skipped":
             if self.state.get(key) != "done":  # a share started again skips it once more
-                self.lines.keep(event[2])
-                self.progress.skipped(task.label, event[2], key)
+                if event[3]:
+                    self.lines.keep(event[2], found=True)
+                self.progress.skipped(task.label, event[2], key, event[3])
             self.state[key] = "done"
         elif kind == "finished":
             if write:
@@ -380,6 +395,9 @@ class _Own:
     def elsewhere(self, count: int) -> None:
         self.relay.elsewhere(0, count)
 
+    def store(self, outage: str | None) -> None:
+        self.relay.progress.store(outage)
+
 
 class WorkerDied(RuntimeError):
     """A share's worker died more often than ``RESTARTS``."""
@@ -405,6 +423,7 @@ async def drive_workers(
     meta: Metadata,
     progress: Progress,
     budget: UsageLedger,
+    outage: campaign.Outage | None = None,
 ) -> list[QuestionLine]:
     """Run every task to a stop over ``count`` processes: this one, on ``questions``
     (built with ``OpenAIServices(share=count)``), and ``count - 1`` workers. Like
@@ -423,14 +442,14 @@ async def drive_workers(
     per_process = None if spec.concurrency is None else math.ceil(spec.concurrency / count)
     budget.follow()  # before the workers write
     workers = Workers(relay, progress)
-    times = ClaimTimes(spec.claim_lease, spec.claim_poll)
+    times = claim_times(spec)
     for index, share in enumerate(theirs, start=1):
         job = Job(index, count, spec.run_dir, share, spec.concurrency, spec.max_cost)
         workers.start(dataclasses.replace(job, store=spec.store, claim_times=times))
 
     async def here() -> None:
         gate = admission(per_process, len(mine), share=count)
-        async with shared_claims(spec, meta, _Own(relay)) as claims:
+        async with shared_claims(spec, meta, _Own(relay), outage) as claims:
             await drive(
                 mine,
                 questions,

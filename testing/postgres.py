@@ -14,7 +14,7 @@ import socket
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +25,24 @@ USER = "postgres"
 
 @dataclass(frozen=True)
 class LocalPostgres:
-    """A running server: its port and the password of its ``postgres`` user."""
+    """A running server: its port and the password of its ``postgres`` user; ``stop``
+    and ``start`` it again on the same port and data (an outage)."""
 
     port: int
     password: str
+    pg: Callable[..., None]
+    """Runs one of the server's programs on its data directory (``local_postgres``)."""
+    options: str
+    """The server's options (port, socket, address)."""
+    log: Path
+
+    def stop(self) -> None:
+        """Stop the server as a restart does (``fast``: connections are cut)."""
+        self.pg("pg_ctl", "-m", "fast", "-w", "stop")
+
+    def start(self) -> None:
+        """Start it again, waiting until it takes connections."""
+        self.pg("pg_ctl", "-o", self.options, "-w", "-l", str(self.log), "start")
 
     def url(self, database: str, password: str | None = None) -> str:
         """A store URL for ``database`` (with the password unless another is given)."""
@@ -81,9 +95,10 @@ def local_postgres(password: str, durable: bool = False) -> Iterator[LocalPostgr
         options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1"
         if not durable:
             options += " -c fsync=off"
-        pg("pg_ctl", "-o", options, "-w", "-l", str(root / "log"), "start")
+        server = LocalPostgres(port, password, pg, options, root / "log")
+        server.start()
         try:
-            yield LocalPostgres(port, password)
+            yield server
         finally:
             pg("pg_ctl", "-m", "immediate", "stop", check=False)
     finally:

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from aidanbench.cli.main import main
-from aidanbench.record.lines import QuestionLine, read_lines
+from aidanbench.record.lines import QuestionLine, read_lines, write_lines
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain
 from aidanbench.testing.postgres import LocalPostgres, available, free_port, local_postgres
 
@@ -301,7 +301,10 @@ def test_a_store_that_stops_answering_ends_the_run_in_one_line(
 ) -> None:
     run_dir = tmp_path / "run"
     with local_postgres(PASSWORD) as own:
-        proc = worker(stub, run_dir, "--store", own.new_database(), *FAST_CLAIMS, key=api_key)
+        url = own.new_database()
+        proc = worker(
+            stub, run_dir, "--store", url, *FAST_CLAIMS, "--store-outage", "5", key=api_key
+        )
         deadline = time.monotonic() + 60
         while stub.count("generate") < 6 and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -374,3 +377,52 @@ def test_the_store_rebuilds_no_foreign_type(store: str, caplog: pytest.LogCaptur
     value = found.checkpoint["channel_values"]["gadget"]
     assert not isinstance(value, Gadget) and value == {"command": "rm -rf /"}
     assert "Blocked deserialization" in caplog.text
+
+
+def test_a_store_stopped_for_ten_seconds_is_waited_out(
+    tmp_path: Path, stub: OpenAIStub, api_key: str, one_process: OneProcess
+) -> None:
+    """PostgreSQL stopped mid-campaign and started again 10 s later: the run waits (and
+    says so, without the pool's own logging), then finishes; the run directory holds
+    exactly what the store holds, every score is exact, and each question is asked
+    once, but for at most the steps in flight."""
+    run_dir = tmp_path / "run"
+    with local_postgres(PASSWORD) as own:
+        url = own.new_database()
+        proc = worker(stub, run_dir, "--store", url, "--concurrency", "2", key=api_key)
+        deadline = time.monotonic() + 60
+        while stub.count("generate") < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        own.stop()
+        time.sleep(10)
+        own.start()
+        out = finished(proc, timeout=180)
+        in_store = campaign_lines(url)
+    assert scores(in_store) == one_process.scores
+    assert scores(read_lines(run_dir)) == scores(in_store), "the run directory equals the store"
+    asked = generations(stub)
+    assert set(asked) == set(one_process.generations)
+    assert sum(n - 1 for n in asked.values()) <= 2, "at most the steps in flight, again"
+    assert "does not answer: waiting up to 60 s" in out and "answers again" in out
+    assert "psycopg" not in out and "connection" not in out.lower(), "no pool logging"
+
+
+def test_a_rerun_restores_lines_the_run_directory_lacks(
+    tmp_path: Path, stub: OpenAIStub, store: str, api_key: str, one_process: OneProcess
+) -> None:
+    """The run directory lost two lines the store holds as this machine's (an outage
+    ended a run before they were written): a rerun restores them, says so, and asks
+    nothing; damaged line files are rebuilt from the store."""
+    run_dir = tmp_path / "run"
+    finished(worker(stub, run_dir, "--store", store, key=api_key))
+    lines = read_lines(run_dir)
+    write_lines(run_dir, lines[2:])
+    asked = stub.asked()
+    out = finished(worker(stub, run_dir, "--store", store, key=api_key))
+    assert stub.asked() == asked
+    assert "lacked 2 question line(s) this machine had finished" in out
+    assert scores(read_lines(run_dir)) == scores(campaign_lines(store)) == one_process.scores
+    (run_dir / "answers.jsonl").write_text("damaged\n")
+    out = finished(worker(stub, run_dir, "--store", store, "--questions", "1", key=api_key))
+    assert "rebuilt 8 question lines from the run's threads" in out
+    assert scores(read_lines(run_dir)) == one_process.scores

@@ -47,7 +47,7 @@ def test_a_narrower_session_keeps_every_question_the_directory_holds(
         assert full_run(stub, run_dir, questions=2) == 0
         assert stub.count("generate") == asked, "nothing asked again"
     err = capsys.readouterr().err
-    assert "rebuilt 4 question lines from the run's checkpoints" in err
+    assert "rebuilt 4 question lines from the run's threads" in err
     assert {line.question: line.score for line in read_lines(run_dir)} == before
     assert json.loads((run_dir / "metadata.json").read_text())["questions"] == 4
 

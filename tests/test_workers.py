@@ -108,7 +108,7 @@ async def test_the_relay_counts_a_share_started_again_once(tmp_path: Path) -> No
     relay = workers.Relay(progress, lines, {t.thread_id: t for t in tasks})
     progress.queued(tasks[0].label, 2)
     done, running = tasks
-    await relay.apply(0, ("skipped", done.thread_id, _line(done)))
+    await relay.apply(0, ("skipped", done.thread_id, _line(done), True))
     await relay.apply(0, ("started", running.thread_id))
     await relay.apply(0, ("answer", running.thread_id, {"valid": True, "calls": 3}))
     row = progress.rows[done.label]
@@ -116,7 +116,7 @@ async def test_the_relay_counts_a_share_started_again_once(tmp_path: Path) -> No
     relay.died(0)
     assert (row.queued, row.running, row.done) == (1, 0, 1), "its running question requeued"
     assert row.flight == {}, "the dead worker's answer events are dropped"
-    await relay.apply(0, ("skipped", done.thread_id, _line(done)))
+    await relay.apply(0, ("skipped", done.thread_id, _line(done), True))
     await relay.apply(0, ("started", running.thread_id))
     await relay.apply(0, ("finished", running.thread_id, _line(running)))
     assert (row.queued, row.running, row.done) == (0, 0, 2)
