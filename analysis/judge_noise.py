@@ -8,12 +8,27 @@ this measures, for one (model, temperature):
   deviation), averaged over the answers judged more than once;
 * the **flips**: answers whose judgments fall on both sides of the coherence threshold,
   so that which judgment decides changes whether the answer is valid;
-* an **interval of the score with judge resampling**: each bootstrap replicate draws the
-  questions (with their repeats, as ``summary``'s interval does) *and*, for every answer,
-  one of its K judgments; each chain is walked again under the drawn judgments (recorded
-  novelty kept) and counts its valid answers up to its first failure. Beside it, the same
-  replicates with the deciding judgments only: the interval from question resampling
-  alone. The first is wider by what the judge's noise adds.
+* the **score under re-judging**: what the same answers would score if the judge were
+  asked again, from a noise model fitted to the K judgments (``NoiseModel``). An
+  answer's judgments scatter around its own level, their median (a mean would follow a
+  wild judgment, as a reply that inverts the scale, away from the others). How far a
+  judgment strays depends on the level (a reply inverting 14 lands far above it; one
+  inverting 56 close below), so the answers are put in bins of about ``PER_BIN`` by level,
+  and each bin pools its judgments' distances from their medians (the median's own
+  distance, 0 by construction, left out). A re-judging draws each answer's one deciding
+  judgment as its level plus a distance from its bin's pool, rounded and clipped to
+  0-100 as a judge's reply is; each chain is walked again under the drawn judgments
+  (recorded novelty kept) and counts its valid answers up to its first failure. The 95%
+  interval of those scores is ``rejudged_interval``. Resampling the K stored judgments
+  instead (the first version) left out every judgment the K did not happen to hold, and
+  covered half the spread of actual re-judgings; one pool for every level put the wild
+  judgments of low answers on high ones, and missed re-judgings on the high side. Its
+  coverage of actual re-judgings is measured by ``bench.judge_coverage``
+  (docs/judge.md);
+* the **interval of the score** with both: each bootstrap replicate draws the questions
+  (with their repeats, as ``summary``'s interval does) and a re-judging. Beside it, the
+  same replicates with the deciding judgments only: the interval from question
+  resampling alone.
 
 The score itself stays the benchmark's: the first judgment decides (``nodes.judge_calls``).
 A chain walked under drawn judgments can pass its recorded terminal answer (a judgment
@@ -74,18 +89,22 @@ class JudgeNoise:
     thresholds, each counted at its own)."""
     score: float
     """The row's score from the deciding judgments (per repeat)."""
+    rejudged_interval: tuple[float, float]
+    """95% interval of the score under re-judging the same answers (module docstring)."""
+    rejudged_sd: float
+    """The standard deviation of the score under re-judging."""
     question_interval: tuple[float, float]
     """95% percentile bootstrap interval, resampling questions only."""
     judge_interval: tuple[float, float]
-    """The same replicates, each also drawing one judgment per answer."""
+    """The same replicates, each also a re-judging."""
     open_chains: int
     """Chains that some draw walks past their recorded end (counted up to it there)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values."""
         data = asdict(self)
-        data["question_interval"] = list(self.question_interval)
-        data["judge_interval"] = list(self.judge_interval)
+        for name in ("rejudged_interval", "question_interval", "judge_interval"):
+            data[name] = list(data[name])
         return data
 
 
@@ -111,6 +130,39 @@ def _interval(totals: np.ndarray) -> tuple[float, float]:
     return float(low), float(high)
 
 
+PER_BIN = 50
+"""Answers (judged more than once) per level bin of the noise model."""
+
+
+class NoiseModel:
+    """How a judge's judgments stray from an answer's level (module docstring), fitted to
+    answers judged more than once."""
+
+    def __init__(self, judged: Sequence[Sequence[float]]) -> None:
+        levels = np.asarray([np.median(s) for s in judged])
+        bins = max(1, len(judged) // PER_BIN)
+        ranked = np.sort(levels)
+        self.edges = ranked[[len(ranked) * k // bins for k in range(1, bins)]]
+        strays: list[list[np.ndarray]] = [[] for _ in range(bins)]
+        for level, s in zip(levels, judged, strict=True):
+            away = np.asarray(s, dtype=np.float64) - level
+            if len(away) % 2:  # the median's own distance, 0
+                away = np.delete(away, np.argmin(np.abs(away)))
+            strays[int(np.searchsorted(self.edges, level, side="right"))].append(away)
+        self.pools = [np.concatenate(found) for found in strays]
+
+    def draw(
+        self, judged: Sequence[Sequence[float]], count: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        """``count`` re-judgings of answers with these judgments: (count x answers)."""
+        levels = np.asarray([np.median(s) for s in judged], dtype=np.float64)
+        drawn = np.empty((count, len(levels)))
+        for i, level in enumerate(levels):
+            pool = self.pools[int(np.searchsorted(self.edges, level, side="right"))]
+            drawn[:, i] = level + pool[rng.integers(0, len(pool), size=count)]
+        return np.clip(np.rint(drawn), 0, 100)
+
+
 def judge_noise(
     lines: Sequence[QuestionResult],
     default: Thresholds | None = None,
@@ -133,6 +185,7 @@ def judge_noise(
     spreads = [max(s) - min(s) for s, _ in multi]
     thresholds = {t for _, t in multi}
     threshold = thresholds.pop() if len(thresholds) == 1 else None
+    model = NoiseModel([s for s, _ in multi])
     judge_rng = np.random.default_rng(seed + 1)
     questions = list(dict.fromkeys(line.question for line in lines))
     column = {q: i for i, q in enumerate(questions)}
@@ -145,19 +198,14 @@ def judge_noise(
         rows = [judgments(a) for a in line.answers]
         if any(not r for r in rows):  # an unscored answer ends the walk there
             rows = rows[: next(i for i, r in enumerate(rows) if not r)]
-        size = max((len(r) for r in rows), default=1)
-        table = np.full((len(rows), size), np.nan)
-        for i, r in enumerate(rows):
-            table[i, : len(r)] = r
-        counts = np.asarray([len(r) for r in rows], dtype=np.int64)
         other = np.asarray([_other_pass(a, rule) for a in line.answers[: len(rows)]], dtype=bool)
-        first = _walk((table[:, 0] > rule.coherence)[None, :] & other[None, :])[0]
-        picks = (judge_rng.random((resamples, len(rows))) * counts[None, :]).astype(np.int64)
-        values = table[np.arange(len(rows))[None, :], picks]
+        first = _walk((np.asarray([r[0] for r in rows]) > rule.coherence)[None, :] & other)[0]
+        values = model.draw(rows, resamples, judge_rng)
         walked = _walk((values > rule.coherence) & other[None, :])
         open_chains += int(first < len(rows) and bool((walked == len(rows)).any()))
         drawn[:, column[line.question]] += walked / repeats
         deciding[column[line.question]] += first / repeats
+    rejudged = drawn.sum(axis=1)
     # drawn as summary.bootstrap_sum draws them: the question-only interval is its interval
     pick = np.random.default_rng(seed).integers(0, len(questions), size=(resamples, len(questions)))
     with_judge = np.take_along_axis(drawn, pick, axis=1).sum(axis=1)
@@ -171,6 +219,8 @@ def judge_noise(
         flips=sum(1 for s, t in multi if min(s) <= t < max(s)),
         threshold=threshold,
         score=float(deciding.sum()),
+        rejudged_interval=_interval(rejudged),
+        rejudged_sd=float(np.std(rejudged)),
         question_interval=_interval(without),
         judge_interval=_interval(with_judge),
         open_chains=open_chains,
@@ -181,15 +231,17 @@ def noise_text(noise: JudgeNoise) -> str:
     """One paragraph for text reports."""
     low, high = noise.question_interval
     jlow, jhigh = noise.judge_interval
+    rlow, rhigh = noise.rejudged_interval
     share = noise.flips / noise.answers
     at = "their threshold" if noise.threshold is None else f"{noise.threshold:g}"
     return (
         f"judge noise ({noise.samples} judgments per answer, {noise.answers} answers): mean "
         f"spread {noise.mean_spread:.1f} points (sd {noise.mean_sd:.1f}), {noise.varied} "
         f"answers judged differently, {noise.flips} ({share:.1%}) with judgments on both "
-        f"sides of {at}; 95% interval of the score {noise.score:g}: "
-        f"[{low:.1f}, {high:.1f}] resampling questions, [{jlow:.1f}, {jhigh:.1f}] "
-        f"resampling questions and judgments"
+        f"sides of {at}; the score {noise.score:g} judged again: 95% interval "
+        f"[{rlow:.1f}, {rhigh:.1f}] (sd {noise.rejudged_sd:.1f}, from a model of the "
+        f"judge's noise); 95% interval [{low:.1f}, {high:.1f}] resampling questions, "
+        f"[{jlow:.1f}, {jhigh:.1f}] resampling questions and judging again"
         + (
             f" ({noise.open_chains} chains can pass their recorded end under resampling: "
             "counted up to it, a lower bound)"

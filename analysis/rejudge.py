@@ -110,10 +110,8 @@ Judgment = tuple[int, str | None]
 
 
 def _judged(judgments: Sequence[Judgment]) -> Judged:
-    """The deciding judgment first, the others (exchangeable) in ascending order."""
-    others = sorted(judgments[1:], key=lambda judged: judged[0])
-    ordered = [judgments[0], *others]
-    return Judged(tuple(s for s, _ in ordered), tuple(n for _, n in ordered))
+    """The judgments in the order they were asked, the deciding one first."""
+    return Judged(tuple(s for s, _ in judgments), tuple(n for _, n in judgments))
 
 
 @dataclass

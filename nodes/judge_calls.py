@@ -99,8 +99,10 @@ async def sample_judgments(
     The first is asked alone and comes first in the list: it is the one that decides
     (the benchmark's one judgment), and asking it before the others keeps it the first
     reply the judge gives to that prompt. The others only measure the judge's noise;
-    they are exchangeable, so they are kept in ascending order, whatever order their
-    replies arrived in. Any failure fails the whole judgment (an error is never a score).
+    each is a draw of its own, kept in the order they were asked (never sorted: the
+    second is then a draw as the first is, so which judgment decides can be measured,
+    ``analysis.judge_calibration``). Any failure fails the whole judgment (an error is
+    never a score).
     """
     first, total = await judge_once()
     if samples == 1:
@@ -108,4 +110,4 @@ async def sample_judgments(
     others = await asyncio.gather(*(judge_once() for _ in range(samples - 1)))
     for _, call in others:
         total = add_calls(total, call)
-    return [first, *sorted(score for score, _ in others)], total
+    return [first, *(score for score, _ in others)], total

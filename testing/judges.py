@@ -6,7 +6,7 @@ function of the score o1-mini gave that answer: ``affine(0.5, 40)`` rescales it
 needs different replies to the same prompt: the n-th request for a prompt gets the n-th
 draw, a pure function of (prompt, n). A run asks the first judgment of an answer alone
 before the others (``nodes.judge_calls.sample_judgments``), so the first reply is the same
-whatever the concurrency, and the others are kept sorted. Every other request (the model
+whatever the concurrency (the others, asked together, may swap). Every other request (the model
 under test, embeddings, answers the recording does not have) goes to ``inner``.
 
 ``served_model`` makes every judgment claim to come from that model, as a provider that
