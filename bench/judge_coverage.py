@@ -86,7 +86,9 @@ def measure(
 
     rows: dict[str, dict[str, Any]] = {}
     with OpenAIStub(judge(0)) as server:
-        sampled = rescore(server, folder / f"k-{sd}-{inverted}.sqlite", args.samples, args.threshold)
+        sampled = rescore(
+            server, folder / f"k-{sd}-{inverted}.sqlite", args.samples, args.threshold
+        )
         for run in sampled["runs"]:
             noise = run["judge_noise"]
             rows[run["model"]] = {
