@@ -105,7 +105,7 @@ class ReferenceChains:
         labels: list[str] = []
         for question in questions:
             flags, _ = chain_validity(
-                ((a.coherence, a.novelty, None) for a in question.answers), rule
+                ((a.coherence, a.novelty, None, None) for a in question.answers), rule
             )
             keys.append(
                 QuestionKey(question.model, question.temperature, question.question, sum(flags))
@@ -138,7 +138,8 @@ class RuleFigures:
     equal_scores: int
     mean_abs_score_diff: float
     censored: int
-    """Questions whose every recorded answer passes: their score is a lower bound."""
+    """Questions whose every recorded answer passes, or which reach an answer left
+    undecided (``unscored``): their score is a lower bound."""
     model_totals: dict[str, int]
     kendall_tau: float | None
     """Tau-b between reference and rule model totals; None when undefined (all tied)."""
@@ -164,9 +165,9 @@ class RuleFigures:
         scores: list[int] = []
         censored = 0
         for chain in chains:
-            flags, _ = chain_validity(((a.coherence, a.novelty, None) for a in chain), rule)
+            flags, why = chain_validity(((a.coherence, a.novelty, None, None) for a in chain), rule)
             scores.append(sum(flags))
-            censored += all(flags)
+            censored += all(flags) or why == "unscored"
         diffs = [abs(s - q.reference_score) for s, q in zip(scores, against.questions, strict=True)]
         totals = dict.fromkeys(against.models, 0)
         for label, score in zip(against.labels, scores, strict=True):

@@ -112,6 +112,9 @@ class JudgeCalibration:
     """Per model, with several judgments per answer: the judge's noise there."""
     agreement_by_sample: tuple[float, ...]
     """Decision agreement at ``threshold`` when judgment j decides instead of the first."""
+    undecided: int = 0
+    """Answers the judge gave no readable score in every try (refused them), left out:
+    of the decisions, and of the chains, which count up to them (lower bounds)."""
 
     @property
     def threshold(self) -> float:
@@ -148,6 +151,7 @@ class JudgeCalibration:
             "at_reference_threshold": self.at_reference.to_dict(),
             "samples": max(len(s) for s in self.samples),
             "agreement_by_sample": list(self.agreement_by_sample),
+            "undecided": self.undecided,
             "noise": {model: noise.to_dict() for model, noise in self.noise.items()},
             "question_scores": question_scores(
                 self.questions,
@@ -240,9 +244,10 @@ def calibrate_judge(
     novelty_threshold: float = Thresholds().novelty,
 ) -> JudgeCalibration:
     """Calibrate the judge whose judgments of each (question, answer) are ``scores``
-    (the deciding one first) against the reference chains ``questions``.
+    (the deciding one first) against the reference chains ``questions``. An answer with
+    no judgment (the judge refused it every time) is left out (``undecided``).
 
-    Raises ``ValueError`` when an answer has no recorded score or no judgment.
+    Raises ``ValueError`` when an answer has no recorded score.
     """
     if not questions:
         raise ValueError("the reference has no questions")
@@ -251,6 +256,7 @@ def calibrate_judge(
     chains: list[QuestionResult] = []
     recorded: list[float] = []
     samples: list[tuple[int, ...]] = []
+    undecided = 0
     for question in questions:
         rows = []
         for a in question.answers:
@@ -258,12 +264,16 @@ def calibrate_judge(
                 raise ValueError(f"answer {a.index} of {question.question[:60]!r} has no score")
             judged = tuple(scores.get((question.question, a.answer), ()))
             if not judged:
-                raise ValueError(f"answer {a.index} of {question.question[:60]!r} is not judged")
+                undecided += 1
+                rows.append(replace(a, coherence=None))
+                continue
             recorded.append(a.coherence)
             samples.append(judged)
             extra = {**a.extra, SAMPLES_KEY: [float(s) for s in judged]}
             rows.append(replace(a, coherence=float(judged[0]), extra=extra))
         chains.append(replace(question, answers=tuple(rows), thresholds=None))
+    if not recorded:
+        raise ValueError("the judge decided none of the answers")
     data = _Data(against, tuple(chains), novelty_threshold)
     x = np.asarray(recorded, dtype=np.float64)
     y = np.asarray([s[0] for s in samples], dtype=np.float64)
@@ -306,6 +316,7 @@ def calibrate_judge(
         interval=interval,
         noise=noise,
         agreement_by_sample=by_sample,
+        undecided=undecided,
     )
 
 

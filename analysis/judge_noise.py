@@ -1,4 +1,5 @@
-"""The judge's own noise, from answers judged several times (``judge_samples`` K > 1).
+"""What the judging says of itself: the judge's noise, from answers judged several times
+(``judge_samples`` K > 1); a judge panel's decisions; the replies that could not be read.
 
 A judge asked the same prompt twice need not answer the same (o1-mini could not be given
 a temperature; today's reasoning judges sample too). With K judgments of each answer
@@ -249,3 +250,87 @@ def noise_text(noise: JudgeNoise) -> str:
             else ""
         )
     )
+
+
+@dataclass(frozen=True)
+class JudgePanel:
+    """What a judge panel's judges decided of one row's answers."""
+
+    judges: tuple[str, ...]
+    """The judge models, the first (the recorded coherence) first."""
+    thresholds: tuple[float, ...]
+    """Each judge's coherence threshold."""
+    answers: int
+    """Answers the panel judged."""
+    passed: tuple[int, ...]
+    """Per judge, the answers it passed."""
+    disagreed: int
+    """Answers on which the judges' decisions differ."""
+
+    @property
+    def disagreement(self) -> float:
+        """Share of the answers on which the judges' decisions differ."""
+        return self.disagreed / self.answers if self.answers else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready values."""
+        return {**asdict(self), "disagreement": self.disagreement}
+
+
+def judge_panel(lines: Sequence[QuestionResult]) -> JudgePanel | None:
+    """The panel's decisions over ``lines``; None when no answer was judged by a panel."""
+    judged = [a.extra["judges"] for line in lines for a in line.answers if a.extra.get("judges")]
+    if not judged:
+        return None
+    names = tuple(j["judge"] for j in judged[0])
+    decisions = np.asarray([[bool(j["passes"]) for j in seats] for seats in judged])
+    return JudgePanel(
+        judges=names,
+        thresholds=tuple(float(j["threshold"]) for j in judged[0]),
+        answers=len(judged),
+        passed=tuple(int(n) for n in decisions.sum(axis=0)),
+        disagreed=int(np.sum(decisions.any(axis=1) & ~decisions.all(axis=1))),
+    )
+
+
+def panel_text(panel: JudgePanel) -> str:
+    """One line for text reports."""
+    judges = ", ".join(
+        f"{name} at > {threshold:g} (passed {passed} of {panel.answers})"
+        for name, threshold, passed in zip(
+            panel.judges, panel.thresholds, panel.passed, strict=True
+        )
+    )
+    return (
+        f"judge panel, an answer coherent when more than half its judges pass it: {judges}; "
+        f"they disagreed on {panel.disagreed} of {panel.answers} answers "
+        f"({panel.disagreement:.1%})"
+    )
+
+
+UNREADABLE_WORDS = {
+    "missing": "without a score (refused)",
+    "empty": "empty",
+    "out_of_range": "out of range",
+    "not_integer": "not a whole number",
+    "multiple": "with several scores",
+}
+"""How a report names each kind of unreadable judge reply (``CallStats.unreadable``)."""
+
+
+def unreadable_of(lines: Sequence[QuestionResult]) -> dict[str, int]:
+    """The judge replies of these answers that could not be read (each asked again), by
+    why; empty when every one could."""
+    found: dict[str, int] = {}
+    for line in lines:
+        for answer in line.answers:
+            calls = answer.extra.get("calls") or {}
+            for why, count in ((calls.get("judge") or {}).get("unreadable") or {}).items():
+                found[why] = found.get(why, 0) + count
+    return dict(sorted(found.items()))
+
+
+def unreadable_text(found: dict[str, int]) -> str:
+    """The replies a judge gave that held no readable score, in words."""
+    parts = [f"{count} {UNREADABLE_WORDS.get(why, why)}" for why, count in found.items()]
+    return f"judge replies asked again, unreadable: {', '.join(parts)}"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,13 +82,25 @@ class Rejudging:
     judgments: dict[str, Judged] = field(default_factory=dict)
     """By prompt, for every prompt whose judgments could all be had."""
     failures: dict[str, str] = field(default_factory=dict)
-    """By prompt: why its judgments could not be had."""
+    """By prompt: why its judgments could not be had (an error of the endpoint)."""
+    refused: dict[str, str] = field(default_factory=dict)
+    """By prompt: the last unreadable reply of a judge that gave no readable score in
+    ``judge_attempts`` tries (a refusal, a score out of range): the answer stays
+    undecided, never a score."""
+    unreadable: dict[str, int] = field(default_factory=dict)
+    """Replies that held no readable score (each asked again), by why
+    (``CallStats.unreadable``)."""
     requests: int = 0
     """Judge requests this command made (batch lines included)."""
     from_cache: int = 0
     """Prompts answered entirely from the cache."""
     batches: list[str] = field(default_factory=list)
     """Ids of the batches used (created or resumed)."""
+
+    def count_unreadable(self, found: Mapping[str, int] | None) -> None:
+        """Add a judgment's unreadable replies (``CallStats.unreadable``)."""
+        for why, count in (found or {}).items():
+            self.unreadable[why] = self.unreadable.get(why, 0) + count
 
     def served_counts(self) -> dict[str, int]:
         """Judgments by the model that served them ("not reported" when unnamed)."""
@@ -198,13 +210,18 @@ async def _direct(job: _Job, missing: dict[str, list[Judgment]]) -> None:
             job.result.requests += 1
             return await services.chat("judge", prompt)
 
-        score, call = await read_judge(
-            ask,
-            prompt,
-            TAG,
-            settings.judge_attempts,
-            lambda served: table.served_price(settings.judge_model, served),
-        )
+        try:
+            score, call = await read_judge(
+                ask,
+                prompt,
+                TAG,
+                settings.judge_attempts,
+                lambda served: table.served_price(settings.judge_model, served),
+            )
+        except ScoreParseError as exc:
+            job.result.count_unreadable((exc.calls or {}).get("unreadable"))
+            raise
+        job.result.count_unreadable(call.get("unreadable"))
         return score, call["served_model"]
 
     async def judge(prompt: str, have: list[Judgment]) -> None:
@@ -220,9 +237,12 @@ async def _direct(job: _Job, missing: dict[str, list[Judgment]]) -> None:
                 raise
             host = settings.endpoint("judge").host
             message = describe("judge", host, exc, key_values(settings))
-            if not isinstance(exc, ScoreParseError) and not is_retryable(exc):
+            if isinstance(exc, ScoreParseError):
+                job.result.refused[prompt] = message["message"]
+            elif not is_retryable(exc):
                 raise JudgeAborted(message["message"]) from exc
-            job.result.failures[prompt] = message["message"]
+            else:
+                job.result.failures[prompt] = message["message"]
         job.done += 1
         job.tick()
 
@@ -270,6 +290,8 @@ async def _batched(
             wanted[_custom_id(prompt, sample)] = (prompt, sample)
     got: dict[tuple[str, int], Judgment] = {}
     errors: dict[str, str] = {}
+    unread: set[str] = set()
+    """Requests whose last reply held no readable score."""
     try:
         for _ in range(settings.judge_attempts):
             ids = sorted(wanted)
@@ -317,9 +339,12 @@ async def _batched(
                     score = parse_score(reply_text(answer.message), TAG)
                 except ScoreParseError as exc:
                     errors[custom_id] = _one_line(exc)
+                    unread.add(custom_id)
+                    job.result.count_unreadable({exc.reason: 1})
                     continue
                 got[wanted.pop(custom_id)] = (score, served)
                 errors.pop(custom_id, None)
+                unread.discard(custom_id)
             if not wanted:
                 break
     finally:
@@ -330,8 +355,9 @@ async def _batched(
             found = got.get((prompt, sample))
             if found is None:
                 judged = []
-                error = errors.get(_custom_id(prompt, sample), "no reply")
-                job.result.failures[prompt] = redact(error, key_values(settings))
+                custom_id = _custom_id(prompt, sample)
+                error = redact(errors.get(custom_id, "no reply"), key_values(settings))
+                (job.result.refused if custom_id in unread else job.result.failures)[prompt] = error
                 break
             judged.append(found)
         if judged:

@@ -10,6 +10,9 @@ score.
 
 Answers before the terminal one were valid in the run, so their recorded novelty (against
 earlier valid answers) is still the novelty a run with the new thresholds would compute.
+
+An answer a judge panel judged is coherent by the panel's majority: the new coherence
+threshold applies to the panel's first judge, the others keep their recorded ones.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from aidanbench.analysis.judge_noise import SAMPLES_KEY
+from aidanbench.analysis.rejudge import Rejudging, coherence_prompt
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import THRESHOLD_STOPS
-from aidanbench.record.results import QuestionResult, chain_validity
+from aidanbench.record.results import QuestionResult, chain_validity, panel_decision
 
 BENCHMARK_THRESHOLDS = Thresholds()
 """Thresholds assumed for lines that do not record theirs (original-schema files)."""
@@ -55,7 +60,10 @@ def rescore_question(result: QuestionResult, thresholds: Thresholds) -> Rescored
     recorded answer passes, the line keeps its recorded ending, except one ended by the old
     rule: that is now ``truncated``.
     """
-    scores = [(a.coherence, a.novelty, a.llm_novelty) for a in result.answers]
+    scores = [
+        (a.coherence, a.novelty, a.llm_novelty, panel_decision(a, thresholds.coherence))
+        for a in result.answers
+    ]
     flags, reason = chain_validity(scores, thresholds)
     answers = tuple(replace(a, valid=ok) for a, ok in zip(result.answers, flags, strict=True))
     truncated = reason is None and result.stop_reason in THRESHOLD_STOPS
@@ -91,3 +99,62 @@ def rescore(results: Sequence[QuestionResult], thresholds: Thresholds) -> list[R
             "(the run had the similarity judge off)"
         )
     return [rescore_question(result, thresholds) for result in results]
+
+
+Judge = tuple[str, float, Rejudging]
+"""A judge of a re-judging: its model, its coherence threshold and its judgments."""
+
+
+def rejudged_line(line: QuestionResult, judges: Sequence[Judge]) -> QuestionResult:
+    """The line with the (first) judge's deciding judgment as each answer's coherence; a
+    panel's judgments beside it (``judges``: the panel decides), and each judgment's
+    samples when several were asked. An answer a judge refused in every try has none
+    (undecided: its chain ends there, ``unscored``) and the refusal beside it."""
+    answers = []
+    for answer in line.answers:
+        prompt = coherence_prompt(line.question, answer.answer)
+        refused = [judged.refused[prompt] for _, _, judged in judges if prompt in judged.refused]
+        if refused:  # undecided, never a score: the chain ends there, unscored
+            extra = {**answer.extra, "judge_refused": refused[0]}
+            for key in (SAMPLES_KEY, "judges"):
+                extra.pop(key, None)
+            answers.append(replace(answer, coherence=None, extra=extra))
+            continue
+        found = [judged.judgments[prompt] for _, _, judged in judges]
+        calls = dict(answer.extra.get("calls") or {})
+        calls["judge"] = {
+            "served_model": found[0].served[0],
+            "latency_s": 0.0,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "calls": 0,
+        }
+        extra = {**answer.extra, "calls": calls}
+        for key in (SAMPLES_KEY, "judges"):
+            extra.pop(key, None)
+        if len(found[0].scores) > 1:
+            extra[SAMPLES_KEY] = [float(s) for s in found[0].scores]
+        if len(judges) > 1:
+            extra["judges"] = [
+                {
+                    "judge": model,
+                    "score": float(judged.score),
+                    "threshold": threshold,
+                    "passes": judged.score > threshold,
+                }
+                for (model, threshold, _), judged in zip(judges, found, strict=True)
+            ]
+        answers.append(replace(answer, coherence=float(found[0].score), extra=extra))
+    return replace(line, answers=tuple(answers), judge_model=judges[0][0])
+
+
+def rejudge_lines(
+    results: Sequence[QuestionResult], judges: Sequence[Judge], thresholds: Thresholds
+) -> list[RescoredQuestion]:
+    """Every line judged again by ``judges`` (one, or a panel) and walked under
+    ``thresholds`` (its coherence the first judge's); ``original`` is the line as
+    recorded (its own judge's scores)."""
+    return [
+        replace(rescore_question(rejudged_line(line, judges), thresholds), original=line)
+        for line in results
+    ]

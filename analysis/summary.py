@@ -35,7 +35,13 @@ from rich.console import Console
 from rich.table import Table
 
 from aidanbench.analysis.cost import has_censored, tokens_text
-from aidanbench.analysis.judge_noise import JudgeNoise, judge_noise
+from aidanbench.analysis.judge_noise import (
+    JudgeNoise,
+    JudgePanel,
+    judge_noise,
+    judge_panel,
+    unreadable_of,
+)
 from aidanbench.analysis.tables import Column, fitted_tables
 from aidanbench.core.errors import printable
 from aidanbench.core.thresholds import Thresholds
@@ -170,6 +176,10 @@ class SummaryRow:
     or mixed."""
     judge_noise: JudgeNoise | None = None
     """The judge's noise, when answers were judged several times (``judge_samples``)."""
+    judge_panel: JudgePanel | None = None
+    """A judge panel's decisions, when one judged the answers."""
+    judge_unreadable: dict[str, int] = field(default_factory=dict)
+    """The judge's replies that held no readable score (each asked again), by why."""
 
     @property
     def reward(self) -> float:
@@ -193,6 +203,7 @@ class SummaryRow:
             data[name] = list(value) if value else None
         data["reward_interval"] = list(self.reward_interval) if self.reward_interval else None
         data["judge_noise"] = None if self.judge_noise is None else self.judge_noise.to_dict()
+        data["judge_panel"] = None if self.judge_panel is None else self.judge_panel.to_dict()
         return data
 
 
@@ -363,6 +374,8 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
         judge_served=judge_served(lines),
         threshold_source=_shared(line.threshold_source for line in lines),
         judge_noise=judge_noise(lines),
+        judge_panel=judge_panel(lines),
+        judge_unreadable=unreadable_of(lines),
     )
 
 

@@ -55,13 +55,13 @@ def check_variable_names(args: argparse.Namespace) -> None:
     for flag in options.flags():
         if not flag.field.endswith("api_key_env"):
             continue
-        value = getattr(args, flag.field)
-        if VARIABLE_NAME.fullmatch(value) and not looks_like_key(value):
-            continue
-        raise UsageError(
-            f"{flag.name} takes the name of an environment variable that holds the key "
-            f"(like OPENAI_API_KEY), not the key itself; got {shown(value)}"
-        )
+        for value in options.listed(args, flag.field):
+            if VARIABLE_NAME.fullmatch(value) and not looks_like_key(value):
+                continue
+            raise UsageError(
+                f"{flag.name} takes the name of an environment variable that holds the key "
+                f"(like OPENAI_API_KEY), not the key itself; got {shown(value)}"
+            )
 
 
 def check_base_url(flag: str, url: str | None) -> None:

@@ -16,7 +16,11 @@ import json
 import re
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from aidanbench.analysis.judge_calibration import (
     REFERENCE_JUDGE,
@@ -27,7 +31,7 @@ from aidanbench.analysis.judge_calibration import (
 )
 from aidanbench.analysis.judge_noise import noise_text
 from aidanbench.analysis.rejudge import coherence_prompt
-from aidanbench.cli import calibration_file, judging
+from aidanbench.cli import calibration_file, judging, options
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.record.files import atomic_write
 from aidanbench.record.recorder import now
@@ -54,7 +58,33 @@ def sha256_of(path: Path) -> str:
 def run(
     args: argparse.Namespace, questions: list[QuestionResult], reference: Path, out: Path
 ) -> int:
-    """Judge, calibrate, plot, write the calibration file, print the figures."""
+    """Judge, calibrate, plot, write the calibration file, print the figures: of each
+    judge, with ``--judge-model`` given several times (a panel), then what the panel's
+    majority of calibrated decisions makes of o1-mini's."""
+    found = []
+    for judge in options.judges(args):
+        one = calibrate_one(judge, questions, reference, out)
+        if one is None:
+            return 1
+        found.append(one)
+    documents = [
+        {**document, "calibration_file": str(target), "calibration_sha256": sha256_of(target)}
+        for _, document, target in found
+    ]
+    panel = panel_agreement([calibration for calibration, _, _ in found])
+    if args.json:
+        payload = documents[0] if panel is None else {"judges": documents, "panel": panel}
+        print(json.dumps(payload, indent=2))
+    elif panel is not None:
+        print(printable(panel_line(panel)))
+    return 0
+
+
+def calibrate_one(
+    args: argparse.Namespace, questions: list[QuestionResult], reference: Path, out: Path
+) -> tuple[JudgeCalibration, dict[str, Any], Path] | None:
+    """One judge judged, calibrated, plotted and written; its figures printed (as text
+    unless ``--json``); None when answers could not be judged (said on stderr)."""
     cache = args.cache or out / "judge-cache.sqlite"
     settings = judging.judge_settings(args, cache)
     prompt_of = {
@@ -69,8 +99,12 @@ def run(
             printable(f"aidanbench calibrate: {judging.failures_line(judged, len(prompt_of))}"),
             file=sys.stderr,
         )
-        return 1
-    scores = {key: judged.judgments[prompt].scores for key, prompt in prompt_of.items()}
+        return None
+    scores = {
+        key: judged.judgments[prompt].scores
+        for key, prompt in prompt_of.items()
+        if prompt in judged.judgments
+    }
     try:
         calibration = calibrate_judge(questions, scores, judge_model=settings.judge_model)
     except ValueError as exc:
@@ -91,9 +125,13 @@ def run(
             "served_models": served,
         },
         "judging": {
+            "answers": len(prompt_of),
+            "distinct_answers": len(set(prompt_of.values())),
             "requests": judged.requests,
             "from_cache": judged.from_cache,
             "batches": judged.batches,
+            "unreadable": judged.unreadable,
+            "refused": len(judged.refused),
             "cache": str(cache),
         },
         "cost": cost,
@@ -102,23 +140,47 @@ def run(
     target = out / f"{stem}.json"
     atomic_write(target, json.dumps(document, indent=2) + "\n")
     warning = judging.served_warning(settings.judge_model, served)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    **document,
-                    "calibration_file": str(target),
-                    "calibration_sha256": sha256_of(target),
-                },
-                indent=2,
-            )
-        )
-    else:
+    if not args.json:
         print(format_report(calibration, reference, plot, target))
+        print(printable(judging.refusals_line(judged, len(prompt_of))))
         print(printable(judging.cost_line(cost)))
     if warning:
         print(printable(f"warning: {warning}"), file=sys.stderr)
-    return 0
+    return calibration, document, target
+
+
+def panel_agreement(calibrations: Sequence[JudgeCalibration]) -> dict[str, Any] | None:
+    """How a panel of the calibrated judges decides o1-mini's answers: each answer
+    coherent when more than half of them pass it at their calibrated thresholds (answers
+    one of them left undecided are left out); None for one judge."""
+    if len(calibrations) < 2:
+        return None
+    sizes = {int(c.recorded.size) for c in calibrations}
+    if len(sizes) > 1:  # undecided answers differ: the arrays no longer line up
+        return {"judges": [c.judge_model for c in calibrations], "agreement": None}
+    decisions = np.asarray([c.judged > c.threshold for c in calibrations])
+    panel = 2 * decisions.sum(axis=0) > len(calibrations)
+    reference = calibrations[0].recorded > calibrations[0].reference_threshold
+    disagreed = decisions.any(axis=0) & ~decisions.all(axis=0)
+    return {
+        "judges": [c.judge_model for c in calibrations],
+        "agreement": float(np.mean(panel == reference)),
+        "answers": int(panel.size),
+        "disagreed": int(disagreed.sum()),
+    }
+
+
+def panel_line(panel: dict[str, Any]) -> str:
+    """The panel's agreement with o1-mini, in one line."""
+    judges = " + ".join(panel["judges"])
+    if panel["agreement"] is None:
+        return f"judge panel {judges}: the judges left different answers undecided"
+    return (
+        f"judge panel {judges}, an answer coherent when more than half pass it at their "
+        f"calibrated thresholds: decision agreement with {REFERENCE_JUDGE} "
+        f"{panel['agreement']:.1%} over {panel['answers']} answers; the judges disagreed "
+        f"on {panel['disagreed']}"
+    )
 
 
 def _percent(rule: JudgeRule, whole: int) -> str:

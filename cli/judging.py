@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from aidanbench.analysis.judge_noise import unreadable_text
 from aidanbench.analysis.rejudge import JudgeAborted, Rejudging, rejudge
 from aidanbench.cli import options
 from aidanbench.core.errors import ConfigError, EndpointRefused, UsageError, printable
@@ -164,6 +165,26 @@ def failures_line(judged: Rejudging, total: int) -> str:
         f"{len(judged.failures)} of {total} answers could not be judged (first: {first}); "
         "the others are cached: run the same command again to ask only for these"
     )
+
+
+def refusals_line(judged: Rejudging, answers: int) -> str:
+    """The judge's unreadable replies and the answers it refused every time, in one line:
+    how many distinct answers were judged, of ``answers`` (a text that repeats an earlier
+    answer of its question is judged once)."""
+    distinct = len(judged.judgments) + len(judged.refused)
+    parts = [f"judged {distinct} distinct answers of {answers}"]
+    if distinct < answers:
+        parts[0] += f" ({answers - distinct} repeat an earlier answer of their question)"
+    if judged.unreadable:
+        parts.append(unreadable_text(judged.unreadable))
+    if judged.refused:
+        count = len(judged.refused)
+        parts.append(
+            f"{count} answer{'' if count == 1 else 's'} the judge gave no readable score in "
+            "every try left undecided: out of the decisions, their chains counted up to them "
+            "(lower bounds); the same command asks for them again"
+        )
+    return "; ".join(parts)
 
 
 def served_warning(model: str, served: dict[str, int]) -> str | None:

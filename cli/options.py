@@ -63,6 +63,9 @@ NO_FLAG: dict[str, str] = {
     "this machine, and none for a --server run, which prices with the bundled table)",
     "variant_fields": "given per label as --variant LABEL=JSON, for each model named "
     "NAME@LABEL (one row per variant)",
+    "judge_panel": "given by naming --judge-model more than once: each judge after the "
+    "first is one of the panel, with its --judge-base-url, --judge-api-key-env and "
+    "--coherence-threshold given in the same order",
 }
 """Settings fields that deliberately have no flag, each with the reason."""
 
@@ -81,6 +84,17 @@ SHORT: dict[str, str] = {"model": "-m", "temperature": "-T", "base_url": "-b", "
 
 REPEATABLE: frozenset[str] = frozenset({"model", "temperature"})
 """Fields a run takes several values of: one ``Settings`` per (model, temperature)."""
+
+PANEL: tuple[str, ...] = (
+    "judge_model",
+    "judge_base_url",
+    "judge_api_key_env",
+    "coherence_threshold",
+)
+"""A judge's flags: ``--judge-model`` given again names one more judge of a panel
+(``Settings.judge_panel``), and the others are given once for every judge or once per
+judge, in the same order (``judges``); a panel's thresholds once per judge, each on its
+judge's own scale."""
 
 METAVARS: dict[str, str] = {"request_timeout": "SECONDS", "coherence_threshold": "X|FILE"}
 """Metavariables other than the one a field's type gives."""
@@ -238,6 +252,9 @@ def add_settings_flags(
             options["required"] = True
         if flag.field in REPEATABLE:
             options["action"] = "append"
+        elif flag.field in PANEL:
+            options["action"] = PanelFlag
+            options["default"] = flag.default
         elif not needed:
             options["default"] = flag.default
         parser.add_argument(*flag.names, **options)
@@ -295,14 +312,100 @@ def variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 def settings_values(args: argparse.Namespace) -> dict[str, Any]:
     """The value of every flagged field that takes one value per run, read from ``args``
-    (a threshold read from a calibration file as the plain number)."""
+    (a threshold read from a calibration file as the plain number), the first judge's
+    in the judge's fields and the others as the panel (``judges``)."""
     values = {
-        flag.field: getattr(args, flag.field) for flag in flags() if flag.field not in REPEATABLE
+        flag.field: getattr(args, flag.field)
+        for flag in flags()
+        if flag.field not in REPEATABLE and flag.field not in PANEL
     }
-    return {
-        field: float(value) if isinstance(value, calibration_file.CalibratedThreshold) else value
-        for field, value in values.items()
-    }
+    first, *panel = [_plain(judge) for judge in judges(args)]
+    values |= first
+    if panel:
+        values["judge_panel"] = [
+            {"model": j["judge_model"], "base_url": j["judge_base_url"]}
+            | {"api_key_env": j["judge_api_key_env"]}
+            | {"coherence_threshold": j["coherence_threshold"]}
+            for j in panel
+        ]
+    return values
+
+
+def _plain(judge: argparse.Namespace) -> dict[str, Any]:
+    """A judge's fields (``PANEL``), a threshold from a calibration file as its number."""
+    values = {field: getattr(judge, field) for field in PANEL}
+    threshold = values["coherence_threshold"]
+    if isinstance(threshold, calibration_file.CalibratedThreshold):
+        values["coherence_threshold"] = float(threshold)
+    return values
+
+
+def judges(args: argparse.Namespace) -> list[argparse.Namespace]:
+    """``args`` once per judge, each with that judge's flags (``PANEL``) alone, the first
+    judge's first; one judge unless ``--judge-model`` was given several times. A flag
+    given neither once nor once per judge is one ``UsageError`` line, and so is a panel
+    without a threshold per judge."""
+    models = listed(args, "judge_model")
+    found = [argparse.Namespace(**vars(args)) for _ in models]
+    for field in PANEL:
+        given = listed(args, field)
+        if len(given) == 1 and (len(models) == 1 or field != "coherence_threshold"):
+            given = given * len(models)
+        if len(given) != len(models):
+            times = len(getattr(args, PANEL_GIVEN, {}).get(field, []))
+            raise UsageError(
+                f"{flag_name(field)} is given {times} times for {len(models)} judges: "
+                + (
+                    "a panel needs each judge's own threshold (aidanbench calibrate "
+                    "--judge-model M finds it), once per --judge-model"
+                    if field == "coherence_threshold"
+                    else "give it once for every judge, or once per --judge-model"
+                )
+            )
+        for judge, value in zip(found, given, strict=True):
+            setattr(judge, field, value)
+    return found
+
+
+class PanelFlag(argparse.Action):
+    """A judge's flag (``PANEL``): its first value is the field's, so a single judge reads
+    as any other flag; every value given, in order, is kept for ``listed``."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        given = vars(namespace).setdefault(PANEL_GIVEN, {}).setdefault(self.dest, [])
+        if not given:
+            setattr(namespace, self.dest, values)
+        given.append(values)
+
+
+PANEL_GIVEN = "panel_given"
+"""Where ``PanelFlag`` keeps each judge's flag's values, by field."""
+
+
+def listed(args: argparse.Namespace, field: str) -> list[Any]:
+    """The values of a judge's flag (``PANEL``): each as given (once, or once per judge),
+    else the one the field holds (its default, or set by ``-a``)."""
+    given = getattr(args, PANEL_GIVEN, {}).get(field)
+    return list(given) if given else [getattr(args, field, Settings.model_fields[field].default)]
+
+
+def threshold_sources(args: argparse.Namespace) -> list[dict[str, Any] | None]:
+    """Where each judge's coherence threshold came from (``calibration_file``: a file
+    records its path and sha256; a number None); a file that calibrated another judge is
+    one ``UsageError`` line."""
+    try:
+        return [
+            calibration_file.threshold_source(judge.coherence_threshold, judge.judge_model)
+            for judge in judges(args)
+        ]
+    except ValueError as exc:
+        raise UsageError(printable(str(exc))) from None
 
 
 def repeated(args: argparse.Namespace, field: str) -> list[Any]:

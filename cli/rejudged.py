@@ -16,10 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aidanbench.analysis.judge_noise import SAMPLES_KEY
-from aidanbench.analysis.rejudge import Rejudging, coherence_prompt
-from aidanbench.analysis.rescore import RescoredQuestion, rescore_question
-from aidanbench.cli import calibration_file, judging
+from aidanbench.analysis.rejudge import coherence_prompt
+from aidanbench.analysis.rescore import RescoredQuestion, rejudge_lines
+from aidanbench.cli import calibration_file, judging, options
 from aidanbench.cli.report import Inputs, make_console, one_line, read_inputs
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings
@@ -27,7 +26,6 @@ from aidanbench.core.thresholds import Thresholds
 from aidanbench.record import files
 from aidanbench.record.metadata import read_metadata
 from aidanbench.record.recorder import Recorder, now
-from aidanbench.record.results import QuestionResult
 from aidanbench.record.usage import UsageLedger
 from aidanbench.runner import session
 from aidanbench.runner.rejudged import QUESTIONS_FILE, copy_cache, seed_run, task_settings
@@ -35,39 +33,6 @@ from aidanbench.runner.spec import RunSpec
 
 DEFAULT_CACHE = Path("judge-cache.sqlite")
 """Where judgments are cached without ``--cache`` or ``--into`` (the working directory)."""
-
-
-def _rejudged_line(line: QuestionResult, judged: Rejudging, model: str) -> QuestionResult:
-    """The line with the new judge's deciding judgment as each answer's coherence."""
-    answers = []
-    for answer in line.answers:
-        found = judged.judgments[coherence_prompt(line.question, answer.answer)]
-        calls = dict(answer.extra.get("calls") or {})
-        calls["judge"] = {
-            "served_model": found.served[0],
-            "latency_s": 0.0,
-            "input_tokens": 0,
-            "output_tokens": 0,
-            "calls": 0,
-        }
-        extra = {**answer.extra, "calls": calls}
-        extra.pop(SAMPLES_KEY, None)
-        if len(found.scores) > 1:
-            extra[SAMPLES_KEY] = [float(s) for s in found.scores]
-        answers.append(dataclasses.replace(answer, coherence=float(found.score), extra=extra))
-    return dataclasses.replace(line, answers=tuple(answers), judge_model=model)
-
-
-def rejudge_lines(
-    results: Sequence[QuestionResult], judged: Rejudging, model: str, thresholds: Thresholds
-) -> list[RescoredQuestion]:
-    """Every line judged again and walked under ``thresholds``; ``original`` is the line
-    as recorded (its own judge's scores)."""
-    rescored = []
-    for line in results:
-        walked = rescore_question(_rejudged_line(line, judged, model), thresholds)
-        rescored.append(dataclasses.replace(walked, original=line))
-    return rescored
 
 
 def _into(args: argparse.Namespace) -> Path | None:
@@ -85,77 +50,113 @@ def _into(args: argparse.Namespace) -> Path | None:
     return into
 
 
-def run(args: argparse.Namespace, thresholds: Thresholds, coherence: float) -> int:
-    """Judge again, rescore, print; with ``--into`` write the run directory."""
-    model = args.judge_model
+def run(args: argparse.Namespace, thresholds: Thresholds) -> int:
+    """Judge again (one judge, or a panel: ``--judge-model`` given several times, each
+    with its own threshold), rescore, print; with ``--into`` write the run directory."""
     if thresholds.llm_novelty is not None:
         raise UsageError(
             "--llm-novelty-threshold with --judge-model: similarity judgments are not "
             "judged again (only coherence is); leave it out"
         )
+    from aidanbench.cli.rescore import coherence_value  # it imports this module
+
+    judges = options.judges(args)
+    coherence = [coherence_value(judge.coherence_threshold) for judge in judges]
     try:
-        source = calibration_file.threshold_source(coherence, model)
+        sources = [
+            calibration_file.threshold_source(value, judge.judge_model)
+            for value, judge in zip(coherence, judges, strict=True)
+        ]
     except ValueError as exc:
         raise UsageError(printable(str(exc))) from None
     inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
     into = _into(args)
+    panel = [
+        (judge, float(value), source)
+        for judge, value, source in zip(judges, coherence, sources, strict=True)
+    ]
+    thresholds = dataclasses.replace(thresholds, coherence=float(coherence[0]))
     if into is None:
         cache: Path = args.cache or DEFAULT_CACHE
-        settings = judging.judge_settings(args, cache)
+        settings = [judging.judge_settings(judge, cache) for judge in judges]
         ledger = UsageLedger(judging.ledger_path(cache))
-        return rejudge(args, inputs, thresholds, source, settings, ledger, None)
+        return rejudge(args, inputs, thresholds, panel, settings, ledger, None)
     aside = into.with_name(f".{into.name}.partial")
-    settings = judging.judge_settings(args, args.cache or aside / files.CACHE)
+    cache = args.cache or aside / files.CACHE
+    settings = [judging.judge_settings(judge, cache) for judge in judges]
     with Recorder.build(into, aside) as recorder:  # every check made: the first write
-        assert settings.cache_path is not None
-        if not Path(settings.cache_path).exists():
-            copy_cache(Path(args.paths[0]), Path(settings.cache_path))
-        return rejudge(args, inputs, thresholds, source, settings, recorder.ledger, recorder)
+        if not cache.exists():
+            copy_cache(Path(args.paths[0]), cache)
+        return rejudge(args, inputs, thresholds, panel, settings, recorder.ledger, recorder)
+
+
+Seat = tuple[argparse.Namespace, float, dict[str, Any] | None]
+"""A judge of the re-judging: its flags, its coherence threshold and where that came from."""
 
 
 def rejudge(
     args: argparse.Namespace,
     inputs: Inputs,
     thresholds: Thresholds,
-    source: dict[str, Any] | None,
-    settings: Settings,
+    panel: Sequence[Seat],
+    settings: Sequence[Settings],
     ledger: UsageLedger,
     recorder: Recorder | None,
 ) -> int:
-    """Judge the inputs' answers again, rescore and print; write the run directory of
-    ``recorder`` (``--into``) when given."""
-    model = settings.judge_model
+    """Judge the inputs' answers again (each judge of ``panel``), rescore and print;
+    write the run directory of ``recorder`` (``--into``) when given."""
     prompts = [coherence_prompt(r.question, a.answer) for r in inputs.results for a in r.answers]
-    judged = judging.judge_all(prompts, settings, args, ledger)
-    if judged.failures:
-        line = judging.failures_line(judged, len(set(prompts)))
-        print(printable(f"aidanbench rescore: {line}"), file=sys.stderr)
-        return 1
-    rescored = rejudge_lines(inputs.results, judged, model, thresholds)
-    served = judged.served_counts()
+    judged = [
+        judging.judge_all(prompts, s, judge, ledger)
+        for (judge, _, _), s in zip(panel, settings, strict=True)
+    ]
+    for found in judged:
+        if found.failures:
+            line = judging.failures_line(found, len(set(prompts)))
+            print(printable(f"aidanbench rescore: {line}"), file=sys.stderr)
+            return 1
+    judges = [
+        (s.judge_model, threshold, found)
+        for s, (_, threshold, _), found in zip(settings, panel, judged, strict=True)
+    ]
+    rescored = rejudge_lines(inputs.results, judges, thresholds)
     cost = judging.cost_summary(ledger)
-    judge_fields = {
-        "model": model,
-        "samples": settings.judge_samples,
-        "coherence_threshold_source": source or {"kind": "given"},
-        "served_models": served,
-        "requests": judged.requests,
-        "from_cache": judged.from_cache,
-        "batches": judged.batches,
-        "cost": cost,
-    }
+    judge_fields = [
+        {
+            "model": s.judge_model,
+            "samples": s.judge_samples,
+            "coherence_threshold": threshold,
+            "coherence_threshold_source": source or {"kind": "given"},
+            "served_models": found.served_counts(),
+            "requests": found.requests,
+            "from_cache": found.from_cache,
+            "batches": found.batches,
+            "unreadable": found.unreadable,
+            "refused": len(found.refused),
+        }
+        for s, (_, threshold, source), found in zip(settings, panel, judged, strict=True)
+    ]
     from aidanbench.cli.rescore import print_rescore, rescore_payload  # it imports this module
 
     mode, notes = inputs.reward_mode, inputs.notes  # a substituted judge: summary.warnings
+    judge_model = settings[0].judge_model
     if args.json:
-        payload = {"judge": judge_fields, **rescore_payload(rescored, thresholds, mode, notes)}
+        payload = {
+            "judge": {**judge_fields[0], "cost": cost},
+            **({"panel": judge_fields} if len(panel) > 1 else {}),
+            **rescore_payload(rescored, thresholds, mode, notes),
+        }
     else:
         console = make_console()
-        console.print(judged_text(judge_fields, len(set(prompts))), markup=False)
+        for fields, found in zip(judge_fields, judged, strict=True):
+            console.print(judged_text(fields, len(set(prompts))), markup=False)
+            if found.unreadable or found.refused:
+                line = judging.refusals_line(found, len(set(prompts)))
+                console.print(printable(f"{fields['model']}: {line}"), markup=False)
         console.print(printable(judging.cost_line(cost)), markup=False)
-        print_rescore(rescored, thresholds, console, mode, notes, judge=model)
+        print_rescore(rescored, thresholds, console, mode, notes, judge=judge_model)
     if recorder is not None:
-        seeded = write_into(args, recorder, rescored, settings, source, judge_fields, thresholds)
+        seeded = write_into(args, recorder, rescored, settings, panel, judge_fields, thresholds)
         if args.json:
             payload["into"] = seeded
         else:
@@ -181,16 +182,17 @@ def write_into(
     args: argparse.Namespace,
     recorder: Recorder,
     rescored: Sequence[RescoredQuestion],
-    settings: Settings,
-    source: dict[str, Any] | None,
-    judge_fields: dict[str, Any],
+    panel_settings: Sequence[Settings],
+    panel: Sequence[Seat],
+    judge_fields: list[dict[str, Any]],
     thresholds: Thresholds,
 ) -> dict[str, Any]:
     """Seed the run directory ``--into`` through its ``recorder``, complete it, and say
-    how ``aidanbench run`` continues it."""
+    how ``aidanbench run`` continues it (with the same judge, or judge panel)."""
     into: Path = args.into
     origin = Path(args.paths[0])
     stored = session.stored_scoring(read_metadata(origin) if origin.is_dir() else None)
+    settings, source = panel_settings[0], panel[0][2]
     judge = {
         "judge_model": settings.judge_model,
         "judge_base_url": settings.judge_base_url,
@@ -200,6 +202,15 @@ def write_into(
         "judge_samples": settings.judge_samples,
         "coherence_threshold": thresholds.coherence,
         "novelty_threshold": thresholds.novelty,
+        "judge_panel": [
+            {
+                "model": s.judge_model,
+                "base_url": s.judge_base_url,
+                "api_key_env": s.judge_api_key_env,
+                "coherence_threshold": threshold,
+            }
+            for s, (_, threshold, _) in zip(panel_settings[1:], panel[1:], strict=True)
+        ],
     }
     settings_of = {}
     for line in rescored:
@@ -220,6 +231,7 @@ def write_into(
             settings={k: v for k, v in judge.items() if v is not None},
             run_dir=into,
             coherence_threshold_source=source,
+            panel_threshold_sources=[found for _, _, found in panel[1:]],
         )
     except ValueError as exc:
         raise UsageError(one_line(exc)) from None
@@ -227,7 +239,8 @@ def write_into(
         "path": str(origin.resolve()),
         "kind": "run directory" if origin.is_dir() else "results file",
         "sha256": None if origin.is_dir() else hashlib.sha256(origin.read_bytes()).hexdigest(),
-        "judge": {k: v for k, v in judge_fields.items() if k != "cost"},
+        "judge": judge_fields[0],
+        **({"panel": judge_fields} if len(judge_fields) > 1 else {}),
         "thresholds": {
             "coherence": judge["coherence_threshold"],
             "novelty": judge["novelty_threshold"],

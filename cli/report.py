@@ -25,7 +25,7 @@ from aidanbench.analysis import cost
 from aidanbench.analysis.environment_metrics import line_metrics, rollout_means
 from aidanbench.analysis.inputs import combine, read_input, token_limit_field_of
 from aidanbench.analysis.inputs import reward_mode as resolve_reward_mode
-from aidanbench.analysis.judge_noise import noise_text
+from aidanbench.analysis.judge_noise import noise_text, panel_text, unreadable_text
 from aidanbench.analysis.summary import (
     COUNTING,
     HEADLINE,
@@ -430,10 +430,14 @@ def judging_lines(rows: Sequence[SummaryRow]) -> list[str]:
             parts.append(f"served by {served}")
         if row.threshold_source:
             parts.append(f"coherence threshold from {row.threshold_source}")
-        if not parts and row.judge_noise is None:
+        if row.judge_unreadable:
+            parts.append(unreadable_text(row.judge_unreadable))
+        if not parts and row.judge_noise is None and row.judge_panel is None:
             continue
         text = f"judge of {row.model} @ {row.temperature:g}: {row.judge_model or 'not recorded'}"
         found.append("; ".join([text, *parts]))
+        if row.judge_panel is not None:
+            found.append(f"  {panel_text(row.judge_panel)}")
         if row.judge_noise is not None:
             found.append(f"  {noise_text(row.judge_noise)}")
     return found

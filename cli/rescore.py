@@ -33,7 +33,7 @@ from aidanbench.analysis.summary import (
     summarise,
     warnings,
 )
-from aidanbench.cli import add_command, calibration_file, judging, rejudged
+from aidanbench.cli import add_command, calibration_file, judging, options, rejudged
 from aidanbench.cli.env_args import NotGiven
 from aidanbench.cli.report import (
     add_common_arguments,
@@ -227,6 +227,11 @@ def run(args: argparse.Namespace) -> int:
     """Handler of ``aidanbench rescore``."""
     if isinstance(args.judge_model, NotGiven):
         args.judge_model = args.judge_model.value
+        if len(options.listed(args, "coherence_threshold")) > 1:
+            raise UsageError(
+                "--coherence-threshold is given once per judge of a panel: name the judges "
+                "with --judge-model (or give it once)"
+            )
         for given, flag in (
             (args.into is not None, "--into"),
             (args.batch, "--batch"),
@@ -237,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
                     f"{flag} needs --judge-model (the judge to judge the answers again)"
                 )
     else:
-        return rejudged.run(args, thresholds_from(args), coherence_value(args.coherence_threshold))
+        return rejudged.run(args, thresholds_from(args))
     thresholds = thresholds_from(args)
     inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
     try:
@@ -271,9 +276,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--coherence-threshold",
         required=True,
+        action=options.PanelFlag,
         metavar="X",
         help="valid when coherence > X (0-100; the benchmark's is 15), or a judge "
-        "calibration file (aidanbench calibrate --judge-model) giving X",
+        "calibration file (aidanbench calibrate --judge-model) giving X; with a judge "
+        "panel (--judge-model given several times), once per judge",
     )
     parser.add_argument(
         "--novelty-threshold",

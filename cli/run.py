@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
-from aidanbench.cli import add_command, calibration_file, env_args, estimate, options
+from aidanbench.cli import add_command, env_args, estimate, options
 from aidanbench.cli.inputs import check_run_args
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings
@@ -150,10 +150,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
         if not 0 < value < float("inf"):
             raise UsageError(f"--{flag.replace('_', '-')} must be positive seconds, got {value}")
     question_set = options.question_set(args)
-    try:
-        source = calibration_file.threshold_source(args.coherence_threshold, args.judge_model)
-    except ValueError as exc:
-        raise UsageError(printable(str(exc))) from None
+    source, *panel_sources = options.threshold_sources(args)
     try:
         return RunSpec(
             models=args.model,
@@ -176,6 +173,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
             prices=args.prices,
             max_cost=args.max_cost,
             coherence_threshold_source=source,
+            panel_threshold_sources=panel_sources,
         )
     except ValidationError as exc:
         raise UsageError(options.validation_line(exc, getattr(args, "given_as", None))) from None

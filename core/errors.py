@@ -8,6 +8,7 @@ errors) without importing an HTTP client.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from typing_extensions import TypedDict
 
@@ -53,6 +54,9 @@ class ScoreParseError(ValueError):
         self.reason = reason
         self.tag = tag
         self.reply = reply
+        self.calls: Any = None
+        """What the replies that could not be read cost (``CallStats``), once every
+        attempt failed (``nodes.judge_calls.read_judge``)."""
         shown = reply if len(reply) <= 200 else reply[:200] + "…"
         super().__init__(f"judge reply has {reason.replace('_', ' ')} <{tag}>: {shown!r}")
 

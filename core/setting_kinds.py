@@ -24,6 +24,7 @@ SCORING_FIELDS: frozenset[str] = frozenset(
         "variant_fields",
         "cot",
         "judge_model",
+        "judge_panel",
         "judge_temperature",
         "judge_attempts",
         "embedding_model",
@@ -73,7 +74,8 @@ PER_THREAD_FIELDS: frozenset[str] = frozenset({"model", "temperature"})
 
 
 def scoring_settings(settings: Settings) -> dict[str, Any]:
-    """The scoring fields of ``settings`` as JSON values, thresholds resolved.
+    """The scoring fields of ``settings`` as JSON values, thresholds resolved, a judge
+    panel without its endpoints (``panel_record``).
 
     ``novelty_threshold`` is stored resolved (``None`` means the embedding model's
     default), so a run started on the default and continued with the same number written
@@ -81,7 +83,17 @@ def scoring_settings(settings: Settings) -> dict[str, Any]:
     """
     values = settings.model_dump(mode="json", include=set(SCORING_FIELDS - PER_THREAD_FIELDS))
     values["novelty_threshold"] = settings.resolved_novelty_threshold
+    values["judge_panel"] = panel_record(settings)
     return values
+
+
+def panel_record(settings: Settings) -> list[dict[str, Any]]:
+    """What a judge panel measures with: each more judge and its threshold (where it is
+    and its key are operational, as the first judge's are)."""
+    return [
+        {"model": seat.model, "coherence_threshold": seat.coherence_threshold}
+        for seat in settings.judge_panel
+    ]
 
 
 def operational_settings(settings: Settings) -> dict[str, Any]:

@@ -43,6 +43,23 @@ what was asked and make the results record one request while another was sent.
 """
 
 
+class PanelJudge(BaseModel):
+    """One more judge of a panel (``Settings.judge_panel``): where it is, its key's
+    variable, and its coherence threshold on its own scale (calibrated)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    coherence_threshold: float = Field(default=15.0, ge=0.0, le=100.0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        return http_url(value)
+
+
 class Settings(BaseModel):
     """Everything that decides how one AidanBench question is run and scored."""
 
@@ -96,6 +113,13 @@ class Settings(BaseModel):
         le=10,
         description="How often an unreadable judge reply is asked for before the question "
         "stops with judge_error.",
+    )
+    judge_panel: tuple[PanelJudge, ...] = Field(
+        default=(),
+        description="More judges of coherence beside judge_model, each with its own "
+        "endpoint, key and calibrated threshold: with any, an answer is coherent when "
+        "more than half of the judges (judge_model at coherence_threshold first) pass it, "
+        "and every judge's judgment is recorded.",
     )
     judge_samples: int = Field(
         default=1,
@@ -212,18 +236,7 @@ class Settings(BaseModel):
     @field_validator("base_url", "judge_base_url", "embedding_base_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        credential = url_credential(value)
-        if credential is not None:
-            raise ValueError(
-                f"base URL must not carry credentials ({credential}); put the key in the "
-                "API-key variable"
-            )
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"base URL must look like https://host/v1, got {value!r}")
-        return value
+        return http_url(value)
 
     @field_validator("model_kwargs", "variant_fields")
     @classmethod
@@ -282,11 +295,48 @@ class Settings(BaseModel):
         )
 
     @property
+    def judges(self) -> list[Settings]:
+        """The panel of coherence judges, each as these settings with that judge in the
+        judge's fields (``judge_model`` first, as it is): one, without a panel."""
+        seats = [self]
+        for seat in self.judge_panel:
+            fields = {
+                "judge_model": seat.model,
+                "judge_base_url": seat.base_url,
+                "judge_api_key_env": seat.api_key_env,
+                "coherence_threshold": seat.coherence_threshold,
+                "judge_panel": (),
+            }
+            seats.append(self.model_copy(update=fields))
+        return seats
+
+    def endpoints(self) -> list[Endpoint]:
+        """Every endpoint the settings reach: each role's, and each panel judge's."""
+        found = [self.endpoint(role) for role in ROLES]
+        return found + [seat.endpoint("judge") for seat in self.judges[1:]]
+
+    @property
     def resolved_novelty_threshold(self) -> float:
         """``novelty_threshold``, or the default for the chosen embedding model."""
         if self.novelty_threshold is not None:
             return self.novelty_threshold
         return default_novelty_threshold(self.embedding_model)
+
+
+def http_url(value: str | None) -> str | None:
+    """A base URL as given, checked: http(s) with a host, no credentials in it."""
+    if value is None:
+        return value
+    credential = url_credential(value)
+    if credential is not None:
+        raise ValueError(
+            f"base URL must not carry credentials ({credential}); put the key in the "
+            "API-key variable"
+        )
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"base URL must look like https://host/v1, got {value!r}")
+    return value
 
 
 def extra_fields_problem(fields: dict[str, Any]) -> str | None:

@@ -58,6 +58,26 @@ class CallStats(TypedDict):
     """Present with ``usage_missing``: dollars with those calls' tokens estimated from
     above (UTF-8 bytes of prompt and reply, ``services.usage``), which the per-question
     dollar cap counts; None without a price."""
+    unreadable: NotRequired[dict[str, int]]
+    """Judge replies that held no readable score, each asked again, by why
+    (``core.errors.ScoreParseError``: ``missing``, a reply without the score tag, as a
+    refusal is; ``out_of_range``; ``not_integer``; ``multiple``; ``empty``); absent when
+    every reply could be read."""
+
+
+class PanelJudgment(TypedDict):
+    """One judge's coherence judgment of an answer, on a judge panel."""
+
+    judge: str
+    """The judge model."""
+    score: float
+    """Its deciding judgment."""
+    threshold: float
+    """Its coherence threshold (on its own scale)."""
+    passes: bool
+    """``score`` > ``threshold``."""
+    samples: NotRequired[list[float]]
+    """Its every judgment when several were asked (the deciding one first)."""
 
 
 @documented
@@ -98,7 +118,10 @@ class ScoreOutcome(TypedDict):
     """Notes on the scoring, e.g. ``judge_markup_neutralised``."""
     samples: NotRequired[list[float]]
     """Every coherence judgment when several were asked (``judge_samples``): the deciding
-    one (``value``) first, the others in ascending order."""
+    one (``value``) first, the others as they were asked."""
+    panel: NotRequired[list[PanelJudgment]]
+    """A judge panel's judgments (``Settings.judge_panel``), the first judge's first:
+    their majority decides coherence (``core.thresholds.panel_passes``)."""
     error: NotRequired[ErrorInfo]
     """Set instead of ``value`` when scoring failed."""
 
@@ -145,7 +168,10 @@ class AnswerRecord(TypedDict):
     """Hidden reasoning tokens of the generation; None when the provider did not say."""
     coherence_samples: NotRequired[list[float]]
     """Every coherence judgment when several were asked (``judge_samples`` > 1): the one
-    that decided (``coherence``) first, the others in ascending order."""
+    that decided (``coherence``) first, the others as they were asked."""
+    judges: NotRequired[list[PanelJudgment]]
+    """A judge panel's judgments, its first judge's (``coherence``) first: the majority of
+    their decisions decided coherence."""
 
 
 ANSWER_SNAPSHOT_EVERY = 10_000
@@ -192,6 +218,9 @@ class Measured(TypedDict):
     """Whether the chain-of-thought generate prompt was used."""
     prompts_sha256: str
     """sha256 of the prompt templates in force."""
+    judge_panel: NotRequired[list[dict[str, Any]] | None]
+    """The judge panel beside ``judge_model`` (each judge's model, endpoint and
+    threshold); None or absent without one."""
 
 
 @documented

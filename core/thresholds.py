@@ -22,11 +22,16 @@ class Thresholds:
     llm_novelty: float | None = None
 
     def failure(
-        self, coherence: float, novelty: float, llm_novelty: float | None = None
+        self,
+        coherence: float,
+        novelty: float,
+        llm_novelty: float | None = None,
+        coherent: bool | None = None,
     ) -> ThresholdStop | None:
         """The first criterion the scores fail (``coherence``, ``novelty``, ``llm_novelty``),
-        or None when the answer is valid."""
-        if not coherence > self.coherence:
+        or None when the answer is valid. ``coherent`` is a judge panel's decision
+        (``panel_passes``), which takes the place of ``coherence > self.coherence``."""
+        if not (coherence > self.coherence if coherent is None else coherent):
             return "coherence"
         if not novelty > self.novelty:
             return "novelty"
@@ -36,3 +41,9 @@ class Thresholds:
             if not llm_novelty > self.llm_novelty:
                 return "llm_novelty"
         return None
+
+
+def panel_passes(passes: list[bool]) -> bool:
+    """A judge panel's decision: more than half of its judges pass the answer (a tie
+    fails it, as a judgment at the threshold does)."""
+    return 2 * sum(passes) > len(passes)

@@ -157,6 +157,11 @@ def add_calls(total: CallStats, more: CallStats) -> CallStats:
     if missing:
         summed["usage_missing"] = missing
         summed["estimated_cost_usd"] = add_dollars(call_estimate(total), call_estimate(more))
+    unreadable = dict(total.get("unreadable") or {})
+    for why, count in (more.get("unreadable") or {}).items():
+        unreadable[why] = unreadable.get(why, 0) + count
+    if unreadable:
+        summed["unreadable"] = unreadable
     return summed
 
 

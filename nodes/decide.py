@@ -28,6 +28,7 @@ from aidanbench.core.state import (
     QuestionState,
     ScoreOutcome,
 )
+from aidanbench.core.thresholds import panel_passes
 from aidanbench.core.vocabulary import SCORER_BY_KEY, is_truncated, scorers
 from aidanbench.nodes.caps import Budget, cap_reached, spent, unpriced_error
 from aidanbench.nodes.context import add_calls, no_calls, settings_of
@@ -61,7 +62,9 @@ def _record(
     novelty = outcomes["novelty_result"]["value"]
     similarity = outcomes.get("similarity_result")
     llm = None if similarity is None else similarity["value"]
-    reason = settings.thresholds.failure(coherence, novelty, llm)
+    panel = outcomes["coherence_result"].get("panel")
+    coherent = None if panel is None else panel_passes([seat["passes"] for seat in panel])
+    reason = settings.thresholds.failure(coherence, novelty, llm, coherent)
     calls: dict[str, CallStats] = {"generate": candidate.get("call", no_calls())}
     flags: list[str] = []
     for key, outcome in outcomes.items():
@@ -89,6 +92,8 @@ def _record(
     samples = outcomes["coherence_result"].get("samples")
     if samples:
         record["coherence_samples"] = samples
+    if panel is not None:
+        record["judges"] = panel
     return record
 
 

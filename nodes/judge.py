@@ -2,21 +2,28 @@
 
 With ``judge_samples`` K > 1 the judge is asked K times; the first judgment is the score
 (the benchmark's definition: one judgment decides) and all K are kept as ``samples``.
+With a judge panel (``judge_panel``) every judge of it scores the candidate at once, each
+on its own endpoint: each judge's judgment is kept (``panel``), the first judge's is the
+score, and the majority of their decisions at their own thresholds decides coherence.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from aidanbench.core.settings import Settings
-from aidanbench.core.state import CallStats, QuestionState, ScoreOutcome
-from aidanbench.nodes.context import NodeContext, candidate_answer, scored
+from aidanbench.core.state import CallStats, PanelJudgment, QuestionState, ScoreOutcome
+from aidanbench.nodes.context import NodeContext, add_calls, candidate_answer, scored
 from aidanbench.nodes.judge_calls import ask_judge, neutralise, sample_judgments
 from aidanbench.nodes.prompts import render_coherence
 from aidanbench.services import ServicesFactory
+
+Judged = list[tuple[list[int], CallStats]]
+"""Each judge's judgments of the candidate and what they cost."""
 
 
 async def judge(
@@ -28,15 +35,41 @@ async def judge(
     shown, flags = neutralise(answer)
     prompt = render_coherence(state["question"], shown)
     samples = ctx.settings.judge_samples
+    judges = ctx.settings.judges
 
-    def coherence(judged: tuple[list[int], CallStats]) -> ScoreOutcome:
-        scores, call = judged
+    def coherence(judged: Judged) -> ScoreOutcome:
+        (scores, _), *_ = judged
+        call = judged[0][1]
+        for _, more in judged[1:]:
+            call = add_calls(call, more)
         outcome = ScoreOutcome(index=index, value=float(scores[0]), call=call, flags=flags)
         if samples > 1:
             outcome["samples"] = [float(score) for score in scores]
+        if len(judges) > 1:
+            outcome["panel"] = [
+                panel_judgment(seat, found, samples)
+                for seat, (found, _) in zip(judges, judged, strict=True)
+            ]
         return outcome
 
-    def ask() -> Awaitable[tuple[list[int], CallStats]]:
-        return sample_judgments(lambda: ask_judge(ctx, prompt, "coherence_score"), samples)
+    def one(seat: Settings) -> Awaitable[tuple[list[int], CallStats]]:
+        extra = None if seat is ctx.settings else seat
+        return sample_judgments(lambda: ask_judge(ctx, prompt, "coherence_score", extra), samples)
+
+    async def ask() -> Judged:
+        return list(await asyncio.gather(*(one(seat) for seat in judges)))
 
     return {"coherence_result": await scored(ctx, index, "judge", ask, coherence)}
+
+
+def panel_judgment(seat: Settings, scores: list[int], samples: int) -> PanelJudgment:
+    """One panel judge's judgment of an answer, and its decision at its threshold."""
+    found = PanelJudgment(
+        judge=seat.judge_model,
+        score=float(scores[0]),
+        threshold=seat.coherence_threshold,
+        passes=scores[0] > seat.coherence_threshold,
+    )
+    if samples > 1:
+        found["samples"] = [float(score) for score in scores]
+    return found

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 
 from langchain_core.messages import AIMessage
 
+from aidanbench.core.settings import Settings
 from aidanbench.core.state import CallStats
 from aidanbench.nodes.context import (
     NodeContext,
@@ -29,7 +30,7 @@ from aidanbench.nodes.context import (
     stopwatch,
 )
 from aidanbench.nodes.parsing import ScoreParseError, parse_score
-from aidanbench.services.pricing import Price
+from aidanbench.services.pricing import Price, price_table
 from aidanbench.services.usage import reply_text, served_model
 
 JUDGE_MARKUP = re.compile(
@@ -63,31 +64,39 @@ async def read_judge(
     """The integer score in ``<tag>`` of the replies ``ask`` gets to ``prompt``, re-asking
     an unreadable one up to ``attempts`` times in all; the last ``ScoreParseError`` when
     none could be read. Each call is priced as the model that served it (``prompt``
-    estimates a call whose reply reported no usage)."""
+    estimates a call whose reply reported no usage); each unreadable reply is counted
+    by why (``CallStats.unreadable``): a refusal is not asked again unseen."""
     total = no_calls()
     failure: ScoreParseError | None = None
     for _ in range(attempts):
         with stopwatch() as elapsed:
             reply = await ask()
         call = message_stats(reply, elapsed(), price_of(served_model(reply)), prompt)
-        total = add_calls(total, call)
         try:
-            return parse_score(reply_text(reply), tag), total
+            return parse_score(reply_text(reply), tag), add_calls(total, call)
         except ScoreParseError as exc:
             failure = exc
+            total = add_calls(total, {**call, "unreadable": {exc.reason: 1}})
     assert failure is not None
+    failure.calls = total
     raise failure
 
 
-async def ask_judge(ctx: NodeContext, prompt: str, tag: str) -> tuple[int, CallStats]:
-    """The judge's integer score in ``<tag>`` for ``prompt``, re-asking unreadable replies."""
-    services = ctx.services
+async def ask_judge(
+    ctx: NodeContext, prompt: str, tag: str, judge: Settings | None = None
+) -> tuple[int, CallStats]:
+    """The judge's integer score in ``<tag>`` for ``prompt``, re-asking unreadable
+    replies; ``judge`` is a panel judge's settings (``Settings.judges``), the run's judge
+    by default."""
+    settings = judge or ctx.settings
+    services = ctx.factory(settings) if judge is not None else ctx.services
+    table = price_table(settings.prices_path)
     return await read_judge(
         lambda: services.chat("judge", prompt),
         prompt,
         tag,
-        ctx.settings.judge_attempts,
-        lambda served: ctx.price("judge", served),
+        settings.judge_attempts,
+        lambda served: table.served_price(settings.judge_model, served),
     )
 
 

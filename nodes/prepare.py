@@ -28,6 +28,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from aidanbench.core.setting_kinds import panel_record
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import CallStats, Measured, QuestionState
 from aidanbench.core.vocabulary import BUDGET_STOPS, ERROR_KINDS, SCORERS
@@ -113,6 +114,7 @@ def measured_by(settings: Settings) -> Measured:
         "llm_novelty_threshold": thresholds.llm_novelty,
         "cot": settings.cot,
         "prompts_sha256": prompts_sha256(),
+        "judge_panel": panel_record(settings) or None,
     }
 
 

@@ -72,6 +72,9 @@ class Judging(BaseModel):
     coherence_threshold: float | None = None
     coherence_threshold_source: ThresholdSource | None = None
     judge_samples: int | None = None
+    panel: list[dict[str, Any]] | None = None
+    """A judge panel's other judges: each one's model, coherence threshold and its
+    source."""
     served: dict[str, int] | None = None
     """Replies of the judge by the model the provider said served them."""
 

@@ -31,7 +31,7 @@ from aidanbench.core.calls import (
     question_dollars,
     usage_missing,
 )
-from aidanbench.core.thresholds import Thresholds
+from aidanbench.core.thresholds import Thresholds, panel_passes
 from aidanbench.core.vocabulary import FINAL_STOPS, is_error_stop
 from aidanbench.record.lines import (
     AnswerLine,
@@ -54,6 +54,7 @@ ANSWER_EXTRAS = (
     "finish_reason",
     "reasoning_tokens",
     "coherence_samples",
+    "judges",
 )
 """Answer-record keys kept in ``AnswerRow.extra`` (the view shows them)."""
 
@@ -376,17 +377,31 @@ def read_results_noted(
     return distinct(read_aidanbench_file(path, thresholds))
 
 
+def panel_decision(answer: AnswerRow, coherence: float) -> bool | None:
+    """A judge panel's decision on ``answer`` (``core.thresholds.panel_passes``) with its
+    first judge at the threshold ``coherence`` and the others at their recorded ones;
+    None when no panel judged it."""
+    judges = answer.extra.get("judges")
+    if not judges:
+        return None
+    first, *others = judges
+    passes = [first["score"] > coherence, *(j["score"] > j["threshold"] for j in others)]
+    return panel_passes(passes)
+
+
 def chain_validity(
-    scores: Iterable[tuple[float | None, float | None, float | None]], thresholds: Thresholds
+    scores: Iterable[tuple[float | None, float | None, float | None, bool | None]],
+    thresholds: Thresholds,
 ) -> tuple[list[bool], str | None]:
     """Validity of each answer of a recorded chain under ``thresholds``, and the stop reason.
 
+    Each answer is (coherence, novelty, LLM novelty, a judge panel's decision or None).
     Answers after the first failure are invalid too: the benchmark stops there. An answer
     missing a score that the rule needs ends the valid prefix with reason ``unscored``.
     """
     flags: list[bool] = []
     reason: str | None = None
-    for coherence, novelty, llm in scores:
+    for coherence, novelty, llm, coherent in scores:
         if reason is not None:
             flags.append(False)
             continue
@@ -398,7 +413,7 @@ def chain_validity(
             reason = "unscored"
             flags.append(False)
             continue
-        reason = thresholds.failure(coherence, novelty, llm)
+        reason = thresholds.failure(coherence, novelty, llm, coherent)
         flags.append(reason is None)
     return flags, reason
 
@@ -480,6 +495,7 @@ def _question_from_records(
             _number(r.get("coherence_score")),
             _number(r.get("embedding_dissimilarity_score")),
             _number(r.get("llm_dissimilarity_score")),
+            None,
         )
         for r in ordered
     ]
@@ -495,7 +511,7 @@ def _question_from_records(
             elapsed_s=_number(r.get("processing_time")),
             extra={k: v for k, v in r.items() if k not in ORIGINAL_FIELDS},
         )
-        for i, (r, (c, n, llm), ok) in enumerate(zip(ordered, scores, flags, strict=True), 1)
+        for i, (r, (c, n, llm, _), ok) in enumerate(zip(ordered, scores, flags, strict=True), 1)
     )
     return QuestionResult(
         model=model,

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from aidanbench.core.errors import UsageError, printable
-from aidanbench.core.settings import ROLE_NAMES, ROLES, Endpoint, Settings, role_flag
+from aidanbench.core.settings import ROLE_NAMES, Endpoint, Settings, role_flag
 from aidanbench.record.usage import UsageLedger
 from aidanbench.runner.spec import BASE_URL_VARIABLE
 from aidanbench.services.endpoint_check import (
@@ -78,12 +78,11 @@ BENCHMARK_JUDGE = Settings.model_fields["judge_model"].default
 
 
 def roles_of(settings: Iterable[Settings]) -> list[Endpoint]:
-    """Every distinct role endpoint of the session's settings (local embeddings reach
-    nothing), each with the base URL it reaches."""
+    """Every distinct role endpoint of the session's settings, a judge panel's included
+    (local embeddings reach nothing), each with the base URL it reaches."""
     found: dict[Endpoint, None] = {}
     for s in settings:
-        for role in ROLES:
-            endpoint = s.endpoint(role)
+        for endpoint in s.endpoints():
             if not endpoint.local:
                 found[dataclasses.replace(endpoint, base_url=endpoint.url)] = None
     return list(found)

@@ -258,9 +258,7 @@ def grown_metadata(
     meta.scoring_settings = scoring
     judging = dict(meta.judging or {})
     for task in tasks:
-        judging.setdefault(
-            task.settings.model, judging_record(task.settings, spec.coherence_threshold_source)
-        )
+        judging.setdefault(task.settings.model, judging_record(task.settings, spec))
     meta.judging = judging
     given = set(meta.model_fields_set)
     if "package_version" not in given:
@@ -326,19 +324,32 @@ def run_settings(first: Settings, temperatures: Sequence[float]) -> RunSettings:
     )
 
 
-def judging_record(settings: Settings, source: Mapping[str, Any] | None) -> Judging:
+def judging_record(settings: Settings, spec: RunSpec) -> Judging:
     """How a model's answers are judged, and where its coherence threshold came from: a
     calibration file (its path and sha256), ``given`` on the command line, or
-    ``benchmark``, the published 15 (a cut on o1-mini's scale)."""
+    ``benchmark``, the published 15 (a cut on o1-mini's scale); a judge panel's other
+    judges each with theirs."""
+    source = spec.coherence_threshold_source
     if source is None:
         default = Settings.model_fields["coherence_threshold"].default
         source = {"kind": "benchmark" if settings.coherence_threshold == default else "given"}
-    return Judging(
+    record = Judging(
         judge_model=settings.judge_model,
         coherence_threshold=settings.coherence_threshold,
         coherence_threshold_source=ThresholdSource(**source),
         judge_samples=settings.judge_samples,
     )
+    if settings.judge_panel:
+        sources = [*spec.panel_threshold_sources, *[None] * len(settings.judge_panel)]
+        record.panel = [
+            {
+                "judge_model": seat.model,
+                "coherence_threshold": seat.coherence_threshold,
+                "coherence_threshold_source": given or {"kind": "given"},
+            }
+            for seat, given in zip(settings.judge_panel, sources, strict=False)
+        ]
+    return record
 
 
 def sqlite_problem(path: Path) -> str | None:

@@ -131,6 +131,11 @@ class RunSpec(BaseModel):
         "metadata: a calibration file ({'kind': 'calibration', 'file', 'sha256', "
         "'judge_model'}); None: given, or the benchmark's 15 when left at its default.",
     )
+    panel_threshold_sources: list[dict[str, Any] | None] = Field(
+        default_factory=list,
+        description="Where each judge of a judge panel after the first took its coherence "
+        "threshold (as coherence_threshold_source), in the panel's order.",
+    )
     use_stored_settings: bool = Field(
         default=False,
         description="Settings left out take the run directory's recorded values instead "

@@ -58,10 +58,9 @@ def api_key(variable: str, role: str) -> SecretStr:
 def check_keys(settings: Settings, roles: Sequence[str] = ROLES) -> None:
     """A ``ConfigError`` naming the first of ``roles`` whose key variable is unset (local
     embeddings need none): what a run checks before anything starts."""
-    for role in roles:
-        endpoint = settings.endpoint(role)
-        if not endpoint.local:
-            api_key(endpoint.key_env, role)
+    for endpoint in settings.endpoints():
+        if endpoint.role in roles and not endpoint.local:
+            api_key(endpoint.key_env, endpoint.role)
 
 
 Transport = Literal["httpx", "aiohttp"]
