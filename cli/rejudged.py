@@ -25,9 +25,9 @@ from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record import files
-from aidanbench.record.metadata import read_metadata
+from aidanbench.record.metadata import ThresholdSource, read_metadata
 from aidanbench.record.recorder import Recorder, now
-from aidanbench.record.results import QuestionResult
+from aidanbench.record.results import QuestionResult, threshold_source_text
 from aidanbench.record.usage import UsageLedger
 from aidanbench.runner import session
 from aidanbench.runner.rejudged import QUESTIONS_FILE, copy_cache, seed_run, task_settings
@@ -59,13 +59,17 @@ def _rejudged_line(line: QuestionResult, judged: Rejudging, model: str) -> Quest
 
 
 def rejudge_lines(
-    results: Sequence[QuestionResult], judged: Rejudging, model: str, thresholds: Thresholds
+    results: Sequence[QuestionResult],
+    judged: Rejudging,
+    model: str,
+    thresholds: Thresholds,
+    source: str | None = None,
 ) -> list[RescoredQuestion]:
-    """Every line judged again and walked under ``thresholds``; ``original`` is the line
-    as recorded (its own judge's scores)."""
+    """Every line judged again and walked under ``thresholds`` (from ``source``, in
+    words); ``original`` is the line as recorded (its own judge's scores)."""
     rescored = []
     for line in results:
-        walked = rescore_question(_rejudged_line(line, judged, model), thresholds)
+        walked = rescore_question(_rejudged_line(line, judged, model), thresholds, source)
         rescored.append(dataclasses.replace(walked, original=line))
     return rescored
 
@@ -131,13 +135,16 @@ def rejudge(
         line = judging.failures_line(judged, len(set(prompts)))
         print(printable(f"aidanbench rescore: {line}"), file=sys.stderr)
         return 1
-    rescored = rejudge_lines(inputs.results, judged, model, thresholds)
+    used = ThresholdSource.of(thresholds.coherence, source)
+    rescored = rejudge_lines(
+        inputs.results, judged, model, thresholds, threshold_source_text(used)
+    )
     served = judged.served_counts()
     cost = judging.cost_summary(ledger)
     judge_fields = {
         "model": model,
         "samples": settings.judge_samples,
-        "coherence_threshold_source": source or {"kind": "given"},
+        "coherence_threshold_source": used.model_dump(exclude_none=True),
         "served_models": served,
         "requests": judged.requests,
         "from_cache": judged.from_cache,

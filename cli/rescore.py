@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,8 @@ from aidanbench.cli.report import (
 )
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.record.metadata import ThresholdSource
+from aidanbench.record.results import threshold_source_text
 
 TRUNCATED_MARK = "+"
 """Suffix of a truncated line's score in the per-question table."""
@@ -83,6 +85,11 @@ def coherence_value(text: str) -> float:
     if isinstance(value, calibration_file.CalibratedThreshold):
         return value
     return threshold_value(text, "--coherence-threshold", 100)
+
+
+def source_text(coherence: float, given: Mapping[str, Any] | None) -> str | None:
+    """Where the coherence threshold a rescore uses came from, in words."""
+    return threshold_source_text(ThresholdSource.of(coherence, given))
 
 
 def thresholds_from(args: argparse.Namespace) -> Thresholds:
@@ -239,9 +246,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         return rejudged.run(args, thresholds_from(args), coherence_value(args.coherence_threshold))
     thresholds = thresholds_from(args)
+    given = getattr(coherence_value(args.coherence_threshold), "source", None)
     inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
     try:
-        rescored = rescore(inputs.results, thresholds)
+        rescored = rescore(inputs.results, thresholds, source_text(thresholds.coherence, given))
     except ValueError as exc:
         raise UsageError(one_line(exc)) from exc
     mode, notes = inputs.reward_mode, inputs.notes

@@ -330,13 +330,10 @@ def judging_record(settings: Settings, source: Mapping[str, Any] | None) -> Judg
     """How a model's answers are judged, and where its coherence threshold came from: a
     calibration file (its path and sha256), ``given`` on the command line, or
     ``benchmark``, the published 15 (a cut on o1-mini's scale)."""
-    if source is None:
-        default = Settings.model_fields["coherence_threshold"].default
-        source = {"kind": "benchmark" if settings.coherence_threshold == default else "given"}
     return Judging(
         judge_model=settings.judge_model,
         coherence_threshold=settings.coherence_threshold,
-        coherence_threshold_source=ThresholdSource(**source),
+        coherence_threshold_source=ThresholdSource.of(settings.coherence_threshold, source),
         judge_samples=settings.judge_samples,
     )
 
