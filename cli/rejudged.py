@@ -136,9 +136,7 @@ def rejudge(
         print(printable(f"aidanbench rescore: {line}"), file=sys.stderr)
         return 1
     used = ThresholdSource.of(thresholds.coherence, source)
-    rescored = rejudge_lines(
-        inputs.results, judged, model, thresholds, threshold_source_text(used)
-    )
+    rescored = rejudge_lines(inputs.results, judged, model, thresholds, threshold_source_text(used))
     served = judged.served_counts()
     cost = judging.cost_summary(ledger)
     judge_fields = {
