@@ -53,9 +53,6 @@ from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.metadata import ThresholdSource
 from aidanbench.record.results import threshold_source_text
 
-TRUNCATED_MARK = "+"
-"""Suffix of a truncated line's score in the per-question table."""
-
 
 def threshold_value(text: str, option: str, upper: float) -> float:
     """``text`` as a finite number in ``[0, upper]``; a ``UsageError`` otherwise.
@@ -113,7 +110,7 @@ def truncation_note(rescored: Sequence[RescoredQuestion]) -> str:
             "at or before its recorded terminal answer, so these scores are exact."
         )
     return (
-        f"{count} of {len(rescored)} question lines are truncated ({TRUNCATED_MARK}): "
+        f"{count} of {len(rescored)} question lines are truncated (≥): "
         "their recorded terminal answer passes these looser thresholds, so they are scored "
         "up to where the run stopped and their scores, and the totals that include them, "
         "are lower bounds."
@@ -221,9 +218,7 @@ def print_rescore(
     print_headline(rows, console, results)
     print_judging(rows, console)
     console.print(change_table(rescored, reward_mode))
-    marks = {line_key(r.result): TRUNCATED_MARK for r in rescored if r.truncated}
-    legend = f"; {TRUNCATED_MARK} truncated (lower bound)"
-    console.print(question_table(results, marks, legend, console.width))
+    console.print(question_table(results, console.width))
     print_errors(results, console)
     truncated = any(r.truncated for r in rescored)
     console.print(truncation_note(rescored), style="bold yellow" if truncated else None)

@@ -155,6 +155,12 @@ class QuestionResult:
         return self.stop_reason in FINAL_STOPS
 
     @property
+    def lower_bound(self) -> bool:
+        """Its score is a lower bound: nothing final ended it (a spending cap, an error,
+        an interruption, a recorded end that passes under other thresholds or judge)."""
+        return not self.finished
+
+    @property
     def errored(self) -> bool:
         """Ended on a failure (its score is then a lower bound)."""
         return self.error is not None or is_error_stop(self.stop_reason)
