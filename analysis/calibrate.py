@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Self
 
 import numpy as np
 
+from aidanbench.analysis.cost import score_text
 from aidanbench.analysis.plots import save_figure
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.nodes.novelty import cosine_novelty
@@ -137,12 +138,22 @@ class RuleFigures:
     """Score per question under this rule (aligned with ``ReferenceChains.questions``)."""
     equal_scores: int
     mean_abs_score_diff: float
-    censored: int
-    """Questions whose every recorded answer passes, or which reach an answer left
-    undecided (``unscored``): their score is a lower bound."""
+    censored_by_model: dict[str, int]
+    """Per model, questions whose every recorded answer passes, or which reach an answer
+    left undecided (``unscored``): their score, and so the model's total, is a lower
+    bound."""
     model_totals: dict[str, int]
     kendall_tau: float | None
     """Tau-b between reference and rule model totals; None when undefined (all tied)."""
+
+    @property
+    def censored(self) -> int:
+        """Questions whose score is a lower bound."""
+        return sum(self.censored_by_model.values())
+
+    def total_text(self, model: str) -> str:
+        """A model's total, ``≥`` when it is a lower bound."""
+        return score_text(self.model_totals[model], self.censored_by_model[model] > 0)
 
     @property
     def score_agreement(self) -> float:
@@ -163,15 +174,14 @@ class RuleFigures:
         the ``reference`` ones, and ``chains`` (the reference's, rescored) walked under it."""
         agreeing = int(np.sum(decisions == reference))
         scores: list[int] = []
-        censored = 0
-        for chain in chains:
+        censored = dict.fromkeys(against.models, 0)
+        totals = dict.fromkeys(against.models, 0)
+        for chain, label in zip(chains, against.labels, strict=True):
             flags, why = chain_validity(((a.coherence, a.novelty, None, None) for a in chain), rule)
             scores.append(sum(flags))
-            censored += all(flags) or why == "unscored"
+            totals[label] += sum(flags)
+            censored[label] += all(flags) or why == "unscored"
         diffs = [abs(s - q.reference_score) for s, q in zip(scores, against.questions, strict=True)]
-        totals = dict.fromkeys(against.models, 0)
-        for label, score in zip(against.labels, scores, strict=True):
-            totals[label] += score
         return cls(
             threshold=float(threshold),
             decisions=tuple(bool(d) for d in decisions),
@@ -182,7 +192,7 @@ class RuleFigures:
             scores=tuple(scores),
             equal_scores=sum(d == 0 for d in diffs),
             mean_abs_score_diff=sum(diffs) / len(diffs),
-            censored=censored,
+            censored_by_model=censored,
             model_totals=totals,
             kendall_tau=kendall_tau_b(
                 [against.reference_totals[m] for m in against.models],
@@ -203,6 +213,7 @@ class RuleFigures:
             "mean_abs_score_diff": self.mean_abs_score_diff,
             "censored_questions": self.censored,
             "model_totals": dict(self.model_totals),
+            "lower_bound_totals": [m for m, n in self.censored_by_model.items() if n],
             "kendall_tau": self.kendall_tau,
         }
 

@@ -50,14 +50,10 @@ def tokens_text(value: int | None) -> str:
     return UNKNOWN if value is None else f"{value:,}"
 
 
-def score_text(score: int | float, censored: bool) -> str:
-    """A score, as a lower bound (``≥ 12``) when censored."""
-    return f"≥ {score}" if censored else f"{score}"
-
-
-def has_censored(stop_reasons: Iterable[str | None]) -> bool:
-    """Whether any of these stop reasons is a cap (a total over them is a lower bound)."""
-    return any(is_censored(reason) for reason in stop_reasons)
+def score_text(score: int | float | str, lower_bound: bool) -> str:
+    """A score, as a lower bound (``≥ 12``) when one of its questions did not finish
+    (``QuestionResult.lower_bound``)."""
+    return f"≥ {score}" if lower_bound else f"{score}"
 
 
 def line_key(result: QuestionResult) -> tuple[str, float, str, int]:
@@ -88,7 +84,7 @@ def model_costs(
             "dollars_per_valid_answer": (
                 None if dollars is None or not counted.score else dollars / counted.score
             ),
-            "score_is_lower_bound": censored > 0,
+            "score_is_lower_bound": counted.finished < counted.lines,
         }
     return rows
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from aidanbench.analysis.cost import has_censored, model_costs, recorded, score_text
+from aidanbench.analysis.cost import model_costs, recorded, score_text
 from aidanbench.analysis.summary import (
     UNFINISHED,
     GroupKey,
@@ -197,7 +197,7 @@ def plot_scores(rows: Sequence[SummaryRow], path: Path) -> Path:
             )
         value = f"{values[i]:.2f}" if by_novelty else f"{values[i]:g}"
         value = f"{values[i]:.1f}" if repeated and not by_novelty else value
-        value = "≥ " + value if has_censored(row.stop_reasons) else value
+        value = score_text(value, row.lower_bound)
         note = _plural(row.question_count, "question")
         note += f", {_plural(row.repeats, 'repeat')}" if repeated else ""
         right = interval[1] if interval else values[i]
@@ -527,5 +527,5 @@ def plot_cost_vs_score(results: Sequence[QuestionResult], out: Path) -> Path | N
     ax.set_xlabel("dollars (recorded answers and discarded look-aheads)")
     ax.set_ylabel("score (valid answers)")
     ax.set_title("Cost versus score", loc="left", fontsize=13)
-    ax.set_title("hollow, ≥: a lower bound (a cap stopped questions)", loc="right", fontsize=8)
+    ax.set_title("hollow, ≥: a lower bound (questions did not finish)", loc="right", fontsize=8)
     return save_figure(figure, out, dpi=None)

@@ -52,8 +52,11 @@ class RescoredQuestion:
         return self.original.score
 
 
-def rescore_question(result: QuestionResult, thresholds: Thresholds) -> RescoredQuestion:
-    """``result`` under ``thresholds``.
+def rescore_question(
+    result: QuestionResult, thresholds: Thresholds, source: str | None = None
+) -> RescoredQuestion:
+    """``result`` under ``thresholds``, whose coherence threshold came from ``source``
+    (in words, ``record.results.threshold_source_text``; None: not known).
 
     When the new rule fails an answer, the line ends there by that rule, whatever ended the
     run (an error or the answer cap came later, so it no longer matters). When every
@@ -75,7 +78,12 @@ def rescore_question(result: QuestionResult, thresholds: Thresholds) -> Rescored
     else:
         stop_reason, error = result.stop_reason, result.error
     rescored = replace(
-        result, answers=answers, stop_reason=stop_reason, error=error, thresholds=thresholds
+        result,
+        answers=answers,
+        stop_reason=stop_reason,
+        error=error,
+        thresholds=thresholds,
+        threshold_source=source,
     )
     return RescoredQuestion(
         result=rescored,
@@ -85,8 +93,10 @@ def rescore_question(result: QuestionResult, thresholds: Thresholds) -> Rescored
     )
 
 
-def rescore(results: Sequence[QuestionResult], thresholds: Thresholds) -> list[RescoredQuestion]:
-    """Every line under ``thresholds``, in order.
+def rescore(
+    results: Sequence[QuestionResult], thresholds: Thresholds, source: str | None = None
+) -> list[RescoredQuestion]:
+    """Every line under ``thresholds`` (from ``source``), in order.
 
     Raises ``ValueError`` when an LLM novelty threshold is asked for but no answer has an
     LLM novelty score: every chain would end, unscored, at its first answer.
@@ -98,7 +108,7 @@ def rescore(results: Sequence[QuestionResult], thresholds: Thresholds) -> list[R
             "an LLM novelty threshold needs LLM novelty scores, and these results have none "
             "(the run had the similarity judge off)"
         )
-    return [rescore_question(result, thresholds) for result in results]
+    return [rescore_question(result, thresholds, source) for result in results]
 
 
 Judge = tuple[str, float, Rejudging]
@@ -149,12 +159,15 @@ def rejudged_line(line: QuestionResult, judges: Sequence[Judge]) -> QuestionResu
 
 
 def rejudge_lines(
-    results: Sequence[QuestionResult], judges: Sequence[Judge], thresholds: Thresholds
+    results: Sequence[QuestionResult],
+    judges: Sequence[Judge],
+    thresholds: Thresholds,
+    source: str | None = None,
 ) -> list[RescoredQuestion]:
     """Every line judged again by ``judges`` (one, or a panel) and walked under
     ``thresholds`` (its coherence the first judge's); ``original`` is the line as
-    recorded (its own judge's scores)."""
+    recorded (its own judge's scores); ``source`` says where the threshold came from."""
     return [
-        replace(rescore_question(rejudged_line(line, judges), thresholds), original=line)
+        replace(rescore_question(rejudged_line(line, judges), thresholds, source), original=line)
         for line in results
     ]

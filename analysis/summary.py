@@ -34,7 +34,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from aidanbench.analysis.cost import has_censored, tokens_text
+from aidanbench.analysis.cost import score_text, tokens_text
 from aidanbench.analysis.judge_noise import (
     JudgeNoise,
     JudgePanel,
@@ -187,6 +187,12 @@ class SummaryRow:
         return self.score if self.reward_mode == "count" else self.novelty_sum
 
     @property
+    def lower_bound(self) -> bool:
+        """A line did not finish (``QuestionResult.lower_bound``): the row's figures are
+        lower bounds too."""
+        return self.finished < self.lines
+
+    @property
     def reward_interval(self) -> Interval | None:
         """The headline's bootstrap interval (several repeats only)."""
         return self.score_interval if self.reward_mode == "count" else self.novelty_sum_interval
@@ -204,6 +210,7 @@ class SummaryRow:
         data["reward_interval"] = list(self.reward_interval) if self.reward_interval else None
         data["judge_noise"] = None if self.judge_noise is None else self.judge_noise.to_dict()
         data["judge_panel"] = None if self.judge_panel is None else self.judge_panel.to_dict()
+        data["lower_bound"] = self.lower_bound
         return data
 
 
@@ -265,11 +272,6 @@ def question_order(results: Iterable[QuestionResult]) -> list[str]:
 def group_label(model: str, temperature: float, temperatures: int) -> str:
     """A model's name, with its temperature when several temperatures are shown."""
     return model if temperatures == 1 else f"{model} @ {temperature:g}"
-
-
-def censored_text(figure: str, censored: bool) -> str:
-    """A figure, as a lower bound (``≥ 12``) when a cap cut one of its questions short."""
-    return f"≥ {figure}" if censored else figure
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -663,9 +665,9 @@ def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
     score = numbers(
         "score",
         [
-            censored_text(
+            score_text(
                 f"{row.score:.1f}" if row.repeats > 1 else _figure(row.score, "count"),
-                has_censored(row.stop_reasons),
+                row.lower_bound,
             )
             for row in rows
         ],

@@ -151,9 +151,7 @@ def format_report(
         f"  {'model totals':<34}{'reference':>14}{'calibrated':>14}{'uncalibrated':>14}",
     ]
     for name, total in calibration.reference_totals.items():
-        lines.append(
-            f"  {name:<34}{total:>14}{cal.model_totals[name]:>14}{unc.model_totals[name]:>14}"
-        )
+        lines.append(f"  {name:<34}{total:>14}{cal.total_text(name):>14}{unc.total_text(name):>14}")
     lines += [
         "",
         f"  setting: CALIBRATED_NOVELTY_THRESHOLDS[{model!r}] = {calibration.setting_value}",

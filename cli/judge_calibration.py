@@ -246,7 +246,7 @@ def format_report(calibration: JudgeCalibration, reference: Path, plot: Path, fi
     for name, total in calibration.reference_totals.items():
         lines.append(
             printable(
-                f"  {name:<36}{total:>12}{cal.model_totals[name]:>12}{ref.model_totals[name]:>12}"
+                f"  {name:<36}{total:>12}{cal.total_text(name):>12}{ref.total_text(name):>12}"
             )
         )
     if len(calibration.agreement_by_sample) > 1:

@@ -24,8 +24,9 @@ from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record import files
-from aidanbench.record.metadata import read_metadata
+from aidanbench.record.metadata import ThresholdSource, read_metadata
 from aidanbench.record.recorder import Recorder, now
+from aidanbench.record.results import threshold_source_text
 from aidanbench.record.usage import UsageLedger
 from aidanbench.runner import session
 from aidanbench.runner.rejudged import QUESTIONS_FILE, copy_cache, seed_run, task_settings
@@ -119,14 +120,15 @@ def rejudge(
         (s.judge_model, threshold, found)
         for s, (_, threshold, _), found in zip(settings, panel, judged, strict=True)
     ]
-    rescored = rejudge_lines(inputs.results, judges, thresholds)
+    used = [ThresholdSource.of(threshold, source) for _, threshold, source in panel]
+    rescored = rejudge_lines(inputs.results, judges, thresholds, threshold_source_text(used[0]))
     cost = judging.cost_summary(ledger)
     judge_fields = [
         {
             "model": s.judge_model,
             "samples": s.judge_samples,
             "coherence_threshold": threshold,
-            "coherence_threshold_source": source or {"kind": "given"},
+            "coherence_threshold_source": source.model_dump(exclude_none=True),
             "served_models": found.served_counts(),
             "requests": found.requests,
             "from_cache": found.from_cache,
@@ -134,7 +136,7 @@ def rejudge(
             "unreadable": found.unreadable,
             "refused": len(found.refused),
         }
-        for s, (_, threshold, source), found in zip(settings, panel, judged, strict=True)
+        for s, (_, threshold, _), found, source in zip(settings, panel, judged, used, strict=True)
     ]
     from aidanbench.cli.rescore import print_rescore, rescore_payload  # it imports this module
 

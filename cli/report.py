@@ -45,7 +45,6 @@ from aidanbench.analysis.summary import (
 from aidanbench.cli import add_command
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.thresholds import Thresholds
-from aidanbench.core.vocabulary import is_censored
 from aidanbench.record.metadata import Metadata, read_metadata
 from aidanbench.record.results import QuestionResult
 
@@ -129,14 +128,14 @@ def abbreviate(text: str, width: int = QUESTION_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
-def _cell(lines: Sequence[QuestionResult], marks: Mapping[LineKey, str]) -> str:
+def _cell(lines: Sequence[QuestionResult]) -> str:
     if not lines:
         return "–"
     parts = []
     for line in sorted(lines, key=lambda r: r.repeat):
         mark = "!" if line.errored else ""
-        bound = "≥" if is_censored(line.stop_reason) else ""
-        parts.append(f"{bound}{line.score}{mark}{marks.get(line_key(line), '')}")
+        bound = "≥" if line.lower_bound and not line.errored else ""
+        parts.append(f"{bound}{line.score}{mark}")
     return "/".join(parts)
 
 
@@ -150,26 +149,20 @@ def _column_key(index: int) -> str:
     return letters
 
 
-def question_table(
-    results: Sequence[QuestionResult],
-    marks: Mapping[LineKey, str] | None = None,
-    legend: str = "",
-    width: int = PIPE_WIDTH,
-) -> Table:
+def question_table(results: Sequence[QuestionResult], width: int = PIPE_WIDTH) -> Table:
     """Per-question scores: one row per question, one column per model and temperature.
 
-    A cell holds the score of each repeat (``52/48``); ``!`` marks an errored line,
-    ``–`` a question the model did not run, and ``marks`` adds a suffix to chosen lines.
-    Questions are cut to what ``width`` leaves after the score columns, so the scores are
-    never the ones squeezed.
+    A cell holds the score of each repeat (``52/48``); ``!`` marks an errored line, ``≥``
+    any other line that did not finish (``QuestionResult.lower_bound``), ``–`` a question
+    the model did not run. Questions are cut to what ``width`` leaves after the score
+    columns, so the scores are never the ones squeezed.
     """
-    marks = marks or {}
     groups = group_results(results)
     temperatures = len({t for _, t in groups})
     table = Table(
         title="Valid answers per question",
-        caption="! errored (score is a lower bound); ≥ stopped by a cap (a lower bound); "
-        "– not run; a/b: repeats" + legend,
+        caption="! errored (score is a lower bound); ≥ a lower bound (a cap stopped it, it "
+        "did not finish, or its recorded end passes now); – not run; a/b: repeats",
         caption_justify="left",
     )
     by_question: dict[tuple[str, float, str], list[QuestionResult]] = {}
@@ -178,7 +171,7 @@ def question_table(
             result
         )
     questions = question_order(results)
-    columns = [[_cell(by_question.get((m, t, q), []), marks) for q in questions] for m, t in groups]
+    columns = [[_cell(by_question.get((m, t, q), [])) for q in questions] for m, t in groups]
     number_width = len(f"Q{len(questions)}")
     labels = [printable(group_label(m, t, temperatures)) for m, t in groups]
     score_widths = [max(len(c) for c in cells) for cells in columns]
@@ -304,6 +297,7 @@ def question_entry(result: QuestionResult, number: int) -> dict[str, Any]:
         "repeat": result.repeat,
         "error": result.error,
         "truncated_answers": result.truncated_answers,
+        "lower_bound": result.lower_bound,
     }
 
 

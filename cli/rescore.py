@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +50,8 @@ from aidanbench.cli.report import (
 )
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.thresholds import Thresholds
-
-TRUNCATED_MARK = "+"
-"""Suffix of a truncated line's score in the per-question table."""
+from aidanbench.record.metadata import ThresholdSource
+from aidanbench.record.results import threshold_source_text
 
 
 def threshold_value(text: str, option: str, upper: float) -> float:
@@ -85,6 +84,11 @@ def coherence_value(text: str) -> float:
     return threshold_value(text, "--coherence-threshold", 100)
 
 
+def source_text(coherence: float, given: Mapping[str, Any] | None) -> str | None:
+    """Where the coherence threshold a rescore uses came from, in words."""
+    return threshold_source_text(ThresholdSource.of(coherence, given))
+
+
 def thresholds_from(args: argparse.Namespace) -> Thresholds:
     """The thresholds the arguments ask for, validated."""
     coherence = float(coherence_value(args.coherence_threshold))
@@ -106,7 +110,7 @@ def truncation_note(rescored: Sequence[RescoredQuestion]) -> str:
             "at or before its recorded terminal answer, so these scores are exact."
         )
     return (
-        f"{count} of {len(rescored)} question lines are truncated ({TRUNCATED_MARK}): "
+        f"{count} of {len(rescored)} question lines are truncated (≥): "
         "their recorded terminal answer passes these looser thresholds, so they are scored "
         "up to where the run stopped and their scores, and the totals that include them, "
         "are lower bounds."
@@ -214,9 +218,7 @@ def print_rescore(
     print_headline(rows, console, results)
     print_judging(rows, console)
     console.print(change_table(rescored, reward_mode))
-    marks = {line_key(r.result): TRUNCATED_MARK for r in rescored if r.truncated}
-    legend = f"; {TRUNCATED_MARK} truncated (lower bound)"
-    console.print(question_table(results, marks, legend, console.width))
+    console.print(question_table(results, console.width))
     print_errors(results, console)
     truncated = any(r.truncated for r in rescored)
     console.print(truncation_note(rescored), style="bold yellow" if truncated else None)
@@ -244,9 +246,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         return rejudged.run(args, thresholds_from(args))
     thresholds = thresholds_from(args)
+    given = getattr(coherence_value(args.coherence_threshold), "source", None)
     inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
     try:
-        rescored = rescore(inputs.results, thresholds)
+        rescored = rescore(inputs.results, thresholds, source_text(thresholds.coherence, given))
     except ValueError as exc:
         raise UsageError(one_line(exc)) from exc
     mode, notes = inputs.reward_mode, inputs.notes

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from aidanbench.core.thresholds import Thresholds
 from aidanbench.record import files
 from aidanbench.record.lines import LineThresholds
 from aidanbench.record.usage import LedgerSummary
@@ -61,6 +62,17 @@ class ThresholdSource(BaseModel):
     """Its sha256."""
     judge_model: str | None = None
     """The judge it calibrated."""
+    note: str | None = None
+    """What the calibration could not test (``fitted on passes only …``: its reference
+    held too few failures), shown beside the source."""
+
+    @classmethod
+    def of(cls, coherence: float, given: Mapping[str, Any] | None) -> ThresholdSource:
+        """The source of a threshold: ``given`` (a calibration file's record), else
+        ``benchmark`` for the published 15 and ``given`` for any other number."""
+        if given is not None:
+            return cls(**given)
+        return cls(kind="benchmark" if coherence == Thresholds().coherence else "given")
 
 
 class Judging(BaseModel):

@@ -41,7 +41,7 @@ from aidanbench.record.lines import (
     read_lines,
     truncated_answers,
 )
-from aidanbench.record.metadata import Judging, Metadata, RunTotals, read_metadata
+from aidanbench.record.metadata import Metadata, RunTotals, ThresholdSource, read_metadata
 
 UNFINISHED = "unfinished"
 """Stop-reason label of a line with no stop reason (interrupted or still running)."""
@@ -154,6 +154,12 @@ class QuestionResult:
     def finished(self) -> bool:
         """Ended by the benchmark's rule or a cap, not by an error or an interruption."""
         return self.stop_reason in FINAL_STOPS
+
+    @property
+    def lower_bound(self) -> bool:
+        """Its score is a lower bound: nothing final ended it (a spending cap, an error,
+        an interruption, a recorded end that passes under other thresholds or judge)."""
+        return not self.finished
 
     @property
     def errored(self) -> bool:
@@ -327,7 +333,9 @@ def question_result(line: QuestionLine, metadata: Metadata | None = None) -> Que
         usage_missing=usage_missing(speculative) + sum(usage_missing(a.calls) for a in answers),
         judge_model=measured.get("judge_model") or (settings.judge_model if settings else None),
         prompts_sha256=measured.get("prompts_sha256") or meta.prompts_sha256,
-        threshold_source=threshold_source_text(meta.judging_of(line.model)),
+        threshold_source=threshold_source_text(
+            judging.coherence_threshold_source if (judging := meta.judging_of(line.model)) else None
+        ),
     )
 
 
@@ -339,16 +347,16 @@ def results_of(
     return distinct(question_result(line, metadata) for line in lines)
 
 
-def threshold_source_text(judging: Judging | None) -> str | None:
-    """Where a model's coherence threshold came from, in words: ``benchmark`` (the
-    published 15, on o1-mini's scale), ``given``, or ``calibration FILE (sha256 …)``;
-    None when the run did not record it."""
-    source = judging.coherence_threshold_source if judging else None
+def threshold_source_text(source: ThresholdSource | None) -> str | None:
+    """Where a coherence threshold came from, in words: ``benchmark`` (the published 15,
+    on o1-mini's scale), ``given``, or ``calibration FILE (sha256 …)`` with what the
+    calibration could not test; None when not recorded."""
     if source is None:
         return None
     if source.kind == "calibration":
         name = str(source.file or "?").rsplit("/", 1)[-1]
-        return f"calibration {name} (sha256 {(source.sha256 or '')[:12]})"
+        text = f"calibration {name} (sha256 {(source.sha256 or '')[:12]})"
+        return f"{text}, {source.note}" if source.note else text
     return source.kind if source.kind in ("benchmark", "given") else None
 
 

@@ -330,13 +330,10 @@ def judging_record(settings: Settings, spec: RunSpec) -> Judging:
     ``benchmark``, the published 15 (a cut on o1-mini's scale); a judge panel's other
     judges each with theirs."""
     source = spec.coherence_threshold_source
-    if source is None:
-        default = Settings.model_fields["coherence_threshold"].default
-        source = {"kind": "benchmark" if settings.coherence_threshold == default else "given"}
     record = Judging(
         judge_model=settings.judge_model,
         coherence_threshold=settings.coherence_threshold,
-        coherence_threshold_source=ThresholdSource(**source),
+        coherence_threshold_source=ThresholdSource.of(settings.coherence_threshold, source),
         judge_samples=settings.judge_samples,
     )
     if settings.judge_panel:
@@ -345,7 +342,9 @@ def judging_record(settings: Settings, spec: RunSpec) -> Judging:
             {
                 "judge_model": seat.model,
                 "coherence_threshold": seat.coherence_threshold,
-                "coherence_threshold_source": given or {"kind": "given"},
+                "coherence_threshold_source": ThresholdSource.of(
+                    seat.coherence_threshold, given
+                ).model_dump(exclude_none=True),
             }
             for seat, given in zip(settings.judge_panel, sources, strict=False)
         ]

@@ -369,3 +369,37 @@ def test_two_rows_written_to_one_file_are_refused_naming_both(
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "MODEL@a/b and MODEL@a__b would both be written to" in line
     assert not out.exists()
+
+
+def test_a_lower_bound_is_marked_in_every_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A chain a spending cap stopped makes the row's score a lower bound: ``report``
+    says ``≥``, and so do the Hub's notes, the Inspect log's scores and Every Eval Ever's
+    details."""
+    capped = question_line("acme/m", "Why?", chain(3, fail=None))
+    capped["stop_reason"] = "budget"
+    run_dir = write_run_dir(tmp_path / "run", [capped, question_line("acme/m", "How?", chain(2))])
+    figures = report(capsys, run_dir)["acme/m"]
+    assert figures["lower_bound"] and figures["score"] == 5
+
+    (hf,) = export(
+        capsys, str(run_dir), "--format", "hf", "-o", str(tmp_path / "h"), "--hf-dataset", "x/a"
+    )
+    (entry,) = hub.parse_eval_result_entries(yaml.safe_load(hf.read_text("utf-8")))
+    assert entry.value == 5 and "score ≥ 5 (a lower bound" in entry.notes
+
+    (log_path,) = export(capsys, str(run_dir), "--format", "inspect", "-o", str(tmp_path / "i"))
+    log = inspect_log.read_eval_log(str(log_path))
+    score = {s.name: s for s in log.results.scores}["score"]
+    assert score.metadata["lower_bound"] is True
+    assert score.metrics["total"].metadata == {"lower_bound": True}
+    assert log.results.metadata["headline"] == 5
+    assert log.results.metadata["headline_text"] == "≥ 5"
+    explained = {s.id: s.scores["score"].explanation for s in log.samples}
+    assert explained[1].startswith("≥ 3 valid answers") and explained[2].startswith("2 valid")
+
+    written = export(capsys, str(run_dir), "--format", "every-eval-ever", "-o", str(tmp_path / "e"))
+    record = json.loads(next(p for p in written if p.suffix == ".json").read_text("utf-8"))
+    details = record["evaluation_results"][0]["score_details"]["details"]
+    assert details["score_is_lower_bound"] == "true"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,8 @@ def test_text_report_names_the_threshold_and_the_file(
     assert "decision agreement" in out and "100.0% (1161/1161)" in out
     assert f"--coherence-threshold {tmp_path / 'calibration-judge-stub-judge.json'}" in out
     assert "anthropic/claude-3.5-sonnet" in out
+    totals = re.search(r"gpt-4-turbo +(\S+) +(\S+) +(≥ \d+|\d+)\n", out)
+    assert totals is not None and totals.groups() == ("224", "224", "≥ 225"), "15 passes its end"
 
 
 @pytest.mark.parametrize(

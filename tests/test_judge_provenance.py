@@ -242,3 +242,46 @@ def test_the_html_report_shows_the_substitution(substituted: Path, tmp_path: Pat
         assert page.blocked == [] and page.errors == []
     assert any(SUBSTITUTION in w for w in warnings)
     assert "gpt-4.1-mini" in settings
+
+
+def test_a_rescore_labels_the_threshold_it_used(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run at the benchmark's 15, rescored by another judge at a calibration file's
+    threshold or a given number: each row says the source the rescore used, and the
+    warning about an uncalibrated 15 is given only when 15 is what it used."""
+    source = tmp_path / "source"
+    with OpenAIStub(ScriptedBrain(default_length=2)) as server:
+        base = ["run", "-m", "m", "--questions", "2", *stub_flags(server.base_url)]
+        assert main([*base, "--run-dir", str(source), "--judge-model", "j"]) == 0
+        calibration = write_calibration(tmp_path / "calibration-judge-k.json", "k", 3.0)
+        judge = ["--judge-model", "k", "--judge-base-url", server.base_url]
+        judge += ["--judge-api-key-env", TEST_KEY_VARIABLE, "--cache", str(tmp_path / "c.sqlite")]
+
+        def rescored(threshold: str, *extra: str) -> dict[str, Any]:
+            argv = ["rescore", str(source), "--coherence-threshold", threshold]
+            assert main([*argv, "--novelty-threshold", "0.15", "--json", *extra]) == 0
+            payload: dict[str, Any] = json.loads(capsys.readouterr().out)
+            return payload
+
+        capsys.readouterr()
+        uncalibrated = "judged by k at coherence > 15, o1-mini's threshold, uncalibrated"
+        by_file = rescored(str(calibration), *judge)
+        digest = hashlib.sha256(calibration.read_bytes()).hexdigest()[:12]
+        assert by_file["runs"][0]["threshold_source"] == (
+            f"calibration {calibration.name} (sha256 {digest})"
+        )
+        assert by_file["runs"][0]["thresholds"]["coherence"] == 3.0
+        assert not any("uncalibrated" in w for w in by_file["warnings"])
+        given = rescored("10", *judge)
+        assert given["runs"][0]["threshold_source"] == "given"
+        assert given["judge"]["coherence_threshold_source"] == {"kind": "given"}
+        assert not any("uncalibrated" in w for w in given["warnings"])
+        at_15 = rescored("15", *judge)
+        assert at_15["runs"][0]["threshold_source"] == "benchmark"
+        assert any(uncalibrated in w for w in at_15["warnings"])
+        assert rescored("10")["runs"][0]["threshold_source"] == "given"
+        argv = ["rescore", str(source), "--coherence-threshold", "10"]
+        assert main([*argv, "--novelty-threshold", "0.15", *judge]) == 0
+        text = capsys.readouterr().out
+        assert "coherence threshold from given" in text and "uncalibrated" not in text

@@ -5,6 +5,7 @@ continues, asking the models only for answers past each recorded chain."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
@@ -150,6 +151,15 @@ def test_into_then_run_asks_only_for_answers_past_each_chain(
     assert meta.rejudged_from["kind"] == "results file"
     assert meta.judging is not None and meta.judging["gpt-4-turbo"].judge_model == "stub-judge"
     rescored = {(q["model"], q["question"]): q for q in _lines(payload)}
+    assert main(["report", "--json", str(into)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    open_lines = {k for k, q in rescored.items() if q["truncated"]}
+    assert {(q["model"], q["question"]) for q in _lines(shown) if q["lower_bound"]} == open_lines
+    assert all(run["lower_bound"] for run in shown["runs"])
+    assert main(["report", str(into)]) == 0
+    text = capsys.readouterr().out
+    cells = re.findall(r"│\s*(≥?\d+)\s*(?=│)", text.split("Valid answers per question")[1])
+    assert sum(cell.startswith("≥") for cell in cells) == len(open_lines)
     length = {(c.model, c.question): len(c.answers) for c in chains}
     recorded = {(c.question, a.answer) for c in chains for a in c.answers}
     server.clear()

@@ -86,7 +86,7 @@ def expected_cells(run: dict[str, Any]) -> dict[str, str]:
     stops = sorted(run["stop_reasons"].items(), key=lambda item: -item[1])
     cells = {
         "model": run["model"],
-        "score": str(run["score"]),
+        "score": ("≥ " if run["lower_bound"] else "") + str(run["score"]),
         "question_count": str(run["question_count"]),
         "finished": str(run["finished"]),
         "errored": str(run["errored"]),
@@ -127,7 +127,7 @@ def test_leaderboard_equals_report_json(
     assert page.evaluate("document.querySelector('#board tfoot')") is None, (
         "no total across different models"
     )
-    ranked = [float(row["score"]) for row in shown]
+    ranked = [float(row["score"].removeprefix("≥ ")) for row in shown]
     assert ranked == sorted(ranked, reverse=True), "highest score first"
     head = page.evaluate("document.querySelector('#board thead').textContent")
     assert ("cost" in head) == (which == "run directory"), "a results file records no cost"
@@ -378,3 +378,19 @@ def test_an_answer_cut_by_the_token_limit_is_shown_where_it_counts(
     assert page.evaluate("document.getElementById('chain-cut').textContent") == (
         "cut by the token limit 1"
     )
+
+
+def test_a_lower_bound_is_marked_on_the_board_and_the_map(page: Page, tmp_path: Path) -> None:
+    """A chain a spending cap stopped: its cell and its row's score say ``≥``, as
+    ``report`` does; an errored chain keeps its ``!``."""
+    run_dir = make_run_dir(tmp_path / "run", repeats=1)
+    lines = read_lines(run_dir)
+    lines[0].stop_reason = "budget"
+    write_lines(run_dir, lines)
+    open_report(page, [run_dir], tmp_path / "report.html")
+    scores = {row["model"]: row["score"] for row in page.evaluate(LEADERBOARD)}
+    assert scores == {"acme/alpha": "≥ 13", "acme/beta": "≥ 8"}
+    cells = page.evaluate(
+        "[...document.querySelectorAll('#grid button.cell')].map((b) => b.textContent)"
+    )
+    assert "≥6" in cells and "5!" in cells and sum(c.startswith("≥") for c in cells) == 1

@@ -211,7 +211,7 @@ def aggregate_record(record: RunRecord, row: Row, organization: str) -> dict[str
                         "errored": summary.errored,
                         "stop_reasons": summary.stop_reasons,
                         "cost_usd": (row.cost or {}).get("cost_usd"),
-                        "score_is_lower_bound": (row.cost or {}).get("score_is_lower_bound"),
+                        "score_is_lower_bound": summary.lower_bound,
                     }
                 ),
                 "uncertainty": uncertainty,

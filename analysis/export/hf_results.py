@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from aidanbench.analysis.cost import score_text
 from aidanbench.analysis.export import ExportSet
 from aidanbench.analysis.export.record import Row, RunRecord, model_path
 
@@ -101,6 +102,15 @@ def notes(record: RunRecord, row: Row) -> str:
     parts = [
         f"{BENCHMARK_FILE} {record.reward_mode} "
         + ("(valid answers)" if record.reward_mode == "count" else "(novelty sum)"),
+        *(
+            [
+                f"score {score_text(f'{summary.reward:g}', True)} (a lower bound: "
+                f"{summary.lines - summary.finished} of {summary.lines} question lines did "
+                "not finish)"
+            ]
+            if summary.lower_bound
+            else []
+        ),
         f"model {row.model}",
         f"temperature {row.temperature:g}",
         f"judge {known(record.judge_model)}",

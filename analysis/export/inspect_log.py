@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from aidanbench.analysis.cost import score_text
 from aidanbench.analysis.export import ExportSet, run_stem
 from aidanbench.analysis.export.record import (
     Row,
@@ -127,9 +128,10 @@ def results(record: RunRecord, row: Row) -> Any:
     from inspect_ai.log import EvalMetric, EvalResults, EvalScore
 
     summary = row.summary
+    bound = {"lower_bound": True} if summary.lower_bound else None
 
     def metrics(value: float, interval: tuple[float, float] | None) -> dict[str, Any]:
-        found = {"total": EvalMetric(name="total", value=value)}
+        found = {"total": EvalMetric(name="total", value=value, metadata=bound)}
         if interval is not None:
             found["ci_lower"] = EvalMetric(name="ci_lower", value=interval[0])
             found["ci_upper"] = EvalMetric(name="ci_upper", value=interval[1])
@@ -143,16 +145,26 @@ def results(record: RunRecord, row: Row) -> Any:
                 name="score",
                 scorer=TASK,
                 metrics=metrics(summary.score, summary.score_interval),
-                metadata={"definition": "valid answers summed over questions, mean over repeats"},
+                metadata={
+                    "definition": "valid answers summed over questions, mean over repeats",
+                    "lower_bound": summary.lower_bound,
+                },
             ),
             EvalScore(
                 name="novelty_sum",
                 scorer=TASK,
                 metrics=metrics(summary.novelty_sum, summary.novelty_sum_interval),
-                metadata={"definition": "embedding novelty of valid answers, summed"},
+                metadata={
+                    "definition": "embedding novelty of valid answers, summed",
+                    "lower_bound": summary.lower_bound,
+                },
             ),
         ],
-        metadata={"reward_mode": record.reward_mode, "headline": summary.reward},
+        metadata={
+            "reward_mode": record.reward_mode,
+            "headline": summary.reward,
+            "headline_text": score_text(f"{summary.reward:g}", summary.lower_bound),
+        },
     )
 
 
@@ -212,7 +224,8 @@ def sample(record: RunRecord, row: Row, line: QuestionResult) -> Any:
         scores={
             "score": Score(
                 value=line.score,
-                explanation=f"{line.score} valid answers; stopped on {line.stop_reason}",
+                explanation=f"{score_text(line.score, line.lower_bound)} valid answers; "
+                f"stopped on {line.stop_reason or 'nothing (not finished)'}",
             ),
             "novelty_sum": Score(value=line.novelty_sum),
         },
