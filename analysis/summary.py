@@ -38,13 +38,11 @@ from aidanbench.analysis.cost import has_censored, tokens_text
 from aidanbench.analysis.judge_noise import JudgeNoise, judge_noise
 from aidanbench.analysis.tables import Column, fitted_tables
 from aidanbench.core.errors import printable
+from aidanbench.core.settings import REFERENCE_JUDGE
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.results import UNFINISHED as UNFINISHED
 from aidanbench.record.results import QuestionResult, totals
 from aidanbench.services.pricing import same_model
-
-REFERENCE_JUDGE = "o1-mini"
-"""The judge of the published benchmark, whose scale the default threshold 15 is on."""
 
 COUNTING = (
     "score = valid answers (coherence > T_c and novelty > T_n, strictly), summed over "

@@ -26,6 +26,7 @@ from aidanbench import reference
 from aidanbench.cli import add_command
 from aidanbench.cli.run import run_session, show_result
 from aidanbench.core.errors import UsageError, printable
+from aidanbench.core.settings import REFERENCE_EMBEDDING_MODEL, REFERENCE_JUDGE
 from aidanbench.record.metadata import read_metadata
 from aidanbench.record.results import QuestionResult, read_aidanbench_file
 from aidanbench.runner.spec import RunSpec, build_tasks
@@ -36,8 +37,6 @@ DEFAULT_LATENCY_SCALE = 0.06
 """Scale of the published per-answer times: its slowest question (757 s) takes about 45 s."""
 KEY_VARIABLE = "AIDANBENCH_DEMO_KEY"
 """The variable the demo's settings name; the local server needs no real key."""
-JUDGE_MODEL = "o1-mini"
-EMBEDDING_MODEL = "text-embedding-3-large"
 
 SOURCE = {
     "kind": "published run",
@@ -113,7 +112,10 @@ def demo_spec(
 ) -> RunSpec:
     """The published run's grid, every role at the local server (its port is an
     operational setting: each session records its own)."""
-    settings: dict[str, Any] = {"judge_model": JUDGE_MODEL, "embedding_model": EMBEDDING_MODEL}
+    settings: dict[str, Any] = {
+        "judge_model": REFERENCE_JUDGE,
+        "embedding_model": REFERENCE_EMBEDDING_MODEL,
+    }
     for role in ("", "judge_", "embedding_"):
         settings |= {f"{role}base_url": base_url, f"{role}api_key_env": KEY_VARIABLE}
     return RunSpec(
@@ -165,7 +167,7 @@ def replay_server(latency_scale: float) -> Iterator[str]:
     proc = subprocess.Popen(
         [
             *(sys.executable, "-m", "aidanbench.testing.published", repr(latency_scale)),
-            *(JUDGE_MODEL, EMBEDDING_MODEL),
+            *(REFERENCE_JUDGE, REFERENCE_EMBEDDING_MODEL),
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
