@@ -42,6 +42,7 @@ ESTIMATED = (
     "embedding_model",
     "llm_novelty",
     "pipeline",
+    "prices_path",
 )
 """The settings an estimate depends on, taken as ``run`` takes them."""
 
@@ -59,7 +60,6 @@ def register(subparsers: Any) -> None:
     add_reasoning_tokens(p)
     options.add_question_flags(p)
     p.add_argument("-r", "--repeats", type=int, default=1, metavar="K")
-    p.add_argument("--prices", type=Path, metavar="FILE", help="JSON price table")
     add_answers_from(p)
     p.add_argument("--json", action="store_true", help="print the estimate as JSON")
     p.set_defaults(handler=handle)
@@ -131,7 +131,7 @@ def plan_estimate(
             flag = "--" + name.replace("_", "-")
             raise UsageError(f"{flag} must be a finite number ≥ 0, got {assumed}")
     try:
-        prices = price_table(args.prices)
+        prices = price_table(settings.prices_path)
         counts = answer_counts(args.answers_from)
     except (PriceFileError, ValueError, OSError) as exc:
         raise UsageError(printable(str(exc))) from None
@@ -223,14 +223,8 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def add_run_cost_flags(p: argparse.ArgumentParser) -> None:
-    """Add ``run``'s cost flags: the price table, the run-wide budget and the dry run
-    (the per-question caps are settings, whose flags come with the others)."""
-    p.add_argument(
-        "--prices",
-        type=Path,
-        metavar="FILE",
-        help="JSON price table replacing the bundled list prices of the models it names",
-    )
+    """Add ``run``'s cost flags: the run-wide budget and the dry run (the price table and
+    the per-question caps are settings, whose flags come with the others)."""
     p.add_argument(
         "--max-cost",
         type=float,
@@ -270,7 +264,7 @@ def check_run_costs(
     for name in ("max_cost", "max_question_cost", "max_question_seconds"):
         _positive(args, name)
     try:
-        table = price_table(args.prices)
+        table = price_table(args.prices_path)
     except PriceFileError as exc:
         raise UsageError(printable(str(exc))) from None
     if args.max_cost is not None or args.max_question_cost is not None:

@@ -59,8 +59,6 @@ NO_FLAG: dict[str, str] = {
     "pauses)",
     "interrupt_every": "pauses a question for a person to inspect in Studio; the command "
     "line has nobody to resume it",
-    "prices_path": "given as --prices FILE, a setting of the run (resolved to a path on "
-    "this machine, and none for a --server run, which prices with the bundled table)",
     "usage_path": "the command keeps the usage ledger in the run directory "
     "(RUN_DIR/usage.jsonl), so every session of the run adds to one ledger",
     "variant_fields": "given per label as --variant LABEL=JSON, for each model named "
@@ -71,11 +69,13 @@ NO_FLAG: dict[str, str] = {
 RENAMED: dict[str, str] = {
     "max_concurrency": "--endpoint-concurrency",
     "pipeline": "--no-pipeline",
+    "prices_path": "--prices",
 }
 """Flags not named after their field.
 
 ``max_concurrency`` is a limit per endpoint, and ``run`` has its own ``--concurrency``
-(questions in flight); ``pipeline`` is on by default, so its flag turns it off.
+(questions in flight); ``pipeline`` is on by default, so its flag turns it off;
+``--prices`` names a file as the other commands' flags do.
 """
 
 SHORT: dict[str, str] = {"model": "-m", "temperature": "-T", "base_url": "-b", "api_key_env": "-k"}
@@ -84,7 +84,11 @@ SHORT: dict[str, str] = {"model": "-m", "temperature": "-T", "base_url": "-b", "
 REPEATABLE: frozenset[str] = frozenset({"model", "temperature"})
 """Fields a run takes several values of: one ``Settings`` per (model, temperature)."""
 
-METAVARS: dict[str, str] = {"request_timeout": "SECONDS", "coherence_threshold": "X|FILE"}
+METAVARS: dict[str, str] = {
+    "request_timeout": "SECONDS",
+    "coherence_threshold": "X|FILE",
+    "prices_path": "FILE",
+}
 """Metavariables other than the one a field's type gives."""
 
 WIDER: dict[str, tuple[Callable[[str], Any], str]] = {

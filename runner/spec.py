@@ -35,9 +35,7 @@ from aidanbench.graph.questions import QuestionSourceError, bundled_questions, v
 from aidanbench.record import files
 from aidanbench.runner.tasks import Task
 
-RUN_FIELDS = frozenset(
-    {"model", "temperature", "variant_fields", "cache_path", "prices_path", "usage_path"}
-)
+RUN_FIELDS = frozenset({"model", "temperature", "variant_fields", "cache_path", "usage_path"})
 """Settings fields a run sets itself, per task (a variant's fields from ``variants``) or
 from its directory."""
 
@@ -106,11 +104,6 @@ class RunSpec(BaseModel):
         ge=1,
         description="Worker processes the questions are spread over; None: one per 256 "
         "question threads of the session, up to the machine's cores (runner.workers).",
-    )
-    prices: Path | None = Field(
-        default=None,
-        description="A JSON price table replacing the bundled list prices of the models it "
-        "names (docs/cost.md).",
     )
     max_cost: float | None = Field(
         default=None,
@@ -263,13 +256,14 @@ def environment_base_urls(
 
 def run_fields(spec: RunSpec) -> dict[str, Any]:
     """The settings a run sets itself from its directory: the cache, the usage ledger and
-    the price table. A server run gets neither ledger nor prices file (both are paths on
-    this machine): its dollars come from the bundled prices."""
+    the price table's whole path. A server run gets neither ledger nor prices file (both
+    are paths on this machine): its dollars come from the bundled prices."""
     local = spec.server is None
+    prices = spec.settings.get("prices_path")
     return {
         "cache_path": str(spec.run_dir / files.CACHE),
         "usage_path": str(spec.run_dir / files.LEDGER) if local else None,
-        "prices_path": str(spec.prices.resolve()) if local and spec.prices else None,
+        "prices_path": str(Path(prices).resolve()) if local and prices else None,
     }
 
 

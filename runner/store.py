@@ -440,10 +440,8 @@ def record_spending(meta: Metadata, spec: RunSpec) -> None:
     meta.usage = usage
     for judging in (meta.judging or {}).values():
         judging.served = (usage.served_models or {}).get(f"judge:{judging.judge_model}", {})
-    meta.prices = {
-        **price_table(spec.prices).describe(),
-        "file": None if spec.prices is None else str(spec.prices),
-    }
+    prices = spec.settings.get("prices_path")
+    meta.prices = {**price_table(prices).describe(), "file": prices}
     meta.caps = {
         "max_cost": spec.max_cost,
         "max_question_cost": spec.settings.get("max_question_cost"),
