@@ -158,33 +158,37 @@ def refuse_another_run(run_dir: Path) -> None:
 
 
 @contextmanager
-def replay_server(latency_scale: float) -> Iterator[str]:
-    """The published run's local server in a child process; yields its base URL.
+def served(
+    module: str, args: Sequence[str], *, cwd: Path | None = None, kill: bool = False
+) -> Iterator[str]:
+    """``python -m module args``, a local server that prints its base URL on its first
+    line and serves until its stdin closes, in a child process; yields the URL.
 
     The child has its own session, so a Ctrl-C at the terminal reaches only this
-    process, which then closes the child's stdin: the child stops when the run does.
+    process, which then closes the child's stdin: the child stops when its user does.
+    With ``kill`` it is killed instead (a server holding requests that never finish).
     """
     proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "aidanbench.testing.published", repr(latency_scale)),
-            *(REFERENCE_JUDGE, REFERENCE_EMBEDDING_MODEL),
-        ],
+        [sys.executable, "-m", module, *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        cwd=cwd,
         start_new_session=True,
     )
+    assert proc.stdin is not None and proc.stdout is not None
     try:
-        assert proc.stdout is not None
         url = proc.stdout.readline().strip()
         if not url:
-            raise RuntimeError("the demo's local server did not start (see its error above)")
+            raise RuntimeError(f"the local server {module} did not start (see its error above)")
         yield url
     finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
+        if kill:
+            proc.kill()
+        else:
+            proc.stdin.close()
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -217,7 +221,8 @@ def handle(args: argparse.Namespace) -> int:
     refuse_another_run(args.run_dir)
     os.environ.setdefault(KEY_VARIABLE, "demo-key-for-the-local-server")
     cells = published_cells(chains)
-    with replay_server(args.latency_scale) as base_url:
+    server = [repr(args.latency_scale), REFERENCE_JUDGE, REFERENCE_EMBEDDING_MODEL]
+    with served("aidanbench.testing.published", server) as base_url:
         spec = demo_spec(chains, base_url, args.run_dir, args.concurrency)
         result = run_session(spec, cells=cells)
     if isinstance(result, int):
