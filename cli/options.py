@@ -39,13 +39,12 @@ from pydantic.fields import FieldInfo
 
 from aidanbench.cli import calibration_file
 from aidanbench.cli.env_args import json_object
-from aidanbench.core.errors import UsageError, printable
+from aidanbench.core.errors import QuestionSourceError, UsageError, printable
 from aidanbench.core.settings import Settings, unused_variants, variant_problem
 from aidanbench.graph.questions import (
     DATASET_FILE_SUFFIXES,
     DEFAULT_FIELD,
     QuestionSet,
-    QuestionSourceError,
     bundled_questions,
     load_question_set,
     validated,

@@ -36,6 +36,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from aidanbench.core.errors import QuestionSourceError
     from aidanbench.core.settings import Settings
     from aidanbench.core.state import (
         AnswerRecord,
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
     from aidanbench.graph.question import build_question_graph
     from aidanbench.graph.questions import (
         QuestionSet,
-        QuestionSourceError,
         load_question_set,
         load_questions,
     )
@@ -70,7 +70,7 @@ _EXPORTS = {
     "BenchmarkState": "aidanbench.graph.benchmark",
     "Settings": "aidanbench.core.settings",
     "QuestionSet": "aidanbench.graph.questions",
-    "QuestionSourceError": "aidanbench.graph.questions",
+    "QuestionSourceError": "aidanbench.core.errors",
     "load_questions": "aidanbench.graph.questions",
     "load_question_set": "aidanbench.graph.questions",
     "StopReason": "aidanbench.core.vocabulary",

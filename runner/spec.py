@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from aidanbench.core.errors import UsageError, printable
+from aidanbench.core.errors import QuestionSourceError, UsageError, printable
 from aidanbench.core.settings import (
     ROLE_FIELDS,
     ROLES,
@@ -31,7 +31,7 @@ from aidanbench.core.settings import (
     variant_label,
     variant_problem,
 )
-from aidanbench.graph.questions import QuestionSourceError, bundled_questions, validated
+from aidanbench.graph.questions import bundled_questions, validated
 from aidanbench.record import files
 from aidanbench.runner.tasks import Task
 
