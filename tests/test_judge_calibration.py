@@ -54,6 +54,7 @@ def calibrate(
     return payload
 
 
+@pytest.mark.e2e
 def test_stub_judge_is_calibrated_to_its_image_of_15(
     stub_judge: OpenAIStub, tmp_path: Path, capsys: pytest.CaptureFixture[str], key: None
 ) -> None:
@@ -61,7 +62,8 @@ def test_stub_judge_is_calibrated_to_its_image_of_15(
     published totals unchanged. Only one answer of the 1,161 fails o1-mini's rule (scored
     0, judged 40 here), so every cut in [40, 52) agrees on every decision: the line fitted
     through all the answers is what puts the threshold at 15's image, 47.25 (the
-    interval's midpoint, 46, would be outside [47, 50))."""
+    interval's midpoint, 46, would be outside [47, 50)). End-to-end: it judges the whole
+    published run."""
     before = stub_judge.count("coherence")
     payload = calibrate(stub_judge, tmp_path, capsys)
     judge = payload["judge"]
@@ -89,21 +91,26 @@ def test_stub_judge_is_calibrated_to_its_image_of_15(
 def test_a_rerun_asks_nothing(
     stub_judge: OpenAIStub, tmp_path: Path, capsys: pytest.CaptureFixture[str], key: None
 ) -> None:
-    first = calibrate(stub_judge, tmp_path, capsys)
+    answers = one_question_reference(tmp_path / "small.json")
+    small = ("--reference", str(tmp_path / "small.json"))
+    first = calibrate(stub_judge, tmp_path, capsys, *small)
     before = stub_judge.count("coherence")
-    again = calibrate(stub_judge, tmp_path, capsys)
+    again = calibrate(stub_judge, tmp_path, capsys, *small)
     assert stub_judge.count("coherence") == before
-    assert again["judging"]["requests"] == 0 and again["judging"]["from_cache"] == 1158
+    assert again["judging"]["requests"] == 0
+    assert again["judging"]["from_cache"] == len(set(answers))
     assert again["judge"] == first["judge"]
 
 
 def test_text_report_names_the_threshold_and_the_file(
     stub_judge: OpenAIStub, tmp_path: Path, capsys: pytest.CaptureFixture[str], key: None
 ) -> None:
+    answers = one_question_reference(tmp_path / "small.json")
     argv = ["calibrate", "--judge-model", "stub-judge", "--judge-base-url", stub_judge.base_url]
+    argv += ["--reference", str(tmp_path / "small.json")]
     assert main([*argv, "--judge-api-key-env", KEY, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "decision agreement" in out and "100.0% (1161/1161)" in out
+    assert "decision agreement" in out and f"100.0% ({len(answers)}/{len(answers)})" in out
     assert f"--coherence-threshold {tmp_path / 'calibration-judge-stub-judge.json'}" in out
     assert "anthropic/claude-3.5-sonnet" in out
 
