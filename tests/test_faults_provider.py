@@ -53,9 +53,9 @@ from .test_published_replay import PUBLISHED
 
 pytestmark = pytest.mark.usefixtures("quick_backoff")
 
-QUESTIONS = bundled_questions(4)
-PLAN = {q: 2 + i for i, q in enumerate(QUESTIONS)}
-"""Planned scores: 2, 3, 4, 5 valid answers, then a verbatim repeat (novelty 0)."""
+QUESTIONS = bundled_questions(3)
+PLAN = {q: 1 + i for i, q in enumerate(QUESTIONS)}
+"""Planned scores: 1, 2, 3 valid answers, then a verbatim repeat (novelty 0)."""
 
 VICTIM = QUESTIONS[1]
 VICTIM_TEXT = f"Idea 2 for {question_id(VICTIM)}"
