@@ -112,10 +112,8 @@ def demo_spec(
 ) -> RunSpec:
     """The published run's grid, every role at the local server (its port is an
     operational setting: each session records its own)."""
-    settings: dict[str, Any] = {
-        "judge_model": REFERENCE_JUDGE,
-        "embedding_model": REFERENCE_EMBEDDING_MODEL,
-    }
+    settings: dict[str, Any] = {"judge_model": REFERENCE_JUDGE}
+    settings["embedding_model"] = REFERENCE_EMBEDDING_MODEL
     for role in ("", "judge_", "embedding_"):
         settings |= {f"{role}base_url": base_url, f"{role}api_key_env": KEY_VARIABLE}
     return RunSpec(
@@ -161,13 +159,10 @@ def refuse_another_run(run_dir: Path) -> None:
 def served(
     module: str, args: Sequence[str], *, cwd: Path | None = None, kill: bool = False
 ) -> Iterator[str]:
-    """``python -m module args``, a local server that prints its base URL on its first
-    line and serves until its stdin closes, in a child process; yields the URL.
-
-    The child has its own session, so a Ctrl-C at the terminal reaches only this
-    process, which then closes the child's stdin: the child stops when its user does.
-    With ``kill`` it is killed instead (a server holding requests that never finish).
-    """
+    """``python -m module args`` in a child process, in a session of its own: a local
+    server that prints its URL (yielded) and serves until its stdin closes. A Ctrl-C
+    reaches only this process, which closes it; with ``kill`` the child is killed (a
+    server holding requests that never finish)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", module, *args],
         stdin=subprocess.PIPE,

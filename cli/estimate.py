@@ -138,16 +138,11 @@ def plan_estimate(
     plan = PlannedRun(
         models=list(models),
         questions=list(questions),
-        judge_model=settings.judge_model,
-        embedding_model=settings.embedding_model,
+        settings=settings,
         repeats=repeats,
-        llm_novelty=settings.llm_novelty,
-        pipeline=settings.pipeline,
-        cot=settings.cot,
         model_settings=model_settings(models, settings.model_kwargs, variants),
         reasoning_tokens=getattr(args, "reasoning_tokens", None),
         judge_reasoning_tokens=getattr(args, "judge_reasoning_tokens", None),
-        judge_samples=settings.judge_samples,
     )
     return estimate(plan, counts, prices)
 

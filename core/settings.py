@@ -23,8 +23,7 @@ REFERENCE_JUDGE = "o1-mini"
 """The published benchmark's judge, the default one: the coherence threshold is on its scale."""
 
 REFERENCE_EMBEDDING_MODEL = "text-embedding-3-large"
-"""The published benchmark's embedding model, the default one: the novelty threshold is on
-its cosines."""
+"""The published benchmark's embedding model, the default one: novelty is cut on its cosines."""
 
 LOCAL_EMBEDDING_MODEL = "local"
 """``embedding_model`` value that selects the bundled all-MiniLM-L6-v2 model."""

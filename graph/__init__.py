@@ -55,11 +55,7 @@ if TYPE_CHECKING:
         build_benchmark_graph,
     )
     from aidanbench.graph.question import build_question_graph
-    from aidanbench.graph.questions import (
-        QuestionSet,
-        load_question_set,
-        load_questions,
-    )
+    from aidanbench.graph.questions import QuestionSet, load_question_set, load_questions
     from aidanbench.services import Services, ServicesFactory, default_services
 
 _EXPORTS = {

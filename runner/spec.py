@@ -47,7 +47,9 @@ class RunSpec(BaseModel):
 
     models: list[str] = Field(min_length=1, description="Models under test.")
     temperatures: list[float] = Field(
-        default_factory=lambda: [0.7], min_length=1, description="Sampling temperatures."
+        default_factory=lambda: [Settings.model_fields["temperature"].default],
+        min_length=1,
+        description="Sampling temperatures.",
     )
     questions: list[str] = Field(
         min_length=1,

@@ -85,9 +85,8 @@ in the performance documentation (docs/performance.md)."""
 
 @cache
 def tls_context() -> ssl.SSLContext:
-    """The certificates every client of the process verifies against, as httpx finds them
-    (``SSL_CERT_FILE`` too). Loaded once: httpx loads them again for each client it makes
-    (tens of milliseconds for a system store), and a session makes several per host."""
+    """The certificates every client verifies against, as httpx finds them, loaded once per
+    process: httpx would load them again for each client (tens of milliseconds each)."""
     return httpx2.create_ssl_context()
 
 
