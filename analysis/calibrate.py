@@ -30,7 +30,7 @@ import numpy as np
 
 from aidanbench.analysis.cost import score_text
 from aidanbench.analysis.plots import save_figure
-from aidanbench.core.thresholds import Thresholds
+from aidanbench.core.thresholds import COHERENCE_THRESHOLD, NOVELTY_THRESHOLD, Thresholds
 from aidanbench.nodes.novelty import cosine_novelty
 from aidanbench.record.results import QuestionResult, chain_validity
 
@@ -40,9 +40,6 @@ if TYPE_CHECKING:
 
 EmbedFn = Callable[[list[str]], np.ndarray]
 """Embeds a batch of texts: one row per text, in order (any length, need not be unit)."""
-
-REFERENCE_NOVELTY_THRESHOLD = Thresholds().novelty
-"""The benchmark's novelty threshold, defined on text-embedding-3-large (0.15)."""
 
 CENSORING_NOTE = (
     "Reference chains stop at their first invalid answer, so a rule looser than the "
@@ -412,8 +409,8 @@ def calibrate(
     embed: EmbedFn,
     *,
     embedding_model: str = "model",
-    reference_threshold: float = REFERENCE_NOVELTY_THRESHOLD,
-    coherence_threshold: float = Thresholds().coherence,
+    reference_threshold: float = NOVELTY_THRESHOLD,
+    coherence_threshold: float = COHERENCE_THRESHOLD,
 ) -> Calibration:
     """Calibrate the novelty threshold of ``embed`` against a recorded reference run.
 

@@ -160,12 +160,10 @@ class PlannedRun:
 
     models: Sequence[str]
     questions: Sequence[str]
-    judge_model: str
-    embedding_model: str
+    settings: Settings
+    """The run's settings: the judge, embedding model, judgments per answer, prompt and
+    pipelining asked of every model."""
     repeats: int = 1
-    llm_novelty: bool = False
-    pipeline: bool = True
-    cot: bool = False
     model_settings: Mapping[str, Settings] = field(default_factory=dict)
     """Each model's settings where it has more than a name: the name it is sent and
     priced as (a variant's NAME) and its request fields (effort, token limit)."""
@@ -174,8 +172,6 @@ class PlannedRun:
     them (``--reasoning-tokens``); None: measured or assumed (module docstring)."""
     judge_reasoning_tokens: float | None = None
     """The same per judge call (``--judge-reasoning-tokens``)."""
-    judge_samples: int = 1
-    """Coherence judgments per answer (``--judge-samples``)."""
 
     def settings_of(self, model: str) -> Settings:
         """``model``'s settings (its name alone when the plan gives none)."""
@@ -257,13 +253,13 @@ def model_reasoning(model: str, plan: PlannedRun, counts: AnswerCounts) -> Reaso
 
 def judge_reasoning(plan: PlannedRun, counts: AnswerCounts) -> Reasoning:
     """Reasoning tokens per judge call (measured, else assumed from the judge's name)."""
-    measured = counts.judge_reasoning.get(plan.judge_model)
+    measured = counts.judge_reasoning.get(plan.settings.judge_model)
     if measured is not None:
         mean, n = measured
         return Reasoning.one(mean, f"measured: mean of {n:,} judge calls in {counts.source}")
     if plan.judge_reasoning_tokens is not None:
         return Reasoning.one(plan.judge_reasoning_tokens, "given (--judge-reasoning-tokens)")
-    return assumed_reasoning(plan.judge_model, {}, JUDGE_OUTPUT_TOKENS)
+    return assumed_reasoning(plan.settings.judge_model, {}, JUDGE_OUTPUT_TOKENS)
 
 
 @dataclass
@@ -295,10 +291,10 @@ def question_usage(
     output, counted in ``output`` and apart in ``reasoning``)."""
     hidden = reasoning or {}
     probe = "x" * max(1, round(answer_chars))
-    first = len(render_generate(question, [], cot=plan.cot))
-    one = len(render_generate(question, [probe], cot=plan.cot))
-    each = len(render_generate(question, [probe, probe], cot=plan.cot)) - one
-    generations = n + (1 if plan.pipeline else 0)  # the last look-ahead is discarded
+    first = len(render_generate(question, [], cot=plan.settings.cot))
+    one = len(render_generate(question, [probe], cot=plan.settings.cot))
+    each = len(render_generate(question, [probe, probe], cot=plan.settings.cot)) - one
+    generations = n + (1 if plan.settings.pipeline else 0)  # the last look-ahead is discarded
     thought = hidden.get("model", 0.0)
     gen = RoleTokens(
         calls=generations,
@@ -309,7 +305,7 @@ def question_usage(
         gen.input += tokens(first if k == 0 else one + (k - 1) * each)
     judged = hidden.get("judge", 0.0)
     coherence = len(render_coherence(question, probe))
-    asked = n * plan.judge_samples
+    asked = n * plan.settings.judge_samples
     judge = RoleTokens(
         calls=asked,
         input=asked * tokens(coherence),
@@ -317,7 +313,7 @@ def question_usage(
         reasoning=asked * judged,
     )
     roles = {"model": gen, "judge": judge}
-    if plan.llm_novelty:
+    if plan.settings.llm_novelty:
         pairs = n * (n - 1) / 2
         pair = len(render_similarity(question, probe, probe))
         roles["similarity"] = RoleTokens(
@@ -335,8 +331,8 @@ def _dollars(
 ) -> float | None:
     total: float | None = 0.0
     names = {"model": plan.settings_of(model).provider_model}
-    names |= {"judge": plan.judge_model, "similarity": plan.judge_model}
-    names["embeddings"] = plan.embedding_model
+    names |= {"judge": plan.settings.judge_model, "similarity": plan.settings.judge_model}
+    names["embeddings"] = plan.settings.embedding_model
     for role, usage in roles.items():
         price = prices.price(names[role])
         cost = None if price is None else price.dollars(int(usage.input), 0, int(usage.output))
@@ -378,10 +374,9 @@ def estimate(plan: PlannedRun, counts: AnswerCounts, prices: PriceTable) -> dict
                 "dollars": dollars,
             }
         models.append(row)
-    sent = [plan.settings_of(m).provider_model for m in plan.models]
-    unpriced = sorted(
-        {m for m in [*sent, plan.judge_model, plan.embedding_model] if prices.price(m) is None}
-    )
+    priced = [plan.settings_of(m).provider_model for m in plan.models]
+    priced += [plan.settings.judge_model, plan.settings.embedding_model]
+    unpriced = sorted({m for m in priced if prices.price(m) is None})
     total = {
         name: _sum_dollars([row[name]["dollars"] for row in models])
         for name in ("low", "expected", "high")

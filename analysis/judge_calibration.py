@@ -50,14 +50,9 @@ from aidanbench.analysis.calibrate import (
     save_scatter,
 )
 from aidanbench.analysis.judge_noise import SAMPLES_KEY, JudgeNoise, judge_noise
-from aidanbench.core.thresholds import Thresholds
+from aidanbench.core.settings import REFERENCE_JUDGE
+from aidanbench.core.thresholds import COHERENCE_THRESHOLD, NOVELTY_THRESHOLD, Thresholds
 from aidanbench.record.results import QuestionResult
-
-REFERENCE_COHERENCE_THRESHOLD = Thresholds().coherence
-"""o1-mini's cut in the published benchmark (15)."""
-
-REFERENCE_JUDGE = "o1-mini"
-"""The judge behind the published run's coherence scores."""
 
 AnswerKey = tuple[str, str]
 """(question, answer text): what a judgment is of."""
@@ -240,8 +235,8 @@ def calibrate_judge(
     scores: Mapping[AnswerKey, Sequence[int]],
     *,
     judge_model: str,
-    reference_threshold: float = REFERENCE_COHERENCE_THRESHOLD,
-    novelty_threshold: float = Thresholds().novelty,
+    reference_threshold: float = COHERENCE_THRESHOLD,
+    novelty_threshold: float = NOVELTY_THRESHOLD,
 ) -> JudgeCalibration:
     """Calibrate the judge whose judgments of each (question, answer) are ``scores``
     (the deciding one first) against the reference chains ``questions``. An answer with

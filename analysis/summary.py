@@ -44,13 +44,11 @@ from aidanbench.analysis.judge_noise import (
 )
 from aidanbench.analysis.tables import Column, fitted_tables
 from aidanbench.core.errors import printable
-from aidanbench.core.thresholds import Thresholds
+from aidanbench.core.settings import REFERENCE_JUDGE
+from aidanbench.core.thresholds import COHERENCE_THRESHOLD, Thresholds
 from aidanbench.record.results import UNFINISHED as UNFINISHED
 from aidanbench.record.results import QuestionResult, totals
 from aidanbench.services.pricing import same_model
-
-REFERENCE_JUDGE = "o1-mini"
-"""The judge of the published benchmark, whose scale the default threshold 15 is on."""
 
 COUNTING = (
     "score = valid answers (coherence > T_c and novelty > T_n, strictly), summed over "
@@ -566,9 +564,10 @@ def judge_warnings(groups: dict[GroupKey, list[QuestionResult]]) -> list[str]:
             )
         source = _shared(line.threshold_source for line in lines)
         if source == "benchmark" and not same_model(REFERENCE_JUDGE, asked):
+            cut, judge = f"{COHERENCE_THRESHOLD:g}", REFERENCE_JUDGE
             found.append(
-                f"{_label(key)}: judged by {asked} at coherence > 15, o1-mini's threshold, "
-                "uncalibrated; 15 need not mean on its scale what it meant on o1-mini's "
+                f"{_label(key)}: judged by {asked} at coherence > {cut}, {judge}'s threshold, "
+                f"uncalibrated; {cut} need not mean on its scale what it meant on {judge}'s "
                 f"(aidanbench calibrate --judge-model {asked})"
             )
     recorded = {k: v for k, v in groups.items() if any(line.threshold_source for line in v)}

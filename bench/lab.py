@@ -304,7 +304,8 @@ async def command_run(workload: str, url: str, args: argparse.Namespace) -> dict
     """The workload through the run engine as ``aidanbench run`` drives it: a ``RunSpec``
     with the endpoints and models only, checked and run by ``runner.engine`` with every
     default (clients, progress in log mode on stderr, questions in flight)."""
-    from aidanbench.cli.demo import EMBEDDING_MODEL, JUDGE_MODEL, KEY_VARIABLE
+    from aidanbench.cli.demo import KEY_VARIABLE
+    from aidanbench.core.settings import REFERENCE_EMBEDDING_MODEL, REFERENCE_JUDGE
     from aidanbench.graph.questions import bundled_questions
     from aidanbench.runner.engine import execute, prepare
     from aidanbench.runner.spec import RunSpec
@@ -315,7 +316,7 @@ async def command_run(workload: str, url: str, args: argparse.Namespace) -> dict
         models = list(dict.fromkeys(c.model for c in chains))
         questions = list(dict.fromkeys(c.question for c in chains))
         asked: set[tuple[str, str]] | None = {(c.model, c.question) for c in chains}
-        key, judge, embedder = KEY_VARIABLE, JUDGE_MODEL, EMBEDDING_MODEL
+        key, judge, embedder = KEY_VARIABLE, REFERENCE_JUDGE, REFERENCE_EMBEDDING_MODEL
     else:
         models, questions = lab_models(args.models), bundled_questions(args.questions)
         asked = None
@@ -361,11 +362,11 @@ def plain_work(workload: str, args: argparse.Namespace) -> list[tuple[str, str, 
     """(model, question, temperature, judge, embedder) of each chain the plain loop runs:
     the published run's 49 on (a), the lab's models x questions on (b)."""
     if workload == "a":
-        from aidanbench.cli.demo import EMBEDDING_MODEL, JUDGE_MODEL
+        from aidanbench.core.settings import REFERENCE_EMBEDDING_MODEL, REFERENCE_JUDGE
         from aidanbench.testing.published import published_chains
 
         return [
-            (c.model, c.question, c.temperature, JUDGE_MODEL, EMBEDDING_MODEL)
+            (c.model, c.question, c.temperature, REFERENCE_JUDGE, REFERENCE_EMBEDDING_MODEL)
             for c in published_chains()
         ]
     from aidanbench.graph.questions import bundled_questions

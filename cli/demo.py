@@ -26,6 +26,7 @@ from aidanbench import reference
 from aidanbench.cli import add_command
 from aidanbench.cli.run import run_session, show_result
 from aidanbench.core.errors import UsageError, printable
+from aidanbench.core.settings import REFERENCE_EMBEDDING_MODEL, REFERENCE_JUDGE
 from aidanbench.record.metadata import read_metadata
 from aidanbench.record.results import QuestionResult, read_aidanbench_file
 from aidanbench.runner.spec import RunSpec, build_tasks
@@ -36,8 +37,6 @@ DEFAULT_LATENCY_SCALE = 0.06
 """Scale of the published per-answer times: its slowest question (757 s) takes about 45 s."""
 KEY_VARIABLE = "AIDANBENCH_DEMO_KEY"
 """The variable the demo's settings name; the local server needs no real key."""
-JUDGE_MODEL = "o1-mini"
-EMBEDDING_MODEL = "text-embedding-3-large"
 
 SOURCE = {
     "kind": "published run",
@@ -113,7 +112,8 @@ def demo_spec(
 ) -> RunSpec:
     """The published run's grid, every role at the local server (its port is an
     operational setting: each session records its own)."""
-    settings: dict[str, Any] = {"judge_model": JUDGE_MODEL, "embedding_model": EMBEDDING_MODEL}
+    settings: dict[str, Any] = {"judge_model": REFERENCE_JUDGE}
+    settings["embedding_model"] = REFERENCE_EMBEDDING_MODEL
     for role in ("", "judge_", "embedding_"):
         settings |= {f"{role}base_url": base_url, f"{role}api_key_env": KEY_VARIABLE}
     return RunSpec(
@@ -156,33 +156,34 @@ def refuse_another_run(run_dir: Path) -> None:
 
 
 @contextmanager
-def replay_server(latency_scale: float) -> Iterator[str]:
-    """The published run's local server in a child process; yields its base URL.
-
-    The child has its own session, so a Ctrl-C at the terminal reaches only this
-    process, which then closes the child's stdin: the child stops when the run does.
-    """
+def served(
+    module: str, args: Sequence[str], *, cwd: Path | None = None, kill: bool = False
+) -> Iterator[str]:
+    """``python -m module args`` in a child process, in a session of its own: a local
+    server that prints its URL (yielded) and serves until its stdin closes. A Ctrl-C
+    reaches only this process, which closes it; with ``kill`` the child is killed (a
+    server holding requests that never finish)."""
     proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "aidanbench.testing.published", repr(latency_scale)),
-            *(JUDGE_MODEL, EMBEDDING_MODEL),
-        ],
+        [sys.executable, "-m", module, *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        cwd=cwd,
         start_new_session=True,
     )
+    assert proc.stdin is not None and proc.stdout is not None
     try:
-        assert proc.stdout is not None
         url = proc.stdout.readline().strip()
         if not url:
-            raise RuntimeError("the demo's local server did not start (see its error above)")
+            raise RuntimeError(f"the local server {module} did not start (see its error above)")
         yield url
     finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
+        if kill:
+            proc.kill()
+        else:
+            proc.stdin.close()
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -215,7 +216,8 @@ def handle(args: argparse.Namespace) -> int:
     refuse_another_run(args.run_dir)
     os.environ.setdefault(KEY_VARIABLE, "demo-key-for-the-local-server")
     cells = published_cells(chains)
-    with replay_server(args.latency_scale) as base_url:
+    server = [repr(args.latency_scale), REFERENCE_JUDGE, REFERENCE_EMBEDDING_MODEL]
+    with served("aidanbench.testing.published", server) as base_url:
         spec = demo_spec(chains, base_url, args.run_dir, args.concurrency)
         result = run_session(spec, cells=cells)
     if isinstance(result, int):

@@ -34,6 +34,19 @@ if TYPE_CHECKING:
     from aidanbench.runner.spec import RunSpec
 
 
+ESTIMATED = (
+    "model_kwargs",
+    "cot",
+    "judge_model",
+    "judge_samples",
+    "embedding_model",
+    "llm_novelty",
+    "pipeline",
+    "prices_path",
+)
+"""The settings an estimate depends on, taken as ``run`` takes them."""
+
+
 def register(subparsers: Any) -> None:
     """Add ``estimate`` to the command line."""
     p = add_command(
@@ -42,21 +55,11 @@ def register(subparsers: Any) -> None:
         "Estimate the tokens and dollars of a run, as a range, without any "
         "API call. Takes run's model, question and scoring options.",
     )
-    p.add_argument("-m", "--model", action="append", required=True, help="model (repeatable)")
-    options.add_settings_flags(p, only={"model_kwargs"})
+    options.add_settings_flags(p, only={"model", *ESTIMATED}, required={"model"})
     options.add_variant_flag(p)
     add_reasoning_tokens(p)
     options.add_question_flags(p)
     p.add_argument("-r", "--repeats", type=int, default=1, metavar="K")
-    p.add_argument("--judge-model", default="o1-mini")
-    p.add_argument("--embedding-model", default="text-embedding-3-large")
-    p.add_argument("--llm-novelty", action="store_true")
-    p.add_argument("--no-pipeline", dest="pipeline", action="store_false")
-    p.add_argument("--cot", action="store_true")
-    p.add_argument(
-        "--judge-samples", type=int, default=1, metavar="K", help="judgments per answer (1)"
-    )
-    p.add_argument("--prices", type=Path, metavar="FILE", help="JSON price table")
     add_answers_from(p)
     p.add_argument("--json", action="store_true", help="print the estimate as JSON")
     p.set_defaults(handler=handle)
@@ -115,34 +118,31 @@ def plan_estimate(
     args: argparse.Namespace,
     models: Sequence[str],
     questions: Sequence[str],
-    settings: Any,
-    variants: dict[str, dict[str, Any]] | None = None,
+    settings: Settings,
+    repeats: int,
+    variants: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
-    """The estimate of ``models`` (their ``variants``) on ``questions`` under ``settings``
-    (``UsageError`` on a bad prices file, distribution or assumption)."""
+    """The estimate of ``models`` (their ``variants``) on ``questions`` under ``settings``,
+    each question line ``repeats`` times (``UsageError`` on a bad prices file,
+    distribution or assumption)."""
     for name in REASONING_FLAGS:
         assumed = getattr(args, name, None)
         if assumed is not None and not (math.isfinite(assumed) and assumed >= 0):
             flag = "--" + name.replace("_", "-")
             raise UsageError(f"{flag} must be a finite number ≥ 0, got {assumed}")
     try:
-        prices = price_table(args.prices)
+        prices = price_table(settings.prices_path)
         counts = answer_counts(args.answers_from)
     except (PriceFileError, ValueError, OSError) as exc:
         raise UsageError(printable(str(exc))) from None
     plan = PlannedRun(
         models=list(models),
         questions=list(questions),
-        judge_model=settings["judge_model"],
-        embedding_model=settings["embedding_model"],
-        repeats=settings.get("repeats", 1),
-        llm_novelty=settings["llm_novelty"],
-        pipeline=settings["pipeline"],
-        cot=settings["cot"],
-        model_settings=model_settings(models, settings.get("model_kwargs") or {}, variants or {}),
+        settings=settings,
+        repeats=repeats,
+        model_settings=model_settings(models, settings.model_kwargs, variants),
         reasoning_tokens=getattr(args, "reasoning_tokens", None),
         judge_reasoning_tokens=getattr(args, "judge_reasoning_tokens", None),
-        judge_samples=settings.get("judge_samples", 1),
     )
     return estimate(plan, counts, prices)
 
@@ -205,29 +205,21 @@ def handle(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
     questions = options.question_set(args).questions
-    settings = {
-        "judge_model": args.judge_model,
-        "embedding_model": args.embedding_model,
-        "repeats": args.repeats,
-        "llm_novelty": args.llm_novelty,
-        "pipeline": args.pipeline,
-        "cot": args.cot,
-        "model_kwargs": args.model_kwargs,
-        "judge_samples": args.judge_samples,
-    }
-    variants = options.variants(args)
-    return show(plan_estimate(args, args.model, questions, settings, variants), args.json)
+    try:
+        settings = Settings(
+            model=args.model[0], **{name: getattr(args, name) for name in ESTIMATED}
+        )
+    except ValidationError as exc:
+        raise UsageError(options.validation_line(exc)) from None
+    result = plan_estimate(
+        args, args.model, questions, settings, args.repeats, options.variants(args)
+    )
+    return show(result, args.json)
 
 
 def add_run_cost_flags(p: argparse.ArgumentParser) -> None:
-    """Add ``run``'s cost flags: the price table, the run-wide budget and the dry run
-    (the per-question caps are settings, whose flags come with the others)."""
-    p.add_argument(
-        "--prices",
-        type=Path,
-        metavar="FILE",
-        help="JSON price table replacing the bundled list prices of the models it names",
-    )
+    """Add ``run``'s cost flags: the run-wide budget and the dry run (the price table and
+    the per-question caps are settings, whose flags come with the others)."""
     p.add_argument(
         "--max-cost",
         type=float,
@@ -267,7 +259,7 @@ def check_run_costs(
     for name in ("max_cost", "max_question_cost", "max_question_seconds"):
         _positive(args, name)
     try:
-        table = price_table(args.prices)
+        table = price_table(args.prices_path)
     except PriceFileError as exc:
         raise UsageError(printable(str(exc))) from None
     if args.max_cost is not None or args.max_question_cost is not None:
@@ -286,6 +278,6 @@ def check_run_costs(
 def dry_run(args: argparse.Namespace, spec: RunSpec) -> int:
     """``run --dry-run``: the estimate of this run; no call, nothing written."""
     settings = Settings(model=spec.models[0], **spec.settings)
-    values = settings.model_dump() | {"repeats": spec.repeats * len(spec.temperatures)}
-    result = plan_estimate(args, spec.models, spec.questions, values, spec.variants)
+    repeats = spec.repeats * len(spec.temperatures)
+    result = plan_estimate(args, spec.models, spec.questions, settings, repeats, spec.variants)
     return show(result, False)

@@ -38,6 +38,7 @@ JUDGE_FIELDS = (
     "max_retries",
     "max_concurrency",
     "requests_per_minute",
+    "prices_path",
 )
 """The settings a re-judging command takes, as ``run`` takes them."""
 
@@ -59,9 +60,6 @@ def register(parser: argparse.ArgumentParser, *, required: bool = False) -> None
         metavar="FILE",
         help="SQLite file of judgments (a rerun asks for nothing it holds); its usage "
         f"ledger is written beside it (FILE with {LEDGER_SUFFIX})",
-    )
-    parser.add_argument(
-        "--prices", type=Path, metavar="FILE", help="price table replacing the bundled list prices"
     )
     parser.add_argument(
         "--batch",
@@ -89,18 +87,16 @@ def judge_settings(args: argparse.Namespace, cache: Path) -> Settings:
     if args.batch_poll_seconds <= 0:
         raise UsageError(f"--batch-poll-seconds must be above 0, got {args.batch_poll_seconds:g}")
     values: dict[str, Any] = {field: getattr(args, field) for field in JUDGE_FIELDS}
-    prices = None
-    if args.prices is not None:
+    if values["prices_path"] is not None:
         try:
-            price_table(args.prices)
+            price_table(values["prices_path"])
         except PriceFileError as exc:
             raise UsageError(printable(str(exc))) from None
-        prices = str(args.prices.resolve())
+        values["prices_path"] = str(Path(values["prices_path"]).resolve())
     try:
         settings = Settings(
             **values,
             cache_path=str(cache),
-            prices_path=prices,
         )
     except ValidationError as exc:
         raise UsageError(options.validation_line(exc)) from None

@@ -39,13 +39,12 @@ from pydantic.fields import FieldInfo
 
 from aidanbench.cli import calibration_file
 from aidanbench.cli.env_args import json_object
-from aidanbench.core.errors import UsageError, printable
+from aidanbench.core.errors import QuestionSourceError, UsageError, printable
 from aidanbench.core.settings import Settings, unused_variants, variant_problem
 from aidanbench.graph.questions import (
     DATASET_FILE_SUFFIXES,
     DEFAULT_FIELD,
     QuestionSet,
-    QuestionSourceError,
     bundled_questions,
     load_question_set,
     validated,
@@ -59,8 +58,6 @@ NO_FLAG: dict[str, str] = {
     "pauses)",
     "interrupt_every": "pauses a question for a person to inspect in Studio; the command "
     "line has nobody to resume it",
-    "prices_path": "given as --prices FILE, a setting of the run (resolved to a path on "
-    "this machine, and none for a --server run, which prices with the bundled table)",
     "variant_fields": "given per label as --variant LABEL=JSON, for each model named "
     "NAME@LABEL (one row per variant)",
     "judge_panel": "given by naming --judge-model more than once: each judge after the "
@@ -72,11 +69,13 @@ NO_FLAG: dict[str, str] = {
 RENAMED: dict[str, str] = {
     "max_concurrency": "--endpoint-concurrency",
     "pipeline": "--no-pipeline",
+    "prices_path": "--prices",
 }
 """Flags not named after their field.
 
 ``max_concurrency`` is a limit per endpoint, and ``run`` has its own ``--concurrency``
-(questions in flight); ``pipeline`` is on by default, so its flag turns it off.
+(questions in flight); ``pipeline`` is on by default, so its flag turns it off;
+``--prices`` names a file as the other commands' flags do.
 """
 
 SHORT: dict[str, str] = {"model": "-m", "temperature": "-T", "base_url": "-b", "api_key_env": "-k"}
@@ -96,7 +95,11 @@ PANEL: tuple[str, ...] = (
 judge, in the same order (``judges``); a panel's thresholds once per judge, each on its
 judge's own scale."""
 
-METAVARS: dict[str, str] = {"request_timeout": "SECONDS", "coherence_threshold": "X|FILE"}
+METAVARS: dict[str, str] = {
+    "request_timeout": "SECONDS",
+    "coherence_threshold": "X|FILE",
+    "prices_path": "FILE",
+}
 """Metavariables other than the one a field's type gives."""
 
 WIDER: dict[str, tuple[Callable[[str], Any], str]] = {

@@ -170,7 +170,6 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
             workers=args.workers,
             use_stored_settings=args.use_stored_settings,
             preflight=getattr(args, "preflight", True),
-            prices=args.prices,
             max_cost=args.max_cost,
             coherence_threshold_source=source,
             panel_threshold_sources=panel_sources,

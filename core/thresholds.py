@@ -12,13 +12,19 @@ from dataclasses import dataclass
 
 from aidanbench.core.vocabulary import ThresholdStop
 
+COHERENCE_THRESHOLD = 15.0
+"""The published coherence threshold, on the scale of the benchmark's judge (o1-mini)."""
+
+NOVELTY_THRESHOLD = 0.15
+"""The published novelty threshold, on text-embedding-3-large cosines; LLM novelty's too."""
+
 
 @dataclass(frozen=True)
 class Thresholds:
     """Thresholds of one run; ``llm_novelty`` is None when the similarity judge is off."""
 
-    coherence: float = 15.0
-    novelty: float = 0.15
+    coherence: float = COHERENCE_THRESHOLD
+    novelty: float = NOVELTY_THRESHOLD
     llm_novelty: float | None = None
 
     def failure(

@@ -36,6 +36,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from aidanbench.core.errors import QuestionSourceError
     from aidanbench.core.settings import Settings
     from aidanbench.core.state import (
         AnswerRecord,
@@ -54,12 +55,7 @@ if TYPE_CHECKING:
         build_benchmark_graph,
     )
     from aidanbench.graph.question import build_question_graph
-    from aidanbench.graph.questions import (
-        QuestionSet,
-        QuestionSourceError,
-        load_question_set,
-        load_questions,
-    )
+    from aidanbench.graph.questions import QuestionSet, load_question_set, load_questions
     from aidanbench.services import Services, ServicesFactory, default_services
 
 _EXPORTS = {
@@ -70,7 +66,7 @@ _EXPORTS = {
     "BenchmarkState": "aidanbench.graph.benchmark",
     "Settings": "aidanbench.core.settings",
     "QuestionSet": "aidanbench.graph.questions",
-    "QuestionSourceError": "aidanbench.graph.questions",
+    "QuestionSourceError": "aidanbench.core.errors",
     "load_questions": "aidanbench.graph.questions",
     "load_question_set": "aidanbench.graph.questions",
     "StopReason": "aidanbench.core.vocabulary",

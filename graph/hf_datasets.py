@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from aidanbench.graph.questions import DEFAULT_FIELD, QuestionSourceError
+from aidanbench.core.errors import QuestionSourceError
 
 DATA_FILE_BUILDERS = {
     ".parquet": "parquet",
@@ -42,7 +42,7 @@ HF_EXTRA_HINT = "pip install 'aidanbench[hf]'"
 
 
 def read_dataset(
-    name_or_path: str, *, split: str | None = None, question_field: str = DEFAULT_FIELD
+    name_or_path: str, *, split: str | None, question_field: str
 ) -> tuple[list[object], str, dict[str, Any]]:
     """One split and column of a Hugging Face dataset (hub name or local): its values (to
     validate), what to call it in a refusal, and its source record."""

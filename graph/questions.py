@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from aidanbench import reference
-from aidanbench.core.errors import printable
+from aidanbench.core.errors import QuestionSourceError, printable
 from aidanbench.record.lines import normal_text, numbered_lines, spelling_note
 
 MAX_QUESTION_CHARS = 2000
@@ -40,10 +40,6 @@ DEFAULT_FIELD = "question"
 
 DATASET_FILE_SUFFIXES = frozenset({".parquet", ".arrow"})
 """File kinds that only ``datasets`` reads, so a questions *file* of this kind is a dataset."""
-
-
-class QuestionSourceError(ValueError):
-    """A question source that cannot be used; the message is one line saying why."""
 
 
 @dataclass(frozen=True)

@@ -409,11 +409,9 @@ def git_commit() -> str | None:
 def spending(spec: RunSpec, limits: Mapping[str, Any] | None) -> dict[str, Any]:
     """What a finished session records beside what it spent: the price table its dollars
     come from, its caps, and each endpoint's adaptive limit (``limits``, when known)."""
+    prices = spec.settings.get("prices_path")
     recorded: dict[str, Any] = {
-        "prices": {
-            **price_table(spec.prices).describe(),
-            "file": None if spec.prices is None else str(spec.prices),
-        },
+        "prices": {**price_table(prices).describe(), "file": prices},
         "caps": {
             "max_cost": spec.max_cost,
             "max_question_cost": spec.settings.get("max_question_cost"),

@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from aidanbench.core.errors import UsageError, printable
+from aidanbench.core.errors import QuestionSourceError, UsageError, printable
 from aidanbench.core.settings import (
     ROLE_FIELDS,
     ROLES,
@@ -31,12 +31,12 @@ from aidanbench.core.settings import (
     variant_label,
     variant_problem,
 )
-from aidanbench.graph.questions import QuestionSourceError, bundled_questions, validated
+from aidanbench.graph.questions import bundled_questions, validated
 from aidanbench.record import files
 from aidanbench.record.lines import normal_text, spelling_note
 from aidanbench.runner.tasks import Task
 
-RUN_FIELDS = frozenset({"model", "temperature", "variant_fields", "cache_path", "prices_path"})
+RUN_FIELDS = frozenset({"model", "temperature", "variant_fields", "cache_path"})
 """Settings fields a run sets itself, per task (a variant's fields from ``variants``) or
 from its directory."""
 
@@ -48,7 +48,9 @@ class RunSpec(BaseModel):
 
     models: list[str] = Field(min_length=1, description="Models under test.")
     temperatures: list[float] = Field(
-        default_factory=lambda: [0.7], min_length=1, description="Sampling temperatures."
+        default_factory=lambda: [Settings.model_fields["temperature"].default],
+        min_length=1,
+        description="Sampling temperatures.",
     )
     questions: list[str] = Field(
         min_length=1,
@@ -112,11 +114,6 @@ class RunSpec(BaseModel):
         ge=1,
         description="Worker processes the questions are spread over; None: one per 256 "
         "question threads of the session, up to the machine's cores (runner.workers).",
-    )
-    prices: Path | None = Field(
-        default=None,
-        description="A JSON price table replacing the bundled list prices of the models it "
-        "names (docs/cost.md).",
     )
     max_cost: float | None = Field(
         default=None,
@@ -284,13 +281,14 @@ def environment_base_urls(
 
 
 def run_fields(spec: RunSpec) -> dict[str, Any]:
-    """The settings a run sets itself from its directory: the cache and the price table.
-    A server run gets no prices file (a path on this machine): its dollars come from the
-    bundled prices."""
+    """The settings a run sets itself from its directory: the cache and the price table's
+    whole path. A server run gets no prices file (a path on this machine): its dollars
+    come from the bundled prices."""
     local = spec.server is None
+    prices = spec.settings.get("prices_path")
     return {
         "cache_path": str(spec.run_dir / files.CACHE),
-        "prices_path": str(spec.prices.resolve()) if local and spec.prices else None,
+        "prices_path": str(Path(prices).resolve()) if local and prices else None,
     }
 
 

@@ -17,7 +17,7 @@ python -m pip install -q --upgrade pip
 # torch first, pinned: it resolves to the CPU build on this machine kind; an unpinned
 # torch would pull several GB of CUDA packages.
 python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[dev,local,server,hf,export,plots,postgres]" --config-settings editable_mode=strict
+python -m pip install -q -e ".[dev,local,server,hf,export,plots,postgres]"
 python -m pip check
 
 # The HTML report's tests drive a real browser, Debian's chromium (CI runs this as root).
@@ -38,7 +38,7 @@ python -m pytest -m e2e -n 0 "$@"
 deactivate
 python3 -m venv .venv-vf
 .venv-vf/bin/python -m pip install -q --upgrade pip
-.venv-vf/bin/python -m pip install -q -e ".[dev,verifiers]" --config-settings editable_mode=strict
+.venv-vf/bin/python -m pip install -q -e ".[dev,verifiers]"
 .venv-vf/bin/python -m pip check
 .venv-vf/bin/mypy package verifiers_env
 .venv-vf/bin/python -m pytest -n 0 -m "e2e or not e2e" tests/test_verifiers_env.py \
@@ -49,8 +49,7 @@ python3 -m venv .venv-vf
 # runs uv, which the test runs offline, building with this environment's setuptools.
 python3 -m venv .venv-vf-seed
 .venv-vf-seed/bin/python -m pip install -q --upgrade pip
-.venv-vf-seed/bin/python -m pip install -q -e ".[dev,verifiers-seed]" "setuptools>=69" uv \
-    --config-settings editable_mode=strict
+.venv-vf-seed/bin/python -m pip install -q -e ".[dev,verifiers-seed]" "setuptools>=69" uv
 .venv-vf-seed/bin/python -m pip check
 .venv-vf-seed/bin/mypy package verifiers_seed
 .venv-vf-seed/bin/python -m pytest -n 0 -m "e2e or not e2e" tests/test_verifiers_seed.py \

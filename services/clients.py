@@ -27,7 +27,9 @@ loads ``langchain_openai``.
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Sequence
+from functools import cache
 from typing import Any, Literal
 
 import httpx2
@@ -81,6 +83,13 @@ CPU per turn where a run is CPU-bound; the measurement (``python -m bench.lab --
 in the performance documentation (docs/performance.md)."""
 
 
+@cache
+def tls_context() -> ssl.SSLContext:
+    """The certificates every client verifies against, as httpx finds them, loaded once per
+    process: httpx would load them again for each client (tens of milliseconds each)."""
+    return httpx2.create_ssl_context()
+
+
 def http_pool(settings: Settings, transport: Transport, size: int) -> httpx2.AsyncClient:
     """A connection pool of ``size`` connections (the host limiter's ceiling);
     ``services.registry`` shares one per host among the clients reaching it."""
@@ -88,6 +97,7 @@ def http_pool(settings: Settings, transport: Transport, size: int) -> httpx2.Asy
     return make(
         timeout=settings.request_timeout,
         limits=httpx2.Limits(max_connections=size, max_keepalive_connections=size),
+        verify=tls_context(),
     )
 
 
@@ -161,6 +171,7 @@ def chat_client(
         max_retries=0,
         extra_body=extra_body,
         http_async_client=pool,
+        http_client=httpx2.Client(verify=tls_context()),  # unused; saves building one
     )
 
 

@@ -60,7 +60,12 @@ class Answer:
 
 def endpoint_client(base_url: str, key: str, limit_s: float) -> openai.AsyncOpenAI:
     """A client for ``base_url`` making one attempt per call; close it with ``close()``."""
-    return openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=limit_s, max_retries=0)
+    from aidanbench.services.clients import tls_context
+
+    pool = openai.DefaultAsyncHttpxClient(timeout=limit_s, verify=tls_context())
+    return openai.AsyncOpenAI(
+        api_key=key, base_url=base_url, timeout=limit_s, max_retries=0, http_client=pool
+    )
 
 
 MAX_PAGES = 100

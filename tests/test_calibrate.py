@@ -3,7 +3,8 @@
 Most tests use fake embedding functions built so that novelty recomputed from their
 vectors is a known function of the recorded novelty: the identity (calibration must then
 reproduce every reference decision) or a monotone distortion (calibration must beat 0.15).
-No torch, no network. One test, marked ``local_embeddings``, runs the real local model.
+No torch, no network. One end-to-end test, marked ``local_embeddings``, runs the real local
+model on the whole published run.
 """
 
 from __future__ import annotations
@@ -396,6 +397,7 @@ def test_plot_name_is_a_safe_file_name() -> None:
 # --- the real local model ---------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.local_embeddings
 def test_local_model_calibration_is_self_consistent(
     monkeypatch: pytest.MonkeyPatch,

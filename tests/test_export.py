@@ -10,6 +10,7 @@ must come through intact.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -17,15 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("inspect_ai.log", reason="needs the [export] extra")
-pytest.importorskip("huggingface_hub", reason="needs the [export] extra")
-pytest.importorskip("jsonschema", reason="needs jsonschema ([dev] extra)")
-
-import huggingface_hub as hub
-import inspect_ai.log as inspect_log
-import jsonschema
-import yaml
 
 from aidanbench.cli.main import main
 from tests.builders import (
@@ -37,6 +29,13 @@ from tests.builders import (
     write_run_dir,
 )
 from tests.conftest import REFERENCE_RUN
+
+pytestmark = pytest.mark.skipif(
+    any(importlib.util.find_spec(name) is None for name in ("inspect_ai", "huggingface_hub")),
+    reason="needs the [export] extra",
+)
+"""Each library is imported by the tests that read with it (inspect_ai takes seconds to
+import), not when the tests are collected."""
 
 COMMAND = Path(sys.executable).with_name("aidanbench")
 SCHEMAS = Path(__file__).parent / "data" / "every_eval_ever"
@@ -79,6 +78,7 @@ def report(capsys: pytest.CaptureFixture[str], path: Path) -> dict[str, Any]:
 
 
 def validator(name: str) -> Any:
+    jsonschema = pytest.importorskip("jsonschema", reason="needs the [dev] extra")
     schema = json.loads((SCHEMAS / name).read_text("utf-8"))
     jsonschema.Draft7Validator.check_schema(schema)
     return jsonschema.Draft7Validator(schema)
@@ -94,6 +94,8 @@ def test_bundled_schemas_are_the_recorded_files() -> None:
 def test_inspect_logs_read_back_with_the_published_totals(
     demo_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    import inspect_ai.log as inspect_log
+
     figures = report(capsys, demo_run)
     metadata = json.loads((demo_run / "metadata.json").read_text())
     written = export(capsys, str(demo_run), "--format", "inspect", "-o", str(tmp_path))
@@ -182,6 +184,9 @@ def test_every_eval_ever_records_follow_its_schemas(
 def test_hub_eval_results_parse_with_the_published_totals(
     demo_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    import huggingface_hub as hub
+    import yaml
+
     written = export(
         capsys,
         str(demo_run),
@@ -228,6 +233,8 @@ def test_the_published_results_file_exports_with_unknowns_left_unknown(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A results file records no judge, prompts or cost: the exports say unknown, never 0."""
+    import inspect_ai.log as inspect_log
+
     written = export(capsys, str(REFERENCE_RUN), "--format", "inspect", "-o", str(tmp_path / "i"))
     totals = {}
     for path in written:
@@ -257,6 +264,10 @@ def test_variants_repeats_and_intervals_come_through(
 ) -> None:
     """A variant label stays in the model's name; with repeats, each format carries the
     report's bootstrap interval."""
+    import huggingface_hub as hub
+    import inspect_ai.log as inspect_log
+    import yaml
+
     lines = two_model_lines()
     for line in lines:
         if line["model"] == "model-a":
@@ -377,6 +388,10 @@ def test_a_lower_bound_is_marked_in_every_export(
     """A chain a spending cap stopped makes the row's score a lower bound: ``report``
     says ``≥``, and so do the Hub's notes, the Inspect log's scores and Every Eval Ever's
     details."""
+    import huggingface_hub as hub
+    import inspect_ai.log as inspect_log
+    import yaml
+
     capped = question_line("acme/m", "Why?", chain(3, fail=None))
     capped["stop_reason"] = "budget"
     run_dir = write_run_dir(tmp_path / "run", [capped, question_line("acme/m", "How?", chain(2))])

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ssl
+
 import pytest
 
 from aidanbench.core.errors import EndpointRefused
 from aidanbench.core.settings import Settings
-from aidanbench.services import default_services
+from aidanbench.services import clients, default_services
 from aidanbench.testing import OpenAIStub, ScriptedBrain, hang, when
 from aidanbench.testing.settings import stub_settings as settings_for
 
@@ -94,3 +96,12 @@ def test_two_event_loops_reach_the_same_endpoint(stub: OpenAIStub, api_key: str)
     first = asyncio.run(run_question(default_services, Q, settings))
     second = asyncio.run(run_question(default_services, Q, settings))
     assert first["score"] == second["score"] == 2
+
+
+def test_every_client_verifies_with_the_one_certificate_store() -> None:
+    """Loading the certificate store is most of what making a client costs, so the
+    process loads it once (``clients.tls_context``) and every pool shares it: shared, it
+    still verifies every certificate and host name."""
+    context = clients.tls_context()
+    assert context is clients.tls_context()
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname

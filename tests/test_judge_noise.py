@@ -103,13 +103,15 @@ def rescore(server: OpenAIStub, cache: Path, samples: int, capsys: Any) -> dict[
     return payload
 
 
+@pytest.mark.e2e
 def test_five_judgments_show_spread_flips_and_a_wider_interval(
     noisy_server: OpenAIStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """K = 1, then K = 5 on the same cache: the first judgment is the same one, so the
     scores are; K = 5 adds four judgments per answer (only those are asked), reports
     their spread and flips, and its interval with judge resampling is wider than the one
-    resampling questions alone, which equals K = 1's."""
+    resampling questions alone, which equals K = 1's. End-to-end: it judges the whole
+    published run six times."""
     cache = tmp_path / "noisy.sqlite"
     one = rescore(noisy_server, cache, 1, capsys)
     asked = noisy_server.count("coherence")

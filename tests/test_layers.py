@@ -1,5 +1,6 @@
 """The packages' import direction, checked by import-linter on the installed package and on
-a copy with one upward import added (which must fail), and the promise that the error
+a copy with one upward import added (which must fail), ``lint-imports`` as a contributor
+runs it after ``pip install -e .`` or a wheel install, and the promise that the error
 vocabulary loads no graph and no HTTP client."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 from pathlib import Path
 
@@ -46,9 +48,8 @@ def _copy_package(dest: Path) -> Path:
 
 
 def test_the_package_keeps_its_layers(tmp_path: Path) -> None:
-    """On the package's layout rebuilt from pyproject, so the check holds however it is
-    installed: through a non-strict editable install, import-linter finds no
-    ``aidanbench.testing`` (``scripts/test.sh`` also runs it on the strict install)."""
+    """On the package's layout rebuilt from pyproject, so the check holds whatever this
+    environment installed."""
     copy = _copy_package(tmp_path)
     result = _lint(copy, pythonpath=copy)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -72,6 +73,61 @@ def test_an_upward_import_breaks_the_check(tmp_path: Path, module: str, upward: 
     result = _lint(copy, pythonpath=copy)
     assert result.returncode != 0, result.stdout
     assert "BROKEN" in result.stdout
+
+
+def _source_copy(dest: Path) -> Path:
+    """The files a build reads: pyproject, README and every mapped folder."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    for folder in {f.split("/")[0] for f in config["tool"]["setuptools"]["package-dir"].values()}:
+        shutil.copytree(ROOT / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, dest / name)
+    return dest
+
+
+@pytest.mark.parametrize("editable", [True, False], ids=["pip-install-e", "wheel"])
+def test_lint_imports_passes_where_a_contributor_installs(tmp_path: Path, editable: bool) -> None:
+    """``pip install -e .`` (or a wheel install) into a fresh virtual environment, then
+    ``lint-imports`` in the checkout, reads every module of every mapped folder.
+
+    Editable installs are strict (pyproject): a lenient one maps each folder through an
+    import hook, and import-linter, which walks only the directory of ``aidanbench``
+    (``package/``), then fails with ``Missing layer``. The environment borrows this one's
+    dependencies (a ``.pth`` line), so only the package's own install is made here,
+    offline, as pip and setuptools make it."""
+    source = _source_copy(tmp_path / "checkout")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (Path(site) / "borrowed.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q"]
+    install += ["--no-deps", "--no-index", "--no-build-isolation"]
+    subprocess.run(
+        [*install, *(["-e"] if editable else []), str(source)], capture_output=True, check=True
+    )
+    lint = "from importlinter.cli import lint_imports_command; lint_imports_command()"
+    result = subprocess.run(
+        [str(python), "-c", lint, "--no-cache"],
+        cwd=source,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    modules = sum(
+        len(list((ROOT / folder).glob("*.py")))
+        for folder in config["tool"]["setuptools"]["package-dir"].values()
+    )
+    assert f"Analyzed {modules} files" in result.stdout
 
 
 def test_error_vocabulary_loads_no_graph_and_no_http_client() -> None:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -23,8 +24,14 @@ from aidanbench.services.local_embeddings import (
     local_embeddings,
 )
 
-local = pytest.mark.local_embeddings
-"""Marks the tests that run the model; they skip (``extra`` fixture) without the extra."""
+T = TypeVar("T")
+
+
+def local(test: T) -> T:
+    """Marks a test that runs the model: it skips (``extra`` fixture) without the extra, and
+    is end-to-end, since loading torch and the model costs seconds of CPU per process."""
+    marked: T = pytest.mark.e2e(pytest.mark.local_embeddings(test))
+    return marked
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +162,6 @@ print(json.dumps({"dims": [len(v) for v in vectors], "attempts": attempts}))
 """
 
 
-@pytest.mark.e2e
 @local
 def test_works_without_network(extra: None, tmp_path: Path) -> None:
     env = {
@@ -207,7 +213,7 @@ async def test_async_embedding_does_not_block_the_loop(embeddings: LocalEmbeddin
     assert gaps.max() < max(0.5, elapsed / 4)
 
 
-@pytest.mark.local_embeddings
+@local
 async def test_question_graph_with_local_embeddings(extra: None, api_key: str) -> None:
     """A whole question with the model and judge on the local server, embeddings local."""
     from aidanbench.core.settings import CALIBRATED_NOVELTY_THRESHOLDS, Settings

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -33,9 +34,12 @@ from .commands import generations
 from .conftest import REPO
 from .test_cli_run import QUESTIONS, SERVED, run_args
 
-pytestmark = pytest.mark.e2e
-
-pytest.importorskip("psycopg")
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        importlib.util.find_spec("psycopg") is None, reason="needs the [postgres] extra"
+    ),
+]
 
 PASSWORD = "pw-Campaign-7f3a9c"
 """The database password, in every store URL: it must appear in no file and no output."""

@@ -9,12 +9,14 @@ command; checks that need no cache run in process.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
 import sys
 import time
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,23 +29,27 @@ from aidanbench.testing.settings import stub_flags
 
 from .commands import run_cli
 
-try:
-    import datasets
-except ImportError:  # the [hf] extra is optional; the tests that need it say so
-    datasets = None
-else:
-    datasets.disable_progress_bars()
-
 T = TypeVar("T")
 
 
 def needs_hf(test: T) -> T:
     """Mark a test that builds or reads datasets: skipped only without the [hf] extra."""
     skip = pytest.mark.skipif(
-        datasets is None, reason="needs the [hf] extra (datasets): pip install -e '.[hf]'"
+        importlib.util.find_spec("datasets") is None,
+        reason="needs the [hf] extra (datasets): pip install -e '.[hf]'",
     )
     marked: T = pytest.mark.hf(skip(test))
     return marked
+
+
+@cache
+def hf() -> Any:
+    """The datasets library, its progress bars off: imported by the tests that build
+    datasets, not when the tests are collected (it takes seconds)."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    return datasets
 
 
 QUESTIONS = ["What is a use for a paperclip?", "Name a colour of the sea.", "Why do cats purr?"]
@@ -94,13 +100,13 @@ def rows(questions: list[Any], field: str = "question") -> list[dict[str, Any]]:
 
 def saved(tmp_path: Path, records: list[dict[str, Any]], name: str = "saved") -> Path:
     path = tmp_path / name
-    datasets.Dataset.from_list(records).save_to_disk(str(path))
+    hf().Dataset.from_list(records).save_to_disk(str(path))
     return path
 
 
 def build_source(kind: str, tmp_path: Path) -> tuple[list[str], list[str]]:
     """A dataset of ``QUESTIONS`` in the form ``kind``; returns the flags that choose it."""
-    data = datasets.Dataset.from_list(rows(QUESTIONS))
+    data = hf().Dataset.from_list(rows(QUESTIONS))
     if kind == "save_to_disk":
         data.save_to_disk(str(tmp_path / "saved"))
         return ["--questions-dataset", str(tmp_path / "saved")], []
@@ -148,10 +154,10 @@ def test_dataset_questions_run_through_the_command(
 def test_dataset_dict_needs_a_split_and_uses_the_chosen_one(
     hf_stub: OpenAIStub, api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    splits = datasets.DatasetDict(
+    splits = hf().DatasetDict(
         {
-            "train": datasets.Dataset.from_list(rows(["train question?"])),
-            "test": datasets.Dataset.from_list(rows(QUESTIONS[:2])),
+            "train": hf().Dataset.from_list(rows(["train question?"])),
+            "test": hf().Dataset.from_list(rows(QUESTIONS[:2])),
         }
     )
     splits.save_to_disk(str(tmp_path / "dict"))
@@ -220,7 +226,7 @@ def test_bad_dataset_is_one_line(
         path = saved(tmp_path, records)
     else:
         path = tmp_path / "saved"
-        datasets.Dataset.from_dict({"question": []}).save_to_disk(str(path))
+        hf().Dataset.from_dict({"question": []}).save_to_disk(str(path))
     args = [*endpoint_args(hf_stub, tmp_path / "r"), "--questions-dataset", str(path)]
     err = one_line_error(capsys, main(args))
     assert message in err
@@ -264,9 +270,7 @@ def test_error_after_datasets_has_read_a_file_is_still_one_line(
     hf_stub: OpenAIStub, api_key: str, tmp_path: Path
 ) -> None:
     """``datasets`` reports progress on stderr while it converts a file; the command mutes it."""
-    datasets.Dataset.from_list(rows(QUESTIONS, field="prompt")).to_parquet(
-        str(tmp_path / "q.parquet")
-    )
+    hf().Dataset.from_list(rows(QUESTIONS, field="prompt")).to_parquet(str(tmp_path / "q.parquet"))
     args = [
         *endpoint_args(hf_stub, tmp_path / "r"),
         "--questions-file",

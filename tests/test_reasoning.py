@@ -364,9 +364,8 @@ def test_the_python_api_expresses_variants(tmp_path: Path) -> None:
 
 def estimate_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
     capsys.readouterr()
-    assert (
-        main(["estimate", "--questions", "2", "--judge-model", "judge-model", "--json", *args]) == 0
-    )
+    judge = () if "--judge-model" in args else ("--judge-model", "judge-model")
+    assert main(["estimate", "--questions", "2", *judge, "--json", *args]) == 0
     result: dict[str, Any] = json.loads(capsys.readouterr().out)
     return result
 

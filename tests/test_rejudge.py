@@ -1,6 +1,7 @@
 """``rescore --judge-model``: the published run judged again by a successor, the chains
 walked under its judgments, and ``--into`` a run directory that ``aidanbench run``
-continues, asking the models only for answers past each recorded chain."""
+continues, asking the models only for answers past each recorded chain. The tests that
+judge the whole published run again are end-to-end."""
 
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ def totals(payload: dict[str, Any]) -> dict[str, int]:
     return {run["model"]: run["score"] for run in payload["runs"]}
 
 
+@pytest.mark.e2e
 def test_calibrated_stub_judge_keeps_the_published_scores(
     server: OpenAIStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -93,6 +95,7 @@ def test_calibrated_stub_judge_keeps_the_published_scores(
     assert [q["stop_reason"] for q in lines] == ["truncated"]
 
 
+@pytest.mark.e2e
 def test_stricter_judge_ends_chains_earlier_exactly(
     server: OpenAIStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -122,6 +125,7 @@ def test_stricter_judge_ends_chains_earlier_exactly(
     assert sum(recount.values()) < sum(reference.PUBLISHED_TOTALS.values())
 
 
+@pytest.mark.e2e
 def test_into_then_run_asks_only_for_answers_past_each_chain(
     server: OpenAIStub,
     tmp_path: Path,
