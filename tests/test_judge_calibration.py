@@ -102,8 +102,11 @@ def test_text_report_names_the_threshold_and_the_file(
 ) -> None:
     argv = ["calibrate", "--judge-model", "stub-judge", "--judge-base-url", stub_judge.base_url]
     assert main([*argv, "--judge-api-key-env", KEY, "--out", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "decision agreement" in out and "100.0% (1161/1161)" in out
+    assert "  49 questions, 1161 answers;" in out
+    assert "  1158 distinct answers judged: 3 repeat an earlier answer of their question" in out
+    assert "judged 1158/1158 distinct answers with stub-judge" in err.splitlines()[-1]
     assert f"--coherence-threshold {tmp_path / 'calibration-judge-stub-judge.json'}" in out
     assert "anthropic/claude-3.5-sonnet" in out
 
