@@ -37,9 +37,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from aidanbench.core.base_url import BASE_URL_VARIABLE
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import ROLE_NAMES, ROLES, Endpoint, Settings, role_flag
-from aidanbench.runner.spec import BASE_URL_VARIABLE
 from aidanbench.services.endpoint_check import (
     PROBE_MAX_TOKENS,
     PROBE_MESSAGE,
@@ -182,7 +182,7 @@ async def check(
     Raises ``UsageError`` with one line for the first refusal (in the order model under
     test, judge, embeddings); prints warnings through ``warn`` (stderr by default) and
     returns them with the requests made. ``sources`` says where each role's URL came from
-    (``runner.spec.environment_base_urls``), for the unreachable-endpoint line. ``flag``
+    (``core.base_url.environment_base_urls``), for the unreachable-endpoint line. ``flag``
     names what sets a role's model, URL or key variable where the user typed it (``run``'s
     flags by default; the seed's ``vf-eval`` has its own), and ``keys`` holds the keys by
     variable name.

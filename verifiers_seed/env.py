@@ -39,6 +39,7 @@ from datasets import Dataset
 from langchain_core.messages import AIMessage
 from pydantic import ConfigDict
 
+from aidanbench.core.base_url import environment_base_urls
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.seed_args import SEED_FIELDS, SeedArgs
 from aidanbench.core.settings import ROLE_FIELDS, Settings
@@ -46,7 +47,6 @@ from aidanbench.graph import build_question_graph
 from aidanbench.graph.questions import load_questions
 from aidanbench.nodes.prompts import render_generate
 from aidanbench.runner import preflight
-from aidanbench.runner.spec import environment_base_urls
 from aidanbench.services import default_services, with_policy
 from aidanbench.services.prompt_model import PromptModel
 
