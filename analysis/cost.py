@@ -244,20 +244,15 @@ def sent_line(usage: Mapping[str, Any]) -> list[str]:
     return out
 
 
-PARTS = (
-    ("embeddings", "the questions' embeddings", " (several answers' texts each)"),
-    ("preflight", "the preflight's checks", ""),
-)
-"""The parts of the run total that no model's figures hold: key, name, note."""
-
-
 def parts_line(usage: Mapping[str, Any]) -> list[str]:
     """What the run total holds besides the models' chat requests: the embeddings and the
     preflight's checks (none from a ledger summed before they were kept apart)."""
     parts = [
-        f"{what}: {figures.get('api_calls')} requests{each}, {tokens_text(figures.get('tokens'))} "
-        "tokens"
-        for key, what, each in PARTS
+        f"{what}: {figures.get('api_calls')} requests, {tokens_text(figures.get('tokens'))} tokens"
+        for key, what in (
+            ("embeddings", "the questions' embeddings (several answers' texts a request)"),
+            ("preflight", "the preflight's checks"),
+        )
         if (figures := usage.get(key))
     ]
     return [

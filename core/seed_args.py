@@ -27,11 +27,12 @@ SEED_FIELDS = {
     "embedding_api_base_url": "embedding_base_url",
     "embedding_api_key_var": "embedding_api_key_env",
     "use_llm_similarity": "llm_novelty",
-    "max_answers": "max_answers",
-    "cot": "cot",
-    "cache_path": "cache_path",
 }
-"""The environment's setting keys → the ``Settings`` field each sets."""
+"""The community environment's setting keys → the ``Settings`` field each sets: with
+``thresholds`` and the question keys, what ``aidanbench run -a`` accepts."""
+
+ADDED_FIELDS = ("max_answers", "cot", "cache_path")
+"""Settings both verifiers environments also take, under their ``Settings`` names."""
 
 THRESHOLD_FIELDS = {
     "coherence_score": "coherence_threshold",
@@ -41,10 +42,10 @@ THRESHOLD_FIELDS = {
 """The environment's ``thresholds`` keys → the ``Settings`` field each sets."""
 
 
-def like(field: str) -> Any:
-    """``Settings``' field ``field`` (its default, bounds and description), for the seed
-    name that sets it."""
-    return Settings.model_fields[field]
+def like(key: str) -> Any:
+    """The ``Settings`` field the environment's ``key`` sets: its default, bounds and
+    description."""
+    return Settings.model_fields[{**SEED_FIELDS, **THRESHOLD_FIELDS}.get(key, key)]
 
 
 class SeedThresholds(BaseModel):
@@ -52,9 +53,9 @@ class SeedThresholds(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    coherence_score: float = like("coherence_threshold")
-    embedding_dissimilarity_score: float | None = like("novelty_threshold")
-    llm_dissimilarity_score: float = like("llm_novelty_threshold")
+    coherence_score: float = like("coherence_score")
+    embedding_dissimilarity_score: float | None = like("embedding_dissimilarity_score")
+    llm_dissimilarity_score: float = like("llm_dissimilarity_score")
 
 
 class SeedArgs(BaseModel):
@@ -72,12 +73,12 @@ class SeedArgs(BaseModel):
     """Only the first N questions."""
     reward_mode: Literal["count", "novelty_sum"] = like("reward_mode")
     judge_model: str = like("judge_model")
-    judge_api_base_url: str | None = like("judge_base_url")
-    judge_api_key_var: str = like("judge_api_key_env")
+    judge_api_base_url: str | None = like("judge_api_base_url")
+    judge_api_key_var: str = like("judge_api_key_var")
     embedding_model: str = like("embedding_model")
-    embedding_api_base_url: str | None = like("embedding_base_url")
-    embedding_api_key_var: str = like("embedding_api_key_env")
-    use_llm_similarity: bool = like("llm_novelty")
+    embedding_api_base_url: str | None = like("embedding_api_base_url")
+    embedding_api_key_var: str = like("embedding_api_key_var")
+    use_llm_similarity: bool = like("use_llm_similarity")
     thresholds: SeedThresholds = Field(default_factory=SeedThresholds, strict=False)
     max_answers: int | None = like("max_answers")
     cot: bool = like("cot")
@@ -103,7 +104,8 @@ class SeedArgs(BaseModel):
         passed, so the policy is never sampled on a prompt whose answer is then thrown away
         (and a verifiers interaction is never asked for two turns at once).
         """
-        chosen = {SEED_FIELDS[k]: v for k, v in self.model_dump(include=set(SEED_FIELDS)).items()}
+        named = self.model_dump(include={*SEED_FIELDS, *ADDED_FIELDS})
+        chosen = {SEED_FIELDS.get(k, k): v for k, v in named.items()}
         chosen |= {THRESHOLD_FIELDS[k]: v for k, v in self.thresholds.model_dump().items()}
         return Settings(**{**chosen, "model": model, "pipeline": False, **fields})
 

@@ -239,23 +239,11 @@ def unrecorded_lines(lines: Sequence[LedgerLine]) -> list[LedgerLine | None]:
     return unanswered + [None] * max(0, legacy - legacy_answered)
 
 
-PARTS = ("generate_next", "preflight", "embeddings")
-"""The parts of a run's requests counted apart (``part_of``)."""
-
-
-def part_of(line: LedgerLine) -> str | None:
-    """The part a ledger line counts in: its node's (``generate_next``, ``preflight``), or
-    ``embeddings`` for a question's embedding request."""
-    if line.role == "embeddings" and line.node != "preflight":
-        return "embeddings"
-    return line.node
-
-
 def summarise_ledger(path: Path) -> LedgerSummary:
     """The run's totals as sent (``LedgerSummary``)."""
     lines = list(read_ledger(path))
     overall = LedgerFigures.counting()
-    parts = {part: LedgerFigures.counting() for part in PARTS}
+    parts = {p: LedgerFigures.counting() for p in ("generate_next", "preflight", "embeddings")}
     by_model: dict[str, LedgerFigures] = {}
     unpriced: set[str] = set()
     without_usage: dict[str, int] = {}
@@ -264,7 +252,7 @@ def summarise_ledger(path: Path) -> LedgerSummary:
         overall.add(line)
         key = f"{line.role}:{line.model}"
         by_model.setdefault(key, LedgerFigures.counting()).add(line)
-        if (part := part_of(line)) is not None and part in parts:
+        if (part := line.node or line.role or "") in parts:  # an embedding request has no node
             parts[part].add(line)
         if line.event != "usage":
             continue
@@ -279,7 +267,7 @@ def summarise_ledger(path: Path) -> LedgerSummary:
             unpriced.add(str(line.served_model or line.priced_as or line.model))
     unrecorded = unrecorded_lines(lines)
     settled = {
-        name: part.settle([u for u in unrecorded if u is not None and part_of(u) == name])
+        name: part.settle([u for u in unrecorded if u is not None and (u.node or u.role) == name])
         for name, part in parts.items()
     }
     return LedgerSummary(

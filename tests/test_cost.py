@@ -214,8 +214,8 @@ def test_every_count_of_requests_and_tokens_is_one_count_and_the_total_says_what
     chat = sum(int(cells["chat requests"]) for cells in table.values())
     total = re.search(r"as sent \(.*\): \S+, (\d+) requests\n  sent \d+: .*; ([\d,]+) tokens", out)
     parts = re.search(
-        r"of these, the questions' embeddings: (\d+) requests \(several answers' texts each\), "
-        r"([\d,]+) tokens; the preflight's checks: (\d+) requests, ([\d,]+) tokens",
+        r"of these, the questions' embeddings \(several answers' texts a request\): (\d+) "
+        r"requests, ([\d,]+) tokens; the preflight's checks: (\d+) requests, ([\d,]+) tokens",
         out,
     )
     assert total and parts, out

@@ -41,6 +41,7 @@ from pydantic import ConfigDict
 
 from aidanbench.core.base_url import environment_base_urls
 from aidanbench.core.errors import UsageError, printable
+from aidanbench.core.metric_names import RUBRIC, RUBRIC_REWARD
 from aidanbench.core.seed_args import SEED_FIELDS, SeedArgs
 from aidanbench.core.settings import ROLE_FIELDS, Settings
 from aidanbench.graph import build_question_graph
@@ -52,20 +53,6 @@ from aidanbench.services.prompt_model import PromptModel
 
 STATE_KEY = "aidanbench"
 """Key of the question's result (answers, scores, stop reason) in the rollout's state."""
-
-METRICS = {
-    "aidanbench_score": "score",
-    "format_reward": "format_reward",
-    "avg_coherence": "avg_coherence",
-    "avg_embedding_novelty": "avg_embedding_novelty",
-    "sum_embedding_novelty": "sum_embedding_novelty",
-    "avg_llm_novelty": "avg_llm_novelty",
-}
-"""The seed's metric names → the question graph's output key holding each."""
-
-REWARDS = {"count": "aidanbench_score", "novelty_sum": "sum_embedding_novelty"}
-"""Reward mode → the metric that is the reward (weight 1; every other weighs 0)."""
-
 
 SEED_FLAGS = {
     "model": "-m",
@@ -145,8 +132,8 @@ class AidanBenchRubric(vf.Rubric):
     """
 
     def __init__(self, reward_mode: str, use_llm_similarity: bool) -> None:
-        self.names = [n for n in METRICS if use_llm_similarity or n != "avg_llm_novelty"]
-        self.reward_name = REWARDS[reward_mode]
+        self.names = [n for n in RUBRIC if use_llm_similarity or n != "avg_llm_novelty"]
+        self.reward_name = RUBRIC_REWARD[reward_mode]
         funcs = [_reader(name) for name in self.names]
         weights = [float(name == self.reward_name) for name in self.names]
         super().__init__(funcs=funcs, weights=weights)
@@ -167,7 +154,7 @@ class AidanBenchRubric(vf.Rubric):
 
 
 def _metric(state: dict[str, Any], name: str) -> float:
-    value = state[STATE_KEY][METRICS[name]]
+    value = state[STATE_KEY][RUBRIC[name]]
     return math.nan if value is None else float(value)
 
 
@@ -216,15 +203,11 @@ class AidanBenchSeedEnv(vf.Environment):
         keys = {**os.environ, key_env: client.api_key}
         try:
             await preflight.check([settings], flag=seed_flag, keys=keys)
-        except UsageError as exc:
-            print(f"vf-eval aidanbench: error: {printable(str(exc))}", file=sys.stderr)
-            raise SystemExit(2) from None
-        asyncio.get_running_loop().set_exception_handler(_quiet_failures)
-        try:
+            asyncio.get_running_loop().set_exception_handler(_quiet_failures)
             return await super().generate(inputs, client, model, sampling_args, **kwargs)
-        except AidanBenchError as exc:  # after verifiers' progress bar, on a line of its own
+        except (UsageError, AidanBenchError) as exc:  # below verifiers' progress bar, if any
             print(f"\nvf-eval aidanbench: error: {printable(str(exc))}", file=sys.stderr)
-            raise SystemExit(1) from None
+            raise SystemExit(2 if isinstance(exc, UsageError) else 1) from None
 
     async def rollout(
         self,
@@ -262,7 +245,7 @@ class AidanBenchSeedEnv(vf.Environment):
             raise AidanBenchError(f"{info['question']!r}: {error['kind']}: {error['message']}")
         state[STATE_KEY] = {
             "stop_reason": out["stop_reason"],
-            **{key: out.get(key) for key in {*METRICS.values(), "reward"}},
+            **{key: out.get(key) for key in {*RUBRIC.values(), "reward"}},
             "answers": [dict(record) for record in out["answers"]],
         }
         return state["completion"], state
