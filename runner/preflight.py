@@ -161,8 +161,8 @@ class _Server:
     """The roles reaching one endpoint with one key, and what it answered."""
 
     base_url: str
-    key_env: str
-    roles: list[Endpoint]
+    key: str = field(repr=False)
+    roles: list[Endpoint] = field(default_factory=list)
     listing: Answer | None = None
     models: dict[str, str | None] | None = None
     asked: dict[Endpoint, Answer] = field(default_factory=dict)
@@ -192,9 +192,9 @@ async def check(
     endpoints: dict[tuple[str, str], _Server] = {}
     for role in roles_of(settings):
         key = (role.url, role.key_env)
-        endpoints.setdefault(key, _Server(role.url, role.key_env, [])).roles.append(role)
+        endpoints.setdefault(key, _Server(role.url, keys.get(role.key_env, ""))).roles.append(role)
     table = known_shutdowns()
-    await asyncio.gather(*(_look(e, table, today, keys) for e in endpoints.values()))
+    await asyncio.gather(*(_look(endpoint, table, today) for endpoint in endpoints.values()))
     result = Preflight()
     refusals: list[tuple[int, str]] = []
     for endpoint in endpoints.values():
@@ -207,12 +207,9 @@ async def check(
     return result
 
 
-async def _look(
-    endpoint: _Server, table: Shutdowns, today: datetime.date, keys: Mapping[str, str]
-) -> None:
+async def _look(endpoint: _Server, table: Shutdowns, today: datetime.date) -> None:
     """Ask the endpoint for its model list, then each unlisted model for one answer."""
-    key = keys.get(endpoint.key_env, "")
-    client = endpoint_client(endpoint.base_url, key, max(LIST_LIMIT_S, ASK_LIMIT_S))
+    client = endpoint_client(endpoint.base_url, endpoint.key, max(LIST_LIMIT_S, ASK_LIMIT_S))
     try:
         endpoint.listing = await list_models(client, LIST_LIMIT_S)
         if endpoint.listing.status is None or endpoint.listing.status in (401, 403):
