@@ -213,18 +213,15 @@ def sent_line(usage: Mapping[str, Any]) -> list[str]:
     missing = usage.get("without_usage") or 0
     tokens = tokens_text(usage.get("tokens"))
     complete = not unrecorded and not missing and usage.get("dollars") is not None
-    head = (
-        "Run total as sent (every call: retries, redone calls and embeddings included)"
-        if complete
-        else "Run total as sent (retries, redone calls and embeddings included; not complete, "
-        "see below)"
-    )
+    head = "Run total as sent (every request: retries, redone requests, embeddings and the "
+    head += "preflight's checks included" + (")" if complete else "; not complete, see below)")
     out = [
         f"{head}: {dollars_text(usage.get('dollars'))}, {calls} requests",
         f"  sent {calls}: {replies} replied, {refused} refused (HTTP errors, not billed), "
         f"{unrecorded} unrecorded; {tokens} tokens "
         f"({tokens_text(usage.get('cached_input_tokens'))} cached input, "
         f"{tokens_text(usage.get('reasoning_tokens'))} reasoning)",
+        *parts_line(usage),
     ]
     if missing:
         by_model = usage.get("without_usage_models") or {}
@@ -243,12 +240,29 @@ def sent_line(usage: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def parts_line(usage: Mapping[str, Any]) -> list[str]:
+    """What the run total holds besides the models' chat requests: the embeddings and the
+    preflight's checks (none from a ledger summed before they were kept apart)."""
+    parts = [
+        f"{what}: {figures.get('api_calls')} requests, {tokens_text(figures.get('tokens'))} tokens"
+        for key, what in (
+            ("embeddings", "the questions' embeddings (several answers' texts a request)"),
+            ("preflight", "the preflight's checks"),
+        )
+        if (figures := usage.get(key))
+    ]
+    return [
+        f"  of these, {'; '.join(parts)}. A model's chat requests and tokens are its answers' "
+        "and look-aheads' alone"
+    ][: len(parts)]
+
+
 def cost_lines(results: Sequence[QuestionResult], runs: Sequence[RunCost]) -> list[str]:
     """The text report's cost section (empty without a run directory)."""
     lines = recorded(results)
     if not lines:
         return []
-    out = ["", "Cost (recorded answers and discarded look-aheads, per model):"]
+    out = ["", "Cost of the chat requests (recorded answers and discarded look-aheads, per model):"]
     for (model, temperature), row in model_costs(lines).items():
         score = score_text(row["score"], row["score_is_lower_bound"])
         text = (

@@ -145,7 +145,8 @@ class _Job:
             self._shown = now
             r = self.result
             self.progress(
-                f"judged {self.done}/{self.total} answers with {self.settings.judge_model} "
+                f"judged {self.done}/{self.total} distinct answers with "
+                f"{self.settings.judge_model} "
                 f"({r.from_cache} from the cache, {r.requests} requests, "
                 f"{len(r.failures)} failed)"
             )

@@ -720,7 +720,7 @@ def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
     if with_tokens:
         columns.append(
             numbers(
-                "tokens",
+                "chat\ntokens",
                 ["–" if row.api_calls is None else tokens_text(row.tokens) for row in rows],
             )
         )

@@ -231,7 +231,7 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
                 + ("" if recorded else " (not recorded; validity recomputed with these)"),
                 "prompts_sha256": meta.prompts_sha256,
                 "recorded": row.api_calls is not None,
-                "cost_text": dollars_text(row.cost_usd),
+                "cost_text": dollars_text(row.cost_usd) + (" (replay)" if replayed(meta) else ""),
                 "tokens_text": tokens_text(row.tokens),
                 "judge_served": served_text(row.judge_served),
                 "threshold_source": row.threshold_source,
@@ -271,7 +271,8 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
     data = {
         "title": ", ".join(s.path.name for s in sources),
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "counting": caption(rows),
+        "counting": caption(rows)
+        + (REPLAY_NOTE if any(replayed(s.metadata or Metadata()) for s in sources) else ""),
         "questions": questions,
         "groups": group_docs,
         "lines": lines,
@@ -289,6 +290,18 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
         + [note for source in sources for note in source.notes],
     }
     return data, chains
+
+
+REPLAY_NOTE = (
+    ". A row marked (replay) is aidanbench demo's replay of the published run against a "
+    "local server: nothing was spent, and its dollars are what the published run's "
+    "requests, replayed token for token, cost at the bundled list prices"
+)
+
+
+def replayed(meta: Metadata) -> bool:
+    """A run directory of ``aidanbench demo``: the published run replayed, no provider."""
+    return (meta.questions_source or {}).get("kind") == "published run"
 
 
 def served_text(served: Mapping[str, int]) -> str | None:

@@ -23,49 +23,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from aidanbench.core.errors import UsageError
-
-THRESHOLD_KEYS = {
-    "coherence_score": "coherence_threshold",
-    "embedding_dissimilarity_score": "novelty_threshold",
-    "llm_dissimilarity_score": "llm_novelty_threshold",
-}
-"""``thresholds`` keys of the environment → our destinations."""
-
-OPTION_KEYS = {
-    "reward_mode": "reward_mode",
-    "judge_model": "judge_model",
-    "judge_api_base_url": "judge_base_url",
-    "judge_api_key_var": "judge_api_key_env",
-    "embedding_model": "embedding_model",
-    "embedding_api_base_url": "embedding_base_url",
-    "embedding_api_key_var": "embedding_api_key_env",
-    "use_llm_similarity": "llm_novelty",
-}
-"""Environment keys that map one to one onto a ``run`` option's destination."""
+from aidanbench.core.seed_args import SEED_FIELDS, THRESHOLD_FIELDS
+from aidanbench.core.settings import flag_of
 
 QUESTION_KEYS = ("questions", "questions_path", "num_questions")
 """Environment keys that choose the question set."""
 
-ENVIRONMENT_KEYS = frozenset({*OPTION_KEYS, *QUESTION_KEYS, "thresholds"})
+ENVIRONMENT_KEYS = frozenset({*SEED_FIELDS, *QUESTION_KEYS, "thresholds"})
 """Every key ``-a`` accepts: exactly the environment's."""
 
-EXPLICIT_CHECKED = (*OPTION_KEYS.values(), *THRESHOLD_KEYS.values(), "questions")
+EXPLICIT_CHECKED = (*SEED_FIELDS.values(), *THRESHOLD_FIELDS.values(), "questions")
 """Destinations whose explicit use on the command line ``-a`` must not contradict."""
-
-FLAG_OF = {
-    "reward_mode": "--reward-mode",
-    "judge_model": "--judge-model",
-    "judge_base_url": "--judge-base-url",
-    "judge_api_key_env": "--judge-api-key-env",
-    "embedding_model": "--embedding-model",
-    "embedding_base_url": "--embedding-base-url",
-    "embedding_api_key_env": "--embedding-api-key-env",
-    "llm_novelty": "--llm-novelty",
-    "coherence_threshold": "--coherence-threshold",
-    "novelty_threshold": "--novelty-threshold",
-    "llm_novelty_threshold": "--llm-novelty-threshold",
-    "questions": "--questions",
-}
 
 
 @dataclass(frozen=True)
@@ -136,25 +104,25 @@ def apply(args: argparse.Namespace) -> None:
             f"-a: unknown key(s) {', '.join(unknown)}; the environment's keys are "
             f"{', '.join(sorted(ENVIRONMENT_KEYS))}"
         )
-    updates = {OPTION_KEYS[k]: (f"-a {k}", v) for k, v in env.items() if k in OPTION_KEYS}
+    updates = {SEED_FIELDS[k]: (f"-a {k}", v) for k, v in env.items() if k in SEED_FIELDS}
     thresholds = env.get("thresholds")
     if thresholds is not None:
         if not isinstance(thresholds, dict):
             raise UsageError(f"-a thresholds must be a JSON object, got {thresholds!r}")
-        unknown = sorted(set(thresholds) - set(THRESHOLD_KEYS))
+        unknown = sorted(set(thresholds) - set(THRESHOLD_FIELDS))
         if unknown:
             raise UsageError(
                 f"-a thresholds: unknown key(s) {', '.join(unknown)}; the keys are "
-                f"{', '.join(THRESHOLD_KEYS)}"
+                f"{', '.join(THRESHOLD_FIELDS)}"
             )
         for key, value in thresholds.items():
-            updates[THRESHOLD_KEYS[key]] = (f"-a thresholds.{key}", value)
+            updates[THRESHOLD_FIELDS[key]] = (f"-a thresholds.{key}", value)
     args.given_as = {dest: where for dest, (where, _) in updates.items()}
     for dest, (where, value) in updates.items():
         _check_type(dest, where, value)
         if dest in explicit and getattr(args, dest) != value:
             raise UsageError(
-                f"{where}={json.dumps(value)} conflicts with {FLAG_OF[dest]} "
+                f"{where}={json.dumps(value)} conflicts with {flag_of(dest)} "
                 f"{_shown(getattr(args, dest))}; give one of them"
             )
         setattr(args, dest, value)
@@ -209,7 +177,7 @@ def _apply_questions(args: argparse.Namespace, env: dict[str, Any], explicit: se
 
 
 BOOL_DESTS = frozenset({"llm_novelty"})
-NUMBER_DESTS = frozenset(THRESHOLD_KEYS.values())
+NUMBER_DESTS = frozenset(THRESHOLD_FIELDS.values())
 CHOICES = {"reward_mode": ("count", "novelty_sum")}
 
 

@@ -1,14 +1,15 @@
 """``aidanbench export``: runs in Inspect, Every Eval Ever or Hugging Face Hub format.
 
 Reads every input first (a bad one is one line and nothing is written), then writes the
-files under ``--out``, whole or not at all (``analysis.export``), and prints their paths,
-one per line. The formats' libraries are
-the ``[export]`` extra (``aidanbench.analysis.export``).
+files under ``--out``, whole or not at all (``analysis.export``), prints their paths on
+stdout, one per line (for scripts), and says on stderr what it wrote and how to open it.
+The formats' libraries are the ``[export]`` extra (``aidanbench.analysis.export``).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(printable(one_line(exc))) from exc
     for path in written:
         print(printable(str(path)))
+    said = f"aidanbench export: wrote {len(written)} {args.format} file(s) under {out}"
+    if args.format == "inspect":
+        said += f"; open them with: inspect view --log-dir {out}"
+    print(printable(said), file=sys.stderr)
     return 0
 
 

@@ -141,8 +141,10 @@ def calibrate_one(
     atomic_write(target, json.dumps(document, indent=2) + "\n")
     warning = judging.served_warning(settings.judge_model, served)
     if not args.json:
-        print(format_report(calibration, reference, plot, target))
-        print(printable(judging.refusals_line(judged, len(prompt_of))))
+        distinct = len(set(prompt_of.values()))
+        print(format_report(calibration, reference, plot, target, distinct))
+        if judged.unreadable or judged.refused:
+            print(printable(judging.refusals_line(judged)))
         print(printable(judging.cost_line(cost)))
     if warning:
         print(printable(f"warning: {warning}"), file=sys.stderr)
@@ -191,8 +193,11 @@ def _tau(value: float | None) -> str:
     return "undefined" if value is None else f"{value:+.3f}"
 
 
-def format_report(calibration: JudgeCalibration, reference: Path, plot: Path, file: Path) -> str:
-    """The figures as plain text."""
+def format_report(
+    calibration: JudgeCalibration, reference: Path, plot: Path, file: Path, distinct: int
+) -> str:
+    """The figures as plain text; ``distinct`` answers were judged (an answer that repeats
+    an earlier one of its question word for word is one prompt, judged once)."""
     cal, ref = calibration.calibrated, calibration.at_reference
     model = calibration.judge_model
     n = int(calibration.recorded.size)
@@ -214,6 +219,8 @@ def format_report(calibration: JudgeCalibration, reference: Path, plot: Path, fi
         printable(f"Judge calibration of {model!r} against {reference.name} ({REFERENCE_JUDGE})"),
         f"  {len(calibration.questions)} questions, {n} answers; {failures} of them fail "
         f"{REFERENCE_JUDGE}'s rule (coherence > {r:g})",
+        f"  {distinct} distinct answers judged: {n - distinct} repeat an earlier answer of their "
+        "question word for word, and one judgment scores both",
         f"  Spearman rank correlation {rho}; mean |{model} − {REFERENCE_JUDGE}| "
         f"{calibration.mean_abs_diff:.1f} points",
         f"  least-squares line: {model} ≈ {fit}; {r:g} on {REFERENCE_JUDGE}'s scale is "

@@ -163,16 +163,9 @@ def failures_line(judged: Rejudging, total: int) -> str:
     )
 
 
-def refusals_line(judged: Rejudging, answers: int) -> str:
-    """The judge's unreadable replies and the answers it refused every time, in one line:
-    how many distinct answers were judged, of ``answers`` (a text that repeats an earlier
-    answer of its question is judged once)."""
-    distinct = len(judged.judgments) + len(judged.refused)
-    parts = [f"judged {distinct} distinct answers of {answers}"]
-    if distinct < answers:
-        parts[0] += f" ({answers - distinct} repeat an earlier answer of their question)"
-    if judged.unreadable:
-        parts.append(unreadable_text(judged.unreadable))
+def refusals_line(judged: Rejudging) -> str:
+    """The judge's unreadable replies and the answers it refused every time, in one line."""
+    parts = [unreadable_text(judged.unreadable)] if judged.unreadable else []
     if judged.refused:
         count = len(judged.refused)
         parts.append(

@@ -39,6 +39,7 @@ from pydantic.fields import FieldInfo
 
 from aidanbench.cli import calibration_file
 from aidanbench.cli.env_args import json_object
+from aidanbench.core.base_url import BASE_URL_VARIABLE
 from aidanbench.core.errors import QuestionSourceError, UsageError, printable
 from aidanbench.core.settings import Settings, unused_variants, variant_problem
 from aidanbench.graph.questions import (
@@ -214,6 +215,8 @@ def _metavar(flag: Flag) -> str | None:
 
 def _help(flag: Flag, required: bool) -> str:
     text = flag.help
+    if flag.field.endswith("base_url"):
+        text += f" Not given: ${BASE_URL_VARIABLE} when set (as the OpenAI SDK reads it)."
     if flag.kind is bool and flag.default:
         text = f"Turns off what is on by default: {text}"
     if flag.field in REPEATABLE:

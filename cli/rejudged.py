@@ -153,7 +153,7 @@ def rejudge(
         for fields, found in zip(judge_fields, judged, strict=True):
             console.print(judged_text(fields, len(set(prompts))), markup=False)
             if found.unreadable or found.refused:
-                line = judging.refusals_line(found, len(set(prompts)))
+                line = judging.refusals_line(found)
                 console.print(printable(f"{fields['model']}: {line}"), markup=False)
         console.print(printable(judging.cost_line(cost)), markup=False)
         print_rescore(rescored, thresholds, console, mode, notes, judge=judge_model)

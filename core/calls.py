@@ -95,8 +95,7 @@ def usage_missing(calls: Mapping[str, Mapping[str, Any]] | None) -> int:
 
 
 def call_count(calls: Mapping[str, Mapping[str, Any]] | None) -> int:
-    """Requests over a ``{role: CallStats}`` mapping (an answer's embedding counts as one
-    when its text was sent, even in a request shared with other answers)."""
-    if not calls:
-        return 0
-    return sum(int(c.get("calls", 0)) for c in calls.values())
+    """Chat requests over a ``{role: CallStats}`` mapping: the requests whose tokens
+    ``call_tokens`` counts. An answer's embedding is left out: it is a text in a request
+    shared with other answers, and the run's embedding requests are the ledger's."""
+    return sum(int(stats.get("calls", 0)) for stats in _roles(calls))

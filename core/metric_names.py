@@ -29,6 +29,12 @@ REWARD_OF = {"count": "score", "novelty_sum": "novelty_sum"}
 ENVIRONMENT_METRICS = ("reward", *ENVIRONMENT_NAMES)
 """Every environment metric name, in the environment's order."""
 
+RUBRIC = {"aidanbench_score": "score", **ENVIRONMENT_NAMES}
+"""The verifiers environments' rubric: each metric's name → ours, which it reads."""
+
+RUBRIC_REWARD = {"count": "aidanbench_score", "novelty_sum": "sum_embedding_novelty"}
+"""Reward mode → the rubric's metric that is the reward."""
+
 
 def environment_aliases(metrics: Mapping[str, Any], reward_mode: str = "count") -> dict[str, Any]:
     """The environment's names for ``metrics`` (ours), each holding the same value."""

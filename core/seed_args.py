@@ -3,46 +3,113 @@
 The seed's users set the judge, the embeddings and the pass rule with the environment's
 own names (``judge_api_base_url``, ``thresholds.coherence_score``…). Both verifiers
 environments accept exactly those names (``aidanbench.verifiers_env``'s taskset on the
-current verifiers, ``aidanbench.verifiers_seed``'s ``-a`` on verifiers 0.1), and both
-turn them into settings here, so one name means one setting in each.
+current verifiers, ``aidanbench.verifiers_seed``'s ``-a`` on verifiers 0.1): both declare
+them with ``SeedArgs`` and turn them into settings here, so one name means one setting in
+each. Each setting's default, bounds and description are ``Settings``' own field, so no
+default is written twice.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from aidanbench.core.settings import Settings
 
+SEED_FIELDS = {
+    "reward_mode": "reward_mode",
+    "judge_model": "judge_model",
+    "judge_api_base_url": "judge_base_url",
+    "judge_api_key_var": "judge_api_key_env",
+    "embedding_model": "embedding_model",
+    "embedding_api_base_url": "embedding_base_url",
+    "embedding_api_key_var": "embedding_api_key_env",
+    "use_llm_similarity": "llm_novelty",
+}
+"""The community environment's setting keys → the ``Settings`` field each sets: with
+``thresholds`` and the question keys, what ``aidanbench run -a`` accepts."""
 
-def seed_settings(args: BaseModel, thresholds: BaseModel, model: str, **labels: Any) -> Settings:
-    """The run settings ``args`` and its ``thresholds`` (an environment's arguments, by
-    the seed's names) choose for ``model``, with ``labels`` (settings that only label the
-    results).
+ADDED_FIELDS = ("max_answers", "cot", "cache_path")
+"""Settings both verifiers environments also take, under their ``Settings`` names."""
 
-    Pipelining is off: the next answer is asked for only once the current one has
-    passed, so the policy is never sampled on a prompt whose answer is then thrown away
-    (and a verifiers interaction is never asked for two turns at once).
-    """
-    seed = args.model_dump()
-    limits = thresholds.model_dump()
-    return Settings(
-        model=model,
-        **labels,
-        reward_mode=seed["reward_mode"],
-        judge_model=seed["judge_model"],
-        judge_base_url=seed["judge_api_base_url"],
-        judge_api_key_env=seed["judge_api_key_var"],
-        embedding_model=seed["embedding_model"],
-        embedding_base_url=seed["embedding_api_base_url"],
-        embedding_api_key_env=seed["embedding_api_key_var"],
-        llm_novelty=seed["use_llm_similarity"],
-        coherence_threshold=limits["coherence_score"],
-        novelty_threshold=limits["embedding_dissimilarity_score"],
-        llm_novelty_threshold=limits["llm_dissimilarity_score"],
-        max_answers=seed["max_answers"],
-        cot=seed["cot"],
-        cache_path=seed["cache_path"],
-        pipeline=False,
-    )
+THRESHOLD_FIELDS = {
+    "coherence_score": "coherence_threshold",
+    "embedding_dissimilarity_score": "novelty_threshold",
+    "llm_dissimilarity_score": "llm_novelty_threshold",
+}
+"""The environment's ``thresholds`` keys → the ``Settings`` field each sets."""
+
+
+def like(key: str) -> Any:
+    """The ``Settings`` field the environment's ``key`` sets: its default, bounds and
+    description."""
+    return Settings.model_fields[{**SEED_FIELDS, **THRESHOLD_FIELDS}.get(key, key)]
+
+
+class SeedThresholds(BaseModel):
+    """The pass rule: an answer is valid when every score is strictly above its threshold."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    coherence_score: float = like("coherence_score")
+    embedding_dissimilarity_score: float | None = like("embedding_dissimilarity_score")
+    llm_dissimilarity_score: float = like("llm_dissimilarity_score")
+
+
+class SeedArgs(BaseModel):
+    """Which questions, and how answers are scored. The model under test, its endpoint,
+    key and sampling are verifiers' own (``vf-eval``'s flags)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    questions: list[str] | None = None
+    """Questions to ask instead of the bundled 63."""
+    questions_path: Path | None = Field(default=None, strict=False)
+    """A questions file: a JSON list, JSONL or CSV with a ``question`` field, or one
+    question per line."""
+    num_questions: int | None = Field(default=None, ge=1)
+    """Only the first N questions."""
+    reward_mode: Literal["count", "novelty_sum"] = like("reward_mode")
+    judge_model: str = like("judge_model")
+    judge_api_base_url: str | None = like("judge_api_base_url")
+    judge_api_key_var: str = like("judge_api_key_var")
+    embedding_model: str = like("embedding_model")
+    embedding_api_base_url: str | None = like("embedding_api_base_url")
+    embedding_api_key_var: str = like("embedding_api_key_var")
+    use_llm_similarity: bool = like("use_llm_similarity")
+    thresholds: SeedThresholds = Field(default_factory=SeedThresholds, strict=False)
+    max_answers: int | None = like("max_answers")
+    cot: bool = like("cot")
+    cache_path: str | None = like("cache_path")
+
+    @model_validator(mode="after")
+    def _one_question_source(self) -> SeedArgs:
+        if self.questions is not None and self.questions_path is not None:
+            raise ValueError("give questions or questions_path, not both")
+        return self
+
+    @property
+    def question_source(self) -> list[str] | Path | None:
+        """What ``graph.questions.load_questions`` reads: the list, the file, or None
+        (the bundled set)."""
+        return self.questions if self.questions is not None else self.questions_path
+
+    def settings(self, model: str, **fields: Any) -> Settings:
+        """The run settings these arguments choose for ``model`` (which only names the
+        policy), with ``fields`` set by the adapter itself (labels, endpoints).
+
+        Pipelining is off: the next answer is asked for only once the current one has
+        passed, so the policy is never sampled on a prompt whose answer is then thrown away
+        (and a verifiers interaction is never asked for two turns at once).
+        """
+        named = self.model_dump(include={*SEED_FIELDS, *ADDED_FIELDS})
+        chosen = {SEED_FIELDS.get(k, k): v for k, v in named.items()}
+        chosen |= {THRESHOLD_FIELDS[k]: v for k, v in self.thresholds.model_dump().items()}
+        return Settings(**{**chosen, "model": model, "pipeline": False, **fields})
+
+
+def missing_extra(what: str, extra: str) -> ImportError:
+    """The error of an adapter whose verifiers line is not installed: the extra to install."""
+    return ImportError(f"{what} needs the [{extra}] extra: pip install -e '.[{extra}]'")

@@ -18,7 +18,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from aidanbench.core.calls import answer_dollars, call_tokens, usage_missing
+from aidanbench.core.calls import answer_dollars, call_count, call_tokens, usage_missing
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import (
     AnswerRecord,
@@ -137,7 +137,6 @@ def _after(state: QuestionState, stop: str | None) -> dict[str, Any]:
 
 def answer_event(record: AnswerRecord, score: int, stop: str | None) -> dict[str, Any]:
     """The custom stream event of a scored answer (Studio, progress displays)."""
-    calls = record["calls"].values()
     return {
         "event": "answer",
         "index": record["index"],
@@ -147,7 +146,7 @@ def answer_event(record: AnswerRecord, score: int, stop: str | None) -> dict[str
         "llm_novelty": record["llm_novelty"],
         "score": score,
         "stop_reason": stop,
-        "calls": sum(c["calls"] for c in calls),
+        "calls": call_count(record["calls"]),
         "tokens": call_tokens(record["calls"]),
         "cost_usd": answer_dollars(record["calls"]),
         "usage_missing": usage_missing(record["calls"]),

@@ -75,8 +75,8 @@ class AnswerRow:
     """Tokens of this answer's generation and scoring requests (embeddings apart); None
     when a request reported none, or the file records none."""
     calls: int | None = None
-    """Requests made for this answer, every role (cache hits do not count); None when the
-    file records none."""
+    """Chat requests made for this answer (generation, judge, similarity; not its
+    embedding, nor cache hits); None when the file records none."""
     truncated: bool | None = None
     """Cut by the token limit (``finish_reason`` ``length``); None when not recorded."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -134,7 +134,8 @@ class QuestionResult:
 
     @property
     def api_calls(self) -> int | None:
-        """Requests of every answer, discarded look-aheads included (None when unrecorded)."""
+        """Chat requests of every answer, discarded look-aheads included (None when
+        unrecorded)."""
         parts = [a.calls for a in self.answers]
         if any(p is None for p in parts):
             return None
@@ -194,8 +195,10 @@ class Totals:
     stop_reasons: dict[str, int]
     """Lines per stop reason; ``unfinished`` for lines without one."""
     api_calls: int | None
-    """Requests of every answer and of discarded look-aheads (cache hits do not count);
-    None when not recorded (results files)."""
+    """Chat requests of every answer and of discarded look-aheads: the requests whose
+    ``tokens`` and ``dollars`` these are (embeddings, cache hits, retries and the
+    preflight's checks apart: they are the ledger's); None when not recorded (results
+    files)."""
     tokens: int | None
     """Input plus output tokens of the generation and scoring requests; None when one
     reported none, or when not recorded."""

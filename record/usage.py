@@ -191,10 +191,16 @@ class LedgerFigures(BaseModel):
 
 class LedgerSummary(LedgerFigures):
     """The run's totals as sent (``metadata.json``'s ``usage``), overall, by role and
-    model, and the look-ahead part."""
+    model, and three parts of it: the look-aheads, the preflight's checks and the
+    questions' embedding requests."""
 
     speculative: LedgerFigures | None = None
     """The look-ahead generations (node ``generate_next``)."""
+    preflight: LedgerFigures | None = None
+    """The preflight's minimal requests (node ``preflight``)."""
+    embeddings: LedgerFigures | None = None
+    """The questions' embedding requests (each of several answers' texts; the preflight's
+    apart)."""
     by_role_model: dict[str, LedgerFigures] | None = None
     """Per ``role:model``."""
     unpriced_models: list[str] | None = None
@@ -246,7 +252,8 @@ def unrecorded_lines(lines: Sequence[LedgerLine]) -> list[LedgerLine | None]:
 def summarise_ledger(path: Path) -> LedgerSummary:
     """The run's totals as sent (``LedgerSummary``)."""
     lines = list(read_ledger(path))
-    overall, lookahead = LedgerFigures.counting(), LedgerFigures.counting()
+    overall = LedgerFigures.counting()
+    parts = {p: LedgerFigures.counting() for p in ("generate_next", "preflight", "embeddings")}
     by_model: dict[str, LedgerFigures] = {}
     unpriced: set[str] = set()
     without_usage: dict[str, int] = {}
@@ -255,8 +262,8 @@ def summarise_ledger(path: Path) -> LedgerSummary:
         overall.add(line)
         key = f"{line.role}:{line.model}"
         by_model.setdefault(key, LedgerFigures.counting()).add(line)
-        if line.node == "generate_next":
-            lookahead.add(line)
+        if (part := line.node or line.role or "") in parts:  # an embedding request has no node
+            parts[part].add(line)
         if line.event != "usage":
             continue
         if line.role != "embeddings":
@@ -269,11 +276,15 @@ def summarise_ledger(path: Path) -> LedgerSummary:
         elif line.cost_usd is None:
             unpriced.add(str(line.served_model or line.priced_as or line.model))
     unrecorded = unrecorded_lines(lines)
+    settled = {
+        name: part.settle([u for u in unrecorded if u is not None and (u.node or u.role) == name])
+        for name, part in parts.items()
+    }
     return LedgerSummary(
         **overall.settle(unrecorded).model_dump(),
-        speculative=lookahead.settle(
-            [u for u in unrecorded if u is not None and u.node == "generate_next"]
-        ),
+        speculative=settled["generate_next"],
+        preflight=settled["preflight"],
+        embeddings=settled["embeddings"],
         by_role_model={
             key: figures.settle(
                 [u for u in unrecorded if u is not None and f"{u.role}:{u.model}" == key]

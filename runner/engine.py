@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from aidanbench.analysis.summary import SummaryRow, summarise
+from aidanbench.core.base_url import environment_base_urls
 from aidanbench.core.errors import ConfigError, EndpointRefused, UsageError
 from aidanbench.core.settings import Settings
 from aidanbench.record import files
@@ -41,7 +42,7 @@ from aidanbench.runner.local import (
 )
 from aidanbench.runner.preflight import Preflight
 from aidanbench.runner.progress import Progress
-from aidanbench.runner.spec import RunSpec, build_tasks, environment_base_urls, run_fields
+from aidanbench.runner.spec import RunSpec, build_tasks, run_fields
 from aidanbench.runner.tasks import Task
 from aidanbench.services import OpenAIServices, ServicesFactory, clients
 

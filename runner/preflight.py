@@ -36,14 +36,14 @@ import datetime
 import difflib
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from aidanbench.core.base_url import BASE_URL_VARIABLE
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import ROLE_NAMES, Endpoint, Settings, role_flag
 from aidanbench.record.usage import UsageLedger
-from aidanbench.runner.spec import BASE_URL_VARIABLE
 from aidanbench.services.endpoint_check import (
     PROBE_MAX_TOKENS,
     PROBE_MESSAGE,
@@ -72,6 +72,9 @@ LIKELY_RUN_DAYS = 30
 """How far ahead a shutdown date is warned of: the run's likely end. A campaign grows and
 resumes one run directory over days to weeks (more models, repeats, reruns of errors);
 a model that goes away in that window leaves the directory impossible to finish or grow."""
+
+Flag = Callable[[str, Literal["model", "base_url", "api_key_env"]], str]
+"""Names what sets a role's model, base URL or key variable (``core.settings.role_flag``)."""
 
 BENCHMARK_JUDGE = Settings.model_fields["judge_model"].default
 """The benchmark's own judge, the one the published scores used."""
@@ -164,8 +167,8 @@ class _Server:
     """The roles reaching one endpoint with one key, and what it answered."""
 
     base_url: str
-    key_env: str
-    roles: list[Endpoint]
+    key: str = field(repr=False)
+    roles: list[Endpoint] = field(default_factory=list)
     listing: Answer | None = None
     models: dict[str, str | None] | None = None
     asked: dict[Endpoint, Answer] = field(default_factory=dict)
@@ -177,27 +180,32 @@ async def check(
     sources: dict[str, str] | None = None,
     today: datetime.date | None = None,
     warn: Callable[[str], None] | None = None,
+    flag: Flag = role_flag,
+    keys: Mapping[str, str] = os.environ,
 ) -> Preflight:
     """Check every role of ``settings`` (see the module docstring).
 
     Raises ``UsageError`` with one line for the first refusal (in the order model under
     test, judge, embeddings); prints warnings through ``warn`` (stderr by default) and
     returns them with the requests made. ``sources`` says where each role's URL came from
-    (``runner.spec.environment_base_urls``), for the unreachable-endpoint line.
+    (``core.base_url.environment_base_urls``), for the unreachable-endpoint line. ``flag``
+    names what sets a role's model, URL or key variable where the user typed it (``run``'s
+    flags by default; the seed's ``vf-eval`` has its own), and ``keys`` holds the keys by
+    variable name.
     """
     today = today or datetime.date.today()
     say = warn or _stderr
     endpoints: dict[tuple[str, str], _Server] = {}
     for role in roles_of(settings):
         key = (role.url, role.key_env)
-        endpoints.setdefault(key, _Server(role.url, role.key_env, [])).roles.append(role)
+        endpoints.setdefault(key, _Server(role.url, keys.get(role.key_env, ""))).roles.append(role)
     table = known_shutdowns()
     await asyncio.gather(*(_look(endpoint, table, today) for endpoint in endpoints.values()))
     result = Preflight()
     refusals: list[tuple[int, str]] = []
     for endpoint in endpoints.values():
         result.asked += [Asked(role, answer) for role, answer in endpoint.asked.items()]
-        refusals += _verdicts(endpoint, table, today, sources or {}, result)
+        refusals += _verdicts(endpoint, table, today, sources or {}, result, flag)
     if refusals:
         raise UsageError(min(refusals)[1])
     for line in result.warnings:
@@ -207,8 +215,7 @@ async def check(
 
 async def _look(endpoint: _Server, table: Shutdowns, today: datetime.date) -> None:
     """Ask the endpoint for its model list, then each unlisted model for one answer."""
-    key = os.environ.get(endpoint.key_env, "")
-    client = endpoint_client(endpoint.base_url, key, max(LIST_LIMIT_S, ASK_LIMIT_S))
+    client = endpoint_client(endpoint.base_url, endpoint.key, max(LIST_LIMIT_S, ASK_LIMIT_S))
     try:
         endpoint.listing = await list_models(client, LIST_LIMIT_S)
         if endpoint.listing.status is None:
@@ -245,6 +252,7 @@ def _verdicts(
     today: datetime.date,
     sources: dict[str, str],
     result: Preflight,
+    flag: Flag,
 ) -> list[tuple[int, str]]:
     """The refusals of one endpoint (with the order of their role); warnings and
     requests are added to ``result``."""
@@ -253,24 +261,29 @@ def _verdicts(
     assert listing is not None
     if listing.status is None:
         first = min(endpoint.roles, key=lambda r: order[r])
-        return [(order[first], unreachable_line(endpoint.roles, listing, sources))]
+        return [(order[first], unreachable_line(endpoint.roles, listing, sources, flag))]
     if listing.status in (401, 403):
         asked = endpoint.asked
         refused = [role for role in asked if asked[role].status in (401, 403)]
         if refused:
             first = min(refused, key=lambda r: order[r])
-            return [(order[first], key_refused_line(endpoint.roles, endpoint.asked[first]))]
+            return [(order[first], key_refused_line(endpoint.roles, endpoint.asked[first], flag))]
         result.warnings.append(list_refused_line(endpoint, listing))
     refusals: list[tuple[int, str]] = []
     for role in endpoint.roles:
-        line = _verdict(role, endpoint, table, today, result)
+        line = _verdict(role, endpoint, table, today, result, flag)
         if line is not None:
             refusals.append((order[role], line))
     return refusals
 
 
 def _verdict(
-    role: Endpoint, endpoint: _Server, table: Shutdowns, today: datetime.date, result: Preflight
+    role: Endpoint,
+    endpoint: _Server,
+    table: Shutdowns,
+    today: datetime.date,
+    result: Preflight,
+    flag: Flag,
 ) -> str | None:
     """One role's refusal line, or None (a warning may be added to ``result``)."""
     listed = endpoint.models or {}
@@ -278,19 +291,19 @@ def _verdict(
     if role.model in listed:
         shutdown = _date(listed[role.model]) or provider_date
         if shutdown is not None and shutdown <= today:
-            return retired_line(role, shutdown, f"{role.host} lists it as shut down")
+            return retired_line(role, shutdown, f"{role.host} lists it as shut down", flag)
         _warn_soon(role, shutdown, today, result)
         return None
     if provider_date is not None and provider_date <= today:
-        return retired_line(role, provider_date, f"{table.provider}'s deprecations page")
+        return retired_line(role, provider_date, f"{table.provider}'s deprecations page", flag)
     answer = endpoint.asked[role]
     if answer.ok:
         _warn_soon(role, provider_date, today, result)
         return None
     if answer.status == 404:
-        return unknown_line(role, answer, list(listed), table)
+        return unknown_line(role, answer, list(listed), table, flag)
     if answer.status in (401, 403):
-        return key_refused_line([role], answer)
+        return key_refused_line([role], answer, flag)
     what = f"HTTP {answer.status}" if answer.status is not None else answer.message
     detail = f": {answer.message}" if answer.status is not None and answer.message else ""
     result.warnings.append(
@@ -327,30 +340,32 @@ def _roles_text(roles: Sequence[Endpoint]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def successor_hint(role: Endpoint) -> str:
+def successor_hint(role: Endpoint, flag: Flag) -> str:
     """What to do about a judge, embedding or model that cannot be used."""
     if role.role == "judge":
         return (
-            "choose a successor with --judge-model and calibrate its threshold with "
-            "aidanbench calibrate --judge-model M"
+            f"choose a successor with {flag('judge', 'model')} and calibrate its threshold "
+            "with aidanbench calibrate --judge-model M"
         )
-    return f"choose another with {role_flag(role.role, 'model')}"
+    return f"choose another with {flag(role.role, 'model')}"
 
 
-def retired_line(role: Endpoint, shutdown: datetime.date, source: str) -> str:
+def retired_line(role: Endpoint, shutdown: datetime.date, source: str, flag: Flag) -> str:
     """The refusal of a model past its shutdown date."""
     if role.role == "judge" and role.model == BENCHMARK_JUDGE:
         return (
             f"the judge {role.model}, the benchmark's own (the published scores used it), was "
-            f"shut down on {shutdown.isoformat()} ({source}): {successor_hint(role)}"
+            f"shut down on {shutdown.isoformat()} ({source}): {successor_hint(role, flag)}"
         )
     return (
         f"the {ROLE_NAMES[role.role]} {printable(role.model)} at {role.host} was shut down on "
-        f"{shutdown.isoformat()} ({source}): {successor_hint(role)}"
+        f"{shutdown.isoformat()} ({source}): {successor_hint(role, flag)}"
     )
 
 
-def unknown_line(role: Endpoint, answer: Answer, listed: Sequence[str], table: Shutdowns) -> str:
+def unknown_line(
+    role: Endpoint, answer: Answer, listed: Sequence[str], table: Shutdowns, flag: Flag
+) -> str:
     """The refusal of a model the endpoint does not serve (404)."""
     said = f"HTTP 404 {answer.code}" if answer.code else "HTTP 404"
     if answer.message:
@@ -358,7 +373,7 @@ def unknown_line(role: Endpoint, answer: Answer, listed: Sequence[str], table: S
     if answer.code != "model_not_found" and "model" not in answer.message.lower():
         return (
             f"the {ROLE_NAMES[role.role]} endpoint {role.host} answered a one-line request "
-            f"with {printable(said)}: check {role_flag(role.role, 'base_url')} (an "
+            f"with {printable(said)}: check {flag(role.role, 'base_url')} (an "
             "OpenAI-compatible base URL usually ends in /v1)"
         )
     close = difflib.get_close_matches(role.model, listed, n=3, cutoff=0.6)
@@ -373,18 +388,18 @@ def unknown_line(role: Endpoint, answer: Answer, listed: Sequence[str], table: S
     extra = f" ({'; '.join(hints)})" if hints else ""
     return (
         f"the {ROLE_NAMES[role.role]} {printable(role.model)} is unknown at {role.host} "
-        f"({printable(said)}){extra}: {successor_hint(role)}"
+        f"({printable(said)}){extra}: {successor_hint(role, flag)}"
     )
 
 
-def key_refused_line(roles: Sequence[Endpoint], answer: Answer) -> str:
+def key_refused_line(roles: Sequence[Endpoint], answer: Answer, flag: Flag) -> str:
     """The refusal of a key (401, 403), naming the variable that holds it."""
     role = roles[0]
     said = f"HTTP {answer.status}" + (f": {answer.message}" if answer.message else "")
     return (
         f"the {_roles_text(roles)} endpoint {role.host} refused the key in {role.key_env} "
         f"({printable(said)}): put a valid key in {role.key_env}, or name another variable "
-        f"with {role_flag(role.role, 'api_key_env')}"
+        f"with {flag(role.role, 'api_key_env')}"
     )
 
 
@@ -393,16 +408,19 @@ def list_refused_line(endpoint: _Server, listing: Answer) -> str:
     said = f"HTTP {listing.status}" + (f": {listing.message}" if listing.message else "")
     return (
         f"warning: {endpoint.roles[0].host} refused its model list ({printable(said)}) but "
-        f"took the key in {endpoint.key_env}: its models were checked with one request each"
+        f"took the key in {endpoint.roles[0].key_env}: its models were checked with one "
+        "request each"
     )
 
 
-def unreachable_line(roles: Sequence[Endpoint], answer: Answer, sources: dict[str, str]) -> str:
+def unreachable_line(
+    roles: Sequence[Endpoint], answer: Answer, sources: dict[str, str], flag: Flag
+) -> str:
     """The refusal of an endpoint that does not answer, naming what sets its URL."""
     flags = []
     for role in roles:
         source = sources.get(role.role)
-        flags.append(role_flag(role.role, "base_url") + (f" (here {source})" if source else ""))
+        flags.append(flag(role.role, "base_url") + (f" (here {source})" if source else ""))
     return (
         f"cannot reach the {_roles_text(roles)} endpoint {roles[0].host} "
         f"({printable(answer.message)}): check its URL ({', '.join(dict.fromkeys(flags))}; "

@@ -302,8 +302,8 @@ class Progress:
                     *(tokens_text(f.tokens), dollars_text(f.dollars), f.usage_missing),
                 )
             )
-        headers = ["done", "running", "queued", "errors", "answers", "score", "API calls"]
-        headers += ["tokens", "spent", "no usage"]
+        headers = ["done", "running", "queued", "errors", "answers", "score", "chat requests"]
+        headers += ["chat tokens", "spent", "no usage"]
         if not any(f.usage_missing for f in figures):
             headers.pop()  # requests whose reply reported no usage: shown when there are
         columns = [

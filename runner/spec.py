@@ -9,7 +9,6 @@ the run directory decides); a field left out takes its default, or with
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,6 @@ from pydantic import (
 
 from aidanbench.core.errors import QuestionSourceError, UsageError, printable
 from aidanbench.core.settings import (
-    ROLE_FIELDS,
     ROLES,
     Settings,
     unused_variants,
@@ -248,36 +246,9 @@ def given_settings(values: dict[str, Any]) -> dict[str, Any]:
     return given
 
 
-BASE_URL_VARIABLE = "OPENAI_BASE_URL"
-"""The OpenAI SDK's variable: the base URL of every client not given one."""
-
-
 def base_urls(settings: Settings) -> dict[str, str]:
     """The base URL each role reaches (``OPENAI_URL`` for a role given none)."""
     return {role: settings.endpoint(role).url for role in ROLES}
-
-
-def environment_base_urls(
-    fields: dict[str, Any], environ: Mapping[str, str]
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """``fields`` with ``OPENAI_BASE_URL`` as the base URL of every role given none, as
-    the OpenAI SDK does, and which roles took it (role: the variable's name).
-
-    Resolved here, at the edge, so the URL a role uses is a setting the run records
-    (each session's ``operational`` and ``endpoint_sources``), never a fallback hidden in
-    a client. Keys need nothing of the kind: every role's key variable already defaults
-    to ``OPENAI_API_KEY``.
-    """
-    url = environ.get(BASE_URL_VARIABLE, "").strip()
-    if not url:
-        return fields, {}
-    resolved = dict(fields)
-    sources: dict[str, str] = {}
-    for role, names in ROLE_FIELDS.items():
-        if resolved.get(names.base_url) is None:
-            resolved[names.base_url] = url
-            sources[role] = BASE_URL_VARIABLE
-    return resolved, sources
 
 
 def run_fields(spec: RunSpec) -> dict[str, Any]:

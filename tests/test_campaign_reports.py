@@ -107,7 +107,9 @@ def scored(payload: dict[str, Any]) -> dict[str, Any]:
 def scored_text(text: str) -> str:
     """The text report without its lines of what was sent (see ``scored``)."""
     return "\n".join(
-        x for x in text.splitlines() if not x.startswith(("Run total as sent", "  sent "))
+        x
+        for x in text.splitlines()
+        if not x.startswith(("Run total as sent", "  sent ", "  of these, "))
     )
 
 

@@ -23,10 +23,12 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from aidanbench.analysis.summary import summarise
 from aidanbench.cli.main import main
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.nodes.caps import cap_reached, continuation
+from aidanbench.record.results import read_results
 from aidanbench.runner.progress import Progress
 from aidanbench.testing import (
     Fault,
@@ -192,6 +194,53 @@ def test_usage_and_dollars_land_in_every_file_and_the_report(
 
     assert main(["plot", str(run_dir), "-o", str(tmp_path / "charts")]) == 0
     assert (tmp_path / "charts" / "cost_vs_score.png").stat().st_size > 0
+
+
+def test_every_count_of_requests_and_tokens_is_one_count_and_the_total_says_what_it_adds(
+    api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The live table's chat requests and the summary's chat tokens are the answers' and
+    look-aheads' chat requests; the run total as sent adds the embedding requests (several
+    answers' texts each) and the preflight's checks, and says how many of each. In a run
+    without retries the parts add up to the total, request for request and token for
+    token (the table once counted an embedding per answer, as if each were a request)."""
+    run_dir = tmp_path / "run"
+    brain = MeteredBrain(ScriptedBrain({q: 2 for q in QUESTIONS}), METERS)
+    with OpenAIStub(brain) as stub:  # it lists no model yet: the preflight asks each role
+        assert main(args(stub, run_dir, ["m-table", "m-provider"])) == 0
+        sent = sum(1 for r in stub.requests if r.method == "POST")
+    out, err = capsys.readouterr()
+    table = live_cells(err, ["done", "running", "queued", "errors", "answers", "score"])
+    chat = sum(int(cells["chat requests"]) for cells in table.values())
+    total = re.search(r"as sent \(.*\): \S+, (\d+) requests\n  sent \d+: .*; ([\d,]+) tokens", out)
+    parts = re.search(
+        r"of these, the questions' embeddings \(several answers' texts a request\): (\d+) "
+        r"requests, ([\d,]+) tokens; the preflight's checks: (\d+) requests, ([\d,]+) tokens",
+        out,
+    )
+    assert total and parts, out
+    embeddings, embedded_tokens, checks, check_tokens = (
+        int(g.replace(",", "")) for g in parts.groups()
+    )
+    assert int(total[1]) == sent == chat + embeddings + checks
+    assert checks == 4 and embeddings < sum(int(c["answers"]) for c in table.values())
+    chat_tokens = sum(row.tokens or 0 for row in summarise(read_results(run_dir)))
+    assert [int(c["chat tokens"].replace(",", "")) for c in table.values()] == [
+        row.tokens for row in summarise(read_results(run_dir))
+    ]
+    assert int(total[2].replace(",", "")) == chat_tokens + embedded_tokens + check_tokens
+
+
+def live_cells(err: str, first: list[str]) -> dict[str, dict[str, str]]:
+    """The live table's final state (logged, it ends the run's stderr): each model's
+    cells by header, the stacked tables of a narrow console put back together."""
+    headers = [*first, "chat requests", "chat tokens", "spent"]
+    rows: dict[str, list[str]] = {}
+    for line in err.splitlines():
+        found = re.match(r"│ (.+?) \(T=0\.7\) +│(.*)│$", line)
+        if found:
+            rows.setdefault(found[1], []).extend(c.strip() for c in found[2].split("│"))
+    return {model: dict(zip(headers, cells, strict=True)) for model, cells in rows.items()}
 
 
 def test_a_model_without_a_price_costs_unknown_everywhere(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from aidanbench.cli.main import main
+from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.record.metadata import question_set_hash
 from aidanbench.testing import OpenAIStub, ScriptedBrain
@@ -253,3 +255,17 @@ async def test_graph_output_carries_the_environment_names(
         assert out["reward"] == out[reward_of]
         for env_name, ours in ALIASED.items():
             assert out[env_name] == out[ours], env_name
+
+
+def test_the_verifiers_environments_take_every_default_from_settings() -> None:
+    """Both verifiers environments declare their arguments once (``core.seed_args``) and
+    restate no default: the judge and the thresholds are ``Settings``' own, so arguments
+    left unset choose exactly the default settings."""
+    from aidanbench.core.seed_args import SeedArgs
+
+    assert SeedArgs().settings("m") == Settings(model="m", pipeline=False)
+    restated = re.compile(r"o1-mini|\b15(\.0)?\b|\b0\.15\b")
+    for folder in ("verifiers_env", "verifiers_seed"):
+        for path in sorted((REPO / folder).glob("*.py")):
+            found = [line for line in path.read_text().splitlines() if restated.search(line)]
+            assert not found, f"{path.name} restates a default: {found}"

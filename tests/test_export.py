@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from aidanbench.cli.main import main
+from aidanbench.nodes.prompts import render_generate
 from tests.builders import (
     REFERENCE_SCORES,
     REFERENCE_TOTALS,
@@ -64,11 +65,18 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def export(capsys: pytest.CaptureFixture[str], *args: str) -> list[Path]:
-    """``aidanbench export ARGS``; the paths it printed."""
+    """``aidanbench export ARGS``; the paths it printed, after checking the line that says
+    what it wrote (on stderr: stdout holds the paths alone, for scripts)."""
     status = main(["export", *args])
     captured = capsys.readouterr()
     assert status == 0, captured.err
-    return [Path(line) for line in captured.out.splitlines()]
+    written = [Path(line) for line in captured.out.splitlines()]
+    fmt, out = args[args.index("--format") + 1], args[args.index("-o") + 1]
+    said = f"aidanbench export: wrote {len(written)} {fmt} file(s) under {out}"
+    if fmt == "inspect":
+        said += f"; open them with: inspect view --log-dir {out}"
+    assert captured.err.splitlines() == [said]
+    return written
 
 
 def report(capsys: pytest.CaptureFixture[str], path: Path) -> dict[str, Any]:
@@ -124,7 +132,15 @@ def test_inspect_logs_read_back_with_the_published_totals(
         for sample in log.samples:
             assert sample.epoch == 1
             detail = sample.metadata["answers"]
-            assert len(detail) == len(sample.messages) - 1 == sample.scores["score"].value + 1
+            assert len(detail) == len(sample.messages) // 2 == sample.scores["score"].value + 1
+            assert [m.role for m in sample.messages] == ["user", "assistant"] * len(detail)
+            earlier = [a["answer"] for a in detail]
+            sent = [
+                render_generate(sample.metadata["question"], earlier[:k])
+                for k in range(len(detail))
+            ]
+            assert [m.text for m in sample.messages[::2]] == sent, "each prompt as the model got it"
+            assert sample.input == sent[0]
             assert sum(a["valid"] for a in detail) == sample.scores["score"].value
             assert detail[-1]["valid"] is False
             assert detail[-1]["stop_reason"] == sample.metadata["stop_reason"]

@@ -111,6 +111,8 @@ def test_text_report_names_the_threshold_and_the_file(
     assert main([*argv, "--judge-api-key-env", KEY, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "decision agreement" in out and f"100.0% ({len(answers)}/{len(answers)})" in out
+    distinct = len(set(answers))
+    assert f"  {distinct} distinct answers judged: {len(answers) - distinct} repeat" in out
     assert f"--coherence-threshold {tmp_path / 'calibration-judge-stub-judge.json'}" in out
     assert "anthropic/claude-3.5-sonnet" in out
 

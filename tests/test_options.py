@@ -314,3 +314,16 @@ def test_what_is_sent_is_what_is_recorded(stub: OpenAIStub, tmp_path: Path) -> N
     assert meta["spec"]["settings"]["model_kwargs"] == {"max_tokens": 64}
     assert meta["spec"]["settings"]["judge_temperature"] == 0.2
     assert meta["spec"]["settings"]["judge_attempts"] == 2
+
+
+def test_run_help_names_where_a_role_without_a_url_goes_and_each_key_variable() -> None:
+    """``run --help``: each base-URL flag says a role given none goes to
+    ``OPENAI_BASE_URL`` when it is set (the OpenAI SDK's variable, which the run resolves),
+    and each key flag names the variable it reads by default."""
+    run = build_parser()._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+    text = " ".join(run.format_help().split())
+    for role in ("", "judge-", "embedding-"):
+        url = text.rsplit(f"--{role}base-url URL ", 1)[1][:160]
+        assert "Not given: $OPENAI_BASE_URL when set" in url, url
+        key = text.rsplit(f"--{role}api-key-env VAR ", 1)[1][:120]
+        assert "(default: OPENAI_API_KEY)" in key, key

@@ -180,9 +180,18 @@ def test_a_run_directory_of_an_earlier_version_reads_as_it_did(generation: str) 
     what the reader of the version before this record package made of it."""
     run_dir = OLD_RUN_DIRS / generation
     expected = json.loads((run_dir / "expected.json").read_text("utf-8"))
-    assert [view(r) for r in read_results(run_dir)] == expected["results"]
+    results = read_results(run_dir)
+    for line, result in zip(expected["results"], results, strict=True):
+        if line["api_calls"] is not None:  # that reader counted each embedded answer as a request
+            line["api_calls"] -= sum(
+                (a.extra.get("calls") or {}).get("embed", {}).get("calls", 0)
+                for a in result.answers
+            )
+    assert [view(r) for r in results] == expected["results"]
     if expected["ledger"] is not None:
-        assert summarise_ledger(run_dir / files.LEDGER).model_dump() == expected["ledger"]
+        summed = summarise_ledger(run_dir / files.LEDGER)
+        parts = {"preflight", "embeddings"}  # kept apart since, besides what it summed
+        assert summed.model_dump(exclude=parts) == expected["ledger"]
 
 
 @pytest.mark.parametrize("generation", GENERATIONS)

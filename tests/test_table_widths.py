@@ -122,7 +122,7 @@ def test_live_table_at_80_columns() -> None:
         lines = [line for line in text.splitlines() if f"│ {label} " in line]
         assert len(lines) >= 1, label
         assert re.search(rf"(?<![\d,]){98_765_432 + number:,}(?![\d,])", " ".join(lines)), label
-    assert "123456" in text and "API calls" in text and "tokens" in text
+    assert "123456" in text and "chat requests" in text and "chat tokens" in text
 
 
 def test_published_run_path_is_a_file() -> None:

@@ -58,8 +58,8 @@ def run(
             filter(None, [str(outside_guard(tmp_path)), env.get("PYTHONPATH")])
         ),
         HF_HUB_OFFLINE="1",
-        **extra_env,
     )
+    env.update(extra_env)
     return subprocess.run(
         [str(BIN / command[0]), *command[1:]],
         env=env,
@@ -194,15 +194,17 @@ def test_a_failed_judge_fails_the_evaluation_instead_of_scoring_zero(
     tmp_path: Path, api_key: str
 ) -> None:
     """verifiers 0.1 has no failed rollout: the judge's refusal (HTTP 400, not retried)
-    ends ``vf-eval`` with a non-zero exit naming the cause, and no reward is printed."""
+    ends ``vf-eval`` with exit 1 and one line naming the question and the cause (no
+    traceback), and no reward is printed."""
     refused = QUESTIONS[2]
     faults = when("coherence", http_error(400, "judge refuses"), match=refused)
     with OpenAIStub(ScriptedBrain(PLAN), faults=faults) as stub:
         done = run(seed_line(stub), tmp_path, api_key)
-    assert done.returncode != 0
+    assert done.returncode == 1
     assert "Rewards:" not in done.stdout
-    assert "AidanBenchError" in done.stderr and "judge refuses" in done.stderr
-    assert refused in done.stderr
+    (line,) = ours(done.stderr)
+    assert line.startswith(f"vf-eval aidanbench: error: {refused!r}: ")
+    assert "judge refuses" in line
 
 
 @pytest.mark.e2e
@@ -258,3 +260,58 @@ def test_vf_install_from_a_clone_then_the_seed_line(tmp_path: Path, api_key: str
         done = run(seed_line(stub, n=1), tmp_path, api_key)
     assert done.returncode == 0, done.stderr[-4000:]
     assert printed_rewards(done.stdout)["reward"][1] == [[float(PLAN[QUESTIONS[0]])]] * 3
+
+
+SERVED = {"gpt-4.1-mini": None, "text-embedding-3-large": None}
+"""What the local server serves, as OpenAI does today: ``o1-mini`` is not among them."""
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [
+        ("judge at -a", "the judge o1-mini is unknown at {host} "),
+        ("judge at OPENAI_BASE_URL", "the judge o1-mini is unknown at {host} "),
+        ("wrong key", "endpoint {host} refused the key in AIDANBENCH_TEST_KEY "),
+        ("unknown model", "the model under test gpt-4.1-mni is unknown at {host} "),
+    ],
+)
+def test_a_refusal_is_one_line_naming_the_servers_host_before_any_question(
+    tmp_path: Path, api_key: str, case: str, said: str
+) -> None:
+    """The seed's line checks every role first, as ``aidanbench run`` does: its default
+    judge, which the server no longer serves (reached by ``judge_api_base_url``, or by
+    ``OPENAI_BASE_URL`` as the OpenAI SDK reads it), a wrong key, a mistyped model. Each
+    is one line naming the server and what to change on this command line, exit 2, and
+    no question is asked."""
+    fixes = {
+        "judge at -a": "choose a successor with -a judge_model",
+        "judge at OPENAI_BASE_URL": "choose a successor with -a judge_model",
+        "wrong key": "or name another variable with -k",
+        "unknown model": "choose another with -m",
+    }
+    with OpenAIStub(ScriptedBrain(PLAN), catalogue=SERVED, api_key=api_key) as stub:
+        host = stub.base_url.split("//")[1].split("/")[0]
+        line = seed_line(stub, {"judge_model": "gpt-4.1-mini"} if "judge" not in case else {})
+        extra: dict[str, str] = {}
+        if case == "judge at OPENAI_BASE_URL":
+            line = seed_line(stub, {"judge_api_base_url": None, "embedding_api_base_url": None})
+            extra["OPENAI_BASE_URL"] = stub.base_url
+        if case == "wrong key":
+            extra["AIDANBENCH_TEST_KEY"] = "sk-wrong-0000"
+        if case == "unknown model":
+            line[line.index("gpt-4.1-mini")] = "gpt-4.1-mni"
+        done = run(line, tmp_path, api_key, **extra)
+        asked = [r for r in stub.requests if r.kind in ("generate", "coherence")]
+    assert done.returncode == 2
+    printed = ours(done.stderr)
+    assert len(printed) == 1, done.stderr[-4000:]
+    assert printed[0].startswith("vf-eval aidanbench: error: "), printed
+    assert said.format(host=host) in printed[0] and fixes[case] in printed[0], printed
+    assert not asked, "checked before any question"
+
+
+def ours(stderr: str) -> list[str]:
+    """What ``vf-eval`` printed on stderr besides verifiers' log records and progress bar."""
+    logged = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d - verifiers\.|Running \d+ rollouts")
+    return [line for line in stderr.splitlines() if line.strip() and not logged.match(line)]

@@ -394,3 +394,48 @@ def test_a_lower_bound_is_marked_on_the_board_and_the_map(page: Page, tmp_path: 
         "[...document.querySelectorAll('#grid button.cell')].map((b) => b.textContent)"
     )
     assert "≥6" in cells and "5!" in cells and sum(c.startswith("≥") for c in cells) == 1
+
+
+SETTINGS_ROWS = """[...document.querySelectorAll('#settings tbody tr')].map((tr) =>
+  [...tr.querySelectorAll('td')].map((td) => [td.textContent, td.classList.contains('differs')]))"""
+
+
+def judged_by(run_dir: Path, served: dict[str, str]) -> None:
+    """Every answer's judgment served by ``served[model]``, with the demo's metadata (the
+    published run replayed): the rows' answer counts differ, their judge does not."""
+    lines = read_lines(run_dir)
+    for line in lines:
+        for answer in line.answers:
+            judge = {"calls": 1, "input_tokens": 50, "output_tokens": 5, "cost_usd": 0.001}
+            answer.calls = {
+                **(answer.calls or {}),
+                "judge": {**judge, "served_model": served[line.model]},
+            }
+    write_lines(run_dir, lines)
+    metadata = json.loads((run_dir / "metadata.json").read_text("utf-8"))
+    metadata["questions_source"] = {"kind": "published run", "file": "published.json"}
+    (run_dir / "metadata.json").write_text(json.dumps(metadata), "utf-8")
+
+
+@pytest.mark.parametrize("beta_judge", ["o1-mini", "o1-mini-2024-09-12"])
+def test_a_column_is_highlighted_only_when_its_meaning_differs_and_a_replay_spent_nothing(
+    page: Page, tmp_path: Path, beta_judge: str
+) -> None:
+    """Both rows judged by o1-mini: "judge served by" reads o1-mini (N) with each row's own
+    count, and is not highlighted; a row served by another model is. The demo's replay
+    prices the published run's tokens: each dollar figure says (replay), and the caption
+    says nothing was spent."""
+    run_dir = make_run_dir(tmp_path / "run", model_cost_usd=0.01)
+    judged_by(run_dir, {"acme/alpha": "o1-mini", "acme/beta": beta_judge})
+    open_report(page, [run_dir], tmp_path / "report.html")
+    head = page.evaluate("[...document.querySelectorAll('#settings th')].map((t) => t.textContent)")
+    column = head.index("judge served by")
+    served = [row[column] for row in page.evaluate(SETTINGS_ROWS)]
+    counts = [text.rsplit("(", 1)[1] for text, _ in served]
+    assert len(set(counts)) == 2, "the rows' answer counts differ"
+    assert [differs for _, differs in served] == [beta_judge != "o1-mini"] * 2
+    costs = [row["cost_usd"] for row in page.evaluate(LEADERBOARD)]
+    assert costs and all(cost.startswith("$") and cost.endswith(" (replay)") for cost in costs)
+    caption = page.evaluate("document.getElementById('counting').textContent")
+    assert "A row marked (replay) is aidanbench demo's replay of the published run" in caption
+    assert "nothing was spent" in caption

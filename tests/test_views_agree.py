@@ -146,8 +146,8 @@ def test_every_view_of_the_demo_run_shows_one_number_per_figure(
         assert (group["row"]["tokens"], group["row"]["cost_usd"]) == (row.tokens, row.cost_usd)
         assert (group["tokens_text"], group["cost_text"]) == (
             expected[model]["tokens"],
-            expected[model]["spent"],
-        )
+            expected[model]["spent"] + " (replay)",
+        ), "the demo's dollars are a replay's: nothing was spent"
     assert "<tfoot" not in html and 'class: "total"' not in html, "no total across models"
 
     # the charts: scores.png's bars and labels, cost_vs_score.png's points

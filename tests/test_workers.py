@@ -25,7 +25,7 @@ from aidanbench.runner.tasks import Task
 from aidanbench.services import OpenAIServices
 from aidanbench.services.pricing import Price
 from aidanbench.services.usage import Usage, bound, usage_line
-from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain
+from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain, parse_generate_prompt
 
 from .commands import generations
 from .conftest import REPO
@@ -172,6 +172,23 @@ def wait_for(stub: OpenAIStub, generations: int) -> None:
         time.sleep(0.01)
 
 
+def wait_for_every_thread(stub: OpenAIStub) -> None:
+    """Until every (model, question) thread of the grid has asked for an answer: the
+    command deals its threads out between itself and its worker, so the worker then runs
+    its share, and it made itself die with the command (``PR_SET_PDEATHSIG``) before its
+    first request. A command killed sooner, while its worker still imports (seconds on a
+    loaded machine), tests a worker that has not started: it exits only once its imports
+    are done and it finds its parent gone, however long that takes."""
+    threads = {(m, q) for m in ("m1", "m2") for q in QUESTIONS}
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        asked = {(r.model, parse_generate_prompt(r.prompt)[0]) for r in stub.of_kind("generate")}
+        if asked >= threads:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"threads never asked: {threads - asked}")
+
+
 @pytest.fixture
 def slow_stub() -> OpenAIStub:
     brain = ScriptedBrain({q: 3 + i for i, q in enumerate(QUESTIONS)})
@@ -244,7 +261,7 @@ def test_workers_die_with_the_command(tmp_path: Path, api_key: str) -> None:
     with OpenAIStub(brain, latency=Latency(generate=0.4, coherence=0.1)) as stub:
         run_dir = tmp_path / "killed"
         proc = command(stub, run_dir, api_key, "--workers", "2", log=tmp_path / "log")
-        wait_for(stub, 4)
+        wait_for_every_thread(stub)
         pids = worker_pids(proc.pid)
         assert len(pids) == 1
         proc.kill()

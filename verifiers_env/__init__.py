@@ -12,13 +12,12 @@ package's ``__all__``, which resolves them from here on first access.
 
 from __future__ import annotations
 
+from aidanbench.core.seed_args import missing_extra
+
 try:
     import verifiers.v1  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the install
-    raise ImportError(
-        "the AidanBench verifiers environment needs the [verifiers] extra: "
-        "pip install -e '.[verifiers]'"
-    ) from exc
+    raise missing_extra("the AidanBench verifiers environment", "verifiers") from exc
 
 from aidanbench.verifiers_env.env import AidanBenchEnv, AidanBenchEnvConfig
 from aidanbench.verifiers_env.harness import AidanBenchHarness, AidanBenchHarnessConfig

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from aidanbench.core.metric_names import RUBRIC, RUBRIC_REWARD
 from aidanbench.core.state import QuestionOutput
 
 RewardMode = Literal["count", "novelty_sum"]
@@ -17,27 +18,11 @@ RewardMode = Literal["count", "novelty_sum"]
 INFO_KEY = "aidanbench"
 """Key of the question's result (answers, scores, stop reason) in the trace's ``info``."""
 
-REWARD_NAMES: dict[RewardMode, str] = {
-    "count": "aidanbench_score",
-    "novelty_sum": "sum_embedding_novelty",
-}
-"""The reward each mode records: the number of valid answers, or their novelty sum."""
-
-METRICS = {
-    "aidanbench_score": "score",
-    "format_reward": "format_adherence",
-    "avg_coherence": "mean_coherence",
-    "avg_embedding_novelty": "mean_novelty",
-    "sum_embedding_novelty": "novelty_sum",
-    "avg_llm_novelty": "mean_llm_novelty",
-}
-"""Metric name → key of the question's output it reads."""
-
 
 def summary(out: QuestionOutput | dict[str, Any], reward_mode: RewardMode) -> dict[str, Any]:
     """The question's result as kept on the trace (JSON-ready): every answer with its
     scores, the stop reason, the metrics, and the reward mode it is scored under."""
-    keys = ("stop_reason", *METRICS.values())
+    keys = ("stop_reason", *RUBRIC.values())
     return {
         "reward_mode": reward_mode,
         **{key: out.get(key) for key in keys},
@@ -47,12 +32,12 @@ def summary(out: QuestionOutput | dict[str, Any], reward_mode: RewardMode) -> di
 
 def rewards(result: dict[str, Any]) -> dict[str, float]:
     """The reward of the result's mode, by name."""
-    name = REWARD_NAMES[result["reward_mode"]]
-    return {name: float(result[METRICS[name]])}
+    name = RUBRIC_REWARD[result["reward_mode"]]
+    return {name: float(result[RUBRIC[name]])}
 
 
 def metrics(result: dict[str, Any]) -> dict[str, float]:
     """Every metric the result has a value for."""
     return {
-        name: float(value) for name, key in METRICS.items() if (value := result[key]) is not None
+        name: float(value) for name, key in RUBRIC.items() if (value := result[key]) is not None
     }

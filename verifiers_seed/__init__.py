@@ -9,15 +9,13 @@ current-verifiers environment (``--env.taskset.*``) is ``aidanbench.verifiers_en
 
 from __future__ import annotations
 
+from aidanbench.core.seed_args import missing_extra
+
 try:
     from verifiers import MultiTurnEnv  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the install
-    raise ImportError(
-        "the seed's vf-eval command line needs the [verifiers-seed] extra (verifiers 0.1): "
-        "pip install -e '.[verifiers-seed]'"
-    ) from exc
+    raise missing_extra("the seed's vf-eval (verifiers 0.1)", "verifiers-seed") from exc
 
-from aidanbench.verifiers_seed.args import EnvArgs, Thresholds
-from aidanbench.verifiers_seed.env import AidanBenchSeedEnv, load_environment
+from aidanbench.verifiers_seed.env import AidanBenchSeedEnv, EnvArgs, load_environment
 
-__all__ = ["AidanBenchSeedEnv", "EnvArgs", "Thresholds", "load_environment"]
+__all__ = ["AidanBenchSeedEnv", "EnvArgs", "load_environment"]

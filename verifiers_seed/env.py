@@ -14,13 +14,23 @@ The rollout's completion reads as the conversation a multi-turn environment show
 (reply, next prompt, reply...), and its state carries the question's result under
 ``aidanbench``. The rubric reports the seed's metric names. verifiers 0.1 has no failed
 rollout: a question that stops on an error (a policy, judge or embedding call that
-failed after its retries, an unreadable judge) raises, so ``vf-eval`` exits non-zero
-with the cause instead of printing a reward of 0.
+failed after its retries, an unreadable judge) stops ``vf-eval`` with one line naming the
+cause and exit 1, instead of printing a reward of 0.
+
+Before any question, every role is checked as ``aidanbench run`` checks it
+(``runner.preflight``): the policy at ``-b`` with ``-k``'s key, the judge and the
+embeddings where they are sent (``OPENAI_BASE_URL`` included, as the OpenAI SDK reads it).
+A retired or unknown model, a refused key or an unreachable endpoint is one line naming
+its host and what sets it, and exit 2.
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import math
+import os
+import sys
 from copy import deepcopy
 from typing import Any
 
@@ -29,28 +39,38 @@ from datasets import Dataset
 from langchain_core.messages import AIMessage
 from pydantic import ConfigDict
 
+from aidanbench.core.base_url import environment_base_urls
+from aidanbench.core.errors import UsageError, printable
+from aidanbench.core.metric_names import RUBRIC, RUBRIC_REWARD
+from aidanbench.core.seed_args import SEED_FIELDS, SeedArgs
+from aidanbench.core.settings import ROLE_FIELDS, Settings
 from aidanbench.graph import build_question_graph
 from aidanbench.graph.questions import load_questions
 from aidanbench.nodes.prompts import render_generate
+from aidanbench.runner import preflight
 from aidanbench.services import default_services, with_policy
 from aidanbench.services.prompt_model import PromptModel
-from aidanbench.verifiers_seed.args import EnvArgs
 
 STATE_KEY = "aidanbench"
 """Key of the question's result (answers, scores, stop reason) in the rollout's state."""
 
-METRICS = {
-    "aidanbench_score": "score",
-    "format_reward": "format_reward",
-    "avg_coherence": "avg_coherence",
-    "avg_embedding_novelty": "avg_embedding_novelty",
-    "sum_embedding_novelty": "sum_embedding_novelty",
-    "avg_llm_novelty": "avg_llm_novelty",
+SEED_FLAGS = {
+    "model": "-m",
+    "base_url": "-b",
+    "api_key_env": "-k",
+    **{field: f"-a {key}" for key, field in SEED_FIELDS.items()},
 }
-"""The seed's metric names → the question graph's output key holding each."""
+"""What sets each role's ``Settings`` field on the seed's command line."""
 
-REWARDS = {"count": "aidanbench_score", "novelty_sum": "sum_embedding_novelty"}
-"""Reward mode → the metric that is the reward (weight 1; every other weighs 0)."""
+
+class EnvArgs(SeedArgs):
+    """``-a``'s keys (``core.seed_args``): a key the environment does not have, or a
+    value of the wrong kind (``"10"`` for a number), is an error naming it, never ignored
+    and never converted. ``max_turns`` and ``reasoning_effort`` are refused: the benchmark
+    has no turn cap (``max_answers`` caps valid answers), and the model's request fields
+    belong to ``vf-eval`` (``-S '{"reasoning_effort": ...}'``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class AidanBenchError(RuntimeError):
@@ -112,8 +132,8 @@ class AidanBenchRubric(vf.Rubric):
     """
 
     def __init__(self, reward_mode: str, use_llm_similarity: bool) -> None:
-        self.names = [n for n in METRICS if use_llm_similarity or n != "avg_llm_novelty"]
-        self.reward_name = REWARDS[reward_mode]
+        self.names = [n for n in RUBRIC if use_llm_similarity or n != "avg_llm_novelty"]
+        self.reward_name = RUBRIC_REWARD[reward_mode]
         funcs = [_reader(name) for name in self.names]
         weights = [float(name == self.reward_name) for name in self.names]
         super().__init__(funcs=funcs, weights=weights)
@@ -134,7 +154,7 @@ class AidanBenchRubric(vf.Rubric):
 
 
 def _metric(state: dict[str, Any], name: str) -> float:
-    value = state[STATE_KEY][METRICS[name]]
+    value = state[STATE_KEY][RUBRIC[name]]
     return math.nan if value is None else float(value)
 
 
@@ -151,7 +171,7 @@ class AidanBenchSeedEnv(vf.Environment):
 
     def __init__(self, args: EnvArgs) -> None:
         self.args = args
-        questions = question_list(args)
+        questions = load_questions(args.question_source, limit=args.num_questions)
         rows = [
             {
                 "prompt": [{"role": "user", "content": render_generate(q, [], cot=args.cot)}],
@@ -166,6 +186,28 @@ class AidanBenchSeedEnv(vf.Environment):
             rubric=AidanBenchRubric(args.reward_mode, args.use_llm_similarity),
             message_type="chat",
         )
+
+    async def generate(
+        self, inputs: Any, client: Any, model: str, sampling_args: Any = None, **kwargs: Any
+    ) -> Any:
+        """Check every role first (see the module docstring), then run; a refusal or a
+        question stopped by an error ends ``vf-eval`` with one line.
+
+        The first failed question ends the evaluation; rollouts that failed beside it are
+        not reported again (their errors are the loop's, never retrieved by verifiers).
+        """
+        key_env = key_variable(sys.argv[1:])
+        settings = seed_settings(
+            self.args, model, base_url=str(client.base_url), api_key_env=key_env
+        )
+        keys = {**os.environ, key_env: client.api_key}
+        try:
+            await preflight.check([settings], flag=seed_flag, keys=keys)
+            asyncio.get_running_loop().set_exception_handler(_quiet_failures)
+            return await super().generate(inputs, client, model, sampling_args, **kwargs)
+        except (UsageError, AidanBenchError) as exc:  # below verifiers' progress bar, if any
+            print(f"\nvf-eval aidanbench: error: {printable(str(exc))}", file=sys.stderr)
+            raise SystemExit(2 if isinstance(exc, UsageError) else 1) from None
 
     async def rollout(
         self,
@@ -185,7 +227,9 @@ class AidanBenchSeedEnv(vf.Environment):
         completion = completion if completion is not None else []
         state = state or await self.init_state(prompt, completion, answer, task, info, example_id)
         sampling = dict(sampling_args or {})
-        settings = self.args.settings(model, sampling.get("temperature"))
+        temperature = sampling.get("temperature")
+        labels = {"temperature": temperature} if temperature is not None else {}
+        settings = seed_settings(self.args, model, **labels)
         policy = ClientPolicy(
             env=self,
             client=client,
@@ -201,17 +245,37 @@ class AidanBenchSeedEnv(vf.Environment):
             raise AidanBenchError(f"{info['question']!r}: {error['kind']}: {error['message']}")
         state[STATE_KEY] = {
             "stop_reason": out["stop_reason"],
-            **{key: out.get(key) for key in {*METRICS.values(), "reward"}},
+            **{key: out.get(key) for key in {*RUBRIC.values(), "reward"}},
             "answers": [dict(record) for record in out["answers"]],
         }
         return state["completion"], state
 
 
-def question_list(args: EnvArgs) -> list[str]:
-    """The questions the arguments name (a list, a file, or the bundled set), in order; a
-    bad list is an error, never a fallback."""
-    source = args.questions if args.questions is not None else args.questions_path
-    return load_questions(source, limit=args.num_questions)
+def seed_settings(args: EnvArgs, model: str, **fields: Any) -> Settings:
+    """The settings ``args`` choose, with ``OPENAI_BASE_URL`` as the base URL of a role
+    given none: the OpenAI SDK sends it there, so the run and its messages name that host.
+    ``model`` and a temperature in ``fields`` only label the results: the policy request
+    itself is ``vf-eval``'s."""
+    resolved, _ = environment_base_urls(args.settings(model, **fields).model_dump(), os.environ)
+    return Settings(**resolved)
+
+
+def _quiet_failures(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    if not isinstance(context.get("exception"), AidanBenchError):
+        loop.default_exception_handler(context)
+
+
+def seed_flag(role: str, which: str) -> str:
+    """What sets ``role``'s model, base URL or key variable on the seed's command line."""
+    return SEED_FLAGS[getattr(ROLE_FIELDS[role], which)]
+
+
+def key_variable(argv: list[str]) -> str:
+    """The variable ``vf-eval``'s ``-k`` names (verifiers 0.1 hands the environment the
+    client, not the variable): the messages name it."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("-k", "--api-key-var", default="OPENAI_API_KEY")
+    return str(parser.parse_known_args(argv)[0].api_key_var)
 
 
 def load_environment(**kwargs: Any) -> AidanBenchSeedEnv:

@@ -2,13 +2,15 @@
 converts.
 
 One log per (model, temperature) of a run, one sample per question chain: the sample's
-id is the question's number in the run's set and its epoch the repeat, its input the
-question, its messages the model's replies in order (each with its coherence, novelty,
-validity and, for the last, why the chain stopped), its score the number of valid
-answers. The log's results give the row's score (valid answers summed over questions,
-mean over repeats; with repeats its bootstrap interval) and novelty sum, as ``report``
-prints them; its spec names the judge and embedding models (``model_roles``), the
-thresholds, the prompt and question-set hashes and the cost in ``metadata``.
+id is the question's number in the run's set and its epoch the repeat, its messages
+each answer's prompt as the model got it (the published generate prompt listing the
+earlier answers; the bare question when the run's templates are not this package's) and
+the model's reply (with its coherence, novelty, validity and, for the last, why the chain
+stopped), its score the number of valid answers. The log's results give the row's score
+(valid answers summed over questions, mean over repeats; with repeats its bootstrap
+interval) and novelty sum, as ``report`` prints them; its spec names the judge and
+embedding models (``model_roles``), the thresholds, the prompt and question-set hashes and
+the cost in ``metadata``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from aidanbench.analysis.export.record import (
     role_usage,
 )
 from aidanbench.core.vocabulary import FINAL_STOPS
+from aidanbench.nodes.prompts import prompts_sha256, render_generate
 from aidanbench.record.results import AnswerRow, QuestionResult
 
 TASK = "aidanbench"
@@ -208,18 +211,23 @@ def sample(record: RunRecord, row: Row, line: QuestionResult) -> Any:
     from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput
     from inspect_ai.scorer import Score
 
-    replies = [
-        ChatMessageAssistant(content=_reply(a), model=row.model, metadata=answer_detail(a))
-        for a in line.answers
+    prompts = sent_prompts(record, row, line)
+    messages: list[Any] = [
+        message
+        for prompt, a in zip(prompts, line.answers, strict=True)
+        for message in (
+            ChatMessageUser(content=prompt),
+            ChatMessageAssistant(content=_reply(a), model=row.model, metadata=answer_detail(a)),
+        )
     ]
     cost = row.line_cost.get(line_key(line), {})
     last = line.answers[-1] if line.answers else None
     return EvalSample(
         id=question_number(record, line.question),
         epoch=line.repeat,
-        input=line.question,
+        input=prompts[0] if prompts else line.question,
         target="",
-        messages=[ChatMessageUser(content=line.question), *replies],
+        messages=messages,
         output=ModelOutput.from_content(row.model, _reply(last) if last else ""),
         scores={
             "score": Score(
@@ -244,6 +252,16 @@ def sample(record: RunRecord, row: Row, line: QuestionResult) -> Any:
         if line.error is None
         else EvalError(message=line.error, traceback="", traceback_ansi=""),
     )
+
+
+def sent_prompts(record: RunRecord, row: Row, line: QuestionResult) -> list[str]:
+    """Each answer's generate prompt, rendered as the run rendered it (its templates are
+    this package's, or unrecorded: a results file of the published benchmark)."""
+    if record.prompts_sha256 not in (None, prompts_sha256()):
+        return [line.question] * len(line.answers)
+    cot = bool(record.scoring_settings(row.model).get("cot"))
+    earlier = [a.answer for a in line.answers]
+    return [render_generate(line.question, earlier[:k], cot=cot) for k in range(len(earlier))]
 
 
 def _reply(answer: AnswerRow) -> str:
