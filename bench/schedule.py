@@ -421,7 +421,7 @@ def simulate(
     ceiling: float = math.inf,
     order: Order = "arrival",
     limits: Limits = "global",
-    lookahead: Lookahead = "always",
+    lookahead: Lookahead = "cancelled",
 ) -> float:
     """Seconds until every chain has stopped, every chain started at 0: each request
     (generation, judgment, embedding batch) takes a slot of its lane (at most

@@ -26,13 +26,19 @@ class Thresholds:
     ) -> ThresholdStop | None:
         """The first criterion the scores fail (``coherence``, ``novelty``, ``llm_novelty``),
         or None when the answer is valid."""
-        if not coherence > self.coherence:
-            return "coherence"
-        if not novelty > self.novelty:
-            return "novelty"
-        if self.llm_novelty is not None:
-            if llm_novelty is None:
-                raise ValueError("LLM novelty is on but the answer has no LLM novelty score")
-            if not llm_novelty > self.llm_novelty:
-                return "llm_novelty"
-        return None
+        if self.llm_novelty is not None and llm_novelty is None:
+            raise ValueError("LLM novelty is on but the answer has no LLM novelty score")
+        scores: dict[ThresholdStop, float | None] = {
+            "coherence": coherence,
+            "novelty": novelty,
+            "llm_novelty": llm_novelty,
+        }
+        return next((n for n, v in scores.items() if v is not None and not self.passes(n, v)), None)
+
+    def passes(self, name: ThresholdStop, value: float) -> bool:
+        """Whether one score passes its threshold (strictly above it; a check that is off
+        passes everything)."""
+        threshold = {"coherence": self.coherence, "novelty": self.novelty}.get(
+            name, self.llm_novelty
+        )
+        return threshold is None or value > threshold

@@ -39,4 +39,4 @@ async def judge(
     def ask() -> Awaitable[tuple[list[int], CallStats]]:
         return sample_judgments(lambda: ask_judge(ctx, prompt, "coherence_score"), samples)
 
-    return {"coherence_result": await scored(ctx, index, "judge", ask, coherence)}
+    return {"coherence_result": await scored(ctx, state, "coherence", "judge", ask, coherence)}

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import openai
 
 from aidanbench.services.errors import retry_after
+from aidanbench.services.lookahead import Withdrawn, withdrawal
 from aidanbench.services.waits import WaitNow, Waits
 
 INITIAL_LIMIT = 64
@@ -129,7 +130,8 @@ class Gate:
     wait in. A subclass says when there is room (``_room``); a waiter cancelled just as
     it was handed a slot gives it to the next in line, and one cancelled while waiting
     stays in the line until ``_wake`` passes it (removing it would cost a pass over the
-    line, thousands of waiters at a Ctrl-C)."""
+    line, thousands of waiters at a Ctrl-C). A look-ahead's request waiting in line is
+    withdrawn when its answer fails meanwhile (``services.lookahead``)."""
 
     def __init__(self) -> None:
         self.in_flight = 0
@@ -141,12 +143,18 @@ class Gate:
         raise NotImplementedError
 
     async def _take(self) -> None:
+        withdraw = withdrawal()
+        if withdraw is not None and withdraw.done():
+            raise Withdrawn
         if self.queued or not self._room():
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             self.queued += 1
             try:
-                await waiter
+                if withdraw is None:
+                    await waiter
+                else:
+                    await self._unless(waiter, withdraw)
             except asyncio.CancelledError:
                 if waiter.done() and not waiter.cancelled():
                     self._give()
@@ -155,6 +163,22 @@ class Gate:
                 raise
         else:
             self.in_flight += 1
+
+    async def _unless(self, waiter: asyncio.Future[None], withdraw: asyncio.Future[None]) -> None:
+        """Wait for ``waiter``'s slot, unless ``withdraw`` comes first (``services.lookahead``).
+
+        A slot handed over in the same turn of the event loop as the withdrawal is passed
+        on: the request before it in line (its answer's judge, say) gives its slot back
+        just before its caller reads the reply that fails the answer."""
+        await asyncio.wait((waiter, withdraw), return_when=asyncio.FIRST_COMPLETED)
+        if not withdraw.done():
+            return
+        if waiter.done():
+            self._give()
+        else:
+            waiter.cancel()
+            self.queued -= 1
+        raise Withdrawn
 
     def _give(self) -> None:
         self.in_flight -= 1

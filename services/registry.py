@@ -26,6 +26,7 @@ from aidanbench.services.cache import ScoreCache, endpoint_key
 from aidanbench.services.chat import OpenAIChat
 from aidanbench.services.endpoint_check import PROBE_MESSAGE, PROBE_TEXT
 from aidanbench.services.limits import INITIAL_LIMIT, EndpointLimiter, EndpointStats
+from aidanbench.services.lookahead import Verdicts
 from aidanbench.services.refusals import RefusalWatch
 
 ChatClient = BaseChatModel | OpenAIChat
@@ -60,6 +61,8 @@ class Services:
     refusals: RefusalWatch | None = None
     """Tells a refused role (no retry can fix it) from one request's error
     (``services.refusals``); None: every failure is the request's own."""
+    verdicts: Verdicts = field(default_factory=Verdicts)
+    """The failing answers of these services' questions, for their look-aheads."""
     _built: dict[str, object] = field(default_factory=dict)
     _batcher: EmbeddingBatcher | None = None
 

@@ -22,6 +22,7 @@ from aidanbench.graph.questions import bundled_questions
 from aidanbench.runner.progress import Progress
 from aidanbench.services import OpenAIServices, clients, limits, registry
 from aidanbench.services.limits import EndpointLimiter
+from aidanbench.services.lookahead import Verdicts, Withdrawn
 from aidanbench.testing import Fault, Latency, OpenAIStub, RequestInfo, ScriptedBrain
 from aidanbench.testing.faults import fail_times, rate_limited
 from aidanbench.testing.settings import stub_flags
@@ -195,6 +196,42 @@ async def test_a_cancelled_waiter_leaks_no_slot() -> None:
     assert limiter.in_flight == 0
     await slots.take(1)  # the slot is free again
     assert limiter.in_flight == 1
+
+
+async def test_a_request_waiting_for_a_slot_is_withdrawn_when_told() -> None:
+    """A look-ahead's request waits for the one slot; its answer fails: it leaves the
+    line without a slot, and the next request gets the slot when it is free."""
+    limiter = EndpointLimiter(1, adaptive=False)
+    verdicts = Verdicts()
+    slots = Slots(limiter)
+    await slots.take(1)
+    turn = ("question", 1, "answer")
+
+    async def lookahead() -> None:
+        with verdicts.unless_failed(turn):
+            await slots.take(1)
+
+    waiting = asyncio.ensure_future(lookahead())
+    await asyncio.sleep(0)
+    assert limiter.queued == 1
+    verdicts.fail(turn)
+    with pytest.raises(Withdrawn):
+        await waiting
+    assert (limiter.queued, limiter.in_flight) == (0, 1)
+    following = asyncio.ensure_future(slots.take(1))
+    await slots.end()
+    await following
+    assert limiter.in_flight == 1
+    verdicts.fail(turn)  # told before its look-ahead asks: withdrawn at once
+    with pytest.raises(Withdrawn):
+        await lookahead()
+    waiting = asyncio.ensure_future(lookahead())
+    await asyncio.sleep(0)
+    await slots.end()  # the slot is handed to the look-ahead, and in the same turn
+    verdicts.fail(turn)  # of the loop its answer fails: it passes the slot on
+    with pytest.raises(Withdrawn):
+        await waiting
+    assert (limiter.queued, limiter.in_flight) == (0, 0)
 
 
 class Provider:

@@ -42,7 +42,8 @@ def test_a_chain_alone_takes_its_pipelined_bound(order: Order, lookahead: Lookah
 def test_requests_beyond_the_rate_wait_for_the_bucket() -> None:
     """100 one-answer chains of instant requests: 3 requests each (the first generation,
     the judge and the look-ahead), 10 of them at once, then 10 a second."""
-    assert simulate([even(1, 0.0)] * 100, rate=10, burst=10) == pytest.approx(29.0)
+    chains = [even(1, 0.0)] * 100
+    assert simulate(chains, rate=10, burst=10, lookahead="always") == pytest.approx(29.0)
 
 
 def test_a_failing_answer_known_at_once_asks_no_lookahead() -> None:
