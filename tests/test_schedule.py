@@ -66,14 +66,14 @@ def test_a_lookahead_still_waiting_when_its_answer_fails_is_never_sent() -> None
 
 
 def test_requests_beyond_the_ceiling_wait_for_a_slot() -> None:
-    assert simulate([even(1, 1.0)] * 10, rate=None, ceiling=1) == 30.0
+    assert simulate([even(1, 1.0)] * 10, rate=None, ceiling=1, lookahead="always") == 30.0
 
 
 def test_an_embedding_batch_takes_a_slot_like_any_request() -> None:
     """One slot: the first generation, then the judge, the embedding batch and the
     look-ahead one after another."""
     chain = Chain(generate=(1.0, 1.0), judge=(1.0,), embed=(1.0,))
-    assert simulate([chain], rate=None, ceiling=1) == 4.0
+    assert simulate([chain], rate=None, ceiling=1, lookahead="always") == 4.0
 
 
 def test_per_model_limits_give_each_model_its_own_bucket() -> None:
@@ -81,8 +81,9 @@ def test_per_model_limits_give_each_model_its_own_bucket() -> None:
     bucket for everything holds 60 requests (5 s beyond its first 10); per model, each
     model's 20 generations and the judge's 20 requests each have a bucket (1 s)."""
     chains = [even(1, 0.0, "a")] * 10 + [even(1, 0.0, "b")] * 10
-    assert simulate(chains, rate=10, burst=10, limits="global") == pytest.approx(5.0)
-    assert simulate(chains, rate=10, burst=10, limits="per-model") == pytest.approx(1.0)
+    each = {"rate": 10, "burst": 10, "lookahead": "always"}
+    assert simulate(chains, limits="global", **each) == pytest.approx(5.0)  # type: ignore[arg-type]
+    assert simulate(chains, limits="per-model", **each) == pytest.approx(1.0)  # type: ignore[arg-type]
 
 
 def test_the_floors_count_each_answer_generated_and_judged_once() -> None:
@@ -104,5 +105,6 @@ def test_the_oracle_lets_the_longest_chain_go_first() -> None:
     second for its judge and two for its next generation, each turn)."""
     chains = [even(1, 0.0)] * 10 + [even(3, 10.0)]
     assert pipelined_bound(chains[-1]) == 40.0
-    assert simulate(chains, rate=1, burst=1, order="longest") == pytest.approx(46.0)
-    assert simulate(chains, rate=1, burst=1, order="arrival") == pytest.approx(64.0)
+    asked = {"rate": 1, "burst": 1, "lookahead": "always"}
+    assert simulate(chains, order="longest", **asked) == pytest.approx(46.0)  # type: ignore[arg-type]
+    assert simulate(chains, order="arrival", **asked) == pytest.approx(64.0)  # type: ignore[arg-type]
