@@ -137,6 +137,7 @@ def lab_chains_of(args: argparse.Namespace) -> list[Chain]:
         max_length=args.max_length,
         scale=args.scale,
         sigma=args.sigma,
+        spread=args.spread,
     )
 
 
@@ -627,6 +628,7 @@ def parent(args: argparse.Namespace) -> None:
             f"--questions={args.questions}",
             f"--mean-length={args.mean_length}",
             f"--max-length={args.max_length}",
+            f"--spread={args.spread}",
             *([f"--rate={args.rate}", f"--burst={args.burst or args.rate}"] if args.rate else []),
             *([f"--trace={args.trace}"] if args.trace else []),
             f"--limits={args.limits}",

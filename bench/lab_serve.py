@@ -73,6 +73,17 @@ def draw(median: float, sigma: float, *key: object) -> float:
     return median * math.exp(sigma * _UNIT.inv_cdf(u))
 
 
+def model_mean(model: str, mean: float, spread: float) -> float:
+    """``model``'s mean chain length: ``mean``, or with a ``spread`` above one a mean drawn
+    per model, log-uniformly between ``mean / spread`` and ``mean * spread`` (real models'
+    lengths differ tenfold: the published run's means run from 4.5 to 42 answers)."""
+    if spread <= 1:
+        return mean
+    digest = hashlib.sha256(f"mean|{model}".encode()).digest()
+    u = (int.from_bytes(digest[:8], "big") + 0.5) / 2**64
+    return float(mean * spread ** (2 * u - 1))
+
+
 def chain_length(model: str, question: str, mean: float, cap: int) -> int:
     """Valid answers of ``model`` on ``question``: geometric-like with ``mean``, capped."""
     digest = hashlib.sha256(f"{model}|{question}".encode()).digest()
@@ -92,10 +103,11 @@ class LabBrain:
         *,
         dim: int = 256,
         answer_size: int = 400,
+        spread: float = 1.0,
     ):
         self.brains = {
             m: ScriptedBrain(
-                {q: chain_length(m, q, mean, cap) for q in questions},
+                {q: chain_length(m, q, model_mean(m, mean, spread), cap) for q in questions},
                 answer_size=answer_size,
                 dim=dim,
             )
@@ -273,6 +285,7 @@ def make_brain(args: argparse.Namespace) -> Any:
         args.max_length,
         dim=args.dim,
         answer_size=args.answer_size,
+        spread=args.spread,
     )
 
 
@@ -307,6 +320,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--questions", type=int, default=63)
     p.add_argument("--mean-length", type=float, default=4.0)
     p.add_argument("--max-length", type=int, default=20)
+    p.add_argument(
+        "--spread", type=float, default=1.0, help="models' mean lengths differ this much"
+    )
     p.add_argument("--trace", help="append a JSON line per request served to this file")
     p.add_argument("--hold-at", type=int, help="hold generate requests after N answers")
     p.add_argument("--dim", type=int, default=256, help="embedding length of the lab brain")

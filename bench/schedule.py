@@ -29,8 +29,9 @@ chain already holds (the lab's failing repeat) is in the score cache and sends n
 The requests waiting at a limit go in one of these orders (``ORDERS``):
 
 * ``arrival``: in the order they are asked, as a FIFO limiter serves them;
-* ``deepest``: the chain with the most answers so far first, what a run can know
-  (``services.limits`` orders its waiters so);
+* ``deepest``: the chain with the most answers so far first, and ``prior``: the chain
+  whose model's chains have been longest so far first (a per-model length prior learned
+  during the run; ties in arrival order): what a run can know;
 * ``longest``: the chain with the most answers left first, and ``critical``: the chain
   with the longest pipelined path left first; oracles that know every chain's future
   (no real scheduler does), so a run slower than them is not slowed by its order alone.
@@ -51,10 +52,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from bench.lab_serve import LabBrain, chain_length, draw
+from bench.lab_serve import LabBrain, chain_length, draw, model_mean
 
-Order = Literal["arrival", "deepest", "longest", "critical"]
-ORDERS: tuple[Order, ...] = ("arrival", "deepest", "longest", "critical")
+Order = Literal["arrival", "deepest", "prior", "longest", "critical"]
+ORDERS: tuple[Order, ...] = ("arrival", "deepest", "prior", "longest", "critical")
 Lookahead = Literal["always", "cancelled"]
 LOOKAHEADS: tuple[Lookahead, ...] = ("always", "cancelled")
 Limits = Literal["global", "per-model"]
@@ -106,6 +107,7 @@ def lab_chains(
     max_length: int,
     scale: float,
     sigma: float,
+    spread: float = 1.0,
 ) -> list[Chain]:
     """Every chain of workload (b), with the latencies ``bench.lab_serve`` will draw for
     its requests (keyed as the provider keys them: generations by model, question and
@@ -113,12 +115,13 @@ def lab_chains(
     from aidanbench.nodes.parsing import extract_answer
 
     generate, judge, embed = (LAB_MEDIANS[k] * scale for k in ("generate", "coherence", "embed"))
-    brain = LabBrain(models, questions, mean_length, max_length)
+    brain = LabBrain(models, questions, mean_length, max_length, spread=spread)
     chains = []
     for model in models:
+        mean = model_mean(model, mean_length, spread)
         for question in questions:
             answers: list[str] = []
-            for _ in range(chain_length(model, question, mean_length, max_length) + 1):
+            for _ in range(chain_length(model, question, mean, max_length) + 1):
                 answers.append(extract_answer(brain.generate(model, question, answers))[0])
             chains.append(
                 Chain(
@@ -270,6 +273,8 @@ class Simulation:
         self.batches = 0
         self.requests = 0
         self.finished = 0.0
+        self.lengths: dict[str, tuple[int, int]] = {}
+        """Answers and chains of each model's stopped chains (``prior``)."""
         self.remaining = [self._remaining(chain) for chain in chains]
 
     @staticmethod
@@ -286,6 +291,9 @@ class Simulation:
             return -math.inf  # an embedding batch: every chain in it waits for it
         if self.order == "deepest":
             return -k
+        if self.order == "prior":
+            total, count = self.lengths.get(self.chains[chain].model, (0, 0))
+            return -total / count if count else 0.0
         if self.order == "longest":
             return k - self.chains[chain].answers
         if self.order == "critical":
@@ -390,8 +398,12 @@ class Simulation:
             return
         k = self.scoring[chain]
         self.finished = self.now
-        if k + 1 < self.chains[chain].answers:
+        c = self.chains[chain]
+        if k + 1 < c.answers:
             self.score(chain, k + 1)
+        else:
+            total, count = self.lengths.get(c.model, (0, 0))
+            self.lengths[c.model] = (total + c.answers, count + 1)
 
     def run(self) -> float:
         for chain in range(len(self.chains)):
@@ -438,6 +450,12 @@ def workload_arguments(p: argparse.ArgumentParser, *, models: int, scale: float)
     p.add_argument("--questions", type=int, default=63)
     p.add_argument("--mean-length", type=float, default=4.0)
     p.add_argument("--max-length", type=int, default=20)
+    p.add_argument(
+        "--spread",
+        type=float,
+        default=1.0,
+        help="each model's mean length drawn between --mean-length over and times this",
+    )
     p.add_argument("--scale", type=float, default=scale, help="latency scale factor")
     p.add_argument("--sigma", type=float, default=0.5, help="log-normal sigma (tail)")
     p.add_argument("--rate", type=float, default=400.0, help="each bucket's requests/s (0: none)")
@@ -473,6 +491,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         max_length=args.max_length,
         scale=args.scale,
         sigma=args.sigma,
+        spread=args.spread,
     )
     lane = Lane(ceiling=args.ceiling or math.inf, rate=args.rate or None, burst=args.burst)
     turns = sum(c.answers for c in chains)
