@@ -159,6 +159,7 @@ class Gate:
                 if waiter.done() and not waiter.cancelled():
                     self._give()
                 else:
+                    waiter.cancel()
                     self.queued -= 1
                 raise
         else:
