@@ -36,9 +36,6 @@ class Thresholds:
         return next((n for n, v in scores.items() if v is not None and not self.passes(n, v)), None)
 
     def passes(self, name: ThresholdStop, value: float) -> bool:
-        """Whether one score passes its threshold (strictly above it; a check that is off
-        passes everything)."""
-        threshold = {"coherence": self.coherence, "novelty": self.novelty}.get(
-            name, self.llm_novelty
-        )
-        return threshold is None or value > threshold
+        """Whether one score is strictly above its threshold (or its check is off)."""
+        limit = {"coherence": self.coherence, "novelty": self.novelty}.get(name, self.llm_novelty)
+        return limit is None or value > limit

@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, ParamSpec, Protocol, TypeVar
+from typing import Any, Literal, Protocol
 
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.nodes.caps import budget_exhausted
@@ -90,37 +90,14 @@ resumed run of thousands sends its first request after one chunk's look-ups, not
 all of them."""
 
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
 YOUNG_OBJECTS = 10_000
-"""Allocations (net of frees) between two of Python's youngest garbage collections while
-questions are in flight; Python's default, 700, suits small scripts."""
+"""Net allocations between two of Python's youngest garbage collections while a drive
+loop runs (Python's default: 700). Thousands of chains in flight hold millions of
+objects, and every full collection walks them all: at 5,040 chains it took a fifth of a
+turn's CPU (docs/performance.md, "CPU per turn"). Reference counting frees the states;
+the collector only finds cycles, so it may run seldom."""
 
 
-def seldom_collected(run: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
-    """``run`` with Python's cyclic garbage collector made to run seldom while it runs.
-
-    Thousands of chains in flight hold millions of objects, and at Python's default
-    thresholds every full collection walks them all: at 5,040 chains in flight it took
-    a fifth of a turn's CPU, and a turn's CPU grew with the chains in flight
-    (docs/performance.md, "CPU per turn"). The states are freed by reference counting
-    anyway; the collector only finds cycles, so it runs after ``YOUNG_OBJECTS``
-    allocations instead of 700, and the thresholds are put back afterwards."""
-
-    @functools.wraps(run)
-    async def seldom(*args: P.args, **kwargs: P.kwargs) -> R:
-        before = gc.get_threshold()
-        gc.set_threshold(YOUNG_OBJECTS, *before[1:])
-        try:
-            return await run(*args, **kwargs)
-        finally:
-            gc.set_threshold(*before)
-
-    return seldom
-
-
-@seldom_collected
 async def drive(
     tasks: Sequence[Task],
     questions: Questions,
@@ -214,9 +191,12 @@ async def drive(
 
     ordered = sorted(tasks, key=lines.stopped_before)
     watching = asyncio.ensure_future(admission.watch(questions.backlog))
+    collected = gc.get_threshold()
+    gc.set_threshold(YOUNG_OBJECTS, *collected[1:])
     try:
         await run_group(start_all)
     finally:
+        gc.set_threshold(*collected)
         watching.cancel()
         # Steps of cancelled questions may still be queued for this turn's commit
         # (the saver commits once per loop turn): let it run before the saver closes.

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import openai
 
 from aidanbench.services.errors import retry_after
-from aidanbench.services.lookahead import Withdrawn, withdrawal
+from aidanbench.services.lookahead import Withdrawn, withdraw
 from aidanbench.services.waits import WaitNow, Waits
 
 INITIAL_LIMIT = 64
@@ -143,18 +143,18 @@ class Gate:
         raise NotImplementedError
 
     async def _take(self) -> None:
-        withdraw = withdrawal()
-        if withdraw is not None and withdraw.done():
+        withdrawn = withdraw.get()
+        if withdrawn is not None and withdrawn.done():
             raise Withdrawn
         if self.queued or not self._room():
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             self.queued += 1
             try:
-                if withdraw is None:
+                if withdrawn is None:
                     await waiter
                 else:
-                    await self._unless(waiter, withdraw)
+                    await self._unless(waiter, withdrawn)
             except asyncio.CancelledError:
                 if waiter.done() and not waiter.cancelled():
                     self._give()
@@ -165,14 +165,13 @@ class Gate:
         else:
             self.in_flight += 1
 
-    async def _unless(self, waiter: asyncio.Future[None], withdraw: asyncio.Future[None]) -> None:
-        """Wait for ``waiter``'s slot, unless ``withdraw`` comes first (``services.lookahead``).
-
-        A slot handed over in the same turn of the event loop as the withdrawal is passed
-        on: the request before it in line (its answer's judge, say) gives its slot back
-        just before its caller reads the reply that fails the answer."""
-        await asyncio.wait((waiter, withdraw), return_when=asyncio.FIRST_COMPLETED)
-        if not withdraw.done():
+    async def _unless(self, waiter: asyncio.Future[None], withdrawn: asyncio.Future[None]) -> None:
+        """Wait for ``waiter``'s slot, unless ``withdrawn`` comes first. A slot handed over
+        in the same turn of the event loop is passed on: the request before it in line (its
+        answer's judge, say) gives its slot back just before its caller reads the reply that
+        fails the answer."""
+        await asyncio.wait((waiter, withdrawn), return_when=asyncio.FIRST_COMPLETED)
+        if not withdrawn.done():
             return
         if waiter.done():
             self._give()
