@@ -72,9 +72,13 @@ from typing import Any, Literal
 from bench.processes import ROOT, parent_or_child, served
 from bench.schedule import (
     LAB_MEDIANS,
+    Chain,
+    Floors,
+    Lane,
+    floors,
     lab_chains,
-    pipelined_bound,
     rate_floor,
+    simulate,
     workload_arguments,
 )
 
@@ -112,7 +116,7 @@ def provider(args: Sequence[str]) -> AbstractContextManager[str]:
 
 
 def server_stats(url: str, reset: bool = False) -> dict[str, int]:
-    root = url.removesuffix("/v1")
+    root = url.split()[0].removesuffix("/v1")
     request = urllib.request.Request(f"{root}/stats", method="POST" if reset else "GET")
     with urllib.request.urlopen(request, timeout=30) as reply:
         stats: dict[str, int] = json.loads(reply.read())
@@ -122,19 +126,41 @@ def server_stats(url: str, reset: bool = False) -> dict[str, int]:
 # --- bounds ---------------------------------------------------------------------------
 
 
-def lab_bound(args: argparse.Namespace) -> float:
-    """The longest chain's pipelined bound (``bench.schedule.pipelined_bound``)."""
+def lab_chains_of(args: argparse.Namespace) -> list[Chain]:
+    """Workload (b)'s chains (``bench.schedule.lab_chains``)."""
     from aidanbench.graph.questions import bundled_questions
 
-    chains = lab_chains(
+    return lab_chains(
         lab_models(args.models),
         bundled_questions(args.questions),
         mean_length=args.mean_length,
         max_length=args.max_length,
         scale=args.scale,
         sigma=args.sigma,
+        spread=args.spread,
     )
-    return max(pipelined_bound(chain) for chain in chains)
+
+
+def lab_floors(args: argparse.Namespace, lines: list[str]) -> Floors:
+    """(b)'s floors under its provider's limits, and its simulated runs (the order a run
+    can know, and an oracle's), each a line of ``lines``."""
+    chains = lab_chains_of(args)
+    lane = Lane(rate=args.rate or None, burst=args.burst)
+    floor = floors(chains, args.limits, lane)
+    lines.append(
+        f"(b)/(c) {args.models} models x {args.questions} questions, medians 3/2/0.3 s "
+        f"x {args.scale}, sigma {args.sigma}, limits {args.limits}, 429 above {args.rate}/s "
+        f"a bucket (burst {args.burst or args.rate:g}); bound {floor.bound:.1f} s, rate floor "
+        f"{floor.rate:.1f} s, lower bound {floor.lower:.1f} s"
+    )
+    for order in ("arrival", "critical"):
+        wall = simulate(chains, rate=lane.rate, burst=lane.burst, limits=args.limits, order=order)
+        lines.append(
+            f"    simulated (bench.schedule), {order} order: {wall:.1f} s "
+            f"({wall / floor.bound:.2f}x bound, {wall / floor.lower:.2f}x lower bound)"
+        )
+        print(lines[-1], flush=True)
+    return floor
 
 
 def published_bound() -> float:
@@ -147,18 +173,33 @@ def published_bound() -> float:
 # --- one measured run (child process) -------------------------------------------------
 
 
-def lab_settings(url: str, model: str, run_dir: Path, variant: str) -> Any:
+def endpoints(urls: str, models: Sequence[str]) -> dict[str, str]:
+    """Each model's, the judge's (``judge``) and the embedder's (``embedding``) base URL
+    among the provider's ``urls`` (``bench.lab_serve --endpoints``): one each when it
+    serves one per model and two more, else all the first."""
+    served = urls.split()
+    if len(served) < len(models) + 2:
+        return dict.fromkeys([*models, "judge", "embedding"], served[0])
+    return {**dict(zip(models, served, strict=False)), "judge": served[-2], "embedding": served[-1]}
+
+
+def lab_settings(
+    url: str, model: str, run_dir: Path, variant: str, models: Sequence[str] = ()
+) -> Any:
+    """Settings of ``model`` against the lab provider at ``url`` (its URLs line: each of
+    ``models`` at its own endpoint when it serves one each, ``endpoints``)."""
     from aidanbench.core.settings import Settings
 
+    urls = endpoints(url, models or [model])
     settings = Settings(
         model=model,
-        base_url=url,
+        base_url=urls[model],
         api_key_env=KEY,
         judge_model="lab-judge",
-        judge_base_url=url,
+        judge_base_url=urls["judge"],
         judge_api_key_env=KEY,
         embedding_model="lab-embedding",
-        embedding_base_url=url,
+        embedding_base_url=urls["embedding"],
         embedding_api_key_env=KEY,
         cache_path=str(run_dir / "cache.sqlite"),
         request_timeout=120,
@@ -184,8 +225,9 @@ def tasks_for(workload: str, url: str, run_dir: Path, args: argparse.Namespace) 
             for t in demo_tasks(published_chains(), url, run_dir)
         ]
     out = []
-    for model in lab_models(args.models):
-        settings = lab_settings(url, model, run_dir, args.variant)
+    models = lab_models(args.models)
+    for model in models:
+        settings = lab_settings(url, model, run_dir, args.variant, models)
         out += [Task(settings, q, 1) for q in bundled_questions(args.questions)]
     return out
 
@@ -322,8 +364,9 @@ async def command_run(workload: str, url: str, args: argparse.Namespace) -> dict
         asked = None
         key, judge, embedder = KEY, "lab-judge", "lab-embedding"
     settings: dict[str, Any] = {"judge_model": judge, "embedding_model": embedder}
-    for role in ("", "judge_", "embedding_"):
-        settings |= {f"{role}base_url": url, f"{role}api_key_env": key}
+    urls = endpoints(url, models)
+    for role, where in (("", models[0]), ("judge_", "judge"), ("embedding_", "embedding")):
+        settings |= {f"{role}base_url": urls[where], f"{role}api_key_env": key}
     with tempfile.TemporaryDirectory() as tmp:
         workers = int(args.variant.split("-")[1]) if args.variant.startswith("workers-") else None
         spec = RunSpec(
@@ -338,6 +381,7 @@ async def command_run(workload: str, url: str, args: argparse.Namespace) -> dict
         if asked is not None:
             kept = [t for t in prepared.tasks if (t.settings.model, t.question) in asked]
             prepared = dataclasses.replace(prepared, tasks=kept)
+        prepared = dataclasses.replace(prepared, tasks=own_endpoints(prepared.tasks, urls))
         result = await execute(prepared)
         wall, cpu = time.perf_counter() - start, process_and_workers_cpu() - cpu
     return {
@@ -350,6 +394,20 @@ async def command_run(workload: str, url: str, args: argparse.Namespace) -> dict
         "in_flight": result.metadata.sessions[-1].concurrency,
         "workers": result.metadata.sessions[-1].workers,
     }
+
+
+def own_endpoints(tasks: Sequence[Any], urls: dict[str, str]) -> list[Any]:
+    """``tasks`` each reaching its model at its own endpoint (``endpoints``), as a run's
+    models on several providers do (a ``RunSpec`` gives its models one base URL)."""
+    out = []
+    for task in tasks:
+        url = urls[task.settings.model]
+        if url != task.settings.base_url:
+            task = dataclasses.replace(
+                task, settings=task.settings.model_copy(update={"base_url": url})
+            )
+        out.append(task)
+    return out
 
 
 def process_and_workers_cpu() -> float:
@@ -386,7 +444,7 @@ def plain_run(workload: str, url: str, args: argparse.Namespace) -> dict[str, An
     from aidanbench.nodes.parsing import extract_answer, parse_score
     from aidanbench.nodes.prompts import render_coherence, render_generate
 
-    client = OpenAI(base_url=url, api_key="lab", timeout=120, max_retries=10)
+    client = OpenAI(base_url=url.split()[0], api_key="lab", timeout=120, max_retries=10)
     counted = {"turns": 0, "score": 0}
     lock = threading.Lock()
 
@@ -482,26 +540,23 @@ def row(
     bound: float,
     r: dict[str, Any],
     plain: dict[str, Any] | None,
-    rate: tuple[float | None, float | None] = (None, None),
+    lower: float | None = None,
 ) -> str:
     """One measured run; against (c) when ``plain`` is the original-style run beside it.
-    With the provider's ``rate`` (requests a second, burst), also against the rate floor
-    (``rate_floor``) and the larger of the two bounds."""
+    With a ``lower`` bound above the pipelined one (a provider's rate or slots), against
+    that too (``bench.schedule.floors``)."""
     versus = "-"
     if plain:
         chars = r["prompt_chars"] / plain["prompt_chars"] - 1
         versus = f"{plain['wall'] / r['wall']:.2f}x faster, {100 * chars:+.1f}% prompt chars"
     peaks = "/".join(str(s["peak_limit"]) for s in r["limits"].values()) or "-"
-    floor = rate_floor(r["turns"], *rate)
-    floors = (
-        f"rate floor {floor:5.1f} s  {r['wall'] / max(bound, floor):4.2f}x the larger  "
-        if floor
-        else ""
-    )
+    turns = max(1, r["turns"])
+    above = f"{r['wall'] / lower:4.2f}x lower bound  " if lower and lower > bound else ""
     return (
-        f"{name:<28} {r['wall']:7.1f} s {r['wall'] / bound:5.2f}x bound  {floors}"
-        f"requests {r['requests']:6d}  429s {r['rate_limited']:5d}  "
-        f"CPU/turn {1000 * r['cpu'] / max(1, r['turns']):5.1f} ms  "
+        f"{name:<28} {r['wall']:7.1f} s {r['wall'] / bound:5.2f}x bound  {above}"
+        f"requests {r['requests']:6d} ({r['requests'] / turns:4.2f} per answer)  "
+        f"429s {r['rate_limited']:5d}  "
+        f"CPU/turn {1000 * r['cpu'] / turns:5.1f} ms  "
         f"CPU {r['cpu'] / r['wall']:4.2f} cores  "
         f"peak {r['peak_mb']:5.0f} MB  score {r['score']:5d}  errored {r['errored']}  "
         f"prompt chars {r['prompt_chars'] / 1e6:6.2f} M  peak limit {peaks}  "
@@ -519,10 +574,10 @@ def one_round(
     plain: tuple[str, str, str] | None,
     lines: list[str],
     results: dict[str, list[dict[str, Any]]],
-    rate: tuple[float | None, float | None] = (None, None),
+    lower: float | None = None,
 ) -> None:
-    """One interleaved round on one provider (limited to ``rate``: requests a second,
-    burst): the original-style loop first when ``plain`` (its child workload, result key
+    """One interleaved round on one provider (whose limits make ``lower`` the lower
+    bound): the original-style loop first when ``plain`` (its child workload, result key
     and label) is given, then ``workload`` with each variant, each row against that
     loop's run."""
     against = None
@@ -530,12 +585,12 @@ def one_round(
         child_workload, key, label = plain
         against = measure(child_workload, url, args, "default")
         results.setdefault(key, []).append(against)
-        lines.append(row(f"  {label}", bound, against, None, rate))
+        lines.append(row(f"  {label}", bound, against, None, lower))
         print(lines[-1], flush=True)
     for variant in variants:
         r = measure(workload, url, args, variant)
         results.setdefault(f"{workload} {variant}", []).append(r)
-        lines.append(row(f"  ({workload}) {variant}", bound, r, against, rate))
+        lines.append(row(f"  ({workload}) {variant}", bound, r, against, lower))
         print(lines[-1], flush=True)
 
 
@@ -553,18 +608,17 @@ def parent(args: argparse.Namespace) -> None:
         limited = [f"--rate={args.a_rate}", f"--burst={args.a_rate}"] if args.a_rate else []
         if args.a_rate:
             lines.append(f"    provider answering 429 above {args.a_rate:g} requests/s")
+        from aidanbench.testing.published import published_chains
+
+        answers = sum(len(chain.answers) for chain in published_chains())
+        lower = rate_floor(2 * answers, Lane(rate=args.a_rate or None, burst=args.a_rate or None))
         with provider(["published", *limited]) as url:
             plain = ("ca", "c on (a)", "(c) original-style on (a)") if "c" in workloads else None
             for _ in range(args.runs):
-                a_rate = (args.a_rate or None, args.a_rate or None)
-                one_round(url, args, bound, "a", variants, plain, lines, results, a_rate)
+                one_round(url, args, bound, "a", variants, plain, lines, results, lower)
     if "b" in workloads or "c" in workloads:
-        bound = lab_bound(args)
-        lines.append(
-            f"(b)/(c) {args.models} models x {args.questions} questions, medians 3/2/0.3 s "
-            f"x {args.scale}, sigma {args.sigma}, 429 above {args.rate}/s "
-            f"(burst {args.burst or args.rate:g}); bound {bound:.1f} s"
-        )
+        floor = lab_floors(args, lines)
+        per_model = args.limits == "per-model"
         serve = [
             "lab",
             f"--lg={LAB_MEDIANS['generate'] * args.scale}",
@@ -575,15 +629,19 @@ def parent(args: argparse.Namespace) -> None:
             f"--questions={args.questions}",
             f"--mean-length={args.mean_length}",
             f"--max-length={args.max_length}",
+            f"--spread={args.spread}",
             *([f"--rate={args.rate}", f"--burst={args.burst or args.rate}"] if args.rate else []),
             *([f"--trace={args.trace}"] if args.trace else []),
+            f"--limits={args.limits}",
+            f"--endpoints={args.models + 1 if per_model else 0}",
         ]
         with provider(serve) as url:
             plain = ("c", "c", "(c) original-style loop") if "c" in workloads else None
             graph_variants = variants if "b" in workloads else []
             for _ in range(args.runs):
-                b_rate = (args.rate or None, args.burst or args.rate or None)
-                one_round(url, args, bound, "b", graph_variants, plain, lines, results, b_rate)
+                one_round(
+                    url, args, floor.bound, "b", graph_variants, plain, lines, results, floor.lower
+                )
     print("\n".join(lines))
     for name, runs in results.items():
         walls = [r["wall"] for r in runs]

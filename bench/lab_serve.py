@@ -15,7 +15,13 @@ asyncio loop (see ``bench.serve`` for why not the threaded test stub).
   question's pipelined bound exactly (``latency``). An embeddings batch waits as long as
   its slowest text.
 * ``--rate N`` answers 429 (``Retry-After`` one second over N) to every request beyond
-  N per second (a token bucket holding ``--burst`` requests), as providers do.
+  N per second (a token bucket holding ``--burst`` requests), as providers do. With
+  ``--limits per-model`` each model under test has a bucket of its own, and so have the
+  judge and the embedder (each ``--rate``), as real providers limit per account and model;
+  ``global`` (the default) is one bucket for every request.
+* ``--endpoints N`` serves on N more ports, printed after the first URL on the first
+  line: a client limits its requests per endpoint (host and port), so each model under
+  test, the judge and the embedder can have an endpoint of their own.
 * ``--trace FILE`` appends one JSON line per request answered: kind, model, question
   and answers so far (generate), arrival, drawn latency, end (monotonic seconds); it
   shows where a chain waited (the gap between one generate's end and the next's
@@ -67,6 +73,17 @@ def draw(median: float, sigma: float, *key: object) -> float:
     return median * math.exp(sigma * _UNIT.inv_cdf(u))
 
 
+def model_mean(model: str, mean: float, spread: float) -> float:
+    """``model``'s mean chain length: ``mean``, or with a ``spread`` above one a mean drawn
+    per model, log-uniformly between ``mean / spread`` and ``mean * spread`` (real models'
+    lengths differ tenfold: the published run's means run from 4.5 to 42 answers)."""
+    if spread <= 1:
+        return mean
+    digest = hashlib.sha256(f"mean|{model}".encode()).digest()
+    u = (int.from_bytes(digest[:8], "big") + 0.5) / 2**64
+    return float(mean * spread ** (2 * u - 1))
+
+
 def chain_length(model: str, question: str, mean: float, cap: int) -> int:
     """Valid answers of ``model`` on ``question``: geometric-like with ``mean``, capped."""
     digest = hashlib.sha256(f"{model}|{question}".encode()).digest()
@@ -86,10 +103,11 @@ class LabBrain:
         *,
         dim: int = 256,
         answer_size: int = 400,
+        spread: float = 1.0,
     ):
         self.brains = {
             m: ScriptedBrain(
-                {q: chain_length(m, q, mean, cap) for q in questions},
+                {q: chain_length(m, q, model_mean(m, mean, spread), cap) for q in questions},
                 answer_size=answer_size,
                 dim=dim,
             )
@@ -143,6 +161,30 @@ def held(hold_at: int | None, kind: str, prompt: str) -> bool:
     )
 
 
+def lane(limits: str, kind: str, model: str) -> str:
+    """Which bucket a request of ``kind`` to ``model`` draws from under ``limits``."""
+    if limits == "global":
+        return "provider"
+    return model if kind == "generate" else ("embed" if kind == "embed" else "judge")
+
+
+class Buckets:
+    """One ``Bucket`` per lane (``lane``), each ``rate`` a second and ``burst`` at once."""
+
+    def __init__(self, limits: str, rate: float | None, burst: float) -> None:
+        self.limits, self.rate, self.burst = limits, rate, burst
+        self.buckets: dict[str, Bucket] = {}
+
+    def admit(self, kind: str, model: str) -> bool:
+        key = lane(self.limits, kind, model)
+        if key not in self.buckets:
+            self.buckets[key] = Bucket(self.rate, self.burst)
+        return self.buckets[key].admit()
+
+    def refill(self) -> None:
+        self.buckets.clear()
+
+
 class Bucket:
     """A token bucket: ``rate`` requests per second, ``burst`` at once."""
 
@@ -166,15 +208,15 @@ def app(
     brain: Any,
     medians: Mapping[str, float],
     sigma: float,
-    bucket: Bucket,
+    bucket: Buckets,
     trace: TextIO | None = None,
     hold_at: int | None = None,
 ) -> web.Application:
     stats = {"requests": 0, "rate_limited": 0, "prompt_chars": 0, "held": 0, "asked": 0}
 
-    def refused() -> web.Response | None:
+    def refused(kind: str, model: str) -> web.Response | None:
         stats["requests"] += 1
-        if bucket.admit():
+        if bucket.admit(kind, model):
             return None
         stats["rate_limited"] += 1
         retry = f"{1.0 / bucket.rate:.3f}" if bucket.rate else "1"
@@ -182,11 +224,11 @@ def app(
         return web.json_response(body, status=429, headers={"Retry-After": retry})
 
     async def chat(request: web.Request) -> web.Response:
-        if (refusal := refused()) is not None:
-            return refusal
         body, model, prompt = await chat_request(request)
-        stats["prompt_chars"] += len(prompt)
         kind = classify(prompt)
+        if (refusal := refused(kind, model)) is not None:
+            return refusal
+        stats["prompt_chars"] += len(prompt)
         if kind != "other":
             stats["asked"] += 1
         if held(hold_at, kind, prompt):
@@ -201,9 +243,9 @@ def app(
         return chat_response(brain, kind, model, prompt, body, "chatcmpl-lab")
 
     async def embeddings(request: web.Request) -> web.Response:
-        if (refusal := refused()) is not None:
-            return refusal
         body, model, texts = await embeddings_request(request)
+        if (refusal := refused("embed", model)) is not None:
+            return refusal
         arrived = time.monotonic()
         await asyncio.sleep(wait := latency("embed", model, "", texts, medians, sigma))
         if trace is not None:
@@ -216,7 +258,7 @@ def app(
 
     async def reset_stats(request: web.Request) -> web.Response:
         stats.update(requests=0, rate_limited=0, prompt_chars=0, held=0, asked=0)
-        bucket.tokens = bucket.burst
+        bucket.refill()
         return web.json_response(stats)
 
     application = web.Application()
@@ -243,19 +285,20 @@ def make_brain(args: argparse.Namespace) -> Any:
         args.max_length,
         dim=args.dim,
         answer_size=args.answer_size,
+        spread=args.spread,
     )
 
 
 async def serve(args: argparse.Namespace) -> None:
     medians = {"generate": args.lg, "coherence": args.lj, "embed": args.le}
-    bucket = Bucket(args.rate, args.burst)
+    bucket = Buckets(args.limits, args.rate, args.burst)
     trace = open(args.trace, "a") if args.trace else None  # noqa: SIM115, ASYNC230 (once)
     application = app(make_brain(args), medians, args.sigma, bucket, trace, args.hold_at)
     runner = web.AppRunner(application, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
-    await site.start()
-    print(f"http://127.0.0.1:{runner.addresses[0][1]}/v1", flush=True)
+    for _ in range(1 + args.endpoints):
+        await web.TCPSite(runner, "127.0.0.1", 0, backlog=4096).start()
+    print(" ".join(f"http://127.0.0.1:{port}/v1" for _, port in runner.addresses), flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
     await runner.cleanup()
     if trace is not None:
@@ -271,10 +314,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sigma", type=float, default=0.0)
     p.add_argument("--rate", type=float, default=None)
     p.add_argument("--burst", type=float, default=20.0)
+    p.add_argument("--limits", choices=("global", "per-model"), default="global")
+    p.add_argument("--endpoints", type=int, default=0, help="ports served besides the first")
     p.add_argument("--models", type=int, default=10)
     p.add_argument("--questions", type=int, default=63)
     p.add_argument("--mean-length", type=float, default=4.0)
     p.add_argument("--max-length", type=int, default=20)
+    p.add_argument(
+        "--spread", type=float, default=1.0, help="models' mean lengths differ this much"
+    )
     p.add_argument("--trace", help="append a JSON line per request served to this file")
     p.add_argument("--hold-at", type=int, help="hold generate requests after N answers")
     p.add_argument("--dim", type=int, default=256, help="embedding length of the lab brain")

@@ -51,6 +51,7 @@ from langgraph.graph import START, StateGraph
 from typing_extensions import TypedDict
 
 from aidanbench.services.chat import OpenAIChat
+from aidanbench.services.registry import FIXED_CEILING
 from bench.processes import ROOT, parent_or_child
 
 MODES = ("graph", "bare", "empty", "empty-none")
@@ -110,7 +111,7 @@ class InstantServices:
         if key not in self.built:
             if "cache" not in self.built:
                 self.built["cache"] = ScoreCache(self.cache_path)
-                self.built["limiter"] = EndpointLimiter(settings.max_concurrency)
+                self.built["limiter"] = EndpointLimiter(settings.max_concurrency or FIXED_CEILING)
             nothing = cast(Any, None)  # no HTTP client: replies are made here
             model = InstantChat(nothing, settings.model, brain=self.brain)
             judge = InstantChat(nothing, settings.judge_model, brain=self.brain)

@@ -202,12 +202,13 @@ class Settings(BaseModel):
         description="Retries of a transient API error (429, 5xx, timeout, reset) before "
         "the question stops with reason error.",
     )
-    max_concurrency: int = Field(
-        default=1024,
+    max_concurrency: int | None = Field(
+        default=None,
         ge=1,
         description="Most requests in flight per endpoint, shared by all questions: the "
         "ceiling of the adaptive limit (it grows while requests succeed, halves on 429), "
-        "lowered to what the process's open-file limit allows.",
+        "lowered to what the process's open-file limit allows. None: no fixed ceiling; "
+        "it grows with the limit, as far as open files and memory allow.",
     )
     requests_per_minute: float | None = Field(
         default=None, gt=0, description="Request rate per endpoint; None: unlimited."

@@ -37,16 +37,20 @@ class Thresholds:
         """The first criterion the scores fail (``coherence``, ``novelty``, ``llm_novelty``),
         or None when the answer is valid. ``coherent`` is a judge panel's decision
         (``panel_passes``), which takes the place of ``coherence > self.coherence``."""
-        if not (coherence > self.coherence if coherent is None else coherent):
+        if self.llm_novelty is not None and llm_novelty is None:
+            raise ValueError("LLM novelty is on but the answer has no LLM novelty score")
+        if not (self.passes("coherence", coherence) if coherent is None else coherent):
             return "coherence"
-        if not novelty > self.novelty:
+        if not self.passes("novelty", novelty):
             return "novelty"
-        if self.llm_novelty is not None:
-            if llm_novelty is None:
-                raise ValueError("LLM novelty is on but the answer has no LLM novelty score")
-            if not llm_novelty > self.llm_novelty:
-                return "llm_novelty"
+        if llm_novelty is not None and not self.passes("llm_novelty", llm_novelty):
+            return "llm_novelty"
         return None
+
+    def passes(self, name: ThresholdStop, value: float) -> bool:
+        """Whether one score is strictly above its threshold (or its check is off)."""
+        limit = {"coherence": self.coherence, "novelty": self.novelty}.get(name, self.llm_novelty)
+        return limit is None or value > limit
 
 
 def panel_passes(passes: list[bool]) -> bool:

@@ -24,8 +24,11 @@ from langgraph.runtime import Runtime
 from aidanbench.core.calls import add_dollars
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import CallStats, ErrorInfo, QuestionState, ScoreOutcome
+from aidanbench.core.thresholds import panel_passes
+from aidanbench.core.vocabulary import ThresholdStop
 from aidanbench.services import Services, ServicesFactory, key_values
 from aidanbench.services.errors import describe, is_recoverable
+from aidanbench.services.lookahead import Turn
 from aidanbench.services.pricing import Price, price_table
 from aidanbench.services.usage import (
     PRICED,
@@ -87,24 +90,42 @@ def candidate_answer(state: QuestionState) -> tuple[str, int]:
     return candidate["answer"], candidate["index"]
 
 
+def scoring_turn(state: QuestionState) -> Turn:
+    """The answer being scored, as its look-ahead knows it (``services.lookahead``)."""
+    answer, index = candidate_answer(state)
+    return state["question"], index, answer
+
+
 async def scored(
     ctx: NodeContext,
-    index: int,
+    state: QuestionState,
+    score: ThresholdStop,
     role: str,
     ask: Callable[[], Awaitable[T]],
     outcome: Callable[[T], ScoreOutcome],
 ) -> ScoreOutcome:
-    """A scoring node's outcome for answer ``index``: ``outcome`` of what ``ask`` (the
-    calls ``role`` makes) returns, or, when the calls fail in a way a node records
+    """A scoring node's outcome for the candidate: ``outcome`` of what ``ask`` (the calls
+    ``role`` makes) returns, or, when the calls fail in a way a node records
     (``is_recoverable``), that failure: an error is never a score. Any other exception
-    is a bug and is raised."""
+    is a bug and is raised. A ``score`` that fails its threshold fails the answer
+    whatever the others say (a judge panel's: its decision), so the answer's look-ahead
+    is told at once."""
+    turn = scoring_turn(state)
     try:
         found = await ask()
     except Exception as exc:
         if not is_recoverable(exc):
             raise
-        return ScoreOutcome(index=index, error=ctx.failure(role, exc))
-    return outcome(found)
+        return ScoreOutcome(index=turn[1], error=ctx.failure(role, exc))
+    result = outcome(found)
+    panel = result.get("panel")
+    if not (
+        panel_passes([judge["passes"] for judge in panel])
+        if panel
+        else ctx.settings.thresholds.passes(score, result["value"])
+    ):
+        ctx.services.verdicts.fail(turn)
+    return result
 
 
 def no_calls() -> CallStats:

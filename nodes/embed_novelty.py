@@ -56,5 +56,7 @@ async def embed_novelty(
         value = cosine_novelty(vectors[-1], vectors[:-1])
         return ScoreOutcome(index=index, value=value, call=call)
 
-    outcome = await scored(ctx, index, "embeddings", lambda: embed_texts(ctx, texts), novelty)
+    outcome = await scored(
+        ctx, state, "novelty", "embeddings", lambda: embed_texts(ctx, texts), novelty
+    )
     return {"novelty_result": outcome}

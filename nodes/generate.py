@@ -3,11 +3,16 @@
 The prompt lists every earlier valid answer, exactly as the benchmark's text does.
 ``generate_next`` is the pipelined look-ahead: the prompt for answer i+1 depends only on
 answers 1..i, not on answer i's scores, so it is asked while answer i is scored, as if
-answer i were valid. When answer i fails, ``decide`` discards the look-ahead unseen.
+answer i were valid. When answer i fails, ``decide`` discards the look-ahead unseen; when
+it fails before the look-ahead's request is sent (the request waits for a slot, or a
+score was known without a request), the request is withdrawn unsent
+(``services.lookahead``) and there is no look-ahead: either way, the same prompt asked
+again gives the next answer.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from langchain_core.messages import AIMessage
@@ -22,12 +27,14 @@ from aidanbench.nodes.context import (
     message_stats,
     reasoning_text,
     reasoning_tokens,
+    scoring_turn,
     stopwatch,
 )
 from aidanbench.nodes.parsing import extract_answer
 from aidanbench.nodes.prompts import render_generate
 from aidanbench.services import ServicesFactory
 from aidanbench.services.errors import is_recoverable
+from aidanbench.services.lookahead import Withdrawn
 from aidanbench.services.usage import reply_text, served_model
 
 
@@ -117,10 +124,20 @@ async def generate(
 async def generate_next(
     state: QuestionState, runtime: Runtime[Settings], *, services: ServicesFactory
 ) -> dict[str, Any]:
-    """Ask for the answer after the candidate, assuming the candidate will be valid."""
+    """Ask for the answer after the candidate, assuming the candidate will be valid; none
+    when the candidate fails before the request is sent.
+
+    The scorers start first: one that needs no request (a cached vector) has its score
+    after one turn of the event loop, before the request is asked."""
     ctx = NodeContext(runtime, services)
     candidate = state.get("candidate")
     if candidate is None or "answer" not in candidate:
         raise RuntimeError(f"generate_next needs a generated candidate, got {candidate!r}")
     previous = [*previous_answers(state), candidate["answer"]]
-    return {"lookahead": await ask_model(ctx, state["question"], previous, candidate["index"] + 1)}
+    try:
+        with ctx.services.verdicts.unless_failed(scoring_turn(state)):
+            await asyncio.sleep(0)
+            ask = ask_model(ctx, state["question"], previous, candidate["index"] + 1)
+            return {"lookahead": await ask}
+    except Withdrawn:
+        return {"lookahead": None}

@@ -57,9 +57,11 @@ async def judge(
         return sample_judgments(lambda: ask_judge(ctx, prompt, "coherence_score", extra), samples)
 
     async def ask() -> Judged:
+        if len(judges) == 1:  # no task to schedule: its request is queued before the look-ahead's
+            return [await one(ctx.settings)]
         return list(await asyncio.gather(*(one(seat) for seat in judges)))
 
-    return {"coherence_result": await scored(ctx, index, "judge", ask, coherence)}
+    return {"coherence_result": await scored(ctx, state, "coherence", "judge", ask, coherence)}
 
 
 def panel_judgment(seat: Settings, scores: list[int], samples: int) -> PanelJudgment:

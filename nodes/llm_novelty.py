@@ -55,4 +55,4 @@ async def llm_novelty(
     def ask() -> Awaitable[list[tuple[int, CallStats]]]:
         return asyncio.gather(*(_similarity(ctx, p) for p in prompts))
 
-    return {"similarity_result": await scored(ctx, index, "judge", ask, novelty)}
+    return {"similarity_result": await scored(ctx, state, "llm_novelty", "judge", ask, novelty)}

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections import deque
 from collections.abc import Callable
+
+from aidanbench.services.limits import Gate
 
 CHAIN_BYTES = 128 * 1024
 """Memory a chain in flight holds before its answers: its state, prompt and step.
@@ -118,7 +119,7 @@ FLOOR = 8
 """The least window an adaptive session shrinks to."""
 
 
-class Admission:
+class Admission(Gate):
     """The gate questions pass to start, in the order they arrive.
 
     Fixed (``adaptive=False``) it lets ``most`` in at once, a semaphore. Adaptive, its
@@ -142,6 +143,7 @@ class Admission:
         start: int = START_IN_FLIGHT,
         every: float | None = WATCH_EVERY_S,
     ) -> None:
+        super().__init__()
         self.most = max(1, most)
         self.adaptive = adaptive
         self.budget = budget
@@ -151,11 +153,9 @@ class Admission:
         """Questions let in flight now (whole part); started ones above it carry on."""
         self.every = every
         """Seconds between two looks at the loop (``watch``); None: only ``observe``."""
-        self.in_flight = 0
         self.answers = 0
         """Answers the chains in flight hold (``enter``, ``answered``, ``leave``)."""
         self.peak = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
 
     def held(self) -> int:
         """Bytes the chains in flight hold, as ``CHAIN_BYTES`` and ``ANSWER_BYTES`` count."""
@@ -172,34 +172,19 @@ class Admission:
     async def enter(self, answers: int = 0) -> None:
         """Wait for room (in arrival order), then take it for a chain that already holds
         ``answers`` (one resumed)."""
-        await self._enter()
+        await self._take()
+        self.peak = max(self.peak, self.in_flight)
         self.answers += answers
 
     def answered(self) -> None:
         """A chain in flight holds one more answer."""
         self.answers += 1
 
-    async def _enter(self) -> None:
-        if self._waiters or not self._room():
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            except asyncio.CancelledError:
-                if waiter.done() and not waiter.cancelled():
-                    self.in_flight -= 1  # let in just as it was cancelled
-                    self._wake()
-                raise  # a cancelled waiter stays queued until _wake passes it
-        else:
-            self.in_flight += 1
-        self.peak = max(self.peak, self.in_flight)
-
     def leave(self, answers: int = 0) -> None:
         """A question let in stopped, holding ``answers``: its room goes to the next in
         line."""
-        self.in_flight -= 1
         self.answers -= answers
-        self._wake()
+        self._give()
 
     def observe(self, lag: float, backlog: float = 0.0) -> None:
         """One look at the event loop and the endpoints: a timer fired ``lag`` seconds
@@ -210,7 +195,7 @@ class Admission:
             return
         if lag > LAG_LIMIT_S or backlog > BACKLOG_LIMIT:
             self.window = max(min(float(FLOOR), self.window), self.window * SHRINK)
-        elif self._waiters and backlog == 0 and self.in_flight >= int(self.window):
+        elif self.queued and backlog == 0 and self.in_flight >= int(self.window):
             self.window = min(float(self.most), self.window * GROW + 1)  # the window, not memory
             self._wake()
 
@@ -222,10 +207,3 @@ class Admission:
             asked = loop.time()
             await asyncio.sleep(self.every)
             self.observe(loop.time() - asked - self.every, backlog())
-
-    def _wake(self) -> None:
-        while self._waiters and (self._waiters[0].done() or self._room()):
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                self.in_flight += 1
-                waiter.set_result(None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -89,6 +90,14 @@ PLAN_CHUNK = 64
 """Threads looked up at once. Questions start as soon as their chunk is looked up, so a
 resumed run of thousands sends its first request after one chunk's look-ups, not after
 all of them."""
+
+
+YOUNG_OBJECTS = 10_000
+"""Net allocations between two of Python's youngest garbage collections while a drive
+loop runs (Python's default: 700). Thousands of chains in flight hold millions of
+objects, and every full collection walks them all: at 5,040 chains it took a fifth of a
+turn's CPU (docs/performance.md, "CPU per turn"). Reference counting frees the states;
+the collector only finds cycles, so it may run seldom."""
 
 
 async def drive(
@@ -199,9 +208,12 @@ async def drive(
 
     ordered = sorted(tasks, key=lambda task: lines.stopped_before(task.thread_id))
     watching = asyncio.ensure_future(admission.watch(questions.backlog))
+    collected = gc.get_threshold()
+    gc.set_threshold(YOUNG_OBJECTS, *collected[1:])
     try:
         await run_group(start_all)
     finally:
+        gc.set_threshold(*collected)
         watching.cancel()
         # Steps of cancelled questions may still be queued for this turn's commit
         # (the saver commits once per loop turn): let it run before the saver closes.

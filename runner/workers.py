@@ -373,7 +373,7 @@ def _plus(a: EndpointStats, b: EndpointStats) -> EndpointStats:
     return dataclasses.replace(
         a,
         limit=a.limit + b.limit,
-        ceiling=a.ceiling + b.ceiling,
+        ceiling=None if a.ceiling is None or b.ceiling is None else a.ceiling + b.ceiling,
         peak_limit=a.peak_limit + b.peak_limit,
         in_flight=a.in_flight + b.in_flight,
         requests=a.requests + b.requests,

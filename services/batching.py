@@ -10,7 +10,9 @@ batcher sends what is waiting together:
   the same step share it) while fewer than ``MAX_BATCHES_IN_FLIGHT`` batches are in
   flight; otherwise it waits for the next free batch, with every other waiting call.
   A waiting call is delayed by at most one embedding round trip, which the judge (the
-  slower scorer at every published latency) covers.
+  slower scorer at every published latency) covers. A full batch's worth of waiting
+  texts goes at once whatever is in flight: waiting longer would not make it fuller, and
+  thousands of chains in flight would otherwise all wait on two batches at a time.
 * Each batch holds one slot of the endpoint limiter, like any other request, and is
   bounded as a whole by the request timeout.
 * Vectors are checked one by one (``services.embeddings``): a missing, non-finite, zero
@@ -76,6 +78,8 @@ class EmbeddingBatcher:
     _waiting: list[_Call] = field(default_factory=list)
     _sending: set[asyncio.Task[None]] = field(default_factory=set)
     _scheduled: bool = False
+    _texts: int = 0
+    """Texts of the waiting calls."""
 
     async def embed(self, texts: list[str]) -> list[Vector]:
         """Vectors of ``texts``, in order, sent alone or with other callers' texts."""
@@ -89,22 +93,30 @@ class EmbeddingBatcher:
         loop = asyncio.get_running_loop()
         call = _Call(list(texts), loop.create_future())
         self._waiting.append(call)
+        self._texts += len(call.texts)
         self._schedule(loop)
         return await call.future
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
-        if not self._scheduled and self._waiting and len(self._sending) < self.max_in_flight:
+        if not self._scheduled and self._may_send():
             self._scheduled = True
             loop.call_soon(self._start_batch)
 
+    def _may_send(self) -> bool:
+        """Whether a batch may go now: a batch is free, or a full one waits."""
+        return bool(self._waiting) and (
+            len(self._sending) < self.max_in_flight or self._texts >= self.max_texts
+        )
+
     def _start_batch(self) -> None:
         self._scheduled = False
-        if not self._waiting or len(self._sending) >= self.max_in_flight:
+        if not self._may_send():
             return
         batch: list[_Call] = []
         size = 0
         while self._waiting and (not batch or size + len(self._waiting[0].texts) <= self.max_texts):
             call = self._waiting.pop(0)
+            self._texts -= len(call.texts)
             if not call.future.done():  # its question was cancelled meanwhile
                 batch.append(call)
                 size += len(call.texts)
@@ -113,6 +125,7 @@ class EmbeddingBatcher:
         task = asyncio.get_running_loop().create_task(self._send(batch))
         self._sending.add(task)  # the loop keeps only weak references to tasks
         task.add_done_callback(self._finished)
+        self._schedule(asyncio.get_running_loop())
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._sending.discard(task)

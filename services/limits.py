@@ -18,7 +18,12 @@ a link's capacity (additive increase, multiplicative decrease):
 * a rate-limit reply (429, or any error carrying ``Retry-After``) halves it, once per
   round trip: replies to requests started before the last halving were sent under the
   old limit, so they neither halve it again nor count as successes;
-* it never exceeds ``ceiling`` (``--endpoint-concurrency``) nor falls below one;
+* it never falls below one, nor exceeds ``ceiling``: ``--endpoint-concurrency`` when set;
+  else (the default) the ceiling is automatic and follows the limit, so it never binds
+  by accident: when the limit would grow past it (requests wait while all succeed: the
+  provider's rate times the requests' latency asks for more), it doubles, as far as the
+  process's open files and memory leave room for every endpoint's connections together
+  (``reserve``, ``services.registry``);
 * ``per_minute`` (``--requests-per-minute``), when set, is a hard sliding-window rate on
   top: at most that many request starts in any 60 seconds.
 
@@ -42,6 +47,7 @@ from dataclasses import dataclass
 import openai
 
 from aidanbench.services.errors import retry_after
+from aidanbench.services.lookahead import Withdrawn, withdraw
 from aidanbench.services.waits import WaitNow, Waits
 
 INITIAL_LIMIT = 64
@@ -79,8 +85,9 @@ class EndpointStats:
 
     limit: int
     """Requests it lets in flight now."""
-    ceiling: int
-    """The most it may ever let in flight (``--endpoint-concurrency``)."""
+    ceiling: int | None
+    """The most it may ever let in flight (``--endpoint-concurrency``); None: automatic
+    (it grows with the limit)."""
     peak_limit: int
     """The highest limit it reached."""
     in_flight: int
@@ -117,7 +124,76 @@ class _Accepted:
             self.timer = None
 
 
-class EndpointLimiter:
+class Gate:
+    """Slots handed out in arrival order, safe to cancel: what an endpoint's requests
+    (``EndpointLimiter``) and a session's questions (``runner.admission.Admission``)
+    wait in. A subclass says when there is room (``_room``); a waiter cancelled just as
+    it was handed a slot gives it to the next in line, and one cancelled while waiting
+    stays in the line until ``_wake`` passes it (removing it would cost a pass over the
+    line, thousands of waiters at a Ctrl-C). A look-ahead's request waiting in line is
+    withdrawn when its answer fails meanwhile (``services.lookahead``)."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.queued = 0
+        """Waiters in line now (cancelled ones not counted)."""
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def _room(self) -> bool:
+        raise NotImplementedError
+
+    async def _take(self) -> None:
+        withdrawn = withdraw.get()
+        if withdrawn is not None and withdrawn.done():
+            raise Withdrawn
+        if self.queued or not self._room():
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            self.queued += 1
+            try:
+                if withdrawn is None:
+                    await waiter
+                else:
+                    await self._unless(waiter, withdrawn)
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._give()
+                else:
+                    waiter.cancel()
+                    self.queued -= 1
+                raise
+        else:
+            self.in_flight += 1
+
+    async def _unless(self, waiter: asyncio.Future[None], withdrawn: asyncio.Future[None]) -> None:
+        """Wait for ``waiter``'s slot, unless ``withdrawn`` comes first. A slot handed over
+        in the same turn of the event loop is passed on: the request before it in line (its
+        answer's judge, say) gives its slot back just before its caller reads the reply that
+        fails the answer."""
+        await asyncio.wait((waiter, withdrawn), return_when=asyncio.FIRST_COMPLETED)
+        if not withdrawn.done():
+            return
+        if waiter.done():
+            self._give()
+        else:
+            waiter.cancel()
+            self.queued -= 1
+        raise Withdrawn
+
+    def _give(self) -> None:
+        self.in_flight -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and (self._waiters[0].done() or self._room()):
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.in_flight += 1
+                self.queued -= 1
+                waiter.set_result(None)
+
+
+class EndpointLimiter(Gate):
     """An adaptive in-flight limit plus an optional sliding-window request rate.
 
     ``adaptive=False`` holds the limit at ``max_in_flight`` (a plain semaphore). The
@@ -134,8 +210,13 @@ class EndpointLimiter:
         initial: int = INITIAL_LIMIT,
         clock: Callable[[], float] | None = None,
         accepted_after: float | None = None,
+        reserve: Callable[[int], int] | None = None,
     ) -> None:
+        super().__init__()
         self.ceiling = max(1, max_in_flight)
+        self.reserve = reserve
+        """How an automatic ceiling grows: asked for this many more slots, it says how many
+        it grants (None: the ceiling is fixed)."""
         self.per_minute = per_minute
         self.adaptive = adaptive
         self.clock = clock
@@ -143,16 +224,14 @@ class EndpointLimiter:
         """Seconds in flight after which a request counts as accepted for growth
         (``math.inf``: only an answer counts)."""
         self.limit = float(min(initial, self.ceiling) if adaptive else self.ceiling)
-        self.threshold = float(self.ceiling)
+        self.threshold = float(self.ceiling) if reserve is None else math.inf
         """Where slow start ends (the limit after the last back-off)."""
         self.peak = self.limit
-        self.in_flight = 0
         self.requests = 0
         self.rate_limited = 0
         self.backoffs = 0
         self._window = 0
         """Counts back-offs: a reply to a request started in an earlier window is stale."""
-        self._waiters: deque[asyncio.Future[None]] = deque()
         self._starts: deque[float] = deque()
         self.waits = Waits()
         """Long waits of this endpoint's requests, recorded while they last."""
@@ -166,7 +245,7 @@ class EndpointLimiter:
         """A snapshot of the limit and what the endpoint answered."""
         return EndpointStats(
             limit=self.max_in_flight,
-            ceiling=self.ceiling,
+            ceiling=self.ceiling if self.reserve is None else None,
             peak_limit=max(1, int(self.peak)),
             in_flight=self.in_flight,
             requests=self.requests,
@@ -179,9 +258,14 @@ class EndpointLimiter:
             retry_after_capped=self.waits.capped,
         )
 
-    def tighten(self, ceiling: int, per_minute: float | None) -> None:
+    def tighten(self, ceiling: int | None, per_minute: float | None) -> None:
         """Apply another settings object's limits to this endpoint: the lower ones win,
-        so whoever asked for less of the endpoint gets no more than that."""
+        so whoever asked for less of the endpoint gets no more than that (a ceiling of
+        None asks for no fixed one)."""
+        if ceiling is None:
+            ceiling = self.ceiling
+        elif self.reserve is not None:
+            self.reserve, self.ceiling = None, ceiling
         self.ceiling = min(self.ceiling, max(1, ceiling))
         self.limit = min(self.limit, float(self.ceiling))
         if not self.adaptive:
@@ -211,33 +295,18 @@ class EndpointLimiter:
         self._release(window, None, accepted.counted)
 
     async def _acquire(self) -> int:
-        if self._waiters or self.in_flight >= self.max_in_flight:
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            except asyncio.CancelledError:
-                if waiter.done() and not waiter.cancelled():
-                    self.in_flight -= 1  # handed a slot just as it was cancelled
-                    self._wake()
-                else:
-                    self._waiters.remove(waiter)
-                raise
-        else:
-            self.in_flight += 1
+        await self._take()
         if self.per_minute is not None:
             try:
                 await self._wait_for_rate()
             except asyncio.CancelledError:
-                self.in_flight -= 1
-                self._wake()
+                self._give()
                 raise
         self.requests += 1
         return self._window
 
     def _release(self, window: int, exc: BaseException | None, counted: bool = False) -> None:
         busy = self._busy()
-        self.in_flight -= 1
         if exc is not None:
             if is_rate_limited(exc):
                 self.rate_limited += 1
@@ -248,22 +317,23 @@ class EndpointLimiter:
                     self.threshold = self.limit
         elif busy and not counted:
             self._grow(window)
-        self._wake()
+        self._give()
 
-    @property
-    def queued(self) -> int:
-        """Requests waiting for a slot now."""
-        return len(self._waiters)
+    def _room(self) -> bool:
+        return self.in_flight < self.max_in_flight
 
     def _busy(self) -> bool:
         """Whether the limit is in use: only then does a success say it could be higher."""
-        return bool(self._waiters) or self.in_flight >= self.max_in_flight
+        return bool(self.queued) or self.in_flight >= self.max_in_flight
 
     def _grow(self, window: int) -> None:
-        if self.adaptive and window == self._window and self.limit < self.ceiling:
-            step = 1.0 if self.limit < self.threshold else max(1.0 / self.limit, GROWTH)
-            self.limit = min(float(self.ceiling), self.limit + step)
-            self.peak = max(self.peak, self.limit)
+        if not self.adaptive or window != self._window:
+            return
+        step = 1.0 if self.limit < self.threshold else max(1.0 / self.limit, GROWTH)
+        if self.limit + step > self.ceiling and self.reserve is not None:
+            self.ceiling += self.reserve(self.ceiling)
+        self.limit = min(float(self.ceiling), self.limit + step)
+        self.peak = max(self.peak, self.limit)
 
     def _accepted(self, window: int, accepted: _Accepted) -> None:
         """A request still in flight ``accepted_after`` seconds in was not refused: it
@@ -273,13 +343,6 @@ class EndpointLimiter:
             accepted.counted = True
             self._grow(window)
             self._wake()
-
-    def _wake(self) -> None:
-        while self._waiters and self.in_flight < self.max_in_flight:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                self.in_flight += 1
-                waiter.set_result(None)
 
     async def _wait_for_rate(self) -> None:
         while self.per_minute is not None:
@@ -300,7 +363,8 @@ def describe(stats: Mapping[str, EndpointStats]) -> str:
     lines = []
     for host, s in stats.items():
         lines.append(
-            f"{host}: {s.limit} in flight allowed (ceiling {s.ceiling}), {s.in_flight} now, "
+            f"{host}: {s.limit} in flight allowed (ceiling {s.ceiling or 'automatic'}), "
+            f"{s.in_flight} now, "
             f"{s.rate_limited} rate-limited"
             + (f", {s.per_minute:g}/min" if s.per_minute is not None else "")
         )

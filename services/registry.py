@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 import threading
@@ -25,7 +26,8 @@ from aidanbench.services.batching import EmbeddingBatcher
 from aidanbench.services.cache import ScoreCache, endpoint_key
 from aidanbench.services.chat import OpenAIChat
 from aidanbench.services.endpoint_check import PROBE_MESSAGE, PROBE_TEXT
-from aidanbench.services.limits import EndpointLimiter, EndpointStats
+from aidanbench.services.limits import INITIAL_LIMIT, EndpointLimiter, EndpointStats
+from aidanbench.services.lookahead import Verdicts
 from aidanbench.services.refusals import RefusalWatch
 
 ChatClient = BaseChatModel | OpenAIChat
@@ -60,6 +62,8 @@ class Services:
     refusals: RefusalWatch | None = None
     """Tells a refused role (no retry can fix it) from one request's error
     (``services.refusals``); None: every failure is the request's own."""
+    verdicts: Verdicts = field(default_factory=Verdicts)
+    """The failing answers of these services' questions, for their look-aheads."""
     _built: dict[str, object] = field(default_factory=dict)
     _batcher: EmbeddingBatcher | None = None
 
@@ -268,8 +272,19 @@ OPEN_FILES_RESERVE = 256
 files, the server's sockets, whatever a parent process embedding the graph holds."""
 
 
+FIXED_CEILING = 1024
+"""The ceiling of an endpoint whose limit does not adapt (``OpenAIServices(adaptive=False)``)
+and whose settings give none."""
+
+CONNECTIONS_MOST = 8192
+"""Connections the endpoints of one event loop may hold together when their ceilings are
+automatic: one request in flight (its connection, buffers and task) holds about 37 KB
+(measured with 500 and 2,000 held by a local server), so about 300 MB at most beside
+the chains' own memory (``runner.admission``)."""
+
+
 def connections_allowed(wanted: int, taken: int) -> int:
-    """How many connections one more endpoint may hold, at most ``wanted``.
+    """How many connections one more endpoint may hold, at most ``wanted`` (at least one).
 
     Each connection is an open file. The soft limit is raised toward what the endpoints
     need (up to the hard limit: no privilege needed), and what is left of it after
@@ -294,6 +309,16 @@ def connections_allowed(wanted: int, taken: int) -> int:
     if soft == resource.RLIM_INFINITY:
         return wanted
     return max(1, min(wanted, soft - OPEN_FILES_RESERVE - taken))
+
+
+def reserved(limiters: dict[str, EndpointLimiter], wanted: int) -> int:
+    """How many more connections (at most ``wanted``) an automatic ceiling among
+    ``limiters`` may have: what open files and ``CONNECTIONS_MOST`` leave after every
+    endpoint's ceiling."""
+    taken = sum(limiter.ceiling for limiter in limiters.values())
+    if taken >= CONNECTIONS_MOST:
+        return 0
+    return min(connections_allowed(wanted, taken), CONNECTIONS_MOST - taken)
 
 
 DEFAULT_CACHE_BYTES = 256 * 2**20
@@ -396,15 +421,22 @@ class OpenAIServices:
         """The running loop's limiter of ``host``, tightened to ``settings``' limits."""
         limiters = self._state().limiters
         found = limiters.get(host)
-        wanted = max(1, settings.max_concurrency // self.share)
+        asked = settings.max_concurrency
+        wanted = None if asked is None else max(1, asked // self.share)
         rate = settings.requests_per_minute
         rate = None if rate is None else rate / self.share
-        if found is None:
-            taken = sum(limiter.ceiling for limiter in limiters.values())
-            ceiling = connections_allowed(wanted, taken)
+        taken = sum(limiter.ceiling for limiter in limiters.values())
+        if found is None and wanted is None and self.adaptive:
+            found = limiters[host] = EndpointLimiter(
+                connections_allowed(INITIAL_LIMIT, taken),
+                rate,
+                reserve=functools.partial(reserved, limiters),
+            )
+        elif found is None:
+            ceiling = connections_allowed(wanted or FIXED_CEILING, taken)
             found = limiters[host] = EndpointLimiter(ceiling, rate, adaptive=self.adaptive)
         else:
-            found.tighten(wanted, rate)
+            found.tighten(None if wanted is None else connections_allowed(wanted, taken), rate)
         return found
 
     def endpoint_stats(self) -> dict[str, EndpointStats]:
@@ -445,7 +477,8 @@ class OpenAIServices:
             host = hosts[role]
             made = state.pools.get(host)
             if made is None:
-                size = state.limiters[host].ceiling
+                limiter = state.limiters[host]
+                size = limiter.ceiling if limiter.reserve is None else CONNECTIONS_MOST
                 made = state.pools[host] = clients.http_pool(settings, self.transport, size)
             services.pools.append(made)
             return made

@@ -30,6 +30,7 @@ from aidanbench.services import (
 )
 from aidanbench.services.cache import ScoreCache
 from aidanbench.services.limits import EndpointLimiter
+from aidanbench.services.registry import FIXED_CEILING
 from aidanbench.testing.brain import Brain, classify
 
 
@@ -126,7 +127,9 @@ def fake_services(
                 "embeddings": lambda: embeddings,
             },
             cache=shared_cache(settings.cache_path) if settings.cache_path else own_cache,
-            limiters={role: EndpointLimiter(settings.max_concurrency) for role in ROLES},
+            limiters={
+                role: EndpointLimiter(settings.max_concurrency or FIXED_CEILING) for role in ROLES
+            },
             embedding_namespace=embedding_namespace(settings),
         )
 

@@ -20,8 +20,9 @@ from aidanbench.cli.main import main
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.runner.progress import Progress
-from aidanbench.services import OpenAIServices, clients, limits
+from aidanbench.services import OpenAIServices, clients, limits, registry
 from aidanbench.services.limits import EndpointLimiter
+from aidanbench.services.lookahead import Verdicts, Withdrawn
 from aidanbench.testing import Fault, Latency, OpenAIStub, RequestInfo, ScriptedBrain
 from aidanbench.testing.faults import fail_times, rate_limited
 from aidanbench.testing.settings import stub_flags
@@ -197,6 +198,42 @@ async def test_a_cancelled_waiter_leaks_no_slot() -> None:
     assert limiter.in_flight == 1
 
 
+async def test_a_request_waiting_for_a_slot_is_withdrawn_when_told() -> None:
+    """A look-ahead's request waits for the one slot; its answer fails: it leaves the
+    line without a slot, and the next request gets the slot when it is free."""
+    limiter = EndpointLimiter(1, adaptive=False)
+    verdicts = Verdicts()
+    slots = Slots(limiter)
+    await slots.take(1)
+    turn = ("question", 1, "answer")
+
+    async def lookahead() -> None:
+        with verdicts.unless_failed(turn):
+            await slots.take(1)
+
+    waiting = asyncio.ensure_future(lookahead())
+    await asyncio.sleep(0)
+    assert limiter.queued == 1
+    verdicts.fail(turn)
+    with pytest.raises(Withdrawn):
+        await waiting
+    assert (limiter.queued, limiter.in_flight) == (0, 1)
+    following = asyncio.ensure_future(slots.take(1))
+    await slots.end()
+    await following
+    assert limiter.in_flight == 1
+    verdicts.fail(turn)  # told before its look-ahead asks: withdrawn at once
+    with pytest.raises(Withdrawn):
+        await lookahead()
+    waiting = asyncio.ensure_future(lookahead())
+    await asyncio.sleep(0)
+    await slots.end()  # the slot is handed to the look-ahead, and in the same turn
+    verdicts.fail(turn)  # of the loop its answer fails: it passes the slot on
+    with pytest.raises(Withdrawn):
+        await waiting
+    assert (limiter.queued, limiter.in_flight) == (0, 0)
+
+
 class Provider:
     """An endpoint simulated on the event loop: a request takes ``ticks`` loop steps, and
     one beyond ``capacity`` in flight is refused at once with a 429. Deterministic: no
@@ -254,6 +291,78 @@ async def test_a_fixed_limit_storms_the_simulated_provider() -> None:
     provider = Provider(capacity=6)
     await provider.load(limiter, workers=40, each=20)
     assert provider.refused >= provider.attempts / 2
+
+
+def automatic(most: int) -> EndpointLimiter:
+    """An adaptive limiter whose ceiling is automatic, granted up to ``most`` in all."""
+    limiter = EndpointLimiter(64, reserve=lambda wanted: min(wanted, most - limiter.ceiling))
+    return limiter
+
+
+async def test_an_automatic_ceiling_grows_past_1024_when_the_load_asks() -> None:
+    """3,000 callers against a provider taking 2,500 at once: the ceiling follows the
+    limit past 1,024 (a fixed one stops there), still without a 429 storm."""
+    limiter = automatic(20_000)
+    provider = Provider(capacity=2_500)
+    await provider.load(limiter, workers=3_000, each=4)
+    stats = limiter.stats()
+    assert stats.ceiling is None and limiter.ceiling > 1_024 and stats.peak_limit > 1_024
+    assert provider.refused <= 0.1 * provider.attempts, (provider.refused, provider.attempts)
+    fixed = EndpointLimiter(1_024)
+    await Provider(capacity=2_500).load(fixed, workers=3_000, each=4)
+    assert fixed.stats().peak_limit == 1_024, "the old default ceiling binds"
+
+
+async def test_an_automatic_ceiling_still_backs_off_on_429s() -> None:
+    limiter = automatic(20_000)
+    provider = Provider(capacity=1_500)
+    await provider.load(limiter, workers=3_000, each=4)
+    assert limiter.backoffs >= 1 and limiter.stats().limit <= 1_650, limiter.stats()
+    assert provider.refused <= 0.1 * provider.attempts, (provider.refused, provider.attempts)
+
+
+async def test_an_automatic_ceiling_grows_only_as_far_as_it_is_granted() -> None:
+    """Open files and memory leave room for 700 connections in all: the limit stops
+    there, however many wait and however much more the provider takes."""
+    limiter = automatic(700)
+    await Provider(capacity=2_500).load(limiter, workers=3_000, each=2)
+    assert limiter.ceiling == 700 and limiter.stats().peak_limit == 700
+
+
+def test_eighty_endpoints_each_get_room_to_start() -> None:
+    """A campaign of 80 models each at its own endpoint, a judge and an embedder: each
+    starts at the initial limit. A fixed 1,024 per endpoint used to be reserved against
+    the open files at once, and 62 of 82 endpoints got a ceiling of one request."""
+
+    async def made() -> list[int]:
+        factory = OpenAIServices()
+        return [factory.limiter(f"host-{i}:1", Settings()).max_in_flight for i in range(82)]
+
+    assert asyncio.run(made()) == [limits.INITIAL_LIMIT] * 82
+
+
+def test_automatic_ceilings_share_what_open_files_and_memory_allow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Endpoints without ``--endpoint-concurrency`` start at the initial limit and reserve
+    more as they grow, each ceiling counted against one allowance
+    (``registry.CONNECTIONS_MOST``); one with it keeps its fixed ceiling."""
+    monkeypatch.setattr(registry, "CONNECTIONS_MOST", 1_000)
+    factory = OpenAIServices()
+
+    async def made() -> list[EndpointLimiter]:
+        first = factory.limiter("a:1", Settings())
+        second = factory.limiter("b:1", Settings())
+        fixed = factory.limiter("c:1", Settings(max_concurrency=100))
+        assert first.stats().ceiling is None and fixed.stats().ceiling == 100
+        assert first.ceiling == limits.INITIAL_LIMIT
+        assert first.reserve is not None
+        assert first.reserve(500) == 500
+        first.ceiling += 500
+        assert first.reserve(500) == 1_000 - 564 - 64 - 100
+        return [first, second, fixed]
+
+    asyncio.run(made())
 
 
 class Capacity:
@@ -332,7 +441,7 @@ def test_run_records_each_endpoint_limit_and_429s(api_key: str, tmp_path: Path) 
         assert stats["requests"] == stub.asked() - stub.asked("other"), (
             "the run's, not the preflight's"
         )
-        assert stats["ceiling"] == Settings.model_fields["max_concurrency"].default
+        assert stats["ceiling"] is None, "automatic, as by default"
         assert stats["limit"] >= 1
 
 

@@ -116,6 +116,32 @@ async def test_calls_wait_and_coalesce_while_batches_are_in_flight() -> None:
     assert [as_lists(o) for o in out] == [vectors_of([f"answer {i}"]) for i in range(8)]
 
 
+async def test_a_full_batch_goes_whatever_is_in_flight() -> None:
+    """Two batches out: five waiting texts wait, but a full batch's worth (four here)
+    goes at once, and the rest waits for a free batch."""
+    client = Recording(gate=asyncio.Event())
+    b = EmbeddingBatcher(client=lambda: client, limiter=EndpointLimiter(8), max_texts=4)
+    out = [asyncio.ensure_future(b.embed([f"answer {i}"])) for i in range(2)]
+    await until(lambda: len(client.requests) == 1)
+    out.append(asyncio.ensure_future(b.embed(["answer 2"])))
+    await until(lambda: len(client.requests) == 2)
+    out += [asyncio.ensure_future(b.embed([f"answer {i}"])) for i in range(3, 8)]
+    await until(lambda: len(client.requests) == 3)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert client.requests == [
+        ["answer 0", "answer 1"],
+        ["answer 2"],
+        ["answer 3", "answer 4", "answer 5", "answer 6"],
+    ]
+    assert client.gate is not None
+    client.gate.set()
+    assert [as_lists(o) for o in await asyncio.gather(*out)] == [
+        vectors_of([f"answer {i}"]) for i in range(8)
+    ]
+    assert client.requests[3:] == [["answer 7"]]
+
+
 async def test_a_bad_text_fails_only_its_caller() -> None:
     client = Recording(fail=bad_request())
     b = batcher(client)

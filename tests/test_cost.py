@@ -95,11 +95,12 @@ own, and the figures below are the questions' alone."""
 
 
 def metered_stub(chain: int) -> OpenAIStub:
-    """A stub listing ``SERVED`` whose every question has ``chain`` valid answers, each
-    reply's usage metered by ``METERS``."""
-    return OpenAIStub(
-        MeteredBrain(ScriptedBrain({q: chain for q in QUESTIONS}), METERS), models=SERVED
-    )
+    """A stub listing ``SERVED`` whose every question has ``chain`` valid answers, then an
+    incoherent one, each reply's usage metered by ``METERS``. The judge fails the last
+    answer after its look-ahead was sent, so the look-ahead is paid for and discarded (a
+    repeated answer, its vector cached, would fail before its look-ahead is asked)."""
+    brain = ScriptedBrain({q: chain for q in QUESTIONS}, default_ending="coherence")
+    return OpenAIStub(MeteredBrain(brain, METERS), models=SERVED)
 
 
 def sent_usage(stub: OpenAIStub) -> dict[str, int]:
@@ -342,7 +343,7 @@ def test_the_run_budget_stops_in_flight_questions_and_starts_no_more(
 
         assert main([*command, "--max-cost", "100"]) == 0
     questions = jsonl(run_dir / "questions.jsonl")
-    assert [(q["score"], q["stop_reason"]) for q in questions] == [(10, "novelty")] * 2
+    assert [(q["score"], q["stop_reason"]) for q in questions] == [(10, "coherence")] * 2
     answers = jsonl(run_dir / "answers.jsonl")
     assert [a["index"] for a in answers] == list(range(1, 12)) * 2
 
@@ -492,7 +493,9 @@ def test_the_live_table_shows_what_is_spent_and_unknown() -> None:
 def test_the_estimate_predicts_what_a_run_then_sends_without_calling_anything(
     api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    brain = ScriptedBrain({q: 4 for q in QUESTIONS})  # the server counts characters / 4 + 1
+    # the server counts characters / 4 + 1; the judge fails the last answer after its
+    # look-ahead was sent, which the estimate counts
+    brain = ScriptedBrain({q: 4 for q in QUESTIONS}, default_ending="coherence")
     run_dir = tmp_path / "run"
     prices = str(prices_file(tmp_path))
     with OpenAIStub(brain, models=SERVED) as stub:

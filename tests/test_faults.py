@@ -68,8 +68,13 @@ async def test_transient_faults_are_retried(
     if fault is HANG:
         await asyncio.sleep(1.6)  # a hung request is recorded when its handler gives up
     requests = faulty.of_kind(kind)  # type: ignore[arg-type]
-    distinct = {(r.model, r.prompt, r.texts) for r in requests}
-    assert len(requests) == 2 * len(distinct), "each failed request retried once, one layer"
+    asked = Counter((r.model, r.prompt, r.texts) for r in requests)
+    assert set(asked.values()) <= {1, 2}, "each failed request retried once, one layer"
+    once = [prompt for (_, prompt, _), times in asked.items() if times == 1]
+    assert all(kind == "generate" and "INCOHERENT" in prompt for prompt in once), (
+        "only the look-ahead after the failing answer may go unretried: withdrawn when the "
+        "judge fails its answer during its back-off"
+    )
 
 
 async def test_retry_after_is_honoured(services: ServicesFactory, faulty: OpenAIStub) -> None:

@@ -29,7 +29,7 @@ async def test_question_over_http(stub: OpenAIStub, api_key: str) -> None:
     assert out["score"] == 3 and out["stop_reason"] == "novelty"
 
     generates = stub.of_kind("generate")
-    assert len(generates) == 4 + 1  # four scored answers and one discarded look-ahead
+    assert len(generates) == 4, "the failing answer repeats the first: known to fail at once"
     body = generates[0].body
     assert body["model"] == "model-under-test"
     assert body["temperature"] == 0.7
@@ -51,6 +51,19 @@ async def test_question_over_http(stub: OpenAIStub, api_key: str) -> None:
     assert first["calls"]["generate"]["served_model"] == "model-under-test"
     assert first["calls"]["generate"]["input_tokens"] > 0
     assert first["calls"]["judge"]["calls"] == 1
+
+
+async def test_a_lookahead_waiting_for_a_slot_is_withdrawn_when_its_answer_fails(
+    stub: OpenAIStub, api_key: str
+) -> None:
+    """One request in flight at a time: the judge's goes first and the look-ahead waits
+    for the slot; the judge fails the third answer (incoherent), so its look-ahead is
+    never sent. The valid answers' look-aheads are sent, as ever."""
+    stub.brain = ScriptedBrain({Q: 2}, default_ending="coherence")
+    out = await run_question(default_services, Q, stub_settings(stub, max_concurrency=1))
+    assert (out["score"], out["stop_reason"]) == (2, "coherence")
+    assert len(stub.of_kind("generate")) == 3 and len(stub.of_kind("coherence")) == 3
+    assert out["speculative"] is None, "nothing was sent for nothing"
 
 
 async def test_requests_have_a_timeout(stub: OpenAIStub, api_key: str) -> None:

@@ -6,11 +6,14 @@ leaves the question's behaviour as it was.
   and checkpoint, the same state.
 * The checkpointer's steps skip the saver's set-up lock once the tables exist.
 * A request's deadline is ``asyncio.timeout`` on the caller's task, not a task of its own.
+* The cyclic garbage collector runs seldom while the drive loop runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
+import io
 import threading
 from pathlib import Path
 from typing import Any
@@ -24,7 +27,10 @@ from aidanbench.graph.question import build_question_graph
 from aidanbench.nodes import routing
 from aidanbench.nodes.decide import changes
 from aidanbench.nodes.metrics import chain_metrics
+from aidanbench.runner import Progress, drive
 from aidanbench.runner.checkpoints import open_checkpointer
+from aidanbench.runner.local import drive_local
+from aidanbench.runner.tasks import Task
 from aidanbench.services.limits import EndpointLimiter
 from aidanbench.services.retry import attempt_once
 from aidanbench.testing import ScriptedBrain
@@ -50,6 +56,32 @@ async def test_routers_run_on_the_event_loop(monkeypatch: Any) -> None:
     assert out["score"] == 3
     assert len(threads) >= 5, "prepare, generate and every decide route"
     assert set(threads) == {threading.main_thread().name}
+
+
+async def test_the_collector_runs_seldom_while_questions_are_in_flight(
+    monkeypatch: Any, tmp_path: Path
+) -> None:
+    """Every full collection walks every object the chains in flight hold; while the
+    drive loop runs, Python's youngest generation is collected every ``YOUNG_OBJECTS``
+    allocations, and the thresholds are put back after it."""
+    seen: list[tuple[int, int, int]] = []
+    real = routing.next_steps
+
+    def recording(state: Any, settings: Settings) -> list[str]:
+        seen.append(gc.get_threshold())
+        return real(state, settings)
+
+    monkeypatch.setattr(routing, "next_steps", recording)
+    before = gc.get_threshold()
+    settings = Settings(cache_path=str(tmp_path / "cache.sqlite"))
+    progress = Progress(out=io.StringIO(), live=False)
+    services = brain_services(ScriptedBrain({Q: 2}))
+    lines = await drive_local(
+        [Task(settings, Q, 1)], tmp_path, progress=progress, services=services
+    )
+    assert [line.score for line in lines] == [2]
+    assert seen and {threshold[0] for threshold in seen} == {drive.YOUNG_OBJECTS}
+    assert gc.get_threshold() == before
 
 
 def test_changes_keeps_only_what_differs() -> None:
