@@ -266,6 +266,8 @@ class JudgePanel:
     """Per judge, the answers it passed."""
     disagreed: int
     """Answers on which the judges' decisions differ."""
+    dollars: tuple[float | None, ...]
+    """Per judge, what its judgments cost (None: unknown for at least one answer)."""
 
     @property
     def disagreement(self) -> float:
@@ -290,15 +292,26 @@ def judge_panel(lines: Sequence[QuestionResult]) -> JudgePanel | None:
         answers=len(judged),
         passed=tuple(int(n) for n in decisions.sum(axis=0)),
         disagreed=int(np.sum(decisions.any(axis=1) & ~decisions.all(axis=1))),
+        dollars=tuple(
+            _known_sum([seats[i].get("cost_usd") for seats in judged]) for i in range(len(names))
+        ),
+    )
+
+
+def _known_sum(values: Sequence[float | None]) -> float | None:
+    """The sum, or None when any value is unknown (unknown is never zero)."""
+    return (
+        None if any(v is None for v in values) else float(sum(v for v in values if v is not None))
     )
 
 
 def panel_text(panel: JudgePanel) -> str:
     """One line for text reports."""
     judges = ", ".join(
-        f"{name} at > {threshold:g} (passed {passed} of {panel.answers})"
-        for name, threshold, passed in zip(
-            panel.judges, panel.thresholds, panel.passed, strict=True
+        f"{name} at > {threshold:g} (passed {passed} of {panel.answers}, "
+        f"{'unknown dollars' if dollars is None else f'${dollars:.4f}'})"
+        for name, threshold, passed, dollars in zip(
+            panel.judges, panel.thresholds, panel.passed, panel.dollars, strict=True
         )
     )
     return (

@@ -29,7 +29,7 @@ from typing import Any
 
 from aidanbench.analysis.cost import dollars_text, tokens_text
 from aidanbench.analysis.inputs import token_limit_field_of
-from aidanbench.analysis.judge_noise import noise_text
+from aidanbench.analysis.judge_noise import noise_text, panel_text
 from aidanbench.analysis.summary import (
     caption,
     describe_thresholds,
@@ -236,6 +236,7 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
                 "judge_served": served_text(row.judge_served),
                 "threshold_source": row.threshold_source,
                 "judge_noise": None if row.judge_noise is None else noise_text(row.judge_noise),
+                "judge_panel": None if row.judge_panel is None else panel_text(row.judge_panel),
             }
         )
         group_chains: list[list[list[Any]]] = []

@@ -78,6 +78,9 @@ class PanelJudgment(TypedDict):
     """``score`` > ``threshold``."""
     samples: NotRequired[list[float]]
     """Its every judgment when several were asked (the deciding one first)."""
+    cost_usd: NotRequired[float | None]
+    """What its judgments of the answer cost (None: unknown; the answer's ``calls``
+    ``judge`` holds every judge's together)."""
 
 
 @documented

@@ -47,8 +47,8 @@ async def judge(
             outcome["samples"] = [float(score) for score in scores]
         if len(judges) > 1:
             outcome["panel"] = [
-                panel_judgment(seat, found, samples)
-                for seat, (found, _) in zip(judges, judged, strict=True)
+                panel_judgment(seat, found, samples, seat_call)
+                for seat, (found, seat_call) in zip(judges, judged, strict=True)
             ]
         return outcome
 
@@ -64,13 +64,17 @@ async def judge(
     return {"coherence_result": await scored(ctx, state, "coherence", "judge", ask, coherence)}
 
 
-def panel_judgment(seat: Settings, scores: list[int], samples: int) -> PanelJudgment:
-    """One panel judge's judgment of an answer, and its decision at its threshold."""
+def panel_judgment(
+    seat: Settings, scores: list[int], samples: int, call: CallStats
+) -> PanelJudgment:
+    """One panel judge's judgment of an answer, its decision at its threshold and what it
+    cost."""
     found = PanelJudgment(
         judge=seat.judge_model,
         score=float(scores[0]),
         threshold=seat.coherence_threshold,
         passes=scores[0] > seat.coherence_threshold,
+        cost_usd=call.get("cost_usd"),
     )
     if samples > 1:
         found["samples"] = [float(score) for score in scores]

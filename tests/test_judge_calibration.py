@@ -26,6 +26,7 @@ from aidanbench.analysis.judge_calibration import (
 from aidanbench.cli.main import main
 from aidanbench.record.results import AnswerRow, QuestionResult, read_aidanbench_file
 from aidanbench.testing import OpenAIStub, echo_key
+from tests.conftest import REPO
 from tests.judging import Unreadable, affine_judge, one_question_reference
 
 PUBLISHED_TOTALS = reference.PUBLISHED_TOTALS
@@ -73,6 +74,8 @@ def test_stub_judge_is_calibrated_to_its_image_of_15(
     assert judge["calibrated"]["model_totals"] == PUBLISHED_TOTALS
     assert judge["calibrated"]["kendall_tau"] == pytest.approx(1.0)
     assert judge["equivalent_interval"] == [40.0, 52.0]
+    documented = (REPO / "docs" / "judge.md").read_text("utf-8")
+    assert f"is calibrated to {judge['threshold']:.3f} (every cut in [40, 52)" in documented
     assert judge["answers"] == 1161 and judge["reference_failures"] == 1
     assert judge["spearman"] == pytest.approx(1.0, abs=1e-3)
     assert judge["fit"]["slope"] == pytest.approx(0.5, abs=0.01)

@@ -28,6 +28,8 @@ from aidanbench.testing.judges import RecordedJudge, noisy
 from aidanbench.testing.published import PublishedRunBrain, published_chains
 from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_flags
 
+from .conftest import REPO
+
 KEY = "AIDANBENCH_TEST_KEY"
 
 
@@ -132,6 +134,27 @@ def test_five_judgments_show_spread_flips_and_a_wider_interval(
     flips = sum(r["judge_noise"]["flips"] for r in five["runs"])
     assert flips > 0
     assert widened >= 3, "judge resampling widens the interval of most models"
+    documented = (REPO / "docs" / "judge.md").read_text("utf-8")
+    for row in noise_rows(five["runs"]):
+        assert row in documented, f"docs/judge.md's table holds this run's figures: {row}"
+
+
+def noise_rows(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """``docs/judge.md``'s table of the ±20 judge at K = 5, a row per model."""
+
+    def span(pair: Sequence[float]) -> str:
+        return f"[{pair[0]:g}, {pair[1]:g}]"
+
+    rows = []
+    for run in runs:
+        noise = run["judge_noise"]
+        rows.append(
+            f"| {run['model']} | {run['score']} | {noise['mean_spread']:.1f} | "
+            f"{noise['mean_sd']:.1f} | {noise['flips']} of {noise['answers']} | "
+            f"{span(noise['rejudged_interval'])} | {span(noise['question_interval'])} | "
+            f"{span(noise['judge_interval'])} |"
+        )
+    return rows
 
 
 class NoisyScripted:

@@ -22,6 +22,7 @@ from aidanbench.cli.demo import published_cells
 from aidanbench.cli.main import main
 from aidanbench.record.lines import read_lines
 from aidanbench.record.results import QuestionResult
+from aidanbench.record.usage import read_ledger
 from aidanbench.runner.engine import execute, prepare
 from aidanbench.runner.spec import RunSpec
 from aidanbench.testing import OpenAIStub
@@ -147,8 +148,12 @@ def test_run_takes_a_panel_from_the_command_line(
     argv = ["run", "-m", GEMINI, "-T", "0.7", "--questions-file", str(questions)]
     for role in ("", "embedding-"):
         argv += [f"--{role}base-url", base, f"--{role}api-key-env", KEY]
+    prices = tmp_path / "prices.json"
+    price = {"input": 1.0, "cached_input": None, "output": 2.0}
+    prices.write_text(json.dumps({"date": "2026-11-01", "models": dict.fromkeys(SCALES, price)}))
     run_dir = tmp_path / "run"
-    assert main([*argv, *panel_flags(servers), "--run-dir", str(run_dir)]) == 0
+    argv += ["--prices", str(prices), "--run-dir", str(run_dir)]
+    assert main([*argv, *panel_flags(servers)]) == 0
     capsys.readouterr()
     lines = read_lines(run_dir)
     assert {line.question: line.score for line in lines} == {
@@ -163,6 +168,19 @@ def test_run_takes_a_panel_from_the_command_line(
             ]
     metadata = json.loads((run_dir / "metadata.json").read_text("utf-8"))
     assert "judge-b" in json.dumps(metadata["judging"])
+    sent = dict.fromkeys(SCALES, 0.0)
+    for line in read_ledger(run_dir / "usage.jsonl"):
+        if line.role == "judge" and line.node != "preflight" and line.cost_usd is not None:
+            sent[str(line.model)] += line.cost_usd
+    assert main(["report", "--json", str(run_dir)]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["runs"]
+    dollars = row["judge_panel"]["dollars"]
+    assert dollars == pytest.approx(list(sent.values()), rel=1e-9), "as the ledger has it"
+    assert all(d > 0 for d in dollars)
+    assert main(["report", str(run_dir)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"judge-a at > 47 (passed {row['judge_panel']['passed'][0]} of" in text
+    assert f"${dollars[1]:.4f})" in text
 
     rescore = ["rescore", str(run_dir), "--novelty-threshold", "0.15", "--json"]
     assert main([*rescore, *panel_flags(servers), "--cache", str(tmp_path / "c.sqlite")]) == 0

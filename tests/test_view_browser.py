@@ -439,3 +439,31 @@ def test_a_column_is_highlighted_only_when_its_meaning_differs_and_a_replay_spen
     caption = page.evaluate("document.getElementById('counting').textContent")
     assert "A row marked (replay) is aidanbench demo's replay of the published run" in caption
     assert "nothing was spent" in caption
+
+
+def test_a_judge_panel_is_named_with_each_judges_cost(page: Page, tmp_path: Path) -> None:
+    """Answers judged by a panel: the settings table's "judge panel" column names every
+    judge, its threshold, the answers it passed and its dollars, as ``report`` does."""
+    run_dir = make_run_dir(tmp_path / "run", repeats=1)
+    lines = read_lines(run_dir)
+    for line in lines:
+        for answer in line.answers:
+            seats = [("judge-a", 47.0, 0.002), ("judge-b", 64.0, None)]
+            answer.__pydantic_extra__ = {
+                **(answer.__pydantic_extra__ or {}),
+                "judges": [
+                    {"judge": j, "score": 80.0, "threshold": t, "passes": True, "cost_usd": c}
+                    for j, t, c in seats
+                ],
+            }
+    write_lines(run_dir, lines)
+    open_report(page, [run_dir], tmp_path / "report.html")
+    head = page.evaluate("[...document.querySelectorAll('#settings th')].map((t) => t.textContent)")
+    column = head.index("judge panel")
+    models = ("acme/alpha", "acme/beta")
+    shown = [row[column][0] for row in page.evaluate(SETTINGS_ROWS)]
+    answers = {model: sum(len(x.answers) for x in lines if x.model == model) for model in models}
+    assert len(shown) == len(models)
+    for text, n in zip(shown, answers.values(), strict=True):
+        assert f"judge-a at > 47 (passed {n} of {n}, ${0.002 * n:.4f})" in text
+        assert f"judge-b at > 64 (passed {n} of {n}, unknown dollars)" in text, "never $0"
