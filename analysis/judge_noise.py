@@ -20,7 +20,9 @@ this measures, for one (model, temperature):
   judgment as its level plus a distance from its bin's pool, rounded and clipped to
   0-100 as a judge's reply is; each chain is walked again under the drawn judgments
   (recorded novelty kept) and counts its valid answers up to its first failure. The 95%
-  interval of those scores is ``rejudged_interval``. Resampling the K stored judgments
+  interval of those scores is ``rejudged_interval``. With a judge panel each judge has
+  its own model and draws its own judgment, and the panel's rule decides each drawn
+  answer (``seats``), so the panel's spread is in the interval. Resampling the K stored judgments
   instead (the first version) left out every judgment the K did not happen to hold, and
   covered half the spread of actual re-judgings; one pool for every level put the wild
   judgments of low answers on high ones, and missed re-judgings on the high side. Its
@@ -109,6 +111,18 @@ class JudgeNoise:
         return data
 
 
+def seats(answer: AnswerRow, rule: Thresholds) -> list[tuple[list[float], float]]:
+    """Each judge's judgments of an answer and its coherence threshold: a judge panel's
+    every judge (``judges``), else the one judge at ``rule``'s threshold."""
+    panel = answer.extra.get("judges")
+    if not panel:
+        return [(judgments(answer), rule.coherence)]
+    return [
+        ([float(x) for x in seat.get("samples") or [seat["score"]]], float(seat["threshold"]))
+        for seat in panel
+    ]
+
+
 def _other_pass(answer: AnswerRow, rule: Thresholds) -> bool:
     """The answer passes every criterion but coherence."""
     if answer.novelty is None or not answer.novelty > rule.novelty:
@@ -150,7 +164,8 @@ class NoiseModel:
             if len(away) % 2:  # the median's own distance, 0
                 away = np.delete(away, np.argmin(np.abs(away)))
             strays[int(np.searchsorted(self.edges, level, side="right"))].append(away)
-        self.pools = [np.concatenate(found) for found in strays]
+        # a judge asked once per answer shows no noise: its judgments are drawn as they are
+        self.pools = [np.concatenate(found) if found else np.zeros(1) for found in strays]
 
     def draw(
         self, judged: Sequence[Sequence[float]], count: int, rng: np.random.Generator
@@ -186,7 +201,12 @@ def judge_noise(
     spreads = [max(s) - min(s) for s, _ in multi]
     thresholds = {t for _, t in multi}
     threshold = thresholds.pop() if len(thresholds) == 1 else None
-    model = NoiseModel([s for s, _ in multi])
+    seats_of = {id(a): seats(a, rule_of[id(line)]) for line in lines for a in line.answers}
+    panel_size = max(len(found) for found in seats_of.values())
+    models = [
+        NoiseModel([found[j][0] for found in seats_of.values() if len(found[j][0]) > 1])
+        for j in range(panel_size)
+    ]
     judge_rng = np.random.default_rng(seed + 1)
     questions = list(dict.fromkeys(line.question for line in lines))
     column = {q: i for i, q in enumerate(questions)}
@@ -196,13 +216,19 @@ def judge_noise(
     open_chains = 0
     for line in lines:
         rule = rule_of[id(line)]
-        rows = [judgments(a) for a in line.answers]
-        if any(not r for r in rows):  # an unscored answer ends the walk there
-            rows = rows[: next(i for i, r in enumerate(rows) if not r)]
+        rows = [seats_of[id(a)] for a in line.answers]
+        if any(not r[0][0] for r in rows):  # an unscored answer ends the walk there
+            rows = rows[: next(i for i, r in enumerate(rows) if not r[0][0])]
         other = np.asarray([_other_pass(a, rule) for a in line.answers[: len(rows)]], dtype=bool)
-        first = _walk((np.asarray([r[0] for r in rows]) > rule.coherence)[None, :] & other)[0]
-        values = model.draw(rows, resamples, judge_rng)
-        walked = _walk((values > rule.coherence) & other[None, :])
+        votes = np.zeros((1, len(rows)))
+        drawn_votes = np.zeros((resamples, len(rows)))
+        for j, model in enumerate(models):
+            judged = [r[j][0] for r in rows]
+            cut = np.asarray([r[j][1] for r in rows])
+            votes += np.asarray([s[0] for s in judged]) > cut
+            drawn_votes += model.draw(judged, resamples, judge_rng) > cut
+        first = _walk((2 * votes > len(models)) & other)[0]
+        walked = _walk((2 * drawn_votes > len(models)) & other[None, :])
         open_chains += int(first < len(rows) and bool((walked == len(rows)).any()))
         drawn[:, column[line.question]] += walked / repeats
         deciding[column[line.question]] += first / repeats

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,41 @@ def _line(
         for i, s in enumerate(samples, 1)
     )
     return QuestionResult("m", 0.7, question, rows, "novelty", thresholds=Thresholds(15, 0.15))
+
+
+def test_a_panels_rejudging_draws_every_judge_and_decides_by_its_rule() -> None:
+    """Two judges, three judgments each: judge a passes every answer at 47 whatever it is
+    asked; judge b's judgments of the second answer straddle its 64. The panel passes an
+    answer only when both do, so re-judging moves the score by b's noise alone, which
+    judge a's own noise (none) cannot show."""
+
+    def panel_line(question: str) -> QuestionResult:
+        line = _line(question, [[80, 80, 80], [80, 80, 80], [80, 80, 80]], False)
+        b = [[90, 90, 90], [60, 70, 70], [90, 90, 90]]
+        answers = tuple(
+            replace(
+                answer,
+                extra={
+                    **answer.extra,
+                    "judges": [
+                        {"judge": "a", "score": 80.0, "threshold": 47.0, "passes": True},
+                        {"judge": "b", "score": s[0], "threshold": 64.0, "passes": s[0] > 64}
+                        | {"samples": s},
+                    ],
+                },
+            )
+            for answer, s in zip(line.answers, b, strict=True)
+        )
+        return replace(line, answers=answers)
+
+    lines = [panel_line(f"q{n}") for n in range(10)]
+    noise = judge_noise(lines)
+    assert noise is not None
+    assert noise.score == 10, "b fails each second answer (60): one valid answer each"
+    low, high = noise.rejudged_interval
+    assert 10 < low < high <= 30, "b's second answers are 70s (its median) in most draws"
+    alone = judge_noise([_line(f"q{n}", [[80] * 3] * 3, False) for n in range(10)])
+    assert alone is not None and alone.rejudged_interval == (30.0, 30.0)
 
 
 def test_spread_flips_and_a_wider_interval() -> None:
