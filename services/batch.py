@@ -82,6 +82,11 @@ class BatchStatus:
     """The batch was created by an earlier, interrupted command."""
 
 
+class NoBatchApi(Exception):
+    """The endpoint answered 404 where the Batch API lives: it has none (nothing was
+    created, so nothing was spent)."""
+
+
 def request_file(requests: Sequence[BatchRequest]) -> bytes:
     """The JSONL file of a batch: one request object per line, in the given order."""
     lines = [
@@ -203,17 +208,20 @@ class BatchClient:
         return str(content.text)
 
     async def _create(self, data: bytes) -> str:
-        uploaded = await self._call(
-            lambda: self.client.files.create(file=("judge-batch.jsonl", data), purpose="batch")
-        )
-        batch = await self._call(
-            lambda: self.client.batches.create(
-                input_file_id=uploaded.id,
-                endpoint=ENDPOINT,
-                completion_window=COMPLETION_WINDOW,
-            ),
-            retried=False,
-        )
+        try:
+            uploaded = await self._call(
+                lambda: self.client.files.create(file=("judge-batch.jsonl", data), purpose="batch")
+            )
+            batch = await self._call(
+                lambda: self.client.batches.create(
+                    input_file_id=uploaded.id,
+                    endpoint=ENDPOINT,
+                    completion_window=COMPLETION_WINDOW,
+                ),
+                retried=False,
+            )
+        except openai.NotFoundError as exc:
+            raise NoBatchApi(f"{exc.request.method} {exc.request.url.path}") from None
         return str(batch.id)
 
     async def _wait(self, batch_id: str, resumed: bool) -> Any:

@@ -129,9 +129,34 @@ def test_unreadable_batch_replies_are_asked_again_in_a_new_batch(
     capsys.readouterr()
     assert batches_created(server) == 3
     store = server.batch_store
+    assert store is not None
     last = list(store.batches.values())[-1]
     lines = store.files[last.input_file_id].data.decode().splitlines()
     assert len(lines) == 1, "the third batch held that one request"
+
+
+@pytest.mark.parametrize("command", ["calibrate", "rescore"])
+def test_an_endpoint_without_a_batch_api_is_one_line(
+    chains: list[QuestionResult],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+) -> None:
+    """404 on ``/v1/files``: one line naming the endpoint and the way out (exit 2), and
+    nothing asked of the judge."""
+    with OpenAIStub(affine_judge(chains), batch_api=False) as bare:
+        small = tmp_path / "small.json"
+        one_question_reference(small)
+        judge = ["--judge-model", "stub-judge", "--judge-base-url", bare.base_url]
+        judge += ["--judge-api-key-env", KEY, "--batch", "--cache", str(tmp_path / "c.sqlite")]
+        where = ["--reference", str(small)]
+        if command == "rescore":
+            where = [str(small), "--coherence-threshold", "15", "--novelty-threshold", "0.15"]
+        assert main([command, *where, *judge]) == 2
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert bare.count("coherence") == 0
+        assert f"error: {bare.base_url} has no Batch API (POST /v1/files answered 404)" in last
+        assert last.endswith("nothing was spent; without --batch the judge is asked directly")
 
 
 def test_results_files_are_read_line_by_line() -> None:
