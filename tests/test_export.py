@@ -403,3 +403,27 @@ def test_a_lower_bound_is_marked_in_every_export(
     record = json.loads(next(p for p in written if p.suffix == ".json").read_text("utf-8"))
     details = record["evaluation_results"][0]["score_details"]["details"]
     assert details["score_is_lower_bound"] == "true"
+
+
+def test_inspect_usage_totals_are_the_reports_with_look_aheads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A line with discarded look-aheads: the log's model usage adds up to ``report
+    --json``'s tokens and dollars, and to its own metadata's cost."""
+    line = question_line("acme/m", "Why?", chain(2))
+    for answer in line["answers"]:
+        answer["calls"] = {role: {**c, "cost_usd": 0.001} for role, c in answer["calls"].items()}
+    look_ahead = {"served_model": "stub", "latency_s": 1.0, "input_tokens": 300}
+    line["speculative"] = {**look_ahead, "output_tokens": 70, "calls": 2, "cost_usd": 0.004}
+    run_dir = write_run_dir(tmp_path / "run", [line])
+    figures = report(capsys, run_dir)["acme/m"]
+    assert figures["tokens"] == 3 * 240 + 370
+
+    (path,) = export(capsys, str(run_dir), "--format", "inspect", "-o", str(tmp_path / "i"))
+    log = inspect_log.read_eval_log(str(path))
+    usage = log.stats.model_usage.values()
+    assert sum(u.total_tokens for u in usage) == figures["tokens"]
+    assert sum(u.total_cost or 0 for u in usage) == pytest.approx(figures["cost_usd"])
+    assert log.eval.metadata["cost"]["cost_usd"] == pytest.approx(figures["cost_usd"])
+    (sample,) = log.samples
+    assert sum(u.total_tokens for u in sample.model_usage.values()) == figures["tokens"]
