@@ -427,3 +427,44 @@ def test_inspect_usage_totals_are_the_reports_with_look_aheads(
     assert log.eval.metadata["cost"]["cost_usd"] == pytest.approx(figures["cost_usd"])
     (sample,) = log.samples
     assert sum(u.total_tokens for u in sample.model_usage.values()) == figures["tokens"]
+
+
+@pytest.mark.parametrize(("cap", "shown"), [(3, "3"), (None, "none")])
+def test_the_answer_cap_is_in_every_exports_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cap: int | None, shown: str
+) -> None:
+    """``--max-answers`` (none: the benchmark's, no cap) in the Hub's notes, the Inspect
+    log's metadata and Every Eval Ever's generation config."""
+    stop = chain(3, fail=None) if cap else chain(3)
+    run_dir = write_run_dir(tmp_path / "run", [question_line("acme/m", "Why?", stop)])
+    metadata = json.loads((run_dir / "metadata.json").read_text())
+    metadata["scoring_settings"] = {"acme/m": {"max_answers": cap, "cot": False}}
+    (run_dir / "metadata.json").write_text(json.dumps(metadata))
+    (hf,) = export(
+        capsys, str(run_dir), "--format", "hf", "-o", str(tmp_path / "h"), "--hf-dataset", "x/a"
+    )
+    (entry,) = hub.parse_eval_result_entries(yaml.safe_load(hf.read_text("utf-8")))
+    assert f"answer cap {shown}" in entry.notes.split("; ")
+    (log_path,) = export(capsys, str(run_dir), "--format", "inspect", "-o", str(tmp_path / "i"))
+    assert inspect_log.read_eval_log(str(log_path)).eval.metadata["max_answers"] == (cap or shown)
+    written = export(capsys, str(run_dir), "--format", "every-eval-ever", "-o", str(tmp_path / "e"))
+    record = json.loads(next(p for p in written if p.suffix == ".json").read_text("utf-8"))
+    config = record["evaluation_results"][0]["generation_config"]["additional_details"]
+    assert config["max_answers"] == shown
+
+
+def test_an_unrecorded_answer_cap_is_unknown_in_every_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = write_run_dir(tmp_path / "run", [question_line("acme/m", "Why?", chain(2))])
+    (hf,) = export(
+        capsys, str(run_dir), "--format", "hf", "-o", str(tmp_path / "h"), "--hf-dataset", "x/a"
+    )
+    (entry,) = hub.parse_eval_result_entries(yaml.safe_load(hf.read_text("utf-8")))
+    assert "answer cap unknown" in entry.notes.split("; ")
+    (log_path,) = export(capsys, str(run_dir), "--format", "inspect", "-o", str(tmp_path / "i"))
+    assert inspect_log.read_eval_log(str(log_path)).eval.metadata["max_answers"] == "unknown"
+    written = export(capsys, str(run_dir), "--format", "every-eval-ever", "-o", str(tmp_path / "e"))
+    record = json.loads(next(p for p in written if p.suffix == ".json").read_text("utf-8"))
+    config = record["evaluation_results"][0]["generation_config"]["additional_details"]
+    assert config["max_answers"] == "unknown"

@@ -8,7 +8,8 @@ validity and, for the last, why the chain stopped), its score the number of vali
 answers. The log's results give the row's score (valid answers summed over questions,
 mean over repeats; with repeats its bootstrap interval) and novelty sum, as ``report``
 prints them; its spec names the judge and embedding models (``model_roles``), the
-thresholds, the prompt and question-set hashes and the cost in ``metadata``.
+thresholds, the answer cap, the prompt and question-set hashes and the cost in
+``metadata``.
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def eval_log(record: RunRecord, row: Row) -> Any:
             "aidanbench": record.provenance(),
             "row": row.summary.to_dict(),
             "cost": row.cost,
+            "max_answers": record.max_answers(row.model),
         },
     )
     return EvalLog(
