@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -468,3 +469,18 @@ def test_an_unrecorded_answer_cap_is_unknown_in_every_export(
     record = json.loads(next(p for p in written if p.suffix == ".json").read_text("utf-8"))
     config = record["evaluation_results"][0]["generation_config"]["additional_details"]
     assert config["max_answers"] == "unknown"
+
+
+def test_the_documented_hf_loader_reads_the_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/publishing.md's loader, run as printed on an export: every model's value."""
+    page = (Path(__file__).parents[1] / "docs" / "publishing.md").read_text("utf-8")
+    (code,) = re.findall(r"^```py\n(.*?)^```", page, re.MULTILINE | re.DOTALL)
+    run_dir = write_run_dir(tmp_path / "run", two_model_lines())
+    figures = report(capsys, run_dir)
+    monkeypatch.chdir(tmp_path)
+    export(capsys, str(run_dir), "--format", "hf", "-o", "out/hf", "--hf-dataset", "x/aidanbench")
+    exec(compile(code, "publishing.md", "exec"), {})
+    printed = dict(line.split(" ", 2)[:2] for line in capsys.readouterr().out.splitlines())
+    assert {m: float(v) for m, v in printed.items()} == {m: f["score"] for m, f in figures.items()}
