@@ -175,8 +175,8 @@ class QuestionResult:
 class Totals:
     """What a set of results adds up to; every count here is a plain tally.
 
-    A model's headline with repeats is a mean per repeat, not ``score``: see
-    ``aidanbench.analysis.summary``.
+    A model's headline with repeats is a mean per repeat (``repeat_mean_score``), not
+    ``score``.
     """
 
     lines: int
@@ -216,6 +216,12 @@ class Totals:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values."""
         return asdict(self)
+
+    @property
+    def repeat_mean_score(self) -> float:
+        """Valid answers per repeat (``score`` / ``repeats``): a model's headline, the
+        plain ``score`` with one repeat."""
+        return self.score / self.repeats if self.repeats > 1 else self.score
 
 
 def totals(results: Iterable[QuestionResult]) -> Totals:
