@@ -197,7 +197,6 @@ def format_report(calibration: JudgeCalibration, reference: Path, plot: Path, fi
     model = calibration.judge_model
     n = int(calibration.recorded.size)
     r = calibration.reference_threshold
-    failures = int((calibration.recorded <= r).sum())
     rho = "undefined" if calibration.spearman is None else f"{calibration.spearman:.3f}"
     fit = (
         "undefined"
@@ -212,7 +211,8 @@ def format_report(calibration: JudgeCalibration, reference: Path, plot: Path, fi
 
     lines = [
         printable(f"Judge calibration of {model!r} against {reference.name} ({REFERENCE_JUDGE})"),
-        f"  {len(calibration.questions)} questions, {n} answers; {failures} of them fail "
+        f"  {len(calibration.questions)} questions, {n} answers; "
+        f"{calibration.reference_failures} of them fail "
         f"{REFERENCE_JUDGE}'s rule (coherence > {r:g})",
         f"  Spearman rank correlation {rho}; mean |{model} − {REFERENCE_JUDGE}| "
         f"{calibration.mean_abs_diff:.1f} points",
@@ -263,6 +263,7 @@ def format_report(calibration: JudgeCalibration, reference: Path, plot: Path, fi
         "",
         printable(f"  setting: --judge-model {model} --coherence-threshold {file}"),
         printable(f"           (or --coherence-threshold {calibration.setting_value:g})"),
+        *([f"  calibrated threshold {calibration.note}"] if calibration.note else []),
         printable(f"  calibration file: {file}"),
         printable(f"  plot: {plot}"),
         *textwrap.wrap(
