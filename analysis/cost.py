@@ -64,8 +64,9 @@ def line_key(result: QuestionResult) -> tuple[str, float, str, int]:
 def model_costs(
     results: Iterable[QuestionResult],
 ) -> dict[tuple[str, float], dict[str, Any]]:
-    """Per (model, temperature): dollars, score, censored questions, dollars per valid
-    answer and requests without usage, all from ``record.results.totals`` of its lines."""
+    """Per (model, temperature): dollars (in all and per repeat), score (the headline: a
+    mean per repeat with repeats), censored questions, dollars per valid answer and
+    requests without usage, all from ``record.results.totals`` of its lines."""
     groups: dict[tuple[str, float], list[QuestionResult]] = {}
     for result in results:
         groups.setdefault((result.model, result.temperature), []).append(result)
@@ -76,7 +77,9 @@ def model_costs(
         dollars = counted.dollars
         rows[key] = {
             "dollars": dollars,
-            "score": counted.score,
+            "repeats": counted.repeats,
+            "dollars_per_repeat": None if dollars is None else dollars / counted.repeats,
+            "score": counted.repeat_mean_score,
             "questions": counted.lines,
             "censored": censored,
             "answers": counted.answers,
@@ -264,10 +267,16 @@ def cost_lines(results: Sequence[QuestionResult], runs: Sequence[RunCost]) -> li
         return []
     out = ["", "Cost of the chat requests (recorded answers and discarded look-aheads, per model):"]
     for (model, temperature), row in model_costs(lines).items():
-        score = score_text(row["score"], row["score_is_lower_bound"])
+        score = score_text(f"{row['score']:g}", row["score_is_lower_bound"])
+        spent = dollars_text(row["dollars"])
+        if row["repeats"] > 1:
+            spent += f" for {row['repeats']} repeats, {dollars_text(row['dollars_per_repeat'])}"
+            score = f"per repeat for mean score {score}"
+        else:
+            score = f"for score {score}"
         text = (
-            f"  {printable(model)} @ {temperature:g}: {dollars_text(row['dollars'])} for "
-            f"score {score} ({dollars_text(row['dollars_per_valid_answer'])} per valid answer)"
+            f"  {printable(model)} @ {temperature:g}: {spent} {score} "
+            f"({dollars_text(row['dollars_per_valid_answer'])} per valid answer)"
         )
         if row["usage_missing"]:
             text += f"; {row['usage_missing']} requests without usage"

@@ -54,6 +54,10 @@ from aidanbench.core.settings import REFERENCE_JUDGE
 from aidanbench.core.thresholds import COHERENCE_THRESHOLD, NOVELTY_THRESHOLD, Thresholds
 from aidanbench.record.results import QuestionResult
 
+FEW_FAILURES = 20
+"""Below this many failures in the reference, the calibrated threshold is fitted on
+passes: too few failures to test where it cuts (the published run holds one)."""
+
 AnswerKey = tuple[str, str]
 """(question, answer text): what a judgment is of."""
 
@@ -121,6 +125,24 @@ class JudgeCalibration:
         """Share of answers o1-mini passed: the agreement of a judge passing everything."""
         return float(np.mean(self.recorded > self.reference_threshold))
 
+    @property
+    def reference_failures(self) -> int:
+        """Answers o1-mini failed (coherence ≤ its threshold) in the reference."""
+        return int(np.sum(self.recorded <= self.reference_threshold))
+
+    @property
+    def note(self) -> str | None:
+        """What the calibration could not test, shown beside its threshold wherever it
+        is (``ThresholdSource.note``); None with ``FEW_FAILURES`` failures or more."""
+        failures = self.reference_failures
+        if failures >= FEW_FAILURES:
+            return None
+        return (
+            f"fitted on passes only ({failures} failure{'s' * (failures != 1)} of "
+            f"{REFERENCE_JUDGE}'s rule in {self.recorded.size:,} answers, fewer than "
+            f"{FEW_FAILURES})"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The ``judge`` object of ``calibrate --json`` (and of the calibration file)."""
         return {
@@ -136,7 +158,8 @@ class JudgeCalibration:
             "equivalent_interval": list(self.interval),
             "answers": int(self.recorded.size),
             "questions": len(self.questions),
-            "reference_failures": int(np.sum(self.recorded <= self.reference_threshold)),
+            "reference_failures": self.reference_failures,
+            "note": self.note,
             "spearman": self.spearman,
             "mean_abs_diff": self.mean_abs_diff,
             "fit": None if self.fit is None else {"intercept": self.fit[0], "slope": self.fit[1]},

@@ -488,13 +488,15 @@ def plot_all(
 
 def cost_score_points(
     results: Sequence[QuestionResult],
-) -> list[tuple[str, float, int, bool]]:
-    """(label, dollars, score, lower bound) per model with a known cost, for the chart."""
+) -> list[tuple[str, float, float, bool]]:
+    """(label, dollars, score, lower bound) per model with a known cost, for the chart:
+    with repeats, the dollars of one repeat against the mean score per repeat."""
     points = []
     for (model, temperature), row in model_costs(recorded(results)).items():
         if row["dollars"] is not None:
             label = f"{model} @ {temperature:g}"
-            points.append((label, row["dollars"], row["score"], row["score_is_lower_bound"]))
+            dollars, score = row["dollars_per_repeat"], row["score"]
+            points.append((label, dollars, score, row["score_is_lower_bound"]))
     return points
 
 
@@ -515,7 +517,7 @@ def plot_cost_vs_score(results: Sequence[QuestionResult], out: Path) -> Path | N
             ax.annotate("", (dollars, score * 1.08 + 1), (dollars, score), arrowprops={})
         right = dollars > middle  # label towards the middle, so it stays inside the axes
         ax.annotate(
-            textwrap.fill(score_text(score, bound) + "  " + label, 48),
+            textwrap.fill(score_text(f"{score:g}", bound) + "  " + label, 48),
             (dollars, score),
             xytext=(-6 if right else 6, 0),
             textcoords="offset points",

@@ -13,7 +13,8 @@ retry layer, unreadable replies asked again (``judge_attempts``), every request 
 usage ledger priced as the model that served it. With ``batch`` they go through the
 provider's batch API instead (``services.batch``): one batch for everything missing, a
 further batch for replies that could not be read (up to ``judge_attempts`` batches in
-all), every line in the ledger at batch prices.
+all), every line in the ledger at batch prices. Where an output file repeats an id, its
+first readable reply counts: a later refusal never discards it.
 
 An answer whose judgments could not all be had is a failure, never a score: its prompt
 is listed with the reason, and the caller reports it (a rerun asks only for it).
@@ -321,10 +322,10 @@ async def _batched(
             batch_id, results = await runner.run(requests, on_created=created)
             job.result.batches.append(batch_id)
             where: dict[str, Any] = {"thread": None, "node": None, "batch": batch_id}
-            for custom_id in ids:
-                answer = results[custom_id]
+            for custom_id, answer in ((i, a) for i in ids for a in results[i]):
                 if answer.message is None:
-                    errors[custom_id] = answer.error or "no reply"
+                    if custom_id in wanted:
+                        errors[custom_id] = answer.error or "no reply"
                     continue
                 served = served_model(answer.message)
                 if book is not None:
@@ -336,6 +337,8 @@ async def _batched(
                             "judge", model, usage, batch_price, where, served=served, batch=True
                         )
                     )
+                if custom_id not in wanted:
+                    continue
                 try:
                     score = parse_score(reply_text(answer.message), TAG)
                 except ScoreParseError as exc:

@@ -332,7 +332,7 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
     llm = [a.llm_novelty for a in valid if a.llm_novelty is not None]
     repeats = counted.repeats
     multi = repeats > 1
-    score = counted.score / repeats if multi else counted.score
+    score = counted.repeat_mean_score
 
     def novelty(line: QuestionResult) -> float:
         return line.novelty_sum

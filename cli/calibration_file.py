@@ -79,6 +79,7 @@ def coherence_threshold(text: str) -> float:
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
             "judge_model": judge["model"],
             "reference": document.get("reference"),
+            "note": judge.get("note"),
         },
     )
 

@@ -202,7 +202,6 @@ def format_report(
     model = calibration.judge_model
     n = int(calibration.recorded.size)
     r = calibration.reference_threshold
-    failures = int((calibration.recorded <= r).sum())
     rho = "undefined" if calibration.spearman is None else f"{calibration.spearman:.3f}"
     fit = (
         "undefined"
@@ -217,7 +216,8 @@ def format_report(
 
     lines = [
         printable(f"Judge calibration of {model!r} against {reference.name} ({REFERENCE_JUDGE})"),
-        f"  {len(calibration.questions)} questions, {n} answers; {failures} of them fail "
+        f"  {len(calibration.questions)} questions, {n} answers; "
+        f"{calibration.reference_failures} of them fail "
         f"{REFERENCE_JUDGE}'s rule (coherence > {r:g})",
         f"  {distinct} distinct answers judged: {n - distinct} repeat an earlier answer of their "
         "question word for word, and one judgment scores both",
@@ -270,6 +270,7 @@ def format_report(
         "",
         printable(f"  setting: --judge-model {model} --coherence-threshold {file}"),
         printable(f"           (or --coherence-threshold {calibration.setting_value:g})"),
+        *([f"  calibrated threshold {calibration.note}"] if calibration.note else []),
         printable(f"  calibration file: {file}"),
         printable(f"  plot: {plot}"),
         *textwrap.wrap(

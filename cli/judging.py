@@ -24,7 +24,7 @@ from aidanbench.cli import options
 from aidanbench.core.errors import ConfigError, EndpointRefused, UsageError, printable
 from aidanbench.core.settings import Settings
 from aidanbench.record.usage import UsageLedger, summarise_ledger
-from aidanbench.services.batch import BatchStatus
+from aidanbench.services.batch import BatchStatus, NoBatchApi
 from aidanbench.services.pricing import PriceFileError, price_table, same_model
 
 JUDGE_FIELDS = (
@@ -152,6 +152,11 @@ def judge_all(
         raise UsageError(f"the judge {settings.judge_model} cannot be used: {exc}") from None
     except EndpointRefused as exc:
         raise UsageError(f"the judge {settings.judge_model} cannot be used: {exc.reason}") from None
+    except NoBatchApi as exc:
+        raise UsageError(
+            f"{settings.endpoint('judge').base_url} has no Batch API ({exc} answered 404): "
+            "nothing was spent; without --batch the judge is asked directly"
+        ) from None
 
 
 def failures_line(judged: Rejudging, total: int) -> str:

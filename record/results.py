@@ -95,9 +95,8 @@ class QuestionResult:
     error: str | None = None
     embedding_model: str | None = None
     thresholds: Thresholds | None = None
-    speculative_tokens: int | None = 0
-    speculative_calls: int = 0
-    """Requests of discarded look-ahead generations."""
+    speculative: Mapping[str, Any] | None = field(default=None, compare=False)
+    """The ``CallStats`` of discarded look-ahead generations (None: none made)."""
     cost_usd: float | None = None
     """Dollars of the recorded answers and discarded look-aheads (``core.calls``); None
     when unknown: a model without a price, a request without usage, or a results file."""
@@ -129,8 +128,13 @@ class QuestionResult:
     @property
     def tokens(self) -> int | None:
         """Tokens of every call, discarded look-aheads included (None when one is unknown)."""
-        parts = [a.tokens for a in self.answers] + [self.speculative_tokens]
+        parts = [a.tokens for a in self.answers] + [call_tokens(self.look_aheads)]
         return None if any(p is None for p in parts) else sum(p or 0 for p in parts)
+
+    @property
+    def look_aheads(self) -> dict[str, Mapping[str, Any]]:
+        """The discarded look-aheads as a ``{role: CallStats}`` mapping (``core.calls``)."""
+        return {"speculative": self.speculative} if self.speculative else {}
 
     @property
     def api_calls(self) -> int | None:
@@ -139,7 +143,7 @@ class QuestionResult:
         parts = [a.calls for a in self.answers]
         if any(p is None for p in parts):
             return None
-        return sum(p or 0 for p in parts) + self.speculative_calls
+        return sum(p or 0 for p in parts) + call_count(self.look_aheads)
 
     @property
     def truncated_answers(self) -> int | None:
@@ -172,8 +176,8 @@ class QuestionResult:
 class Totals:
     """What a set of results adds up to; every count here is a plain tally.
 
-    A model's headline with repeats is a mean per repeat, not ``score``: see
-    ``aidanbench.analysis.summary``.
+    A model's headline with repeats is a mean per repeat (``repeat_mean_score``), not
+    ``score``.
     """
 
     lines: int
@@ -215,6 +219,12 @@ class Totals:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values."""
         return asdict(self)
+
+    @property
+    def repeat_mean_score(self) -> float:
+        """Valid answers per repeat (``score`` / ``repeats``): a model's headline, the
+        plain ``score`` with one repeat."""
+        return self.score / self.repeats if self.repeats > 1 else self.score
 
 
 def totals(results: Iterable[QuestionResult]) -> Totals:
@@ -310,7 +320,6 @@ def question_result(line: QuestionLine, metadata: Metadata | None = None) -> Que
     measured: Mapping[str, Any] = line.measured or {}
     thresholds = line.thresholds or (settings.thresholds if settings else None)
     answers = sorted(line.answers, key=lambda a: a.index)
-    speculative = {"speculative": line.speculative} if line.speculative else {}
     recorded = [a.model_dump(include={"calls"}, exclude_unset=True) for a in answers]
     return QuestionResult(
         model=line.model,
@@ -330,10 +339,10 @@ def question_result(line: QuestionLine, metadata: Metadata | None = None) -> Que
             if thresholds
             else None
         ),
-        speculative_tokens=call_tokens(speculative),
-        speculative_calls=call_count(speculative),
+        speculative=dict(line.speculative) if line.speculative else None,
         cost_usd=question_dollars(recorded, line.speculative),
-        usage_missing=usage_missing(speculative) + sum(usage_missing(a.calls) for a in answers),
+        usage_missing=usage_missing({"speculative": line.speculative or {}})
+        + sum(usage_missing(a.calls) for a in answers),
         judge_model=measured.get("judge_model") or (settings.judge_model if settings else None),
         prompts_sha256=measured.get("prompts_sha256") or meta.prompts_sha256,
         threshold_source=threshold_source_text(

@@ -82,6 +82,11 @@ class BatchStatus:
     """The batch was created by an earlier, interrupted command."""
 
 
+class NoBatchApi(Exception):
+    """The endpoint answered 404 where the Batch API lives: it has none (nothing was
+    created, so nothing was spent)."""
+
+
 def request_file(requests: Sequence[BatchRequest]) -> bytes:
     """The JSONL file of a batch: one request object per line, in the given order."""
     lines = [
@@ -99,37 +104,39 @@ def _field(obj: Any, name: str) -> Any:
     return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
 
 
-def read_results(text: str) -> dict[str, BatchResult]:
-    """The results in an output or error file, by ``custom_id``.
+def read_results(text: str) -> dict[str, list[BatchResult]]:
+    """The results in an output or error file, by ``custom_id``, every line of an id in
+    file order (a provider may repeat one; which line counts is the reader's choice).
 
     A line answered with status 200 holds a chat completion (read as ``OpenAIChat``
     reads one; a body it cannot read is an error); any other status, or a line with an
     ``error`` object, is an error naming it. Lines that are not JSON objects are skipped.
     """
-    found: dict[str, BatchResult] = {}
+    found: dict[str, list[BatchResult]] = {}
     for _, raw in numbered_lines(text):
         try:
             line = json.loads(raw)
         except json.JSONDecodeError:
             continue
-        if not isinstance(line, dict) or not isinstance(line.get("custom_id"), str):
-            continue
-        response = line.get("response")
-        error = line.get("error")
-        status = _field(response, "status_code")
-        body = _field(response, "body")
-        if error:
-            message = _field(error, "message") or str(error)
-            found[line["custom_id"]] = BatchResult(None, f"batch error: {message}")
-        elif status == 200:
-            try:
-                found[line["custom_id"]] = BatchResult(read_reply(json.dumps(body).encode()))
-            except MalformedReply as exc:
-                found[line["custom_id"]] = BatchResult(None, str(exc))
-        else:
-            detail = _field(_field(body, "error"), "message") if body else None
-            found[line["custom_id"]] = BatchResult(None, f"status {status}: {detail}")
+        if isinstance(line, dict) and isinstance(line.get("custom_id"), str):
+            found.setdefault(line["custom_id"], []).append(_result(line))
     return found
+
+
+def _result(line: dict[str, Any]) -> BatchResult:
+    response = line.get("response")
+    error = line.get("error")
+    status = _field(response, "status_code")
+    body = _field(response, "body")
+    if error:
+        return BatchResult(None, f"batch error: {_field(error, 'message') or error}")
+    if status == 200:
+        try:
+            return BatchResult(read_reply(json.dumps(body).encode()))
+        except MalformedReply as exc:
+            return BatchResult(None, str(exc))
+    detail = _field(_field(body, "error"), "message") if body else None
+    return BatchResult(None, f"status {status}: {detail}")
 
 
 def batch_key(data: bytes, number: int) -> str:
@@ -162,10 +169,10 @@ class BatchClient:
         requests: Sequence[BatchRequest],
         *,
         on_created: Callable[[str], None] | None = None,
-    ) -> tuple[str, dict[str, BatchResult]]:
+    ) -> tuple[str, dict[str, list[BatchResult]]]:
         """Submit ``requests`` as one batch (or resume the one submitted for exactly these
-        requests and not collected yet), wait for it, and return its id and the result of
-        every request.
+        requests and not collected yet), wait for it, and return its id and the results of
+        every request (``read_results``: the output file's lines, then the error file's).
 
         ``on_created`` is called once, right after a new batch is recorded (the caller
         counts its requests as sent). A request the batch did not answer is an error
@@ -185,15 +192,17 @@ class BatchClient:
         else:
             batch_id = found[0]
         batch = await self._wait(batch_id, resumed)
-        results: dict[str, BatchResult] = {}
-        for name in ("error_file_id", "output_file_id"):
+        results: dict[str, list[BatchResult]] = {}
+        for name in ("output_file_id", "error_file_id"):
             file_id = _field(batch, name)
             if file_id:
-                results |= read_results(await self._download(str(file_id)))
+                for custom_id, lines in read_results(await self._download(str(file_id))).items():
+                    results.setdefault(custom_id, []).extend(lines)
         status = _field(batch, "status")
         for request in requests:
             results.setdefault(
-                request.custom_id, BatchResult(None, f"not answered by batch {batch_id} ({status})")
+                request.custom_id,
+                [BatchResult(None, f"not answered by batch {batch_id} ({status})")],
             )
         self.cache.put_batch(key, batch_id, collected=True)
         return batch_id, results
@@ -203,17 +212,20 @@ class BatchClient:
         return str(content.text)
 
     async def _create(self, data: bytes) -> str:
-        uploaded = await self._call(
-            lambda: self.client.files.create(file=("judge-batch.jsonl", data), purpose="batch")
-        )
-        batch = await self._call(
-            lambda: self.client.batches.create(
-                input_file_id=uploaded.id,
-                endpoint=ENDPOINT,
-                completion_window=COMPLETION_WINDOW,
-            ),
-            retried=False,
-        )
+        try:
+            uploaded = await self._call(
+                lambda: self.client.files.create(file=("judge-batch.jsonl", data), purpose="batch")
+            )
+            batch = await self._call(
+                lambda: self.client.batches.create(
+                    input_file_id=uploaded.id,
+                    endpoint=ENDPOINT,
+                    completion_window=COMPLETION_WINDOW,
+                ),
+                retried=False,
+            )
+        except openai.NotFoundError as exc:
+            raise NoBatchApi(f"{exc.request.method} {exc.request.url.path}") from None
         return str(batch.id)
 
     async def _wait(self, batch_id: str, resumed: bool) -> Any:

@@ -225,6 +225,8 @@ class Handler(BaseHTTPRequestHandler):
         """The Batch API's files and batches (``testing.batches``), or None for any other
         path. Fault hooks do not apply here: a batch's lines are answered by the brain."""
         store = stub.batch_store
+        if store is None:
+            return None
         if method == "POST" and path == "/v1/files":
             return 200, store.upload(self.headers.get("Content-Type", ""), raw)
         if method == "POST" and path == "/v1/batches":

@@ -79,7 +79,8 @@ class OpenAIStub:
     take the key; ``models_page`` a list served that many models a page (``has_more`` and
     ``last_id``, the next page asked with ``after``, as OpenAI's paginated lists). It also
     speaks OpenAI's Batch API (``testing.batches``): a batch completes ``batch_seconds``
-    after it was created, its lines answered by the same brain.
+    after it was created, its lines answered by the same brain; ``batch_api=False`` plays
+    an endpoint without one (404 on its paths, as for any unknown path).
     """
 
     def __init__(
@@ -91,6 +92,7 @@ class OpenAIStub:
         api_key: str | None = None,
         models: Sequence[str] = (),
         batch_seconds: float = 0.0,
+        batch_api: bool = True,
         catalogue: Mapping[str, str | None] | None = None,
         list_models: bool | Literal["refused"] = True,
         models_page: int | None = None,
@@ -101,7 +103,7 @@ class OpenAIStub:
         self.api_key = api_key
         self.models = tuple(models)
         self.batch_seconds = batch_seconds
-        self.batch_store = BatchStore()
+        self.batch_store = BatchStore() if batch_api else None
         self.catalogue = None if catalogue is None else dict(catalogue)
         self.list_models = list_models
         self.models_page = models_page

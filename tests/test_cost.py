@@ -544,3 +544,31 @@ def test_a_bad_prices_file_is_one_line_and_nothing_is_written(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "prices" in err
     assert not run_dir.exists()
+
+
+def test_cost_lines_with_repeats_say_per_repeat_against_the_mean_score(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two repeats scoring 16 and 14: the line names the cost per repeat against the mean
+    score 15, never the summed 30 as a score; the chart plots the same pair."""
+    from aidanbench.analysis.plots import cost_score_points
+    from aidanbench.record.results import read_results
+    from tests.builders import two_model_lines, write_run_dir
+
+    lines = [line for line in two_model_lines() if line["model"] == "model-a"]
+    for line in lines:
+        for answer in line["answers"]:
+            answer["calls"] = {r: {**c, "cost_usd": 0.01} for r, c in answer["calls"].items()}
+    run_dir = write_run_dir(tmp_path / "run", lines)
+    answers = sum(len(line["answers"]) for line in lines)
+    assert main(["report", str(run_dir)]) == 0
+    text = capsys.readouterr().out
+    total = answers * 2 * 0.01  # generation and judge: embeddings are the run's
+    assert (
+        f"model-a @ 0.7: ${total:.4f} for 2 repeats, ${total / 2:.4f} per repeat "
+        f"for mean score 15 (${total / 30:.4f} per valid answer)"
+    ) in text
+    assert "score 30" not in text
+    assert cost_score_points(read_results(run_dir)) == [
+        ("model-a @ 0.7", pytest.approx(total / 2), 15, False)
+    ]

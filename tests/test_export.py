@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -434,3 +435,93 @@ def test_a_lower_bound_is_marked_in_every_export(
     record = json.loads(next(p for p in written if p.suffix == ".json").read_text("utf-8"))
     details = record["evaluation_results"][0]["score_details"]["details"]
     assert details["score_is_lower_bound"] == "true"
+
+
+def test_inspect_usage_totals_are_the_reports_with_look_aheads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A line with discarded look-aheads: the log's model usage adds up to ``report
+    --json``'s tokens and dollars, and to its own metadata's cost."""
+    import inspect_ai.log as inspect_log
+
+    line = question_line("acme/m", "Why?", chain(2))
+    for answer in line["answers"]:
+        answer["calls"] = {role: {**c, "cost_usd": 0.001} for role, c in answer["calls"].items()}
+    look_ahead = {"served_model": "stub", "latency_s": 1.0, "input_tokens": 300}
+    line["speculative"] = {**look_ahead, "output_tokens": 70, "calls": 2, "cost_usd": 0.004}
+    run_dir = write_run_dir(tmp_path / "run", [line])
+    figures = report(capsys, run_dir)["acme/m"]
+    assert figures["tokens"] == 3 * 240 + 370
+
+    (path,) = export(capsys, str(run_dir), "--format", "inspect", "-o", str(tmp_path / "i"))
+    log = inspect_log.read_eval_log(str(path))
+    usage = log.stats.model_usage.values()
+    assert sum(u.total_tokens for u in usage) == figures["tokens"]
+    assert sum(u.total_cost or 0 for u in usage) == pytest.approx(figures["cost_usd"])
+    assert log.eval.metadata["cost"]["cost_usd"] == pytest.approx(figures["cost_usd"])
+    (sample,) = log.samples
+    assert sum(u.total_tokens for u in sample.model_usage.values()) == figures["tokens"]
+
+
+@pytest.mark.parametrize(("cap", "shown"), [(3, "3"), (None, "none")])
+def test_the_answer_cap_is_in_every_exports_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cap: int | None, shown: str
+) -> None:
+    """``--max-answers`` (none: the benchmark's, no cap) in the Hub's notes, the Inspect
+    log's metadata and Every Eval Ever's generation config."""
+    import huggingface_hub as hub
+    import inspect_ai.log as inspect_log
+    import yaml
+
+    stop = chain(3, fail=None) if cap else chain(3)
+    run_dir = write_run_dir(tmp_path / "run", [question_line("acme/m", "Why?", stop)])
+    metadata = json.loads((run_dir / "metadata.json").read_text())
+    metadata["scoring_settings"] = {"acme/m": {"max_answers": cap, "cot": False}}
+    (run_dir / "metadata.json").write_text(json.dumps(metadata))
+    (hf,) = export(
+        capsys, str(run_dir), "--format", "hf", "-o", str(tmp_path / "h"), "--hf-dataset", "x/a"
+    )
+    (entry,) = hub.parse_eval_result_entries(yaml.safe_load(hf.read_text("utf-8")))
+    assert f"answer cap {shown}" in entry.notes.split("; ")
+    (log_path,) = export(capsys, str(run_dir), "--format", "inspect", "-o", str(tmp_path / "i"))
+    assert inspect_log.read_eval_log(str(log_path)).eval.metadata["max_answers"] == (cap or shown)
+    written = export(capsys, str(run_dir), "--format", "every-eval-ever", "-o", str(tmp_path / "e"))
+    record = json.loads(next(p for p in written if p.suffix == ".json").read_text("utf-8"))
+    config = record["evaluation_results"][0]["generation_config"]["additional_details"]
+    assert config["max_answers"] == shown
+
+
+def test_an_unrecorded_answer_cap_is_unknown_in_every_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import huggingface_hub as hub
+    import inspect_ai.log as inspect_log
+    import yaml
+
+    run_dir = write_run_dir(tmp_path / "run", [question_line("acme/m", "Why?", chain(2))])
+    (hf,) = export(
+        capsys, str(run_dir), "--format", "hf", "-o", str(tmp_path / "h"), "--hf-dataset", "x/a"
+    )
+    (entry,) = hub.parse_eval_result_entries(yaml.safe_load(hf.read_text("utf-8")))
+    assert "answer cap unknown" in entry.notes.split("; ")
+    (log_path,) = export(capsys, str(run_dir), "--format", "inspect", "-o", str(tmp_path / "i"))
+    assert inspect_log.read_eval_log(str(log_path)).eval.metadata["max_answers"] == "unknown"
+    written = export(capsys, str(run_dir), "--format", "every-eval-ever", "-o", str(tmp_path / "e"))
+    record = json.loads(next(p for p in written if p.suffix == ".json").read_text("utf-8"))
+    config = record["evaluation_results"][0]["generation_config"]["additional_details"]
+    assert config["max_answers"] == "unknown"
+
+
+def test_the_documented_hf_loader_reads_the_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/publishing.md's loader, run as printed on an export: every model's value."""
+    page = (Path(__file__).parents[1] / "docs" / "publishing.md").read_text("utf-8")
+    (code,) = re.findall(r"^```py\n(.*?)^```", page, re.MULTILINE | re.DOTALL)
+    run_dir = write_run_dir(tmp_path / "run", two_model_lines())
+    figures = report(capsys, run_dir)
+    monkeypatch.chdir(tmp_path)
+    export(capsys, str(run_dir), "--format", "hf", "-o", "out/hf", "--hf-dataset", "x/aidanbench")
+    exec(compile(code, "publishing.md", "exec"), {})
+    printed = dict(line.split(" ", 2)[:2] for line in capsys.readouterr().out.splitlines())
+    assert {m: float(v) for m, v in printed.items()} == {m: f["score"] for m, f in figures.items()}

@@ -19,6 +19,7 @@ from aidanbench.cli.main import main
 from aidanbench.record.results import QuestionResult
 from aidanbench.services.batch import read_results
 from aidanbench.testing import OpenAIStub
+from aidanbench.testing.batches import BatchStore
 from tests.judging import Unreadable, affine_judge, one_question_reference
 
 KEY = "AIDANBENCH_TEST_KEY"
@@ -131,9 +132,73 @@ def test_unreadable_batch_replies_are_asked_again_in_a_new_batch(
     capsys.readouterr()
     assert batches_created(server) == 3
     store = server.batch_store
+    assert store is not None
     last = list(store.batches.values())[-1]
     lines = store.files[last.input_file_id].data.decode().splitlines()
     assert len(lines) == 1, "the third batch held that one request"
+
+
+@pytest.mark.parametrize("command", ["calibrate", "rescore"])
+def test_an_endpoint_without_a_batch_api_is_one_line(
+    chains: list[QuestionResult],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+) -> None:
+    """404 on ``/v1/files``: one line naming the endpoint and the way out (exit 2), and
+    nothing asked of the judge."""
+    with OpenAIStub(affine_judge(chains), batch_api=False) as bare:
+        small = tmp_path / "small.json"
+        one_question_reference(small)
+        judge = ["--judge-model", "stub-judge", "--judge-base-url", bare.base_url]
+        judge += ["--judge-api-key-env", KEY, "--batch", "--cache", str(tmp_path / "c.sqlite")]
+        where = ["--reference", str(small)]
+        if command == "rescore":
+            where = [str(small), "--coherence-threshold", "15", "--novelty-threshold", "0.15"]
+        assert main([command, *where, *judge]) == 2
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert bare.count("coherence") == 0
+        assert f"error: {bare.base_url} has no Batch API (POST /v1/files answered 404)" in last
+        assert last.endswith("nothing was spent; without --batch the judge is asked directly")
+
+
+def _refusal(line: str) -> str:
+    data = json.loads(line)
+    data["response"]["body"]["choices"][0]["message"]["content"] = "I would rather not say."
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize("refusal_first", [False, True])
+def test_a_repeated_id_never_discards_a_readable_reply(
+    server: OpenAIStub,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    refusal_first: bool,
+) -> None:
+    """An output file holding each id twice, a refusal beside the readable reply (after
+    it, or before it): the readable reply decides, and the figures are a direct run's."""
+    small = tmp_path / "small.json"
+    one_question_reference(small)
+    where = ["--reference", str(small), "--judge-attempts", "1"]
+    assert main([*calibrate_args(server, tmp_path / "direct"), *where]) == 0
+    direct = json.loads(capsys.readouterr().out)
+    answer = BatchStore._answer
+
+    def doubled(store: BatchStore, stub: OpenAIStub, batch: Any) -> None:
+        answer(store, stub, batch)
+        stored = store.files[batch.output_file_id]
+        lines = stored.data.decode().splitlines()
+        pairs = [(_refusal(x), x) if refusal_first else (x, _refusal(x)) for x in lines]
+        stored.data = "".join(f"{a}\n{b}\n" for a, b in pairs).encode()
+
+    monkeypatch.setattr(BatchStore, "_answer", doubled)
+    argv = calibrate_args(server, tmp_path / "batch", "--batch", "--batch-poll-seconds", "0.05")
+    assert main([*argv, *where]) == 0
+    batched = json.loads(capsys.readouterr().out)
+    assert batches_created(server) == 1
+    assert batched["judging"]["refused"] == 0
+    assert figures(batched) == figures(direct)
 
 
 def test_results_files_are_read_line_by_line() -> None:
@@ -156,7 +221,7 @@ def test_results_files_are_read_line_by_line() -> None:
             {"custom_id": "d", "response": {"status_code": 200, "body": {"no": "choices"}}},
         ]
     )
-    found = read_results(text + "\nnot json\n")
+    found = {k: v for k, [v] in read_results(text + "\nnot json\n").items()}
     assert found["a"].message is not None and found["a"].message.content == "<s>1</s>"
     assert found["b"].error == "status 500: overloaded"
     assert found["c"].error == "batch error: expired"

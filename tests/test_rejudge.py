@@ -21,7 +21,7 @@ from aidanbench.record.results import QuestionResult
 from aidanbench.record.results import read_results as read_run_dir
 from aidanbench.testing import OpenAIStub, parse_coherence_prompt, parse_generate_prompt
 from aidanbench.testing.published import published_chains
-from tests.judging import affine_judge
+from tests.judging import affine_judge, one_question_reference
 
 PUBLISHED = reference.published_run()
 KEY = "AIDANBENCH_TEST_KEY"
@@ -295,3 +295,30 @@ def test_a_run_directory_continues_with_its_own_settings_and_vectors(
     for line in read_run_dir(into):
         # past its plan each answer is new gibberish, judged 5 > 4: on to the cap kept
         assert line.score == 9 and line.stop_reason == "max_answers"
+
+
+def test_a_threshold_fitted_on_passes_only_says_so_wherever_it_is_shown(
+    server: OpenAIStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reference with fewer than 20 failures (here one question, ending on novelty: none):
+    calibrate's report and file say the threshold is fitted on passes only, and a run
+    that takes the file carries the note into report's judging line."""
+    small = tmp_path / "small.json"
+    one_question_reference(small)
+    judge = ["--judge-model", "stub-judge", "--judge-base-url", server.base_url]
+    judge += ["--judge-api-key-env", KEY, "--cache", str(tmp_path / "cache.sqlite")]
+    assert main(["calibrate", "--reference", str(small), *judge, "--out", str(tmp_path)]) == 0
+    shown = capsys.readouterr().out
+    (file,) = tmp_path.glob("calibration-judge-*.json")
+    note = json.loads(file.read_text())["judge"]["note"]
+    assert note.startswith("fitted on passes only (0 failures of o1-mini's rule in 53 answers")
+    assert f"calibrated threshold fitted on passes only ({note.split('(', 1)[1]}" in " ".join(
+        shown.split()
+    )
+    into = tmp_path / "into"
+    argv = ["rescore", str(small), *judge, "--coherence-threshold", str(file)]
+    assert main([*argv, "--novelty-threshold", "0.15", "--into", str(into)]) == 0
+    capsys.readouterr()
+    assert main(["report", str(into)]) == 0
+    assert f"{file.name} (sha256 " in (text := " ".join(capsys.readouterr().out.split()))
+    assert f"), {note}" in text

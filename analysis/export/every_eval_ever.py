@@ -218,7 +218,9 @@ def aggregate_record(record: RunRecord, row: Row, organization: str) -> dict[str
             },
             "generation_config": {
                 "generation_args": generation_args,
-                "additional_details": strings(settings),
+                "additional_details": strings(
+                    {**settings, "max_answers": record.max_answers(row.model)}
+                ),
             },
         }
 

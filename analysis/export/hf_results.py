@@ -11,7 +11,8 @@ Written here: ``DIR/<model>/.eval_results/aidanbench.yaml`` per model (one file 
 temperature, ``aidanbench_t<T>.yaml``, when a model ran at several: the convention wants
 each variant in its own file), ready to upload to that model's repo. The value is the
 row's headline (the score, or the novelty sum under that reward mode); the notes carry
-the temperature, judge, embedding model, thresholds, repeats, interval, cost and hashes.
+the temperature, judge, embedding model, thresholds, repeats, answer cap, interval,
+cost and hashes.
 The format has no room for per-question detail: link the Inspect log with
 ``--hf-source-url``.
 """
@@ -129,6 +130,7 @@ def notes(record: RunRecord, row: Row) -> str:
         f"{summary.question_count} questions (sha256 {record.questions_sha256[:12]})",
         f"prompts sha256 {(record.prompts_sha256 or 'unknown')[:12]}",
         f"{summary.repeats} repeat{'s' if summary.repeats != 1 else ''}",
+        f"answer cap {record.max_answers(row.model)}",
     ]
     interval = summary.reward_interval
     if interval is not None:

@@ -9,8 +9,8 @@ the model's reply (with its coherence, novelty, validity and, for the last, why 
 stopped), its score the number of valid answers. The log's results give the row's score
 (valid answers summed over questions, mean over repeats; with repeats its bootstrap
 interval) and novelty sum, as ``report`` prints them; its spec names the judge and
-embedding models (``model_roles``), the thresholds, the prompt and question-set hashes and
-the cost in ``metadata``.
+embedding models (``model_roles``), the thresholds, the answer cap, the prompt and
+question-set hashes and the cost in ``metadata``.
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ def eval_log(record: RunRecord, row: Row) -> Any:
             "aidanbench": record.provenance(),
             "row": row.summary.to_dict(),
             "cost": row.cost,
+            "max_answers": record.max_answers(row.model),
         },
     )
     return EvalLog(
@@ -175,23 +176,27 @@ def model_usage(
     record: RunRecord, row: Row, lines: list[QuestionResult] | None = None
 ) -> dict[str, Any]:
     """Tokens and dollars per model over ``lines`` (default: the row's), where every
-    call recorded them."""
+    call recorded them: the roles and look-aheads whose sum is the row's tokens and
+    dollars (``QuestionResult.tokens``, ``cost_usd``), so the two agree (embeddings are
+    the run's, in the ledger: one request serves many answers)."""
     from inspect_ai.model import ModelUsage
 
     names = {
         "generate": row.model,
+        "speculative": row.model,
         "judge": record.judge_model or "judge",
         "similarity": record.judge_model or "judge",
-        "embed": record.embedding_model or "embeddings",
     }
     chosen = row.lines if lines is None else lines
     usage: dict[str, Any] = {}
-    calls = (a.extra.get("calls") or {} for line in chosen for a in line.answers)
-    for role, figures in role_usage(calls).items():
+    calls = [a.extra.get("calls") or {} for line in chosen for a in line.answers]
+    calls += [line.look_aheads for line in chosen]
+    chat = ({r: s for r, s in c.items() if r in names} for c in calls)
+    for role, figures in role_usage(chat).items():
         tokens_in, tokens_out = figures["input_tokens"], figures["output_tokens"]
         if tokens_in is None or tokens_out is None:
             continue
-        name = names.get(role, role)
+        name = names[role]
         known = usage.get(name)
         reasoning = figures["reasoning_tokens"]
         add = ModelUsage(

@@ -133,6 +133,14 @@ class RunRecord:
         caps…); empty for a results file."""
         return dict((self._meta.scoring_settings or {}).get(model) or {})
 
+    def max_answers(self, model: str) -> int | str:
+        """The model's answer cap (``--max-answers``): a number, ``none`` (the
+        benchmark's: no cap) or ``unknown`` (not recorded: a results file, an early run)."""
+        settings = (self._meta.scoring_settings or {}).get(model) or {}
+        if "max_answers" not in settings:
+            return "unknown"
+        return "none" if settings["max_answers"] is None else int(settings["max_answers"])
+
     def provenance(self) -> dict[str, Any]:
         """What every export records about the run (JSON-ready; unknown is None)."""
         thresholds = self.thresholds
