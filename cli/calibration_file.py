@@ -12,8 +12,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
+
+from aidanbench.core.errors import UsageError
 
 KIND = "aidanbench judge calibration"
 """The ``kind`` of a calibration file."""
@@ -96,3 +99,33 @@ def threshold_source(value: Any, judge_model: str) -> dict[str, Any] | None:
             f"but the judge here is {judge_model} (give --judge-model {calibrated})"
         )
     return dict(value.source)
+
+
+def threshold_value(text: str, option: str, upper: float) -> float:
+    """``text`` as a finite number in ``[0, upper]``; a ``UsageError`` otherwise.
+
+    Novelty allows up to 2 because cosine similarity can be negative.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{option} must be a number, got {text!r}") from None
+    if not math.isfinite(value) or not 0 <= value <= upper:
+        raise UsageError(f"{option} must be between 0 and {upper:g}, got {text!r}")
+    return value
+
+
+def coherence_value(text: str) -> float:
+    """``--coherence-threshold``: a number in [0, 100] or a judge calibration file's
+    threshold (a ``CalibratedThreshold``, which records the file)."""
+    try:
+        value = coherence_threshold(text)
+    except argparse.ArgumentTypeError as exc:
+        if Path(text).exists():
+            raise UsageError(f"--coherence-threshold: {exc}") from None
+        raise UsageError(
+            f"--coherence-threshold must be a number or a judge calibration file, got {text!r}"
+        ) from None
+    if isinstance(value, CalibratedThreshold):
+        return value
+    return threshold_value(text, "--coherence-threshold", 100)

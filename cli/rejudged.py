@@ -20,6 +20,7 @@ from aidanbench.analysis.rejudge import coherence_prompt
 from aidanbench.analysis.rescore import RescoredQuestion, rejudge_lines
 from aidanbench.cli import calibration_file, judging, options
 from aidanbench.cli.report import Inputs, make_console, one_line, read_inputs
+from aidanbench.cli.rescore_report import print_rescore, rescore_payload
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings
 from aidanbench.core.thresholds import Thresholds
@@ -59,10 +60,8 @@ def run(args: argparse.Namespace, thresholds: Thresholds) -> int:
             "--llm-novelty-threshold with --judge-model: similarity judgments are not "
             "judged again (only coherence is); leave it out"
         )
-    from aidanbench.cli.rescore import coherence_value  # it imports this module
-
     judges = options.judges(args)
-    coherence = [coherence_value(judge.coherence_threshold) for judge in judges]
+    coherence = [calibration_file.coherence_value(judge.coherence_threshold) for judge in judges]
     try:
         sources = [
             calibration_file.threshold_source(value, judge.judge_model)
@@ -138,8 +137,6 @@ def rejudge(
         }
         for s, (_, threshold, _), found, source in zip(settings, panel, judged, used, strict=True)
     ]
-    from aidanbench.cli.rescore import print_rescore, rescore_payload  # it imports this module
-
     mode, notes = inputs.reward_mode, inputs.notes  # a substituted judge: summary.warnings
     judge_model = settings[0].judge_model
     if args.json:
