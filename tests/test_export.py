@@ -525,3 +525,46 @@ def test_the_documented_hf_loader_reads_the_export(
     exec(compile(code, "publishing.md", "exec"), {})
     printed = dict(line.split(" ", 2)[:2] for line in capsys.readouterr().out.splitlines())
     assert {m: float(v) for m, v in printed.items()} == {m: f["score"] for m, f in figures.items()}
+
+
+def test_a_judge_panel_and_each_judges_cost_are_in_every_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Answers judged by a panel: the Hub's notes and Every Eval Ever's details carry the
+    panel line ``report`` prints (every judge, its threshold and its dollars), and the
+    Inspect log's row carries the panel's figures."""
+    import huggingface_hub as hub
+    import inspect_ai.log as inspect_log
+    import yaml
+
+    line = question_line("acme/m", "Why?", chain(2))
+    for answer in line["answers"]:
+        answer["judges"] = [
+            {"judge": "judge-a", "score": 80.0, "threshold": 47.0, "passes": True}
+            | {"cost_usd": 0.001},
+            {"judge": "judge-b", "score": 80.0, "threshold": 64.0, "passes": True}
+            | {"cost_usd": None},
+        ]
+    run_dir = write_run_dir(tmp_path / "run", [line])
+    assert main(["report", str(run_dir)]) == 0
+    said = next(
+        part.strip()
+        for part in " ".join(capsys.readouterr().out.split()).split("; ")
+        if "judge panel" in part
+    )
+    assert "judge-a at > 47 (passed 3 of 3, $0.0030)" in said
+    assert "judge-b at > 64 (passed 3 of 3, unknown dollars)" in said
+
+    (hf,) = export(
+        capsys, str(run_dir), "--format", "hf", "-o", str(tmp_path / "h"), "--hf-dataset", "x/a"
+    )
+    (entry,) = hub.parse_eval_result_entries(yaml.safe_load(hf.read_text("utf-8")))
+    assert "judge-a at > 47 (passed 3 of 3, $0.0030), judge-b at > 64" in entry.notes
+    written = export(capsys, str(run_dir), "--format", "every-eval-ever", "-o", str(tmp_path / "e"))
+    record = json.loads(next(p for p in written if p.suffix == ".json").read_text("utf-8"))
+    details = record["evaluation_results"][0]["score_details"]["details"]
+    assert "judge-b at > 64 (passed 3 of 3, unknown dollars)" in details["judge_panel"]
+    (log_path,) = export(capsys, str(run_dir), "--format", "inspect", "-o", str(tmp_path / "i"))
+    row = inspect_log.read_eval_log(str(log_path)).eval.metadata["row"]
+    assert row["judge_panel"]["judges"] == ["judge-a", "judge-b"]
+    assert row["judge_panel"]["dollars"] == [pytest.approx(0.003), None]

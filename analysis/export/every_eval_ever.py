@@ -36,6 +36,7 @@ from aidanbench.analysis.export.record import (
     model_path,
     question_number,
 )
+from aidanbench.analysis.judge_noise import panel_text
 from aidanbench.nodes.prompts import prompt_texts, prompts_sha256, render_generate
 
 SCHEMA_VERSION = "0.3.0"
@@ -212,6 +213,11 @@ def aggregate_record(record: RunRecord, row: Row, organization: str) -> dict[str
                         "stop_reasons": summary.stop_reasons,
                         "cost_usd": (row.cost or {}).get("cost_usd"),
                         "score_is_lower_bound": summary.lower_bound,
+                        **(
+                            {"judge_panel": panel_text(summary.judge_panel)}
+                            if summary.judge_panel
+                            else {}
+                        ),
                     }
                 ),
                 "uncertainty": uncertainty,

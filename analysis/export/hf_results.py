@@ -26,6 +26,7 @@ from typing import Any
 from aidanbench.analysis.cost import score_text
 from aidanbench.analysis.export import ExportSet
 from aidanbench.analysis.export.record import Row, RunRecord, model_path
+from aidanbench.analysis.judge_noise import panel_text
 
 BENCHMARK_FILE = "aidanbench"
 
@@ -115,6 +116,7 @@ def notes(record: RunRecord, row: Row) -> str:
         f"model {row.model}",
         f"temperature {row.temperature:g}",
         f"judge {known(record.judge_model)}",
+        *([panel_text(summary.judge_panel)] if summary.judge_panel else []),
         f"embeddings {known(record.embedding_model)}",
         "thresholds "
         + (
