@@ -163,6 +163,8 @@ class NoiseModel:
             away = np.asarray(s, dtype=np.float64) - level
             if len(away) % 2:  # the median's own distance, 0
                 away = np.delete(away, np.argmin(np.abs(away)))
+            # sorted: the draws depend on the judgments, not on the order they came back in
+            away = np.sort(away)
             strays[int(np.searchsorted(self.edges, level, side="right"))].append(away)
         # a judge asked once per answer shows no noise: its judgments are drawn as they are
         self.pools = [np.concatenate(found) if found else np.zeros(1) for found in strays]

@@ -12,11 +12,13 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -393,6 +395,24 @@ def ledger_nodes(run_dir: Path) -> list[str]:
     return [line["node"] for line in jsonl(path) if line["event"] == "usage" and line["node"]]
 
 
+def turn_writes_saved(run_dir: Path) -> set[str]:
+    """The channels the open turn's finished nodes have saved in the checkpoint (the
+    ledger has a reply before its node's writes are committed: a kill between the two
+    asks the node again)."""
+    path = run_dir / "checkpoints.sqlite"
+    if not path.exists():
+        return set()
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)) as db:
+            rows = db.execute(
+                "SELECT channel FROM writes WHERE checkpoint_id = "
+                "(SELECT max(checkpoint_id) FROM checkpoints)"
+            ).fetchall()
+    except sqlite3.Error:
+        return set()
+    return {channel for (channel,) in rows}
+
+
 @pytest.mark.e2e
 def test_a_killed_and_resumed_run_counts_every_call_it_sent(api_key: str, tmp_path: Path) -> None:
     """A 500 retried, then a kill while turn 5's embedding hangs: the run's totals are
@@ -417,6 +437,7 @@ def test_a_killed_and_resumed_run_counts_every_call_it_sent(api_key: str, tmp_pa
         while time.monotonic() < deadline and not (
             ledger_nodes(run_dir).count("judge") == 5
             and ledger_nodes(run_dir).count("generate_next") == 5
+            and turn_writes_saved(run_dir) >= {"coherence_result", "lookahead"}
         ):
             time.sleep(0.01)
         proc.send_signal(signal.SIGKILL)

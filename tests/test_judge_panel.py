@@ -116,7 +116,7 @@ def test_a_calibrated_panel_keeps_the_published_totals(
         assert panel["judges"] == ["judge-a", "judge-b"] and panel["disagreed"] == 0
         assert panel["answers"] == run["answers"]
     assert main(["report", str(run_dir)]) == 0
-    text = capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())
     assert "judge panel, an answer coherent when more than half its judges pass it" in text
     assert "they disagreed on 0 of" in text
 
