@@ -6,11 +6,8 @@ the re-judged chains for ``aidanbench run`` to continue (``runner.rejudged``).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
-import hashlib
 import json
-import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,13 +22,11 @@ from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record import files
-from aidanbench.record.metadata import ThresholdSource, read_metadata
-from aidanbench.record.recorder import Recorder, now
+from aidanbench.record.metadata import ThresholdSource
+from aidanbench.record.recorder import Recorder
 from aidanbench.record.results import threshold_source_text
 from aidanbench.record.usage import UsageLedger
-from aidanbench.runner import session
-from aidanbench.runner.rejudged import QUESTIONS_FILE, copy_cache, seed_run, task_settings
-from aidanbench.runner.spec import RunSpec
+from aidanbench.runner.rejudged import copy_cache, seed_into
 
 DEFAULT_CACHE = Path("judge-cache.sqlite")
 """Where judgments are cached without ``--cache`` or ``--into`` (the working directory)."""
@@ -186,88 +181,17 @@ def write_into(
     judge_fields: list[dict[str, Any]],
     thresholds: Thresholds,
 ) -> dict[str, Any]:
-    """Seed the run directory ``--into`` through its ``recorder``, complete it, and say
-    how ``aidanbench run`` continues it (with the same judge, or judge panel)."""
-    into: Path = args.into
-    origin = Path(args.paths[0])
-    stored = session.stored_scoring(read_metadata(origin) if origin.is_dir() else None)
-    settings, source = panel_settings[0], panel[0][2]
-    judge = {
-        "judge_model": settings.judge_model,
-        "judge_base_url": settings.judge_base_url,
-        "judge_api_key_env": settings.judge_api_key_env,
-        "judge_temperature": settings.judge_temperature,
-        "judge_attempts": settings.judge_attempts,
-        "judge_samples": settings.judge_samples,
-        "coherence_threshold": thresholds.coherence,
-        "novelty_threshold": thresholds.novelty,
-        "judge_panel": [
-            {
-                "model": s.judge_model,
-                "base_url": s.judge_base_url,
-                "api_key_env": s.judge_api_key_env,
-                "coherence_threshold": threshold,
-            }
-            for s, (_, threshold, _) in zip(panel_settings[1:], panel[1:], strict=True)
-        ],
-    }
-    settings_of = {}
-    for line in rescored:
-        key = (line.result.model, line.result.temperature)
-        if key not in settings_of:
-            recorded = dict(stored.get(line.result.model, {}))
-            if line.original.embedding_model and "embedding_model" not in recorded:
-                recorded["embedding_model"] = line.original.embedding_model
-            settings_of[key] = task_settings(key[0], key[1], recorded, judge)
-    questions = list(dict.fromkeys(line.result.question for line in rescored))
+    """Seed the run directory ``--into`` through its ``recorder`` (``runner.rejudged``)
+    and say how ``aidanbench run`` continues it; a problem is one ``UsageError`` line."""
+    judges = [
+        (s, threshold, source)
+        for s, (_, threshold, source) in zip(panel_settings, panel, strict=True)
+    ]
     try:
-        spec = RunSpec(
-            models=list(dict.fromkeys(m for m, _ in settings_of)),
-            temperatures=list(dict.fromkeys(t for _, t in settings_of)),
-            questions=questions,
-            questions_source={"kind": "file", "path": str(into / QUESTIONS_FILE)},
-            repeats=max(line.result.repeat for line in rescored),
-            settings={k: v for k, v in judge.items() if v is not None},
-            run_dir=into,
-            coherence_threshold_source=source,
-            panel_threshold_sources=[found for _, _, found in panel[1:]],
-        )
-    except ValueError as exc:
-        raise UsageError(one_line(exc)) from None
-    provenance = {
-        "path": str(origin.resolve()),
-        "kind": "run directory" if origin.is_dir() else "results file",
-        "sha256": None if origin.is_dir() else hashlib.sha256(origin.read_bytes()).hexdigest(),
-        "judge": judge_fields[0],
-        **({"panel": judge_fields} if len(judge_fields) > 1 else {}),
-        "thresholds": {
-            "coherence": judge["coherence_threshold"],
-            "novelty": judge["novelty_threshold"],
-        },
-        "created": now(),
-    }
-    try:
-        seeded = asyncio.run(seed_run(recorder, rescored, settings_of, spec, provenance))
+        origin = Path(args.paths[0])
+        return seed_into(recorder, args.into, rescored, origin, judges, judge_fields, thresholds)
     except ValueError as exc:
         raise UsageError(printable(one_line(exc))) from None
-    recorder.complete()
-    commands = []
-    for models, questions_file in seeded.question_sets:
-        command = ["aidanbench", "run", "--run-dir", str(into), "--use-stored-settings"]
-        command += ["--questions-file", str(into / questions_file)]
-        for name in models:
-            command += ["-m", name]
-        for temperature in spec.temperatures:
-            command += ["-T", f"{temperature:g}"]
-        if spec.repeats > 1:
-            command += ["--repeats", str(spec.repeats)]
-        commands.append(shlex.join(command))
-    return {
-        "run_dir": str(into),
-        "threads": len(seeded.lines),
-        "open": seeded.open,
-        "continue": commands,
-    }
 
 
 def into_text(seeded: dict[str, Any]) -> str:

@@ -25,7 +25,10 @@ with exactly these settings.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
+import shlex
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
@@ -42,6 +45,7 @@ from aidanbench.analysis.judge_noise import SAMPLES_KEY
 from aidanbench.analysis.rescore import RescoredQuestion
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import AnswerRecord, CallStats
+from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import CAP_STOPS, THRESHOLD_STOPS
 from aidanbench.graph.question import build_question_graph
 from aidanbench.nodes.context import no_calls
@@ -49,6 +53,7 @@ from aidanbench.nodes.metrics import chain_metrics
 from aidanbench.nodes.prepare import measured_by
 from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
+from aidanbench.record.metadata import read_metadata
 from aidanbench.record.recorder import Recorder, now, question_counts
 from aidanbench.record.results import AnswerRow, results_of, run_totals, totals
 from aidanbench.runner import session
@@ -231,3 +236,93 @@ def task_settings(
         if k in Settings.model_fields and k not in ("model", "temperature")
     }
     return make_settings(model, temperature, {**fields, "llm_novelty": False}, dict(judge))
+
+
+Judge = tuple[Settings, float, dict[str, Any] | None]
+"""A judge of the re-judging: its settings, its coherence threshold and where that came
+from (a calibration file's record; None: given)."""
+
+
+def seed_into(
+    recorder: Recorder,
+    into: Path,
+    rescored: Sequence[RescoredQuestion],
+    origin: Path,
+    judges: Sequence[Judge],
+    judge_fields: Sequence[Mapping[str, Any]],
+    thresholds: Thresholds,
+) -> dict[str, Any]:
+    """Write the re-judged chains of ``origin`` as the run directory ``into`` through its
+    ``recorder`` (which may build it aside, ``Recorder.build``): the new judge (or judge
+    panel, the first judge first) and thresholds as each model's scoring settings, the
+    source recorded (``rejudged_from``). Complete it, and say how ``aidanbench run``
+    continues it: a command per set of models that answered the same questions.
+    ``ValueError`` (one line) when the settings or the chains are refused."""
+    stored = session.stored_scoring(read_metadata(origin) if origin.is_dir() else None)
+    (settings, _, source), *panel = judges
+    judge = {
+        "judge_model": settings.judge_model,
+        "judge_base_url": settings.judge_base_url,
+        "judge_api_key_env": settings.judge_api_key_env,
+        "judge_temperature": settings.judge_temperature,
+        "judge_attempts": settings.judge_attempts,
+        "judge_samples": settings.judge_samples,
+        "coherence_threshold": thresholds.coherence,
+        "novelty_threshold": thresholds.novelty,
+        "judge_panel": [
+            {
+                "model": s.judge_model,
+                "base_url": s.judge_base_url,
+                "api_key_env": s.judge_api_key_env,
+                "coherence_threshold": threshold,
+            }
+            for s, threshold, _ in panel
+        ],
+    }
+    settings_of = {}
+    for line in rescored:
+        key = (line.result.model, line.result.temperature)
+        if key not in settings_of:
+            recorded = dict(stored.get(line.result.model, {}))
+            if line.original.embedding_model and "embedding_model" not in recorded:
+                recorded["embedding_model"] = line.original.embedding_model
+            settings_of[key] = task_settings(key[0], key[1], recorded, judge)
+    spec = RunSpec(
+        models=list(dict.fromkeys(m for m, _ in settings_of)),
+        temperatures=list(dict.fromkeys(t for _, t in settings_of)),
+        questions=list(dict.fromkeys(line.result.question for line in rescored)),
+        questions_source={"kind": "file", "path": str(into / QUESTIONS_FILE)},
+        repeats=max(line.result.repeat for line in rescored),
+        settings={k: v for k, v in judge.items() if v is not None},
+        run_dir=into,
+        coherence_threshold_source=source,
+        panel_threshold_sources=[found for _, _, found in panel],
+    )
+    provenance = {
+        "path": str(origin.resolve()),
+        "kind": "run directory" if origin.is_dir() else "results file",
+        "sha256": None if origin.is_dir() else hashlib.sha256(origin.read_bytes()).hexdigest(),
+        "judge": dict(judge_fields[0]),
+        **({"panel": [dict(f) for f in judge_fields]} if len(judge_fields) > 1 else {}),
+        "thresholds": {"coherence": thresholds.coherence, "novelty": thresholds.novelty},
+        "created": now(),
+    }
+    seeded = asyncio.run(seed_run(recorder, rescored, settings_of, spec, provenance))
+    recorder.complete()
+    commands = []
+    for models, questions_file in seeded.question_sets:
+        command = ["aidanbench", "run", "--run-dir", str(into), "--use-stored-settings"]
+        command += ["--questions-file", str(into / questions_file)]
+        for name in models:
+            command += ["-m", name]
+        for temperature in spec.temperatures:
+            command += ["-T", f"{temperature:g}"]
+        if spec.repeats > 1:
+            command += ["--repeats", str(spec.repeats)]
+        commands.append(shlex.join(command))
+    return {
+        "run_dir": str(into),
+        "threads": len(seeded.lines),
+        "open": seeded.open,
+        "continue": commands,
+    }
