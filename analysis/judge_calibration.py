@@ -392,3 +392,24 @@ def plot_judge_calibration(calibration: JudgeCalibration, path: Path) -> Path:
         fontsize=10,
     )
     return save_scatter(fig, ax, path)
+
+
+def panel_agreement(calibrations: Sequence[JudgeCalibration]) -> dict[str, Any] | None:
+    """How a panel of the calibrated judges decides o1-mini's answers: each answer
+    coherent when more than half of them pass it at their calibrated thresholds (answers
+    one of them left undecided are left out); None for one judge."""
+    if len(calibrations) < 2:
+        return None
+    sizes = {int(c.recorded.size) for c in calibrations}
+    if len(sizes) > 1:  # undecided answers differ: the arrays no longer line up
+        return {"judges": [c.judge_model for c in calibrations], "agreement": None}
+    decisions = np.asarray([c.judged > c.threshold for c in calibrations])
+    panel = 2 * decisions.sum(axis=0) > len(calibrations)
+    reference = calibrations[0].recorded > calibrations[0].reference_threshold
+    disagreed = decisions.any(axis=0) & ~decisions.all(axis=0)
+    return {
+        "judges": [c.judge_model for c in calibrations],
+        "agreement": float(np.mean(panel == reference)),
+        "answers": int(panel.size),
+        "disagreed": int(disagreed.sum()),
+    }

@@ -16,17 +16,15 @@ import json
 import re
 import sys
 import textwrap
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from aidanbench.analysis.judge_calibration import (
     REFERENCE_JUDGE,
     JudgeCalibration,
     JudgeRule,
     calibrate_judge,
+    panel_agreement,
     plot_judge_calibration,
 )
 from aidanbench.analysis.judge_noise import noise_text
@@ -149,27 +147,6 @@ def calibrate_one(
     if warning:
         print(printable(f"warning: {warning}"), file=sys.stderr)
     return calibration, document, target
-
-
-def panel_agreement(calibrations: Sequence[JudgeCalibration]) -> dict[str, Any] | None:
-    """How a panel of the calibrated judges decides o1-mini's answers: each answer
-    coherent when more than half of them pass it at their calibrated thresholds (answers
-    one of them left undecided are left out); None for one judge."""
-    if len(calibrations) < 2:
-        return None
-    sizes = {int(c.recorded.size) for c in calibrations}
-    if len(sizes) > 1:  # undecided answers differ: the arrays no longer line up
-        return {"judges": [c.judge_model for c in calibrations], "agreement": None}
-    decisions = np.asarray([c.judged > c.threshold for c in calibrations])
-    panel = 2 * decisions.sum(axis=0) > len(calibrations)
-    reference = calibrations[0].recorded > calibrations[0].reference_threshold
-    disagreed = decisions.any(axis=0) & ~decisions.all(axis=0)
-    return {
-        "judges": [c.judge_model for c in calibrations],
-        "agreement": float(np.mean(panel == reference)),
-        "answers": int(panel.size),
-        "disagreed": int(disagreed.sum()),
-    }
 
 
 def panel_line(panel: dict[str, Any]) -> str:

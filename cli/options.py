@@ -355,7 +355,8 @@ def judges(args: argparse.Namespace) -> list[argparse.Namespace]:
     found = [argparse.Namespace(**vars(args)) for _ in models]
     for field in PANEL:
         given = listed(args, field)
-        if len(given) == 1 and (len(models) == 1 or field != "coherence_threshold"):
+        each = field == "coherence_threshold" and hasattr(args, field)  # calibrate finds it
+        if len(given) == 1 and (len(models) == 1 or not each):
             given = given * len(models)
         if len(given) != len(models):
             times = len(getattr(args, PANEL_GIVEN, {}).get(field, []))

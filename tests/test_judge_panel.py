@@ -242,3 +242,23 @@ def test_rescore_leaves_an_answer_refused_in_every_try_undecided(
     assert payload["judge"]["unreadable"] == {"missing": 2}
     (run,) = payload["runs"]
     assert run["score"] == 1 and run["stop_reasons"] == {"unscored": 1}
+
+
+def test_calibrate_takes_a_panel(
+    servers: dict[str, OpenAIStub], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``calibrate`` with ``--judge-model`` twice calibrates each judge against o1-mini
+    (a file each) and says how often the panel's majority agrees with o1-mini."""
+    reference_file = tmp_path / "small.json"
+    answers = one_question_reference(reference_file)
+    argv = ["calibrate", "--reference", str(reference_file), "--out", str(tmp_path), "--json"]
+    argv += ["--judge-api-key-env", KEY]
+    for name, stub in servers.items():
+        argv += ["--judge-model", name, "--judge-base-url", stub.base_url]
+    assert main(argv) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert [d["judge"]["model"] for d in payload["judges"]] == list(SCALES)
+    assert all(Path(d["calibration_file"]).exists() for d in payload["judges"])
+    panel = payload["panel"]
+    assert panel["judges"] == list(SCALES) and panel["answers"] == len(answers)
+    assert panel["agreement"] == 1.0 and panel["disagreed"] == 0
