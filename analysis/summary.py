@@ -742,11 +742,6 @@ def summary_tables(
     return fitted_tables(key, columns, width, title=title, caption=caption(rows))
 
 
-def summary_table(rows: Sequence[SummaryRow], title: str = "AidanBench summary") -> Table:
-    """The summary as one rich table, however wide."""
-    return summary_tables(rows, title)[0]
-
-
 def render_summary(
     rows: Sequence[SummaryRow],
     console: Console | None = None,

@@ -70,11 +70,6 @@ def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-def load_results(path: str, thresholds: Thresholds | None = None) -> list[QuestionResult]:
-    """Results at ``path``; a missing or unreadable path is a ``UsageError``."""
-    return read_inputs([path], thresholds).results
-
-
 @dataclass(frozen=True)
 class Inputs:
     """What the paths of a command hold, read and combined (``analysis.inputs``)."""

@@ -386,8 +386,10 @@ class LineTexts:
 
 
 def results_text(lines: Sequence[tuple[QuestionLine, LineText]]) -> str:
-    """``json.dumps(original_schema(lines), indent=2)``, byte for byte, from each line's
-    part made once (``LineText.results``)."""
+    """The published benchmark's results file of ``lines``,
+    ``{"models": {MODEL: {TEMPERATURE: {QUESTION: [answer, …]}}}}`` (the failing answer
+    last), byte for byte as ``json.dumps(indent=2)`` writes it, from each line's part
+    made once (``LineText.results``)."""
     models: dict[str, dict[str, dict[str, str]]] = {}
     for line, text in lines:
         questions = models.setdefault(line.model, {}).setdefault(
@@ -414,18 +416,6 @@ def _json_object(items: Mapping[str, str], depth: int) -> str:
 def temperature_key(temperature: float) -> str:
     """Temperature as the original schema keys it (``"0.7"``)."""
     return repr(float(temperature))
-
-
-def original_schema(lines: Iterable[QuestionLine]) -> dict[str, Any]:
-    """``{"models": {MODEL: {TEMPERATURE: {QUESTION: [answer, …]}}}}``, the published
-    benchmark's results file, of question lines (the failing answer last)."""
-    models: dict[str, dict[str, dict[str, list[dict[str, Any]]]]] = {}
-    for line in lines:
-        by_question = models.setdefault(line.model, {}).setdefault(
-            temperature_key(line.temperature), {}
-        )
-        by_question[line.question] = original_records(line)
-    return {"models": models}
 
 
 def original_records(line: QuestionLine) -> list[dict[str, Any]]:

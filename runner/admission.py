@@ -123,15 +123,13 @@ class Admission(Gate):
     """The gate questions pass to start, in the order they arrive.
 
     Fixed (``adaptive=False``) it lets ``most`` in at once, a semaphore. Adaptive, its
-    window starts at ``START_IN_FLIGHT`` and follows the event loop (``observe``): while
-    the loop keeps up and questions wait, the window grows towards ``most``; while the
-    loop is behind, it shrinks and nothing new starts until enough started questions
-    stop. So when the CPU, not the endpoints, is what a run waits on, the chains already
-    started get it (they finish, and the finished count climbs from the first minutes)
-    instead of every chain advancing a turn at a time in lockstep; a question never
-    stops because the window shrank. The window holds while requests wait for an
-    endpoint slot, for the same reason. With a ``budget``, a question also starts only
-    while the chains in flight leave it room (``held``).
+    window starts at ``START_IN_FLIGHT`` and follows the event loop and the endpoints
+    (``observe``; why, in the module docstring): it grows towards ``most`` while they
+    keep up and questions wait, holds while requests wait for an endpoint slot, and
+    shrinks while either is behind, when nothing new starts until enough started
+    questions stop; a question never stops because the window shrank. With a
+    ``budget``, a question also starts only while the chains in flight leave it room
+    (``held``).
     """
 
     def __init__(

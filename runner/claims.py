@@ -135,8 +135,6 @@ class Claims:
         """Threads claimed by a live worker elsewhere, waited for at the end."""
         self.lost = 0
         """Claims the heartbeat found taken by another worker."""
-        self.taken_over = 0
-        """Threads this worker claimed from an expired or released claim after waiting."""
         self.failure: BaseException | None = None
         """Why the heartbeat stopped the worker: the store stopped answering."""
 
@@ -157,8 +155,6 @@ class Claims:
         if step.action == "skip" or (waited and stopped_on_error):
             await self.release(task)
             return Plan("skip", step.values)
-        if waited:
-            self.taken_over += 1
         return step
 
     async def stopped(self, task: Task, line: QuestionLine) -> None:

@@ -178,23 +178,20 @@ async def check(
     settings: Sequence[Settings],
     *,
     sources: dict[str, str] | None = None,
-    today: datetime.date | None = None,
-    warn: Callable[[str], None] | None = None,
     flag: Flag = role_flag,
     keys: Mapping[str, str] = os.environ,
 ) -> Preflight:
     """Check every role of ``settings`` (see the module docstring).
 
     Raises ``UsageError`` with one line for the first refusal (in the order model under
-    test, judge, embeddings); prints warnings through ``warn`` (stderr by default) and
-    returns them with the requests made. ``sources`` says where each role's URL came from
+    test, judge, embeddings); prints warnings to stderr and returns them with the requests
+    made. ``sources`` says where each role's URL came from
     (``core.base_url.environment_base_urls``), for the unreachable-endpoint line. ``flag``
     names what sets a role's model, URL or key variable where the user typed it (``run``'s
     flags by default; the seed's ``vf-eval`` has its own), and ``keys`` holds the keys by
     variable name.
     """
-    today = today or datetime.date.today()
-    say = warn or _stderr
+    today = datetime.date.today()
     endpoints: dict[tuple[str, str], _Server] = {}
     for role in roles_of(settings):
         key = (role.url, role.key_env)
@@ -209,7 +206,7 @@ async def check(
     if refusals:
         raise UsageError(min(refusals)[1])
     for line in result.warnings:
-        say(line)
+        print(line, file=sys.stderr)
     return result
 
 
@@ -426,7 +423,3 @@ def unreachable_line(
         f"({printable(answer.message)}): check its URL ({', '.join(dict.fromkeys(flags))}; "
         f"{BASE_URL_VARIABLE} sets every role given none) and that the server is running"
     )
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr)

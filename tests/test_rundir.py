@@ -17,8 +17,9 @@ from aidanbench.record import files
 from aidanbench.record.lines import (
     LineTexts,
     QuestionLine,
-    original_schema,
+    original_records,
     read_lines,
+    temperature_key,
     write_lines,
 )
 from aidanbench.record.metadata import read_metadata, write_metadata
@@ -97,6 +98,18 @@ def test_write_lines_orders_and_splits_repeats(tmp_path: Path) -> None:
     assert (tmp_path / "results.json").exists() and (tmp_path / "results.repeat-2.json").exists()
     results = read_results(tmp_path)
     assert [(q.repeat, q.score, len(q.answers)) for q in results] == [(1, 0, 1), (2, 0, 1)]
+
+
+def original_schema(lines: list[QuestionLine]) -> dict[str, Any]:
+    """The published results file of ``lines`` as a JSON object: what the writer's text
+    must equal once dumped."""
+    models: dict[str, dict[str, dict[str, list[dict[str, Any]]]]] = {}
+    for line in lines:
+        by_question = models.setdefault(line.model, {}).setdefault(
+            temperature_key(line.temperature), {}
+        )
+        by_question[line.question] = original_records(line)
+    return {"models": models}
 
 
 def test_results_file_is_what_json_dumps_writes(tmp_path: Path) -> None:

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import verifiers.v1 as vf
 
-from aidanbench.core.settings import Settings
 from aidanbench.graph import build_question_graph
-from aidanbench.services import Services, default_services, with_policy
+from aidanbench.services import default_services, with_policy
 from aidanbench.verifiers_env.harness import AidanBenchHarnessConfig
 from aidanbench.verifiers_env.policy import InteractionModel
 from aidanbench.verifiers_env.rewards import INFO_KEY, summary
@@ -65,16 +64,10 @@ class AidanBenchEnv(vf.Env[AidanBenchEnvConfig]):
         assert isinstance(prompt, str)
         async with agent.interaction(task) as interaction:
             policy = InteractionModel(interaction=interaction, opening_prompt=prompt)
-            services = episode_services(settings, policy)
+            services = with_policy(default_services(settings), policy)
             graph = build_question_graph(services=lambda _: services).compile()
             out = await graph.ainvoke({"question": task.data.question}, context=settings)
             error = out.get("error")
             if error is not None:
                 raise AidanBenchError(f"{error['kind']}: {error['message']}")
             interaction.trace.info[INFO_KEY] = summary(out, config.reward_mode)
-
-
-def episode_services(settings: Settings, policy: InteractionModel) -> Services:
-    """The run's judge and embedding clients, cache and batcher (built once per settings
-    and event loop by ``default_services``), with this episode's ``policy``."""
-    return with_policy(default_services(settings), policy)

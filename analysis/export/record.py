@@ -11,7 +11,7 @@ schema records no judge, prompts or cost), and every format writes it as unknown
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -258,11 +258,6 @@ def _iso(value: Any) -> str | None:
 def _shared(values: Iterable[Any]) -> Any:
     found = set(values)
     return found.pop() if len(found) == 1 else None
-
-
-def read_runs(paths: Sequence[Path]) -> list[RunRecord]:
-    """Every path's run, in order."""
-    return [read_run(path) for path in paths]
 
 
 def installed_version() -> str:
