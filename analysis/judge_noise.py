@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from aidanbench.core.calls import known_sum
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.results import AnswerRow, QuestionResult
 
@@ -321,15 +322,8 @@ def judge_panel(lines: Sequence[QuestionResult]) -> JudgePanel | None:
         passed=tuple(int(n) for n in decisions.sum(axis=0)),
         disagreed=int(np.sum(decisions.any(axis=1) & ~decisions.all(axis=1))),
         dollars=tuple(
-            _known_sum([seats[i].get("cost_usd") for seats in judged]) for i in range(len(names))
+            known_sum(seats[i].get("cost_usd") for seats in judged) for i in range(len(names))
         ),
-    )
-
-
-def _known_sum(values: Sequence[float | None]) -> float | None:
-    """The sum, or None when any value is unknown (unknown is never zero)."""
-    return (
-        None if any(v is None for v in values) else float(sum(v for v in values if v is not None))
     )
 
 
