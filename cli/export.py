@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aidanbench.analysis.export import FORMATS, export
+from aidanbench.analysis.export import WRITERS, export
 from aidanbench.cli import add_command
 from aidanbench.cli.report import one_line
 from aidanbench.core.errors import UsageError, printable
@@ -21,11 +21,6 @@ from aidanbench.core.errors import UsageError, printable
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``aidanbench export``."""
-    if args.format == "hf" and not args.hf_dataset:
-        raise UsageError(
-            "--format hf needs --hf-dataset REPO_ID: the Hub benchmark dataset the results "
-            "are of (the question set)"
-        )
     paths = [Path(p) for p in args.paths]
     for path in paths:
         if not path.exists():
@@ -50,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
     for path in written:
         print(printable(str(path)))
     said = f"aidanbench export: wrote {len(written)} {args.format} file(s) under {out}"
-    if args.format == "inspect":
-        said += f"; open them with: inspect view --log-dir {out}"
+    if opener := WRITERS[args.format].open_with:
+        said += f"; open them with: {opener.format(out=out)}"
     print(printable(said), file=sys.stderr)
     return 0
 
@@ -70,7 +65,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("paths", nargs="+", metavar="RUN", help="run directories or results files")
-    parser.add_argument("--format", required=True, choices=FORMATS, help="the format to write")
+    parser.add_argument("--format", required=True, choices=WRITERS, help="the format to write")
     parser.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
     parser.add_argument(
         "--organization",

@@ -1,7 +1,8 @@
 """``aidanbench export``: a run's results in the formats researchers publish them in.
 
-One table of writers (``WRITERS``), each a module with ``write(records, files,
-**options)``:
+One table of writers (``WRITERS``): each format, the module of this package with its
+``write(records, files, **options)``, and the command that opens what it wrote; a new
+format is one module and one entry.
 
 - ``inspect``: Inspect evaluation logs (``inspect view``; Every Eval Ever converts them).
 - ``every-eval-ever``: Every Eval Ever records (aggregate JSON and per-chain JSONL).
@@ -25,18 +26,24 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from aidanbench.analysis.export.record import RunRecord, read_run
 
-WRITERS = {
-    "inspect": "inspect_log",
-    "every-eval-ever": "every_eval_ever",
-    "hf": "hf_results",
-}
-"""Each format and the module of this package that writes it."""
 
-FORMATS = tuple(WRITERS)
+class Writer(NamedTuple):
+    """A format's writer: a module imported only when used (its library is an extra)."""
+
+    module: str
+    open_with: str | None = None
+    """The command that opens an export (``{out}``: its folder)."""
+
+
+WRITERS = {
+    "inspect": Writer("inspect_log", "inspect view --log-dir {out}"),
+    "every-eval-ever": Writer("every_eval_ever"),
+    "hf": Writer("hf_results"),
+}
 
 
 def run_stem(record: RunRecord) -> str:
@@ -79,9 +86,9 @@ def export(paths: Sequence[Path], fmt: str, out: Path, **options: Any) -> list[P
     Raises ``OSError`` naming ``out`` when they cannot be written.
     """
     if fmt not in WRITERS:
-        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(WRITERS)}")
     records = [read_run(path) for path in paths]
-    writer = importlib.import_module(f"{__name__}.{WRITERS[fmt]}")
+    writer = importlib.import_module(f"{__name__}.{WRITERS[fmt].module}")
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
