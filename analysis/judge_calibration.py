@@ -26,13 +26,17 @@ all 1,161 pairs is what says where on the successor's scale o1-mini's 15 falls.
 
 Chains end at their first invalid answer, so a threshold that passes a recorded terminal
 answer can only count the chain up to its recorded end: such chains are *censored*
-(lower bounds), counted in the figures. The judge is injected as the judgments
-themselves (``scores``), so this module makes no call.
+(lower bounds), counted in the figures. ``calibrate_judge`` takes the judgments
+themselves (``scores``) and makes no call; ``calibrate_one`` asks the judge for them
+first (``analysis.rejudge``) and writes the calibration file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -50,9 +54,20 @@ from aidanbench.analysis.calibrate import (
     save_scatter,
 )
 from aidanbench.analysis.judge_noise import SAMPLES_KEY, JudgeNoise, judge_noise
-from aidanbench.core.settings import REFERENCE_JUDGE
+from aidanbench.analysis.rejudge import (
+    Unjudged,
+    coherence_prompt,
+    cost_summary,
+    judge_all,
+    ledger_path,
+)
+from aidanbench.core.errors import UsageError
+from aidanbench.core.settings import REFERENCE_JUDGE, Settings
 from aidanbench.core.thresholds import COHERENCE_THRESHOLD, NOVELTY_THRESHOLD, Thresholds
+from aidanbench.record.files import atomic_write
+from aidanbench.record.recorder import now
 from aidanbench.record.results import QuestionResult
+from aidanbench.record.usage import UsageLedger
 
 FEW_FAILURES = 20
 """Below this many failures in the reference, the calibrated threshold is fitted on
@@ -413,3 +428,80 @@ def panel_agreement(calibrations: Sequence[JudgeCalibration]) -> dict[str, Any] 
         "answers": int(panel.size),
         "disagreed": int(disagreed.sum()),
     }
+
+
+KIND = "aidanbench judge calibration"
+"""The ``kind`` of a calibration file (``run --coherence-threshold FILE`` reads it)."""
+
+
+def file_stem(judge_model: str) -> str:
+    """``calibration-judge-<model>`` with characters unsafe in file names replaced."""
+    return f"calibration-judge-{re.sub(r'[^A-Za-z0-9._-]+', '_', judge_model)}"
+
+
+def sha256_of(path: Path) -> str:
+    """The sha256 of a file's bytes."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def calibrate_one(
+    settings: Settings,
+    questions: list[QuestionResult],
+    reference: Path,
+    out: Path,
+    **judging: Any,
+) -> tuple[JudgeCalibration, dict[str, Any], Path]:
+    """Judge every answer of ``reference`` (``analysis.rejudge.judge_all``, which takes
+    ``judging``, cached in ``settings.cache_path``), calibrate, and write the scatter plot
+    and the calibration file to ``out``: the figures, the reference's path and sha256, the
+    models that served the judgments and what they cost (its figures, document and path
+    returned). ``Unjudged`` when answers could
+    not be judged; ``UsageError`` when the reference cannot be calibrated against."""
+    cache = Path(str(settings.cache_path))
+    prompt_of = {
+        (q.question, a.answer): coherence_prompt(q.question, a.answer)
+        for q in questions
+        for a in q.answers
+    }
+    ledger = UsageLedger(ledger_path(cache))
+    judged = judge_all(list(prompt_of.values()), settings, ledger, **judging)
+    if judged.failures:
+        raise Unjudged(judged, len(prompt_of))
+    scores = {
+        key: judged.judgments[prompt].scores
+        for key, prompt in prompt_of.items()
+        if prompt in judged.judgments
+    }
+    try:
+        calibration = calibrate_judge(questions, scores, judge_model=settings.judge_model)
+    except ValueError as exc:
+        raise UsageError(f"{reference}: {' '.join(str(exc).split())}") from exc
+    stem = file_stem(settings.judge_model)
+    plot = plot_judge_calibration(calibration, out / f"{stem}.png")
+    document = {
+        "kind": KIND,
+        "created": now(),
+        "reference": str(reference),
+        "reference_sha256": sha256_of(reference),
+        "judge": {
+            **calibration.to_dict(),
+            "endpoint": settings.endpoint("judge").host,
+            "temperature": settings.judge_temperature,
+            "served_models": judged.served_counts(),
+        },
+        "judging": {
+            "answers": len(prompt_of),
+            "distinct_answers": len(set(prompt_of.values())),
+            "requests": judged.requests,
+            "from_cache": judged.from_cache,
+            "batches": judged.batches,
+            "unreadable": judged.unreadable,
+            "refused": len(judged.refused),
+            "cache": str(cache),
+        },
+        "cost": cost_summary(ledger),
+        "plot": str(plot),
+    }
+    target = out / f"{stem}.json"
+    atomic_write(target, json.dumps(document, indent=2) + "\n")
+    return calibration, document, target

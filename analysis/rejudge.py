@@ -26,18 +26,19 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from aidanbench.core.errors import ScoreParseError
+from aidanbench.core.errors import EndpointRefused, ScoreParseError, UsageError
 from aidanbench.core.settings import Settings
 from aidanbench.nodes.judge_calls import neutralise, read_judge
 from aidanbench.nodes.parsing import parse_score
 from aidanbench.nodes.prompts import render_coherence
-from aidanbench.record.usage import UsageLedger
+from aidanbench.record.usage import UsageLedger, summarise_ledger
 from aidanbench.services import ServicesFactory, judge_namespace, key_values
-from aidanbench.services.batch import BatchClient, BatchRequest, BatchStatus
+from aidanbench.services.batch import BatchClient, BatchRequest, BatchStatus, NoBatchApi
 from aidanbench.services.cache import digest
 from aidanbench.services.chat import chat_body
 from aidanbench.services.errors import describe, is_recoverable, is_retryable, redact
@@ -132,7 +133,7 @@ class _Job:
     settings: Settings
     factory: ServicesFactory
     progress: Progress | None
-    ledger: UsageLedger | None = None
+    ledger: UsageLedger
     result: Rejudging = field(default_factory=Rejudging)
     done: int = 0
     total: int = 0
@@ -156,42 +157,44 @@ class _Job:
 async def rejudge(
     prompts: Sequence[str],
     settings: Settings,
-    factory: ServicesFactory,
+    ledger: UsageLedger,
     *,
     batch_poll_seconds: float | None = None,
     progress: Progress | None = None,
     batch_progress: Callable[[BatchStatus], None] | None = None,
-    ledger: UsageLedger | None = None,
 ) -> Rejudging:
     """``settings.judge_samples`` coherence judgments of each distinct prompt by
-    ``settings.judge_model``, from the cache where it has them, else asked directly (the
-    ``factory``'s clients record their requests in its ledger), or through the batch API
-    when ``batch_poll_seconds`` is given (its requests recorded in ``ledger``).
+    ``settings.judge_model``, from the cache where it has them, else asked directly, or
+    through the batch API when ``batch_poll_seconds`` is given; every request recorded in
+    ``ledger``.
 
     Raises ``JudgeAborted`` on a failure no retry can fix.
     """
-    unique = list(dict.fromkeys(prompts))
-    job = _Job(settings, factory, progress, ledger, total=len(unique))
-    services = factory(settings)
-    namespace = judge_namespace(settings)
-    wanted = settings.judge_samples
-    missing: dict[str, list[Judgment]] = {}
-    for prompt in unique:
-        have = services.cache.judgments(namespace, prompt)[:wanted]
-        if len(have) == wanted:
-            job.result.judgments[prompt] = _judged(have)
-            job.result.from_cache += 1
-            job.done += 1
-        else:
-            missing[prompt] = have
-    job.tick(force=True)
-    if missing:
-        if batch_poll_seconds is None:
-            await _direct(job, missing)
-        else:
+    from aidanbench.services import OpenAIServices, clients
+
+    async with OpenAIServices(
+        clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, ledger=ledger
+    ) as factory:
+        unique = list(dict.fromkeys(prompts))
+        job = _Job(settings, factory, progress, ledger, total=len(unique))
+        namespace = judge_namespace(settings)
+        wanted = settings.judge_samples
+        missing: dict[str, list[Judgment]] = {}
+        for prompt in unique:
+            have = factory(settings).cache.judgments(namespace, prompt)[:wanted]
+            if len(have) == wanted:
+                job.result.judgments[prompt] = _judged(have)
+                job.result.from_cache += 1
+                job.done += 1
+            else:
+                missing[prompt] = have
+        job.tick(force=True)
+        if missing and batch_poll_seconds is not None:
             await _batched(job, missing, batch_poll_seconds, batch_progress)
-    job.tick(force=True)
-    return job.result
+        elif missing:
+            await _direct(job, missing)
+        job.tick(force=True)
+        return job.result
 
 
 def _store(job: _Job, prompt: str, judgments: list[Judgment]) -> None:
@@ -274,7 +277,6 @@ async def _batched(
     services = job.factory(settings)
     model = settings.judge_model
     table = price_table(settings.prices_path)
-    book = job.ledger
     judge = settings.endpoint("judge")
     client = openai_client(judge.base_url, api_key(judge.key_env, "judge"), settings, None)
     runner = BatchClient(
@@ -307,17 +309,16 @@ async def _batched(
 
             def created(batch_id: str, count: int = len(requests)) -> None:
                 job.result.requests += count
-                if book is not None:
-                    where = {"thread": None, "node": None, "batch": batch_id}
-                    for _ in range(count):
-                        book.sent(
-                            "judge",
-                            model,
-                            where,
-                            input_tokens=None,
-                            output_tokens=OUTPUT_TOKENS_BOUND,
-                            bound_usd=None,
-                        )
+                where = {"thread": None, "node": None, "batch": batch_id}
+                for _ in range(count):
+                    job.ledger.sent(
+                        "judge",
+                        model,
+                        where,
+                        input_tokens=None,
+                        output_tokens=OUTPUT_TOKENS_BOUND,
+                        bound_usd=None,
+                    )
 
             batch_id, results = await runner.run(requests, on_created=created)
             job.result.batches.append(batch_id)
@@ -328,15 +329,12 @@ async def _batched(
                         errors[custom_id] = answer.error or "no reply"
                     continue
                 served = served_model(answer.message)
-                if book is not None:
-                    price = table.served_price(model, served)
-                    batch_price = None if price is None else price.batch()
-                    usage = reply_usage(answer.message)
-                    book.write(
-                        usage_line(
-                            "judge", model, usage, batch_price, where, served=served, batch=True
-                        )
-                    )
+                price = table.served_price(model, served)
+                batch_price = None if price is None else price.batch()
+                usage = reply_usage(answer.message)
+                job.ledger.write(
+                    usage_line("judge", model, usage, batch_price, where, served=served, batch=True)
+                )
                 if custom_id not in wanted:
                     continue
                 try:
@@ -371,3 +369,54 @@ async def _batched(
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+LEDGER_SUFFIX = ".usage.jsonl"
+"""The usage ledger's name: the judgment cache's, with this in place of its suffix."""
+
+
+def ledger_path(cache: Path) -> Path:
+    """The usage ledger kept beside a judgment cache."""
+    return cache.with_name(cache.stem + LEDGER_SUFFIX)
+
+
+class Unjudged(Exception):
+    """Answers could not be judged (the others are cached): the command's last line."""
+
+    def __init__(self, judged: Rejudging, total: int) -> None:
+        first = next(iter(judged.failures.values()))
+        super().__init__(
+            f"{len(judged.failures)} of {total} answers could not be judged (first: {first}); "
+            "the others are cached: run the same command again to ask only for these"
+        )
+
+
+def judge_all(
+    prompts: Sequence[str], settings: Settings, ledger: UsageLedger, **options: Any
+) -> Rejudging:
+    """``rejudge`` (which takes ``options``) run to its end; a failure no retry can fix
+    is one ``UsageError`` line."""
+    try:
+        return asyncio.run(rejudge(prompts, settings, ledger, **options))
+    except JudgeAborted as exc:
+        raise UsageError(f"the judge {settings.judge_model} cannot be used: {exc}") from None
+    except EndpointRefused as exc:
+        raise UsageError(f"the judge {settings.judge_model} cannot be used: {exc.reason}") from None
+    except NoBatchApi as exc:
+        raise UsageError(
+            f"{settings.endpoint('judge').base_url} has no Batch API ({exc} answered 404): "
+            "nothing was spent; without --batch the judge is asked directly"
+        ) from None
+
+
+def cost_summary(ledger: UsageLedger) -> dict[str, Any]:
+    """What the judging's ledger records: requests, tokens, dollars, models served."""
+    usage = summarise_ledger(ledger.path)
+    return {
+        "ledger": str(ledger.path),
+        "api_calls": usage.api_calls,
+        "tokens": usage.tokens,
+        "dollars": usage.dollars,
+        "unpriced_models": usage.unpriced_models or [],
+        "served_models": usage.served_models or {},
+    }

@@ -18,9 +18,6 @@ from typing import Any
 
 from aidanbench.core.errors import UsageError
 
-KIND = "aidanbench judge calibration"
-"""The ``kind`` of a calibration file."""
-
 
 class CalibratedThreshold(float):
     """A coherence threshold read from a calibration file, with where it came from."""
@@ -35,6 +32,8 @@ class CalibratedThreshold(float):
 
 def read_calibration(path: Path) -> dict[str, Any]:
     """A calibration file's document; ``ValueError`` (one line) when it is not one."""
+    from aidanbench.analysis.judge_calibration import KIND  # numpy: only for a file
+
     try:
         document = json.loads(path.read_text("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -1,19 +1,16 @@
 """``aidanbench calibrate --judge-model M``: a successor judge measured against o1-mini.
 
-Judges every answer of the reference again (``analysis.rejudge``: cached, resumable,
-direct or batched), calibrates (``analysis.judge_calibration``), draws the scatter plot
-and writes the calibration file ``calibration-judge-<M>.json`` to ``--out``: the figures
-(the ``judge`` object of ``--json``), the reference's path and sha256, the models that
-served the judgments and what they cost. ``run --coherence-threshold FILE`` reads its
-threshold from that file and records the file's path and sha256 with the run.
+Judges every answer of the reference again, calibrates, and writes the scatter plot and
+the calibration file ``calibration-judge-<M>.json`` to ``--out``
+(``analysis.judge_calibration.calibrate_one``); prints the figures. ``run
+--coherence-threshold FILE`` reads its threshold from that file and records the file's
+path and sha256 with the run.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import re
 import sys
 import textwrap
 from pathlib import Path
@@ -23,34 +20,21 @@ from aidanbench.analysis.judge_calibration import (
     REFERENCE_JUDGE,
     JudgeCalibration,
     JudgeRule,
-    calibrate_judge,
+    calibrate_one,
     panel_agreement,
-    plot_judge_calibration,
+    sha256_of,
 )
 from aidanbench.analysis.judge_noise import noise_text
-from aidanbench.analysis.rejudge import coherence_prompt
-from aidanbench.cli import calibration_file, judging, options
-from aidanbench.core.errors import UsageError, printable
-from aidanbench.record.files import atomic_write
-from aidanbench.record.recorder import now
+from aidanbench.analysis.rejudge import Unjudged
+from aidanbench.cli import judging, options
+from aidanbench.core.errors import printable
 from aidanbench.record.results import QuestionResult
-from aidanbench.record.usage import UsageLedger
 
 CENSORING_NOTE = (
     "Reference chains stop at their first invalid answer, so a threshold that passes a "
     "recorded terminal answer only counts the chain up to its recorded end (censored: a "
     "lower bound)."
 )
-
-
-def file_stem(judge_model: str) -> str:
-    """``calibration-judge-<model>`` with characters unsafe in file names replaced."""
-    return f"calibration-judge-{re.sub(r'[^A-Za-z0-9._-]+', '_', judge_model)}"
-
-
-def sha256_of(path: Path) -> str:
-    """The sha256 of a file's bytes."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def run(
@@ -61,13 +45,17 @@ def run(
     majority of calibrated decisions makes of o1-mini's."""
     found = []
     for judge in options.judges(args):
-        one = calibrate_one(judge, questions, reference, out)
-        if one is None:
+        settings = judging.judge_settings(judge, args.cache or out / "judge-cache.sqlite")
+        try:
+            one = calibrate_one(settings, questions, reference, out, **judging.progress(args))
+        except Unjudged as exc:
+            print(printable(f"aidanbench calibrate: {exc}"), file=sys.stderr)
             return 1
+        show(one, reference, as_json=args.json)
         found.append(one)
     documents = [
-        {**document, "calibration_file": str(target), "calibration_sha256": sha256_of(target)}
-        for _, document, target in found
+        {**document, "calibration_file": str(path), "calibration_sha256": sha256_of(path)}
+        for _, document, path in found
     ]
     panel = panel_agreement([calibration for calibration, _, _ in found])
     if args.json:
@@ -78,75 +66,22 @@ def run(
     return 0
 
 
-def calibrate_one(
-    args: argparse.Namespace, questions: list[QuestionResult], reference: Path, out: Path
-) -> tuple[JudgeCalibration, dict[str, Any], Path] | None:
-    """One judge judged, calibrated, plotted and written; its figures printed (as text
-    unless ``--json``); None when answers could not be judged (said on stderr)."""
-    cache = args.cache or out / "judge-cache.sqlite"
-    settings = judging.judge_settings(args, cache)
-    prompt_of = {
-        (q.question, a.answer): coherence_prompt(q.question, a.answer)
-        for q in questions
-        for a in q.answers
-    }
-    ledger = UsageLedger(judging.ledger_path(cache))
-    judged = judging.judge_all(list(prompt_of.values()), settings, args, ledger)
-    if judged.failures:
-        print(
-            printable(f"aidanbench calibrate: {judging.failures_line(judged, len(prompt_of))}"),
-            file=sys.stderr,
-        )
-        return None
-    scores = {
-        key: judged.judgments[prompt].scores
-        for key, prompt in prompt_of.items()
-        if prompt in judged.judgments
-    }
-    try:
-        calibration = calibrate_judge(questions, scores, judge_model=settings.judge_model)
-    except ValueError as exc:
-        raise UsageError(f"{reference}: {' '.join(str(exc).split())}") from exc
-    stem = file_stem(settings.judge_model)
-    plot = plot_judge_calibration(calibration, out / f"{stem}.png")
-    served = judged.served_counts()
-    cost = judging.cost_summary(ledger)
-    document = {
-        "kind": calibration_file.KIND,
-        "created": now(),
-        "reference": str(reference),
-        "reference_sha256": sha256_of(reference),
-        "judge": {
-            **calibration.to_dict(),
-            "endpoint": settings.endpoint("judge").host,
-            "temperature": settings.judge_temperature,
-            "served_models": served,
-        },
-        "judging": {
-            "answers": len(prompt_of),
-            "distinct_answers": len(set(prompt_of.values())),
-            "requests": judged.requests,
-            "from_cache": judged.from_cache,
-            "batches": judged.batches,
-            "unreadable": judged.unreadable,
-            "refused": len(judged.refused),
-            "cache": str(cache),
-        },
-        "cost": cost,
-        "plot": str(plot),
-    }
-    target = out / f"{stem}.json"
-    atomic_write(target, json.dumps(document, indent=2) + "\n")
-    warning = judging.served_warning(settings.judge_model, served)
-    if not args.json:
-        distinct = len(set(prompt_of.values()))
-        print(format_report(calibration, reference, plot, target, distinct))
-        if judged.unreadable or judged.refused:
-            print(printable(judging.refusals_line(judged)))
-        print(printable(judging.cost_line(cost)))
+def show(
+    found: tuple[JudgeCalibration, dict[str, Any], Path], reference: Path, as_json: bool
+) -> None:
+    """One judge's figures (as text unless ``as_json``) and a warning when other models
+    served its judgments."""
+    calibration, document, path = found
+    figures = document["judging"]
+    if not as_json:
+        plot = Path(document["plot"])
+        print(format_report(calibration, reference, plot, path, figures["distinct_answers"]))
+        if figures["unreadable"] or figures["refused"]:
+            print(printable(judging.refusals_line(figures)))
+        print(printable(judging.cost_line(document["cost"])))
+    warning = judging.served_warning(calibration.judge_model, document["judge"]["served_models"])
     if warning:
         print(printable(f"warning: {warning}"), file=sys.stderr)
-    return calibration, document, target
 
 
 def panel_line(panel: dict[str, Any]) -> str:

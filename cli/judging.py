@@ -1,30 +1,28 @@
 """What ``calibrate --judge-model`` and ``rescore --judge-model`` share: the judge's
-flags, the settings they make, the judging itself with its progress on stderr, and the
-lines saying what it cost and which model served it.
+flags, the settings they make, the judging's progress on stderr, and the lines saying
+what it cost and which model served it.
 
 Judgments are cached in ``--cache`` (a score cache, ``services.cache``) and every request
-is written to a usage ledger beside it, as a run's are (``services.usage``), so a rerun
-asks for nothing already judged and the dollars spent are known across reruns.
+is written to a usage ledger beside it, as a run's are (``analysis.rejudge.ledger_path``),
+so a rerun asks for nothing already judged and the dollars spent are known across reruns.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from aidanbench.analysis.judge_noise import unreadable_text
-from aidanbench.analysis.rejudge import JudgeAborted, Rejudging, rejudge
+from aidanbench.analysis.rejudge import LEDGER_SUFFIX
 from aidanbench.cli import options
-from aidanbench.core.errors import ConfigError, EndpointRefused, UsageError, printable
+from aidanbench.core.errors import ConfigError, UsageError, printable
 from aidanbench.core.settings import Settings
-from aidanbench.record.usage import UsageLedger, summarise_ledger
-from aidanbench.services.batch import BatchStatus, NoBatchApi
+from aidanbench.services.batch import BatchStatus
 from aidanbench.services.pricing import PriceFileError, price_table, same_model
 
 JUDGE_FIELDS = (
@@ -41,9 +39,6 @@ JUDGE_FIELDS = (
     "prices_path",
 )
 """The settings a re-judging command takes, as ``run`` takes them."""
-
-LEDGER_SUFFIX = ".usage.jsonl"
-"""The usage ledger's name: the cache file's, with this in place of its suffix."""
 
 DEFAULT_POLL_SECONDS = 30.0
 """How often a batch is polled by default (OpenAI's batches take minutes to hours)."""
@@ -74,11 +69,6 @@ def register(parser: argparse.ArgumentParser, *, required: bool = False) -> None
         metavar="S",
         help=f"seconds between two looks at a batch (default: {DEFAULT_POLL_SECONDS:g})",
     )
-
-
-def ledger_path(cache: Path) -> Path:
-    """The usage ledger kept beside a judgment cache."""
-    return cache.with_name(cache.stem + LEDGER_SUFFIX)
 
 
 def judge_settings(args: argparse.Namespace, cache: Path) -> Settings:
@@ -121,58 +111,18 @@ def _show_batch(status: BatchStatus) -> None:
     )
 
 
-def judge_all(
-    prompts: Sequence[str], settings: Settings, args: argparse.Namespace, ledger: UsageLedger
-) -> Rejudging:
-    """Every prompt judged (cache, then direct calls or a batch), progress on stderr,
-    every request recorded in ``ledger``.
-
-    A failure no retry can fix is one line (exit 2); answers that could not be judged
-    are listed by the caller.
-    """
-    from aidanbench.services import OpenAIServices, clients
-
-    async def work() -> Rejudging:
-        async with OpenAIServices(
-            clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, ledger=ledger
-        ) as factory:
-            return await rejudge(
-                prompts,
-                settings,
-                factory,
-                batch_poll_seconds=args.batch_poll_seconds if args.batch else None,
-                progress=_show,
-                batch_progress=_show_batch,
-                ledger=ledger,
-            )
-
-    try:
-        return asyncio.run(work())
-    except JudgeAborted as exc:
-        raise UsageError(f"the judge {settings.judge_model} cannot be used: {exc}") from None
-    except EndpointRefused as exc:
-        raise UsageError(f"the judge {settings.judge_model} cannot be used: {exc.reason}") from None
-    except NoBatchApi as exc:
-        raise UsageError(
-            f"{settings.endpoint('judge').base_url} has no Batch API ({exc} answered 404): "
-            "nothing was spent; without --batch the judge is asked directly"
-        ) from None
+def progress(args: argparse.Namespace) -> dict[str, Any]:
+    """How ``analysis.rejudge.judge_all`` asks (``--batch``) and says how far it got
+    (on stderr)."""
+    poll = args.batch_poll_seconds if args.batch else None
+    return {"batch_poll_seconds": poll, "progress": _show, "batch_progress": _show_batch}
 
 
-def failures_line(judged: Rejudging, total: int) -> str:
-    """The one line a command ends with when answers could not be judged."""
-    first = next(iter(judged.failures.values()))
-    return (
-        f"{len(judged.failures)} of {total} answers could not be judged (first: {first}); "
-        "the others are cached: run the same command again to ask only for these"
-    )
-
-
-def refusals_line(judged: Rejudging) -> str:
-    """The judge's unreadable replies and the answers it refused every time, in one line."""
-    parts = [unreadable_text(judged.unreadable)] if judged.unreadable else []
-    if judged.refused:
-        count = len(judged.refused)
+def refusals_line(judging: Mapping[str, Any]) -> str:
+    """The judge's unreadable replies and the answers it refused every time (a judging's
+    ``unreadable`` and ``refused`` figures), in one line."""
+    parts = [unreadable_text(judging["unreadable"])] if judging["unreadable"] else []
+    if count := judging["refused"]:
         parts.append(
             f"{count} answer{'' if count == 1 else 's'} the judge gave no readable score in "
             "every try left undecided: out of the decisions, their chains counted up to them "
@@ -191,19 +141,6 @@ def served_warning(model: str, served: dict[str, int]) -> str | None:
         f"the judge asked for was {model}, but the provider says other models served "
         f"judgments: {named}; they are priced as the models that served them"
     )
-
-
-def cost_summary(ledger: UsageLedger) -> dict[str, Any]:
-    """What the judging's ledger records: requests, tokens, dollars, models served."""
-    usage = summarise_ledger(ledger.path)
-    return {
-        "ledger": str(ledger.path),
-        "api_calls": usage.api_calls,
-        "tokens": usage.tokens,
-        "dollars": usage.dollars,
-        "unpriced_models": usage.unpriced_models or [],
-        "served_models": usage.served_models or {},
-    }
 
 
 def cost_line(cost: dict[str, Any]) -> str:

@@ -9,27 +9,16 @@ import argparse
 import dataclasses
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aidanbench.analysis.rejudge import coherence_prompt
-from aidanbench.analysis.rescore import RescoredQuestion, rejudge_lines
+from aidanbench.analysis.rejudge import Unjudged
 from aidanbench.cli import calibration_file, judging, options
-from aidanbench.cli.report import Inputs, make_console, one_line, read_inputs
+from aidanbench.cli.report import Inputs, make_console, read_inputs
 from aidanbench.cli.rescore_report import print_rescore, rescore_payload
 from aidanbench.core.errors import UsageError, printable
-from aidanbench.core.settings import Settings
 from aidanbench.core.thresholds import Thresholds
-from aidanbench.record import files
-from aidanbench.record.metadata import ThresholdSource
-from aidanbench.record.recorder import Recorder
-from aidanbench.record.results import threshold_source_text
-from aidanbench.record.usage import UsageLedger
-from aidanbench.runner.rejudged import copy_cache, seed_into
-
-DEFAULT_CACHE = Path("judge-cache.sqlite")
-"""Where judgments are cached without ``--cache`` or ``--into`` (the working directory)."""
+from aidanbench.runner.rejudged import Rejudged, judgment_cache, rejudge
 
 
 def _into(args: argparse.Namespace) -> Path | None:
@@ -66,98 +55,50 @@ def run(args: argparse.Namespace, thresholds: Thresholds) -> int:
         raise UsageError(printable(str(exc))) from None
     inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
     into = _into(args)
+    thresholds = dataclasses.replace(thresholds, coherence=float(coherence[0]))
+    cache = judgment_cache(args.cache, into)
     panel = [
-        (judge, float(value), source)
+        (judging.judge_settings(judge, cache), float(value), source)
         for judge, value, source in zip(judges, coherence, sources, strict=True)
     ]
-    thresholds = dataclasses.replace(thresholds, coherence=float(coherence[0]))
-    if into is None:
-        cache: Path = args.cache or DEFAULT_CACHE
-        settings = [judging.judge_settings(judge, cache) for judge in judges]
-        ledger = UsageLedger(judging.ledger_path(cache))
-        return rejudge(args, inputs, thresholds, panel, settings, ledger, None)
-    aside = into.with_name(f".{into.name}.partial")
-    cache = args.cache or aside / files.CACHE
-    settings = [judging.judge_settings(judge, cache) for judge in judges]
-    with Recorder.build(into, aside) as recorder:  # every check made: the first write
-        if not cache.exists():
-            copy_cache(Path(args.paths[0]), cache)
-        return rejudge(args, inputs, thresholds, panel, settings, recorder.ledger, recorder)
-
-
-Seat = tuple[argparse.Namespace, float, dict[str, Any] | None]
-"""A judge of the re-judging: its flags, its coherence threshold and where that came from."""
-
-
-def rejudge(
-    args: argparse.Namespace,
-    inputs: Inputs,
-    thresholds: Thresholds,
-    panel: Sequence[Seat],
-    settings: Sequence[Settings],
-    ledger: UsageLedger,
-    recorder: Recorder | None,
-) -> int:
-    """Judge the inputs' answers again (each judge of ``panel``), rescore and print;
-    write the run directory of ``recorder`` (``--into``) when given."""
-    prompts = [coherence_prompt(r.question, a.answer) for r in inputs.results for a in r.answers]
-    judged = [
-        judging.judge_all(prompts, s, judge, ledger)
-        for (judge, _, _), s in zip(panel, settings, strict=True)
-    ]
-    for found in judged:
-        if found.failures:
-            line = judging.failures_line(found, len(set(prompts)))
-            print(printable(f"aidanbench rescore: {line}"), file=sys.stderr)
-            return 1
-    judges = [
-        (s.judge_model, threshold, found)
-        for s, (_, threshold, _), found in zip(settings, panel, judged, strict=True)
-    ]
-    used = [ThresholdSource.of(threshold, source) for _, threshold, source in panel]
-    rescored = rejudge_lines(inputs.results, judges, thresholds, threshold_source_text(used[0]))
-    cost = judging.cost_summary(ledger)
-    judge_fields = [
-        {
-            "model": s.judge_model,
-            "samples": s.judge_samples,
-            "coherence_threshold": threshold,
-            "coherence_threshold_source": source.model_dump(exclude_none=True),
-            "served_models": found.served_counts(),
-            "requests": found.requests,
-            "from_cache": found.from_cache,
-            "batches": found.batches,
-            "unreadable": found.unreadable,
-            "refused": len(found.refused),
-        }
-        for s, (_, threshold, _), found, source in zip(settings, panel, judged, used, strict=True)
-    ]
-    mode, notes = inputs.reward_mode, inputs.notes  # a substituted judge: summary.warnings
-    judge_model = settings[0].judge_model
+    origin = Path(args.paths[0])
+    try:
+        found = rejudge(inputs.results, panel, thresholds, origin, into, **judging.progress(args))
+    except Unjudged as exc:
+        print(printable(f"aidanbench rescore: {exc}"), file=sys.stderr)
+        return 1
     if args.json:
-        payload = {
-            "judge": {**judge_fields[0], "cost": cost},
-            **({"panel": judge_fields} if len(panel) > 1 else {}),
-            **rescore_payload(rescored, thresholds, mode, notes),
-        }
+        print(json.dumps(payload(found, thresholds, inputs), indent=2))
     else:
-        console = make_console()
-        for fields, found in zip(judge_fields, judged, strict=True):
-            console.print(judged_text(fields, len(set(prompts))), markup=False)
-            if found.unreadable or found.refused:
-                line = judging.refusals_line(found)
-                console.print(printable(f"{fields['model']}: {line}"), markup=False)
-        console.print(printable(judging.cost_line(cost)), markup=False)
-        print_rescore(rescored, thresholds, console, mode, notes, judge=judge_model)
-    if recorder is not None:
-        seeded = write_into(args, recorder, rescored, settings, panel, judge_fields, thresholds)
-        if args.json:
-            payload["into"] = seeded
-        else:
-            make_console().print(into_text(seeded), markup=False)
-    if args.json:
-        print(json.dumps(payload, indent=2))
+        show(found, thresholds, inputs)
     return 0
+
+
+def payload(found: Rejudged, thresholds: Thresholds, inputs: Inputs) -> dict[str, Any]:
+    """What ``--json`` prints: each judge's figures, the rescored lines, the run written."""
+    fields = found.judge_fields
+    return {
+        "judge": {**fields[0], "cost": found.cost},
+        **({"panel": fields} if len(fields) > 1 else {}),
+        **rescore_payload(found.rescored, thresholds, inputs.reward_mode, inputs.notes),
+        **({"into": found.seeded} if found.seeded is not None else {}),
+    }
+
+
+def show(found: Rejudged, thresholds: Thresholds, inputs: Inputs) -> None:
+    """What the judging did and cost, the rescored lines, and the run written."""
+    console = make_console()
+    for fields in found.judge_fields:
+        console.print(judged_text(fields, found.answers), markup=False)
+        if fields["unreadable"] or fields["refused"]:
+            line = judging.refusals_line(fields)
+            console.print(printable(f"{fields['model']}: {line}"), markup=False)
+    console.print(printable(judging.cost_line(found.cost)), markup=False)
+    mode, notes = inputs.reward_mode, inputs.notes  # a substituted judge: summary.warnings
+    judge = found.judge_fields[0]["model"]
+    print_rescore(found.rescored, thresholds, console, mode, notes, judge=judge)
+    if found.seeded is not None:
+        make_console().print(into_text(found.seeded), markup=False)
 
 
 def judged_text(fields: dict[str, Any], answers: int) -> str:
@@ -170,28 +111,6 @@ def judged_text(fields: dict[str, Any], answers: int) -> str:
         + (f" in batch(es) {', '.join(fields['batches'])}" if fields["batches"] else "")
         + f"; served by {served or 'nobody (nothing judged)'}."
     )
-
-
-def write_into(
-    args: argparse.Namespace,
-    recorder: Recorder,
-    rescored: Sequence[RescoredQuestion],
-    panel_settings: Sequence[Settings],
-    panel: Sequence[Seat],
-    judge_fields: list[dict[str, Any]],
-    thresholds: Thresholds,
-) -> dict[str, Any]:
-    """Seed the run directory ``--into`` through its ``recorder`` (``runner.rejudged``)
-    and say how ``aidanbench run`` continues it; a problem is one ``UsageError`` line."""
-    judges = [
-        (s, threshold, source)
-        for s, (_, threshold, source) in zip(panel_settings, panel, strict=True)
-    ]
-    try:
-        origin = Path(args.paths[0])
-        return seed_into(recorder, args.into, rescored, origin, judges, judge_fields, thresholds)
-    except ValueError as exc:
-        raise UsageError(printable(one_line(exc))) from None
 
 
 def into_text(seeded: dict[str, Any]) -> str:

@@ -33,7 +33,7 @@ import sqlite3
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,15 @@ from langgraph._internal._constants import CONFIG_KEY_RUNTIME
 from langgraph.runtime import Runtime
 
 from aidanbench.analysis.judge_noise import SAMPLES_KEY
-from aidanbench.analysis.rescore import RescoredQuestion
+from aidanbench.analysis.rejudge import (
+    Unjudged,
+    coherence_prompt,
+    cost_summary,
+    judge_all,
+    ledger_path,
+)
+from aidanbench.analysis.rescore import RescoredQuestion, rejudge_lines
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import AnswerRecord, CallStats
 from aidanbench.core.thresholds import Thresholds
@@ -53,9 +61,17 @@ from aidanbench.nodes.metrics import chain_metrics
 from aidanbench.nodes.prepare import measured_by
 from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
-from aidanbench.record.metadata import read_metadata
+from aidanbench.record.metadata import ThresholdSource, read_metadata
 from aidanbench.record.recorder import Recorder, now, question_counts
-from aidanbench.record.results import AnswerRow, results_of, run_totals, totals
+from aidanbench.record.results import (
+    AnswerRow,
+    QuestionResult,
+    results_of,
+    run_totals,
+    threshold_source_text,
+    totals,
+)
+from aidanbench.record.usage import UsageLedger
 from aidanbench.runner import session
 from aidanbench.runner.checkpoints import open_checkpointer
 from aidanbench.runner.spec import RunSpec, make_settings
@@ -326,3 +342,95 @@ def seed_into(
         "open": seeded.open,
         "continue": commands,
     }
+
+
+DEFAULT_CACHE = Path("judge-cache.sqlite")
+"""Where judgments are cached without ``--cache`` or ``--into`` (the working directory)."""
+
+
+def _aside(into: Path) -> Path:
+    return into.with_name(f".{into.name}.partial")
+
+
+def judgment_cache(cache: Path | None, into: Path | None) -> Path:
+    """Where the judgments are cached: ``cache`` when given, else in the folder where the
+    run directory ``into`` is built (``Recorder.build``), else ``DEFAULT_CACHE``."""
+    if cache is not None:
+        return cache
+    return DEFAULT_CACHE if into is None else _aside(into) / files.CACHE
+
+
+@dataclass(frozen=True)
+class Rejudged:
+    """What ``rejudge`` found, and with ``into`` wrote."""
+
+    rescored: list[RescoredQuestion]
+    judge_fields: list[dict[str, Any]]
+    """Each judge's figures, as ``--json`` and the run's provenance give them."""
+    answers: int
+    """Distinct answers judged."""
+    cost: dict[str, Any]
+    seeded: dict[str, Any] | None = None
+    """The run directory written (``seed_into``); None without ``into``."""
+
+
+def rejudge(
+    results: Sequence[QuestionResult],
+    judges: Sequence[Judge],
+    thresholds: Thresholds,
+    origin: Path,
+    into: Path | None,
+    **judging: Any,
+) -> Rejudged:
+    """The answers of ``results`` (read from ``origin``) judged again by each judge
+    (``analysis.rejudge.judge_all``, which takes ``judging``; cached in the judges'
+    ``cache_path``) and walked under ``thresholds``; with ``into``, the re-judged chains
+    written as a run directory (``seed_into``; nothing is written before every check).
+    ``Unjudged`` when answers could not be judged; a refused chain is one ``UsageError``."""
+    cache = Path(str(judges[0][0].cache_path))
+    if into is None:
+        return _rejudged(results, judges, thresholds, UsageLedger(ledger_path(cache)), judging)
+    with Recorder.build(into, _aside(into)) as recorder:
+        if not cache.exists():
+            copy_cache(origin, cache)
+        found = _rejudged(results, judges, thresholds, recorder.ledger, judging)
+        try:
+            seeded = seed_into(
+                recorder, into, found.rescored, origin, judges, found.judge_fields, thresholds
+            )
+        except ValueError as exc:
+            raise UsageError(printable(" ".join(str(exc).split()))) from None
+    return replace(found, seeded=seeded)
+
+
+def _rejudged(
+    results: Sequence[QuestionResult],
+    judges: Sequence[Judge],
+    thresholds: Thresholds,
+    ledger: UsageLedger,
+    judging: Mapping[str, Any],
+) -> Rejudged:
+    prompts = [coherence_prompt(r.question, a.answer) for r in results for a in r.answers]
+    judged = [judge_all(prompts, settings, ledger, **judging) for settings, _, _ in judges]
+    for found in judged:
+        if found.failures:
+            raise Unjudged(found, len(set(prompts)))
+    used = [ThresholdSource.of(threshold, source) for _, threshold, source in judges]
+    panel = [(s.judge_model, t, found) for (s, t, _), found in zip(judges, judged, strict=True)]
+    rescored = rejudge_lines(results, panel, thresholds, threshold_source_text(used[0]))
+    judge_fields = [
+        {
+            "model": s.judge_model,
+            "samples": s.judge_samples,
+            "coherence_threshold": threshold,
+            "coherence_threshold_source": source.model_dump(exclude_none=True),
+            "served_models": found.served_counts(),
+            "requests": found.requests,
+            "from_cache": found.from_cache,
+            "batches": found.batches,
+            "unreadable": found.unreadable,
+            "refused": len(found.refused),
+        }
+        for (s, threshold, _), found, source in zip(judges, judged, used, strict=True)
+    ]
+    return Rejudged(rescored, judge_fields, len(set(prompts)), cost_summary(ledger))
