@@ -6,10 +6,9 @@ with the price table (``--prices`` overrides it) and an answer-count distributio
 default). See ``aidanbench.analysis.estimate`` for the model and its assumptions.
 
 ``run`` takes the same price table and distribution flags (``add_run_cost_flags``):
-``--dry-run`` prints this estimate instead of running, ``--max-cost`` sets the run-wide
-budget (the run engine arms it on the usage ledger, ``services.usage``), and
-``check_run_costs`` refuses a cap the price table cannot count, before anything is
-written.
+``--dry-run`` prints this estimate instead of running, and ``--max-cost`` sets the
+run-wide budget (the run engine arms it on the usage ledger, ``services.usage``; a cap
+the price table cannot count is refused first, ``runner.spec.check_prices``).
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from aidanbench.analysis.cost import dollars_text
 from aidanbench.analysis.estimate import PlannedRun, answer_counts, estimate
 from aidanbench.cli import add_command, options
 from aidanbench.core.errors import UsageError, printable
-from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, Settings, variant_label
+from aidanbench.core.settings import Settings, variant_label
 from aidanbench.services.pricing import PriceFileError, price_table
 
 if TYPE_CHECKING:
@@ -233,46 +232,6 @@ def add_run_cost_flags(p: argparse.ArgumentParser) -> None:
     )
     add_answers_from(p)
     add_reasoning_tokens(p)
-
-
-def _positive(args: argparse.Namespace, name: str) -> None:
-    value = getattr(args, name, None)
-    if value is not None and not (math.isfinite(value) and value > 0):
-        flag = "--" + name.replace("_", "-")
-        raise UsageError(f"{flag} must be a positive finite number, got {value}")
-
-
-def check_run_costs(
-    args: argparse.Namespace,
-    spec: RunSpec,
-    judge_model: str,
-    embedding_model: str = LOCAL_EMBEDDING_MODEL,
-) -> None:
-    """Refuse bad cost options before anything is written (``UsageError``).
-
-    A dollar cap needs a price for every model that spends: the models (priced by the
-    name they are sent as, a variant's NAME), the judge and, for ``--max-cost``, the
-    embedding model (unless local). Without one its dollars are unknown and the cap could
-    not count them. A provider that reports no usage does not need refusing: its tokens
-    are then estimated from above (``services.usage``).
-    """
-    for name in ("max_cost", "max_question_cost", "max_question_seconds"):
-        _positive(args, name)
-    try:
-        table = price_table(args.prices_path)
-    except PriceFileError as exc:
-        raise UsageError(printable(str(exc))) from None
-    if args.max_cost is not None or args.max_question_cost is not None:
-        spending = [*(spec.provider_model(m) for m in spec.models), judge_model]
-        if args.max_cost is not None and embedding_model != LOCAL_EMBEDDING_MODEL:
-            spending.append(embedding_model)
-        unpriced = [m for m in dict.fromkeys(spending) if table.price(m) is None]
-        if unpriced:
-            flag = "--max-cost" if args.max_cost is not None else "--max-question-cost"
-            raise UsageError(
-                f"{flag} needs prices, and {', '.join(printable(m) for m in unpriced)} "
-                "has none; give them with --prices FILE"
-            )
 
 
 def dry_run(args: argparse.Namespace, spec: RunSpec) -> int:

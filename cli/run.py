@@ -23,7 +23,6 @@ from pydantic import ValidationError
 from aidanbench.cli import add_command, env_args, estimate, options
 from aidanbench.cli.inputs import check_run_args
 from aidanbench.core.errors import UsageError, printable
-from aidanbench.core.settings import Settings
 from aidanbench.record import files
 
 if TYPE_CHECKING:
@@ -192,12 +191,10 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     if not args.dry_run:  # a dry run writes nothing: another run may hold the directory
         files.refuse_if_in_use(args.run_dir)
 
+    from aidanbench.runner.spec import check_prices
+
     spec = run_spec(args)
-    judge = spec.settings.get("judge_model", Settings.model_fields["judge_model"].default)
-    embedder = spec.settings.get(
-        "embedding_model", Settings.model_fields["embedding_model"].default
-    )
-    estimate.check_run_costs(args, spec, judge, embedder)
+    check_prices(spec)
     if args.dry_run:
         return estimate.dry_run(args, spec)
     result = run_session(spec, services)

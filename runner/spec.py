@@ -23,6 +23,7 @@ from pydantic import (
 
 from aidanbench.core.errors import QuestionSourceError, UsageError, printable
 from aidanbench.core.settings import (
+    LOCAL_EMBEDDING_MODEL,
     ROLES,
     Settings,
     unused_variants,
@@ -33,6 +34,7 @@ from aidanbench.graph.questions import bundled_questions, validated
 from aidanbench.record import files
 from aidanbench.record.lines import normal_text, spelling_note
 from aidanbench.runner.tasks import Task
+from aidanbench.services.pricing import PriceFileError, price_table
 
 RUN_FIELDS = frozenset({"model", "temperature", "variant_fields", "cache_path"})
 """Settings fields a run sets itself, per task (a variant's fields from ``variants``) or
@@ -300,3 +302,32 @@ def validation_line(exc: ValidationError) -> str:
     if "got " in message or field.endswith(("url", "_env", "kwargs")):
         return f"invalid {flag}: {message}"
     return f"invalid {flag}: {message} (got {printable(repr(value))})"
+
+
+def check_prices(spec: RunSpec) -> None:
+    """Refuse an unreadable price table, or a dollar cap it cannot count (``UsageError``),
+    before anything is written.
+
+    A dollar cap needs a price for every model that spends: the models (priced by the
+    name they are sent as, a variant's NAME), the judge and, for ``--max-cost``, the
+    embedding model (unless local). Without one its dollars are unknown and the cap could
+    not count them. A provider that reports no usage does not need refusing: its tokens
+    are then estimated from above (``services.usage``).
+    """
+    settings = Settings(model=spec.models[0], **spec.settings)
+    try:
+        table = price_table(settings.prices_path)
+    except PriceFileError as exc:
+        raise UsageError(printable(str(exc))) from None
+    if spec.max_cost is None and settings.max_question_cost is None:
+        return
+    spending = [*(spec.provider_model(m) for m in spec.models), settings.judge_model]
+    if spec.max_cost is not None and settings.embedding_model != LOCAL_EMBEDDING_MODEL:
+        spending.append(settings.embedding_model)
+    unpriced = [m for m in dict.fromkeys(spending) if table.price(m) is None]
+    if unpriced:
+        flag = "--max-cost" if spec.max_cost is not None else "--max-question-cost"
+        raise UsageError(
+            f"{flag} needs prices, and {', '.join(printable(m) for m in unpriced)} "
+            "has none; give them with --prices FILE"
+        )
