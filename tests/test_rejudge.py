@@ -19,7 +19,14 @@ from aidanbench.cli.main import main
 from aidanbench.record.metadata import read_metadata
 from aidanbench.record.results import QuestionResult
 from aidanbench.record.results import read_results as read_run_dir
-from aidanbench.testing import OpenAIStub, parse_coherence_prompt, parse_generate_prompt
+from aidanbench.testing import (
+    Fault,
+    OpenAIStub,
+    RequestInfo,
+    http_error,
+    parse_coherence_prompt,
+    parse_generate_prompt,
+)
 from aidanbench.testing.published import published_chains
 from tests.judging import affine_judge, one_question_reference
 
@@ -322,3 +329,40 @@ def test_a_threshold_fitted_on_passes_only_says_so_wherever_it_is_shown(
     assert main(["report", str(into)]) == 0
     assert f"{file.name} (sha256 " in (text := " ".join(capsys.readouterr().out.split()))
     assert f"), {note}" in text
+
+
+@pytest.mark.parametrize("command", ["calibrate", "rescore"])
+def test_answers_left_unjudged_are_one_line_and_a_rerun_asks_only_for_them(
+    command: str, chains: list[QuestionResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An answer whose judge request fails past every retry (503): exit 1 and one line
+    counting it among the distinct answers, no calibration file and no ``--into`` run
+    written; the others are cached, so the same command then asks for that one alone."""
+    small = tmp_path / "small.json"
+    answers = one_question_reference(small)
+    failing = [True]
+
+    def fault(info: RequestInfo) -> Fault | None:
+        return http_error(503) if failing[0] and answers[1][:60] in info.prompt else None
+
+    into = tmp_path / "into"
+    if command == "calibrate":
+        argv = [command, "--reference", str(small), "--out", str(tmp_path)]
+    else:
+        argv = [command, str(small), "--coherence-threshold", "15", "--novelty-threshold", "0.15"]
+        argv += ["--into", str(into)]
+    with OpenAIStub(affine_judge(chains), faults=fault) as server:
+        argv += ["--judge-model", "stub-judge", "--judge-base-url", server.base_url]
+        argv += ["--judge-api-key-env", KEY, "--max-retries", "0"]
+        argv += ["--cache", str(tmp_path / "cache.sqlite")]
+        assert main(argv) == 1
+        last = capsys.readouterr().err.splitlines()[-1]
+        assert not [*tmp_path.glob("calibration-judge-*"), *tmp_path.glob("into")]
+        failing[0] = False
+        before = server.count("coherence")
+        assert main(argv) == 0
+        assert server.count("coherence") - before == 1
+    distinct = len(set(answers))
+    assert last.startswith(f"aidanbench {command}: 1 of {distinct} answers could not be judged")
+    assert "503" in last
+    assert last.endswith("the others are cached: run the same command again to ask only for these")
