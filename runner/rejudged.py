@@ -1,5 +1,6 @@
-"""A run directory of re-judged chains, which ``aidanbench run`` continues
-(``rescore --judge-model M --into NEW_RUN``).
+"""``rescore --judge-model M``: the recorded answers judged again and the chains walked
+under the new judgments (``rejudge``), and with ``--into NEW_RUN`` a run directory of the
+re-judged chains, which ``aidanbench run`` continues.
 
 Each recorded chain, walked again under the new judge's judgments and the new
 thresholds (``analysis.rescore``), becomes one question thread of the new run directory,
