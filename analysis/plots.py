@@ -28,6 +28,7 @@ from aidanbench.analysis.summary import (
     summarise,
 )
 from aidanbench.core.errors import UsageError
+from aidanbench.core.scores import declared
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record import files
 from aidanbench.record.results import AnswerRow, QuestionResult
@@ -334,7 +335,7 @@ def _failure(result: QuestionResult, thresholds: Thresholds) -> tuple[AnswerRow,
     if last is None or last.valid or last.coherence is None or last.novelty is None:
         return None
     try:
-        reason = thresholds.failure(last.coherence, last.novelty, last.llm_novelty)
+        reason = thresholds.failure({score.name: score.value(last) for score in declared()})
     except ValueError:
         return None
     return (last, reason) if reason else None

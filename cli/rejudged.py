@@ -6,7 +6,6 @@ the re-judged chains for ``aidanbench run`` to continue (``runner.rejudged``).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -70,7 +69,7 @@ def run(args: argparse.Namespace, thresholds: Thresholds) -> int:
         (judge, float(value), source)
         for judge, value, source in zip(judges, coherence, sources, strict=True)
     ]
-    thresholds = dataclasses.replace(thresholds, coherence=float(coherence[0]))
+    thresholds = thresholds.replaced(coherence=float(coherence[0]))
     if into is None:
         cache: Path = args.cache or DEFAULT_CACHE
         settings = [judging.judge_settings(judge, cache) for judge in judges]

@@ -1,0 +1,117 @@
+"""The scores an answer gets, each declared once.
+
+A ``Score`` says everything the rest of the project needs to know about one score: its
+name (the field of an answer's record, its column, and the stop reason when it fails),
+the graph node that computes it and where that node's function is, the state key the
+node writes, the cost role its calls are recorded under, its threshold and where the
+settings hold it, whether a setting switches it on, and its heading. The pass rule
+(``core.thresholds``), the graph, its routing and ``decide``, and the views read this
+table, so a new score is a node module and one entry in ``SCORES``
+(docs/development.md, "Adding a score").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Score:
+    """One score of an answer, as every layer uses it."""
+
+    name: str
+    """The answer record's field, the column, and the stop reason when it fails."""
+    node: str
+    """The graph node that computes it."""
+    function: str
+    """That node's function, ``module:attribute`` (as ``langgraph.json`` names a graph):
+    the graph builder imports it and binds the services factory to it."""
+    outcome_key: str
+    """The ``QuestionState`` key the node writes its ``ScoreOutcome`` to."""
+    cost_role: str
+    """The key of ``AnswerRecord.calls`` its API calls are counted under."""
+    threshold: float
+    """Its threshold's default: an answer passes when the score is strictly above it."""
+    label: str
+    """Its heading in tables and plots."""
+    setting: str | None = None
+    """The ``Settings`` attribute holding its threshold; None: always ``threshold``."""
+    switch: str | None = None
+    """The ``Settings`` flag that turns it on; None: always on."""
+
+    def on(self, settings: Any) -> bool:
+        """Whether a turn under ``settings`` computes this score."""
+        return self.switch is None or bool(getattr(settings, self.switch))
+
+    def limit(self, settings: Any) -> float | None:
+        """Its threshold under ``settings``; None when it is off."""
+        if not self.on(settings):
+            return None
+        return self.threshold if self.setting is None else float(getattr(settings, self.setting))
+
+    def value(self, answer: Any) -> float | None:
+        """This score of an answer (a record, a line or a row); None when it has none."""
+        if isinstance(answer, Mapping):
+            return answer.get(self.name)
+        found = getattr(answer, self.name, None)
+        return found if found is not None else getattr(answer, "extra", {}).get(self.name)
+
+
+COHERENCE_THRESHOLD = 15.0
+"""The published coherence threshold, on the scale of the benchmark's judge (o1-mini)."""
+
+NOVELTY_THRESHOLD = 0.15
+"""The published novelty threshold, on text-embedding-3-large cosines; LLM novelty's too."""
+
+SCORES: tuple[Score, ...] = (
+    Score(
+        "coherence",
+        "judge",
+        "aidanbench.nodes.judge:judge",
+        "coherence_result",
+        "judge",
+        COHERENCE_THRESHOLD,
+        "coherence",
+        setting="coherence_threshold",
+    ),
+    Score(
+        "novelty",
+        "embed_novelty",
+        "aidanbench.nodes.embed_novelty:embed_novelty",
+        "novelty_result",
+        "embed",
+        NOVELTY_THRESHOLD,
+        "novelty",
+        setting="resolved_novelty_threshold",
+    ),
+    Score(
+        "llm_novelty",
+        "llm_novelty",
+        "aidanbench.nodes.llm_novelty:llm_novelty",
+        "similarity_result",
+        "similarity",
+        NOVELTY_THRESHOLD,
+        "LLM novelty",
+        setting="llm_novelty_threshold",
+        switch="llm_novelty",
+    ),
+)
+"""Every score, in the order the pass rule checks them (the first failed is the stop
+reason) and records them."""
+
+
+def declared() -> tuple[Score, ...]:
+    """``SCORES``, read when asked (so every reader sees the same table)."""
+    return SCORES
+
+
+def scoring(settings: Any) -> tuple[Score, ...]:
+    """The scores a turn under ``settings`` computes."""
+    return tuple(score for score in SCORES if score.on(settings))
+
+
+def by_key(outcome_key: str) -> Score:
+    """The score whose node writes ``outcome_key``."""
+    return next(score for score in SCORES if score.outcome_key == outcome_key)
