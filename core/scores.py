@@ -25,21 +25,28 @@ class Score:
     """The answer record's field, the column, and the stop reason when it fails."""
     node: str
     """The graph node that computes it."""
-    function: str
-    """That node's function, ``module:attribute`` (as ``langgraph.json`` names a graph):
-    the graph builder imports it and binds the services factory to it."""
-    outcome_key: str
-    """The ``QuestionState`` key the node writes its ``ScoreOutcome`` to."""
     cost_role: str
     """The key of ``AnswerRecord.calls`` its API calls are counted under."""
     threshold: float
     """Its threshold's default: an answer passes when the score is strictly above it."""
-    label: str
-    """Its heading in tables and plots."""
     setting: str | None = None
     """The ``Settings`` attribute holding its threshold; None: always ``threshold``."""
     switch: str | None = None
     """The ``Settings`` flag that turns it on; None: always on."""
+    function: str = ""
+    """The node's function, ``module:attribute`` (as ``langgraph.json`` names a graph),
+    which the graph builder imports; empty: ``aidanbench.nodes.<node>:<node>``."""
+    outcome_key: str = ""
+    """The ``QuestionState`` key the node writes its ``ScoreOutcome`` to; empty:
+    ``<name>_result``."""
+    label: str = ""
+    """Its heading in tables and plots; empty: its name."""
+
+    def __post_init__(self) -> None:
+        node = self.function or f"aidanbench.nodes.{self.node}:{self.node}"
+        object.__setattr__(self, "function", node)
+        object.__setattr__(self, "outcome_key", self.outcome_key or f"{self.name}_result")
+        object.__setattr__(self, "label", self.label or self.name)
 
     def on(self, settings: Any) -> bool:
         """Whether a turn under ``settings`` computes this score."""
@@ -66,36 +73,13 @@ NOVELTY_THRESHOLD = 0.15
 """The published novelty threshold, on text-embedding-3-large cosines; LLM novelty's too."""
 
 SCORES: tuple[Score, ...] = (
+    Score("coherence", "judge", "judge", COHERENCE_THRESHOLD, "coherence_threshold"),
+    Score("novelty", "embed_novelty", "embed", NOVELTY_THRESHOLD, "resolved_novelty_threshold"),
     Score(
-        "coherence",
-        "judge",
-        "aidanbench.nodes.judge:judge",
-        "coherence_result",
-        "judge",
-        COHERENCE_THRESHOLD,
-        "coherence",
-        setting="coherence_threshold",
-    ),
-    Score(
-        "novelty",
-        "embed_novelty",
-        "aidanbench.nodes.embed_novelty:embed_novelty",
-        "novelty_result",
-        "embed",
-        NOVELTY_THRESHOLD,
-        "novelty",
-        setting="resolved_novelty_threshold",
-    ),
-    Score(
-        "llm_novelty",
-        "llm_novelty",
-        "aidanbench.nodes.llm_novelty:llm_novelty",
-        "similarity_result",
-        "similarity",
-        NOVELTY_THRESHOLD,
-        "LLM novelty",
-        setting="llm_novelty_threshold",
+        *("llm_novelty", "llm_novelty", "similarity", NOVELTY_THRESHOLD, "llm_novelty_threshold"),
         switch="llm_novelty",
+        outcome_key="similarity_result",
+        label="LLM novelty",
     ),
 )
 """Every score, in the order the pass rule checks them (the first failed is the stop
