@@ -73,8 +73,14 @@ NOVELTY_THRESHOLD = 0.15
 """The published novelty threshold, on text-embedding-3-large cosines; LLM novelty's too."""
 
 SCORES: tuple[Score, ...] = (
-    Score("coherence", "judge", "judge", COHERENCE_THRESHOLD, "coherence_threshold"),
-    Score("novelty", "embed_novelty", "embed", NOVELTY_THRESHOLD, "resolved_novelty_threshold"),
+    Score(
+        *("coherence", "judge", "judge", COHERENCE_THRESHOLD, "coherence_threshold"),
+        label="coherence (0-100)",
+    ),
+    Score(
+        *("novelty", "embed_novelty", "embed", NOVELTY_THRESHOLD, "resolved_novelty_threshold"),
+        label="embedding novelty",
+    ),
     Score(
         *("llm_novelty", "llm_novelty", "similarity", NOVELTY_THRESHOLD, "llm_novelty_threshold"),
         switch="llm_novelty",

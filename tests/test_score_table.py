@@ -3,8 +3,8 @@
 The toy score ``decay`` (1 / the answer's index) is declared here with its node, and the
 table is given that one entry more (``SCORES`` as the entry would make it). Nothing
 shipped names it: the graph runs its node, its threshold ends the chain, ``answers.jsonl``
-records it, and the thresholds and the text that describes them in reports and exports
-carry it, all from the declaration. A real score would put its node in
+records it, and the thresholds, the text that describes them in reports and exports and
+the report page's failing answer carry it, all from the declaration. A real score would put its node in
 ``nodes/``, its entry in ``core/scores.py`` and, to be set per run, its threshold field in
 ``core/settings.py`` and that field's kind in ``core/setting_kinds.py``: four files
 (``ADDING_A_SCORE``), the settings field stood in for here by a subclass.
@@ -20,6 +20,7 @@ import pytest
 from langgraph.runtime import Runtime
 
 from aidanbench.analysis.summary import describe_thresholds
+from aidanbench.analysis.view import failure
 from aidanbench.core import scores
 from aidanbench.core.scores import Score
 from aidanbench.core.settings import Settings
@@ -88,6 +89,12 @@ async def test_a_declared_score_runs_ends_the_chain_and_is_recorded(tmp_path: Pa
     assert [a["decay"] for a in recorded] == [a["decay"] for a in answers]
     [read] = read_lines(tmp_path)
     assert [DECAY.value(a) for a in read.answers] == [a["decay"] for a in answers]
+    assert failure(read.answers, "decay", settings.thresholds) == {  # type: ignore[arg-type]
+        "index": 3,
+        "criterion": "decay",
+        "value": pytest.approx(1 / 3),
+        "threshold": 0.4,
+    }
     assert describe_thresholds(settings.thresholds) == (
         "coherence > 15, novelty > 0.15, decay > 0.4"
     )
