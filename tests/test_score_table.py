@@ -4,10 +4,11 @@ The toy score ``decay`` (1 / the answer's index) is declared here with its node,
 table is given that one entry more (``SCORES`` as the entry would make it). Nothing
 shipped names it: the graph runs its node, its threshold ends the chain, ``answers.jsonl``
 records it, and the thresholds, the text that describes them in reports and exports and
-the report page's failing answer carry it, all from the declaration. A real score would put its node in
-``nodes/``, its entry in ``core/scores.py`` and, to be set per run, its threshold field in
-``core/settings.py`` and that field's kind in ``core/setting_kinds.py``: four files
-(``ADDING_A_SCORE``), the settings field stood in for here by a subclass.
+the report page's failing answer carry it, all from the declaration. A real score would
+put its node in ``nodes/``, its entry in ``core/scores.py`` and, to be set per run, its
+threshold field in ``core/settings.py`` and that field's kind in
+``core/setting_kinds.py``: four files (``ADDING_A_SCORE``), the settings field stood in
+for here by a subclass.
 """
 
 from __future__ import annotations
