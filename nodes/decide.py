@@ -19,7 +19,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from aidanbench.core.calls import answer_dollars, call_count, call_tokens, usage_missing
-from aidanbench.core.scores import Score, by_key, declared, scoring
+from aidanbench.core.scores import by_key, declared, scoring
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import (
     AnswerRecord,
@@ -59,7 +59,8 @@ def _record(
 ) -> AnswerRecord:
     index = candidate["index"]
     outcomes = {key: _value(state.get(key), index, key) for key in keys}  # type: ignore[arg-type]
-    values = {score.name: score_value(outcomes, score) for score in declared()}
+    got = {by_key(key).name: outcome["value"] for key, outcome in outcomes.items()}
+    values = {score.name: got.get(score.name) for score in declared()}
     panel = outcomes["coherence_result"].get("panel")
     coherent = None if panel is None else panel_passes([seat["passes"] for seat in panel])
     reason = settings.thresholds.failure(values, coherent)
@@ -92,12 +93,6 @@ def _record(
     if panel is not None:
         record["judges"] = panel
     return record
-
-
-def score_value(outcomes: dict[str, ScoreOutcome], score: Score) -> float | None:
-    """``score``'s value among a turn's ``outcomes``; None when the turn did not compute it."""
-    outcome = outcomes.get(score.outcome_key)
-    return None if outcome is None else outcome["value"]
 
 
 def should_pause(record: AnswerRecord, settings: Settings) -> bool:
