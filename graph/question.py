@@ -69,12 +69,9 @@ def build_question_graph(
     graph.add_node("decide", partial(decide, budget=budget), defer=True)
 
     graph.add_edge(START, "prepare")
-    for source, router in (
-        ("prepare", after_prepare),
-        ("generate", after_generate),
-        ("decide", after_decide),
-    ):
-        graph.add_conditional_edges(source, on_event_loop(router), destinations(source))
+    graph.add_conditional_edges("prepare", on_event_loop(after_prepare), destinations("prepare"))
+    graph.add_conditional_edges("generate", on_event_loop(after_generate), destinations("generate"))
+    graph.add_conditional_edges("decide", on_event_loop(after_decide), destinations("decide"))
     for branch in (*(score.node for score in declared()), "generate_next"):
         graph.add_edge(branch, "decide")
     return graph
