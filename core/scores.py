@@ -1,12 +1,7 @@
-"""The scores an answer gets, each declared once.
+"""The scores an answer gets, each declared once (``Score``) in one table (``SCORES``).
 
-A ``Score`` says everything the rest of the project needs to know about one score: its
-name (the field of an answer's record, its column, and the stop reason when it fails),
-the graph node that computes it and where that node's function is, the state key the
-node writes, the cost role its calls are recorded under, its threshold and where the
-settings hold it, whether a setting switches it on, and its heading. The pass rule
-(``core.thresholds``), the graph, its routing and ``decide``, and the views read this
-table, so a new score is a node module and one entry in ``SCORES``
+The pass rule (``core.thresholds``), the graph, its routing and ``decide``, the thread's
+recorded thresholds and the views read the table, so a new score is a node and one entry
 (docs/development.md, "Adding a score").
 """
 

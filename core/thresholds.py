@@ -20,14 +20,9 @@ from aidanbench.core.scores import Score, declared
 
 
 class Thresholds:
-    """Thresholds of one run, one per declared score in the table's order; a score's is
-    None when it is off (LLM novelty, without the similarity judge).
-
-    Given by position in the table's order or by name (``Thresholds(15, 0.15)``,
-    ``Thresholds(llm_novelty=0.2)``); a score not given has its default, or is off when a
-    setting switches it. The object is a frozen dataclass whose fields are the declared
-    scores (``_with_fields``), so it compares, copies and serialises as one.
-    """
+    """Thresholds of one run: a frozen dataclass whose fields are the declared scores
+    (``_with_fields``), given by position or name (``Thresholds(15, 0.15)``). A score not
+    given has its default, or is None (off) when a setting switches it."""
 
     coherence: float
     novelty: float
