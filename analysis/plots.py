@@ -28,6 +28,7 @@ from aidanbench.analysis.summary import (
     summarise,
 )
 from aidanbench.core.errors import UsageError
+from aidanbench.core.scores import declared
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record import files
 from aidanbench.record.results import AnswerRow, QuestionResult
@@ -334,7 +335,7 @@ def _failure(result: QuestionResult, thresholds: Thresholds) -> tuple[AnswerRow,
     if last is None or last.valid or last.coherence is None or last.novelty is None:
         return None
     try:
-        reason = thresholds.failure(last.coherence, last.novelty, last.llm_novelty)
+        reason = thresholds.failure({score.name: score.value(last) for score in declared()})
     except ValueError:
         return None
     return (last, reason) if reason else None
@@ -348,12 +349,12 @@ def plot_trajectory(results: Sequence[QuestionResult], question: str, path: Path
     lines = [r for r in results if r.question == question]
     keys = list(group_results(results))
     colours = model_colours(keys)
-    with_llm = any(a.llm_novelty is not None for r in lines for a in r.answers)
     thresholds = _threshold_of(lines)
-    panels = [("coherence", "coherence (0-100)", thresholds.coherence)]
-    panels.append(("novelty", "embedding novelty", thresholds.novelty))
-    if with_llm:
-        panels.append(("llm_novelty", "LLM novelty", thresholds.llm_novelty or 0.0))
+    panels = [
+        (score.name, score.label, getattr(thresholds, score.name) or 0.0)
+        for score in declared()
+        if score.switch is None or any(score.value(a) is not None for r in lines for a in r.answers)
+    ]
     figure = new_figure(trajectory_figsize(len(panels)))
     axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
     repeats = len({r.repeat for r in lines}) > 1

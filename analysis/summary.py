@@ -487,13 +487,11 @@ def _mixed(
 
 
 def describe_thresholds(thresholds: Thresholds | None) -> str:
-    """``coherence > 15, novelty > 0.15`` (plus LLM novelty when on)."""
+    """``coherence > 15, novelty > 0.15`` (each declared score that is on)."""
     if thresholds is None:
         return "thresholds not recorded"
-    text = f"coherence > {thresholds.coherence:g}, novelty > {thresholds.novelty:g}"
-    if thresholds.llm_novelty is not None:
-        text += f", llm novelty > {thresholds.llm_novelty:g}"
-    return text
+    on = [(name, limit) for name, limit in thresholds.limits if limit is not None]
+    return ", ".join(f"{name.replace('_', ' ')} > {limit:g}" for name, limit in on)
 
 
 def warnings(results: Sequence[QuestionResult]) -> list[str]:

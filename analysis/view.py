@@ -42,8 +42,8 @@ from aidanbench.analysis.summary import (
     truncation_text,
     warnings,
 )
+from aidanbench.core.scores import declared
 from aidanbench.core.thresholds import Thresholds
-from aidanbench.core.vocabulary import THRESHOLD_STOPS
 from aidanbench.record.files import atomic_write
 from aidanbench.record.metadata import Metadata, read_metadata
 from aidanbench.record.results import AnswerRow, QuestionResult, read_results_noted
@@ -125,25 +125,14 @@ def failure(
     that hit the answer cap, errored or was interrupted has none.
     """
     failed = next((a for a in answers if not a.valid), None)
-    if failed is None or stop_reason not in THRESHOLD_STOPS | {"unscored"}:
+    score = next((s for s in declared() if s.name == stop_reason), None)
+    if failed is None or (score is None and stop_reason != "unscored"):
         return None
-    if stop_reason == "unscored":
-        return {"index": failed.index, "criterion": "unscored", "value": None, "threshold": None}
-    value = {
-        "coherence": failed.coherence,
-        "novelty": failed.novelty,
-        "llm_novelty": failed.llm_novelty,
-    }[stop_reason]
-    limit = {
-        "coherence": thresholds.coherence,
-        "novelty": thresholds.novelty,
-        "llm_novelty": thresholds.llm_novelty,
-    }[stop_reason]
     return {
         "index": failed.index,
         "criterion": stop_reason,
-        "value": _finite(value),
-        "threshold": limit,
+        "value": None if score is None else _finite(score.value(failed)),
+        "threshold": None if score is None else getattr(thresholds, score.name),
     }
 
 

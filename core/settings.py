@@ -17,7 +17,8 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from aidanbench.core.credentials import secret_paths, url_credential
-from aidanbench.core.thresholds import COHERENCE_THRESHOLD, NOVELTY_THRESHOLD, Thresholds
+from aidanbench.core.scores import COHERENCE_THRESHOLD, NOVELTY_THRESHOLD, declared
+from aidanbench.core.thresholds import Thresholds
 
 REFERENCE_JUDGE = "o1-mini"
 """The published benchmark's judge, the default one: the coherence threshold is on its scale."""
@@ -294,11 +295,7 @@ class Settings(BaseModel):
     @property
     def thresholds(self) -> Thresholds:
         """The pass rule in force, with the novelty default resolved for the embedding model."""
-        return Thresholds(
-            coherence=self.coherence_threshold,
-            novelty=self.resolved_novelty_threshold,
-            llm_novelty=self.llm_novelty_threshold if self.llm_novelty else None,
-        )
+        return Thresholds(**{score.name: score.limit(self) for score in declared()})
 
     def endpoint(self, role: str) -> Endpoint:
         """Where ``role`` goes: the model it asks for (a variant's NAME for the model under

@@ -1,55 +1,76 @@
 """The pass rule of AidanBench, in one place.
 
-An answer is valid when coherence > the coherence threshold AND embedding novelty > the
-novelty threshold (AND LLM novelty > its threshold when that judge is on). Strictly
-greater: an answer exactly at a threshold fails. The first failing answer ends the
-question; it is recorded but not counted.
+An answer is valid when every score that is on is strictly above its threshold
+(``core.scores``: coherence > the coherence threshold AND embedding novelty > the novelty
+threshold AND, when that judge is on, LLM novelty > its threshold). Strictly greater: an
+answer exactly at a threshold fails. The first failing answer ends the question; it is
+recorded but not counted.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import fields, make_dataclass
+from functools import cache
+from typing import Any
 
-from aidanbench.core.vocabulary import ThresholdStop
-
-COHERENCE_THRESHOLD = 15.0
-"""The published coherence threshold, on the scale of the benchmark's judge (o1-mini)."""
-
-NOVELTY_THRESHOLD = 0.15
-"""The published novelty threshold, on text-embedding-3-large cosines; LLM novelty's too."""
+from aidanbench.core.scores import COHERENCE_THRESHOLD as COHERENCE_THRESHOLD
+from aidanbench.core.scores import NOVELTY_THRESHOLD as NOVELTY_THRESHOLD
+from aidanbench.core.scores import Score, declared
 
 
-@dataclass(frozen=True)
 class Thresholds:
-    """Thresholds of one run; ``llm_novelty`` is None when the similarity judge is off."""
+    """Thresholds of one run: a frozen dataclass whose fields are the declared scores
+    (``_with_fields``), given by position or name (``Thresholds(15, 0.15)``). A score not
+    given has its default, or is None (off) when a setting switches it."""
 
-    coherence: float = COHERENCE_THRESHOLD
-    novelty: float = NOVELTY_THRESHOLD
-    llm_novelty: float | None = None
+    coherence: float
+    novelty: float
+    llm_novelty: float | None
+
+    def __new__(cls, *limits: float | None, **named: float | None) -> Thresholds:
+        names = [score.name for score in declared()]
+        if len(limits) > len(names) or set(named) - set(names):
+            raise TypeError(f"Thresholds takes the declared scores {names}")
+        given = dict(zip(names, limits, strict=False)) | named
+        found = object.__new__(_with_fields(declared()))
+        for s in declared():
+            default = s.threshold if s.switch is None else None
+            object.__setattr__(found, s.name, given.get(s.name, default))
+        return found
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _restored, (self.limits,)
+
+    @property
+    def limits(self) -> tuple[tuple[str, float | None], ...]:
+        """Each declared score's name and threshold, in the table's order."""
+        return tuple((f.name, getattr(self, f.name)) for f in fields(self))  # type: ignore[arg-type]
+
+    def replaced(self, **named: float | None) -> Thresholds:
+        """These thresholds with those ``named`` changed."""
+        return Thresholds(**(dict(self.limits) | named))
 
     def failure(
-        self,
-        coherence: float,
-        novelty: float,
-        llm_novelty: float | None = None,
-        coherent: bool | None = None,
-    ) -> ThresholdStop | None:
-        """The first criterion the scores fail (``coherence``, ``novelty``, ``llm_novelty``),
-        or None when the answer is valid. ``coherent`` is a judge panel's decision
-        (``panel_passes``), which takes the place of ``coherence > self.coherence``."""
-        if self.llm_novelty is not None and llm_novelty is None:
-            raise ValueError("LLM novelty is on but the answer has no LLM novelty score")
-        if not (self.passes("coherence", coherence) if coherent is None else coherent):
-            return "coherence"
-        if not self.passes("novelty", novelty):
-            return "novelty"
-        if llm_novelty is not None and not self.passes("llm_novelty", llm_novelty):
-            return "llm_novelty"
+        self, values: Mapping[str, float | None], coherent: bool | None = None
+    ) -> str | None:
+        """The first score of ``values`` (each score's by name) that fails, or None when
+        the answer is valid. ``coherent`` is a judge panel's decision (``panel_passes``),
+        which takes the place of ``coherence > self.coherence``."""
+        on = [name for name, limit in self.limits if limit is not None]
+        missing = [name for name in on if values.get(name) is None]
+        if missing:
+            label = next(s.label for s in declared() if s.name == missing[0])
+            raise ValueError(f"{label} is on but the answer has no {label} score")
+        for name in on:
+            panel = coherent if name == "coherence" else None
+            if not (self.passes(name, values[name]) if panel is None else panel):  # type: ignore[arg-type]
+                return name
         return None
 
-    def passes(self, name: ThresholdStop, value: float) -> bool:
+    def passes(self, name: str, value: float) -> bool:
         """Whether one score is strictly above its threshold (or its check is off)."""
-        limit = {"coherence": self.coherence, "novelty": self.novelty}.get(name, self.llm_novelty)
+        limit = dict(self.limits).get(name)
         return limit is None or value > limit
 
 
@@ -57,3 +78,19 @@ def panel_passes(passes: list[bool]) -> bool:
     """A judge panel's decision: more than half of its judges pass the answer (a tie
     fails it, as a judgment at the threshold does)."""
     return 2 * sum(passes) > len(passes)
+
+
+@cache
+def _with_fields(scores: tuple[Score, ...]) -> type[Thresholds]:
+    return make_dataclass(
+        "Thresholds",
+        [(score.name, float | None) for score in scores],
+        bases=(Thresholds,),
+        init=False,
+        frozen=True,
+        namespace={"__module__": __name__},
+    )
+
+
+def _restored(limits: tuple[tuple[str, float | None], ...]) -> Thresholds:
+    return Thresholds(**dict(limits))

@@ -1,13 +1,13 @@
-"""The words a run is described in, defined once: stop reasons, error kinds, scorers.
+"""The words a run is described in, defined once: stop reasons, error kinds, roles.
 
 Every package reads these names from here (the state, the nodes that decide a stop, the
 driver that decides what to rerun, the summaries and the viewer), so a new stop reason
-or scorer is added in one place and every reader learns of it.
+is added in one place and every reader learns of it (a score's stop reason is its name,
+declared with it in ``core.scores``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal, get_args
 
 ThresholdStop = Literal["coherence", "novelty", "llm_novelty"]
@@ -65,30 +65,3 @@ def is_truncated(finish_reason: str | None) -> bool | None:
 
 Role = Literal["model", "judge", "embeddings"]
 """Who an API call went to; error records and messages name it."""
-
-
-@dataclass(frozen=True)
-class Scorer:
-    """One scoring branch of a turn: which state key holds its outcome, which node
-    fills it, and which cost role its calls are recorded under."""
-
-    name: ThresholdStop
-    """The score's name, which is also the stop reason when it fails its threshold."""
-    outcome_key: str
-    """The ``QuestionState`` key the branch writes its outcome to."""
-    node: str
-    """The graph node that computes it."""
-    cost_role: str
-    """The key of ``AnswerRecord.calls`` its API calls are counted under."""
-
-
-COHERENCE = Scorer("coherence", "coherence_result", "judge", "judge")
-NOVELTY = Scorer("novelty", "novelty_result", "embed_novelty", "embed")
-LLM_NOVELTY = Scorer("llm_novelty", "similarity_result", "llm_novelty", "similarity")
-SCORERS: tuple[Scorer, ...] = (COHERENCE, NOVELTY, LLM_NOVELTY)
-SCORER_BY_KEY = {scorer.outcome_key: scorer for scorer in SCORERS}
-
-
-def scorers(llm_novelty_on: bool) -> tuple[Scorer, ...]:
-    """The scoring branches a turn runs."""
-    return SCORERS if llm_novelty_on else (COHERENCE, NOVELTY)

@@ -22,22 +22,19 @@ the nodes that make calls, and the run's budget to the two that apply it.
 from __future__ import annotations
 
 from functools import partial
+from importlib import import_module
+from typing import Any, TypedDict, get_type_hints
 
 from langgraph.graph import START, StateGraph
 
+from aidanbench.core.scores import Score, declared
 from aidanbench.core.settings import Settings
-from aidanbench.core.state import QuestionInput, QuestionOutput, QuestionState
+from aidanbench.core.state import QuestionInput, QuestionOutput, QuestionState, ScoreOutcome
 from aidanbench.nodes.caps import Budget
 from aidanbench.nodes.decide import decide
-from aidanbench.nodes.embed_novelty import embed_novelty
 from aidanbench.nodes.generate import generate, generate_next
-from aidanbench.nodes.judge import judge
-from aidanbench.nodes.llm_novelty import llm_novelty
 from aidanbench.nodes.prepare import prepare
 from aidanbench.nodes.routing import (
-    AfterDecide,
-    AfterGenerate,
-    AfterPrepare,
     after_decide,
     after_generate,
     after_prepare,
@@ -56,27 +53,38 @@ def build_question_graph(
     endpoints with keys from the environment. Pass another factory to use other chat
     model classes or fakes. ``budget`` is a run's spending cap (``nodes.caps.Budget``,
     the run's usage ledger): once it is spent, each question stops at its next turn.
+    Each declared score (``core.scores``) is a node between ``generate`` and ``decide``.
     """
     graph = StateGraph(
-        QuestionState,
+        state_schema(declared()),
         context_schema=Settings,
         input_schema=QuestionInput,
         output_schema=QuestionOutput,
     )
     graph.add_node("prepare", partial(prepare, budget=budget))
     graph.add_node("generate", partial(generate, services=services))
-    graph.add_node("judge", partial(judge, services=services))
-    graph.add_node("embed_novelty", partial(embed_novelty, services=services))
-    graph.add_node("llm_novelty", partial(llm_novelty, services=services))
+    for score in declared():
+        graph.add_node(score.node, partial(score_node(score), services=services))
     graph.add_node("generate_next", partial(generate_next, services=services))
     graph.add_node("decide", partial(decide, budget=budget), defer=True)
 
     graph.add_edge(START, "prepare")
-    graph.add_conditional_edges("prepare", on_event_loop(after_prepare), destinations(AfterPrepare))
-    graph.add_conditional_edges(
-        "generate", on_event_loop(after_generate), destinations(AfterGenerate)
-    )
-    graph.add_conditional_edges("decide", on_event_loop(after_decide), destinations(AfterDecide))
-    for branch in ("judge", "embed_novelty", "llm_novelty", "generate_next"):
+    graph.add_conditional_edges("prepare", on_event_loop(after_prepare), destinations("prepare"))
+    graph.add_conditional_edges("generate", on_event_loop(after_generate), destinations("generate"))
+    graph.add_conditional_edges("decide", on_event_loop(after_decide), destinations("decide"))
+    for branch in (*(score.node for score in declared()), "generate_next"):
         graph.add_edge(branch, "decide")
     return graph
+
+
+def score_node(score: Score) -> Any:
+    """The node function a score declares (``module:attribute``)."""
+    module, _, name = score.function.partition(":")
+    return getattr(import_module(module), name)
+
+
+def state_schema(scores: tuple[Score, ...]) -> Any:
+    """``QuestionState``, with a key for each score whose outcome it does not declare."""
+    fields = get_type_hints(QuestionState, include_extras=True)
+    more = {s.outcome_key: ScoreOutcome | None for s in scores if s.outcome_key not in fields}
+    return TypedDict("QuestionState", {**fields, **more}) if more else QuestionState  # type: ignore[operator]

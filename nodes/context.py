@@ -25,7 +25,6 @@ from aidanbench.core.calls import add_dollars
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import CallStats, ErrorInfo, QuestionState, ScoreOutcome
 from aidanbench.core.thresholds import panel_passes
-from aidanbench.core.vocabulary import ThresholdStop
 from aidanbench.services import Services, ServicesFactory, key_values
 from aidanbench.services.errors import describe, is_recoverable
 from aidanbench.services.lookahead import Turn
@@ -99,7 +98,7 @@ def scoring_turn(state: QuestionState) -> Turn:
 async def scored(
     ctx: NodeContext,
     state: QuestionState,
-    score: ThresholdStop,
+    score: str,
     role: str,
     ask: Callable[[], Awaitable[T]],
     outcome: Callable[[T], ScoreOutcome],

@@ -13,12 +13,13 @@ time (passed in); the node only reads the clock, pauses when asked and emits eve
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from aidanbench.core.calls import answer_dollars, call_count, call_tokens, usage_missing
+from aidanbench.core.scores import by_key, declared, scoring
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import (
     AnswerRecord,
@@ -29,7 +30,7 @@ from aidanbench.core.state import (
     ScoreOutcome,
 )
 from aidanbench.core.thresholds import panel_passes
-from aidanbench.core.vocabulary import SCORER_BY_KEY, is_truncated, scorers
+from aidanbench.core.vocabulary import is_truncated
 from aidanbench.nodes.caps import Budget, cap_reached, spent, unpriced_error
 from aidanbench.nodes.context import add_calls, no_calls, settings_of
 from aidanbench.nodes.metrics import chain_metrics
@@ -58,37 +59,34 @@ def _record(
 ) -> AnswerRecord:
     index = candidate["index"]
     outcomes = {key: _value(state.get(key), index, key) for key in keys}  # type: ignore[arg-type]
-    coherence = outcomes["coherence_result"]["value"]
-    novelty = outcomes["novelty_result"]["value"]
-    similarity = outcomes.get("similarity_result")
-    llm = None if similarity is None else similarity["value"]
+    got = {by_key(key).name: outcome["value"] for key, outcome in outcomes.items()}
+    values = {score.name: got.get(score.name) for score in declared()}
     panel = outcomes["coherence_result"].get("panel")
     coherent = None if panel is None else panel_passes([seat["passes"] for seat in panel])
-    reason = settings.thresholds.failure(coherence, novelty, llm, coherent)
+    reason = settings.thresholds.failure(values, coherent)
     calls: dict[str, CallStats] = {"generate": candidate.get("call", no_calls())}
     flags: list[str] = []
     for key, outcome in outcomes.items():
-        calls[SCORER_BY_KEY[key].cost_role] = outcome.get("call", no_calls())
+        calls[by_key(key).cost_role] = outcome.get("call", no_calls())
         flags.extend(f for f in outcome.get("flags", []) if f not in flags)
     started = state.get("started_at") or now
-    record = AnswerRecord(
-        index=index,
-        answer=candidate["answer"],
-        raw_reply=candidate["raw_reply"],
-        used_answer_tag=candidate["used_answer_tag"],
-        coherence=coherence,
-        novelty=novelty,
-        llm_novelty=llm,
-        valid=reason is None,
-        stop_reason=reason,
-        elapsed_s=round(now - started, 3),
-        calls=calls,
-        flags=flags,
-        finish_reason=candidate.get("finish_reason"),
-        truncated=is_truncated(candidate.get("finish_reason")),
-        served_model=calls["generate"]["served_model"],
-        reasoning_tokens=candidate.get("reasoning_tokens"),
-    )
+    fields: dict[str, Any] = {
+        "index": index,
+        "answer": candidate["answer"],
+        "raw_reply": candidate["raw_reply"],
+        "used_answer_tag": candidate["used_answer_tag"],
+        **values,
+        "valid": reason is None,
+        "stop_reason": reason,
+        "elapsed_s": round(now - started, 3),
+        "calls": calls,
+        "flags": flags,
+        "finish_reason": candidate.get("finish_reason"),
+        "truncated": is_truncated(candidate.get("finish_reason")),
+        "served_model": calls["generate"]["served_model"],
+        "reasoning_tokens": candidate.get("reasoning_tokens"),
+    }
+    record = cast(AnswerRecord, fields)
     samples = outcomes["coherence_result"].get("samples")
     if samples:
         record["coherence_samples"] = samples
@@ -110,9 +108,9 @@ def should_pause(record: AnswerRecord, settings: Settings) -> bool:
     return every is not None and record["index"] % every == 0
 
 
-def scoring_keys(llm_novelty_on: bool) -> list[str]:
+def scoring_keys(settings: Settings) -> list[str]:
     """The outcome keys a turn fills."""
-    return [scorer.outcome_key for scorer in scorers(llm_novelty_on)]
+    return [score.outcome_key for score in scoring(settings)]
 
 
 def _after(state: QuestionState, stop: str | None) -> dict[str, Any]:
@@ -141,9 +139,7 @@ def answer_event(record: AnswerRecord, score: int, stop: str | None) -> dict[str
         "event": "answer",
         "index": record["index"],
         "valid": record["valid"],
-        "coherence": record["coherence"],
-        "novelty": record["novelty"],
-        "llm_novelty": record["llm_novelty"],
+        **{score.name: score.value(record) for score in declared()},
         "score": score,
         "stop_reason": stop,
         "calls": call_count(record["calls"]),
@@ -177,7 +173,7 @@ def decided(
     ``now`` is the wall-clock time of the decision, which gives the answer's elapsed time;
     ``budget_spent`` says the run's budget is spent (stop reason ``budget``).
     """
-    keys = scoring_keys(settings.llm_novelty)
+    keys = scoring_keys(settings)
     candidate = state.get("candidate")
     if candidate is None:
         raise RuntimeError("decide ran without a candidate")

@@ -24,21 +24,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
+from aidanbench.core.scores import declared
 from aidanbench.core.setting_kinds import panel_record
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import CallStats, Measured, QuestionState
-from aidanbench.core.vocabulary import BUDGET_STOPS, ERROR_KINDS, SCORERS
+from aidanbench.core.vocabulary import BUDGET_STOPS, ERROR_KINDS
 from aidanbench.nodes.caps import Budget, continuation, spent
 from aidanbench.nodes.context import add_calls, no_calls, settings_of
 from aidanbench.nodes.metrics import chain_metrics
 from aidanbench.nodes.prompts import prompts_sha256
 
-OUTCOME_KEYS = ("candidate", "lookahead", *(scorer.outcome_key for scorer in SCORERS))
-"""Work-in-flight keys: the candidates and each scoring branch's outcome."""
+
+def outcome_keys() -> tuple[str, ...]:
+    """Work-in-flight keys: the candidates and each declared score's outcome."""
+    return ("candidate", "lookahead", *(score.outcome_key for score in declared()))
+
 
 CONTENT_REFUSALS = frozenset({400, 413, 422})
 """Statuses with which an embeddings endpoint refuses one text for what it contains."""
@@ -93,8 +97,8 @@ async def prepare(
         update |= {"stop_reason": None, "error": None}
         if refused_for_content(state):
             update |= {"speculative": discarded_cost(state)}
-            return update | {key: None for key in OUTCOME_KEYS}
-        for key in OUTCOME_KEYS:
+            return update | {key: None for key in outcome_keys()}
+        for key in outcome_keys():
             outcome = state.get(key)
             if isinstance(outcome, dict) and "error" in outcome:
                 update[key] = None
@@ -103,19 +107,17 @@ async def prepare(
 
 def measured_by(settings: Settings) -> Measured:
     """What a thread started under ``settings`` measures with."""
-    thresholds = settings.thresholds
-    return {
+    measured: dict[str, Any] = {
         "model": settings.model,
         "temperature": settings.temperature,
         "judge_model": settings.judge_model,
         "embedding_model": settings.embedding_model,
-        "coherence_threshold": thresholds.coherence,
-        "novelty_threshold": thresholds.novelty,
-        "llm_novelty_threshold": thresholds.llm_novelty,
+        **{f"{name}_threshold": limit for name, limit in settings.thresholds.limits},
         "cot": settings.cot,
         "prompts_sha256": prompts_sha256(),
         "judge_panel": panel_record(settings) or None,
     }
+    return cast(Measured, measured)
 
 
 def measurement_differences(recorded: Mapping[str, Any] | None, settings: Settings) -> list[str]:

@@ -6,8 +6,9 @@ generation when pipelining; with nothing left to do, decide. A stop reason ends 
 graph. Because the rule reads only state, resuming after an error re-runs exactly the
 missing work.
 
-Each source gets a router whose return type lists only the steps the rule can give after
-it, so the compiled graph (what Studio draws) has exactly the possible edges:
+Each source gets a router whose destinations (``destinations``) are only the steps the
+rule can give after it, so the compiled graph (what Studio draws) has exactly the
+possible edges:
 
 - after ``prepare`` anything can follow, since it runs on whatever state a thread holds
   (new, finished, stopped by an error with some outcomes kept, or paused before
@@ -29,27 +30,30 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal, TypeVar, get_args
+from typing import TypeVar
 
 from langgraph.runtime import Runtime
 
+from aidanbench.core.scores import declared, scoring
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import QuestionState
-from aidanbench.core.vocabulary import scorers
 from aidanbench.nodes.context import settings_of
 
 R = TypeVar("R")
 
 END_STEP = "__end__"
-"""LangGraph's ``END``, spelled out so it can stand in a ``Literal``."""
+"""LangGraph's ``END``."""
 
-AfterPrepare = Literal[
-    "generate", "judge", "embed_novelty", "llm_novelty", "generate_next", "decide", "__end__"
-]
-AfterGenerate = Literal["judge", "embed_novelty", "llm_novelty", "generate_next", "decide"]
-AfterDecide = Literal[
-    "generate", "judge", "embed_novelty", "llm_novelty", "generate_next", "__end__"
-]
+
+def destinations(source: str) -> list[str]:
+    """The steps the rule can give after ``source`` (its router's path map), with every
+    declared score's node (``core.scores``)."""
+    scorers = [score.node for score in declared()]
+    return {
+        "prepare": ["generate", *scorers, "generate_next", "decide", END_STEP],
+        "generate": [*scorers, "generate_next", "decide"],
+        "decide": ["generate", *scorers, "generate_next", END_STEP],
+    }[source]
 
 
 def next_steps(state: QuestionState, settings: Settings) -> list[str]:
@@ -63,10 +67,10 @@ def next_steps(state: QuestionState, settings: Settings) -> list[str]:
         return ["decide"]
     index = candidate["index"]
     steps = []
-    for scorer in scorers(settings.llm_novelty):
-        outcome = state.get(scorer.outcome_key)
+    for score in scoring(settings):
+        outcome = state.get(score.outcome_key)
         if not isinstance(outcome, dict) or outcome.get("index") != index:
-            steps.append(scorer.node)
+            steps.append(score.node)
     if settings.pipeline and (settings.max_answers is None or index < settings.max_answers):
         lookahead = state.get("lookahead")
         if lookahead is None or lookahead.get("index") != index + 1:
@@ -74,32 +78,26 @@ def next_steps(state: QuestionState, settings: Settings) -> list[str]:
     return steps or ["decide"]
 
 
-def destinations(steps: object) -> list[str]:
-    """The node names a router's ``Literal`` return type allows (its path map)."""
-    return list(get_args(steps))
-
-
-def _narrow(source: str, steps: list[str], allowed: object) -> list[str]:
-    possible = destinations(allowed)
-    impossible = [step for step in steps if step not in possible]
+def _narrow(source: str, steps: list[str]) -> list[str]:
+    impossible = [step for step in steps if step not in destinations(source)]
     if impossible:
         raise RuntimeError(f"routing after {source}: impossible next steps {impossible}")
     return steps
 
 
-def after_prepare(state: QuestionState, runtime: Runtime[Settings]) -> Sequence[AfterPrepare]:
+def after_prepare(state: QuestionState, runtime: Runtime[Settings]) -> Sequence[str]:
     """Steps after ``prepare``: whatever the thread's state still needs."""
-    return _narrow("prepare", next_steps(state, settings_of(runtime)), AfterPrepare)  # type: ignore[return-value]
+    return _narrow("prepare", next_steps(state, settings_of(runtime)))
 
 
-def after_generate(state: QuestionState, runtime: Runtime[Settings]) -> Sequence[AfterGenerate]:
+def after_generate(state: QuestionState, runtime: Runtime[Settings]) -> Sequence[str]:
     """Steps after ``generate``: score the candidate (and look ahead), or decide its error."""
-    return _narrow("generate", next_steps(state, settings_of(runtime)), AfterGenerate)  # type: ignore[return-value]
+    return _narrow("generate", next_steps(state, settings_of(runtime)))
 
 
-def after_decide(state: QuestionState, runtime: Runtime[Settings]) -> Sequence[AfterDecide]:
+def after_decide(state: QuestionState, runtime: Runtime[Settings]) -> Sequence[str]:
     """Steps after ``decide``: the end, the look-ahead's scorers, or a new generation."""
-    return _narrow("decide", next_steps(state, settings_of(runtime)), AfterDecide)  # type: ignore[return-value]
+    return _narrow("decide", next_steps(state, settings_of(runtime)))
 
 
 def on_event_loop(

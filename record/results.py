@@ -433,7 +433,9 @@ def chain_validity(
             reason = "unscored"
             flags.append(False)
             continue
-        reason = thresholds.failure(coherence, novelty, llm, coherent)
+        reason = thresholds.failure(
+            {"coherence": coherence, "novelty": novelty, "llm_novelty": llm}, coherent
+        )
         flags.append(reason is None)
     return flags, reason
 

@@ -23,8 +23,12 @@ from .states import Q, Runtime, candidate, error, record, scored, stats
 
 
 def test_scoring_keys() -> None:
-    assert scoring_keys(False) == ["coherence_result", "novelty_result"]
-    assert scoring_keys(True) == ["coherence_result", "novelty_result", "similarity_result"]
+    assert scoring_keys(Settings()) == ["coherence_result", "novelty_result"]
+    assert scoring_keys(Settings(llm_novelty=True)) == [
+        "coherence_result",
+        "novelty_result",
+        "similarity_result",
+    ]
 
 
 def test_branch_error_takes_the_generation_first_then_keys_in_order() -> None:

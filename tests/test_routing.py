@@ -59,7 +59,13 @@ def test_routers_read_the_runtime_settings_or_the_defaults() -> None:
     assert after_decide(state, Runtime(None)) == ["judge", "embed_novelty", "generate_next"]  # type: ignore[arg-type]
     assert after_prepare({"question": Q}, Runtime(None)) == ["generate"]  # type: ignore[arg-type, typeddict-item]
     assert after_prepare(state, Runtime(Settings(pipeline=False))) == ["judge", "embed_novelty"]  # type: ignore[arg-type]
-    assert destinations(int) == []
+    assert destinations("generate") == [
+        "judge",
+        "embed_novelty",
+        "llm_novelty",
+        "generate_next",
+        "decide",
+    ]
 
 
 def test_router_errors_name_source_and_steps() -> None:

@@ -11,6 +11,12 @@ EPS = 1e-9
 RULE = Thresholds(coherence=15.0, novelty=0.15, llm_novelty=0.15)
 
 
+def verdict(
+    rule: Thresholds, coherence: float, novelty: float, llm: float | None = None
+) -> str | None:
+    return rule.failure({"coherence": coherence, "novelty": novelty, "llm_novelty": llm})
+
+
 @pytest.mark.parametrize(
     ("coherence", "expected"),
     [
@@ -22,7 +28,7 @@ RULE = Thresholds(coherence=15.0, novelty=0.15, llm_novelty=0.15)
     ],
 )
 def test_coherence_boundary(coherence: float, expected: str | None) -> None:
-    assert RULE.failure(coherence, 0.5, 0.5) == expected
+    assert verdict(RULE, coherence, 0.5, 0.5) == expected
 
 
 @pytest.mark.parametrize(
@@ -30,7 +36,7 @@ def test_coherence_boundary(coherence: float, expected: str | None) -> None:
     [(0.15, "novelty"), (0.15 - EPS, "novelty"), (0.15 + EPS, None), (0.0, "novelty")],
 )
 def test_novelty_boundary(novelty: float, expected: str | None) -> None:
-    assert RULE.failure(50, novelty, 0.5) == expected
+    assert verdict(RULE, 50, novelty, 0.5) == expected
 
 
 @pytest.mark.parametrize(
@@ -38,22 +44,22 @@ def test_novelty_boundary(novelty: float, expected: str | None) -> None:
     [(0.15, "llm_novelty"), (0.15 - EPS, "llm_novelty"), (0.15 + EPS, None)],
 )
 def test_llm_novelty_boundary(llm: float, expected: str | None) -> None:
-    assert RULE.failure(50, 0.5, llm) == expected
+    assert verdict(RULE, 50, 0.5, llm) == expected
 
 
 def test_coherence_is_reported_first() -> None:
-    assert RULE.failure(10, 0.0, 0.0) == "coherence"
-    assert RULE.failure(50, 0.1, 0.0) == "novelty"
+    assert verdict(RULE, 10, 0.0, 0.0) == "coherence"
+    assert verdict(RULE, 50, 0.1, 0.0) == "novelty"
 
 
 def test_llm_novelty_ignored_when_off() -> None:
-    assert Thresholds().failure(50, 0.5, None) is None
-    assert Thresholds().failure(50, 0.5, 0.0) is None
+    assert verdict(Thresholds(), 50, 0.5, None) is None
+    assert verdict(Thresholds(), 50, 0.5, 0.0) is None
 
 
 def test_llm_novelty_required_when_on() -> None:
     with pytest.raises(ValueError):
-        RULE.failure(50, 0.5, None)
+        verdict(RULE, 50, 0.5, None)
 
 
 def test_settings_thresholds() -> None:
@@ -80,16 +86,16 @@ def test_invalid_settings_rejected(bad: dict[str, object]) -> None:
 
 def test_thresholds_default_to_the_benchmark() -> None:
     assert Thresholds() == Thresholds(15.0, 0.15, None)
-    assert Thresholds().failure(15.5, 0.16) is None
-    assert Thresholds().failure(15.0, 0.16) == "coherence"
-    assert Thresholds().failure(16.0, 0.15) == "novelty"
+    assert verdict(Thresholds(), 15.5, 0.16) is None
+    assert verdict(Thresholds(), 15.0, 0.16) == "coherence"
+    assert verdict(Thresholds(), 16.0, 0.15) == "novelty"
 
 
 def test_llm_novelty_is_checked_after_the_others_and_must_be_given() -> None:
     rule = Thresholds(llm_novelty=0.2)
-    assert rule.failure(50, 0.5, 0.2) == "llm_novelty"
-    assert rule.failure(50, 0.5, 0.21) is None
-    assert rule.failure(50, 0.1, 0.0) == "novelty"
+    assert verdict(rule, 50, 0.5, 0.2) == "llm_novelty"
+    assert verdict(rule, 50, 0.5, 0.21) is None
+    assert verdict(rule, 50, 0.1, 0.0) == "novelty"
     with pytest.raises(ValueError) as caught:
-        rule.failure(50, 0.5)
+        verdict(rule, 50, 0.5)
     assert str(caught.value) == "LLM novelty is on but the answer has no LLM novelty score"

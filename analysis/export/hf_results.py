@@ -27,6 +27,7 @@ from aidanbench.analysis.cost import score_text
 from aidanbench.analysis.export import ExportSet
 from aidanbench.analysis.export.record import Row, RunRecord, model_path
 from aidanbench.analysis.judge_noise import panel_text
+from aidanbench.analysis.summary import describe_thresholds
 
 BENCHMARK_FILE = "aidanbench"
 
@@ -118,17 +119,7 @@ def notes(record: RunRecord, row: Row) -> str:
         f"judge {known(record.judge_model)}",
         *([panel_text(summary.judge_panel)] if summary.judge_panel else []),
         f"embeddings {known(record.embedding_model)}",
-        "thresholds "
-        + (
-            "unknown"
-            if thresholds is None
-            else f"coherence > {thresholds.coherence:g}, novelty > {thresholds.novelty:g}"
-            + (
-                ""
-                if thresholds.llm_novelty is None
-                else f", llm novelty > {thresholds.llm_novelty:g}"
-            )
-        ),
+        "thresholds " + ("unknown" if thresholds is None else describe_thresholds(thresholds)),
         f"{summary.question_count} questions (sha256 {record.questions_sha256[:12]})",
         f"prompts sha256 {(record.prompts_sha256 or 'unknown')[:12]}",
         f"{summary.repeats} repeat{'s' if summary.repeats != 1 else ''}",

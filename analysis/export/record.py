@@ -20,6 +20,7 @@ from typing import Any
 from aidanbench.analysis import cost
 from aidanbench.analysis.inputs import read_input
 from aidanbench.analysis.summary import COUNTING, INTERVAL_METHOD, SummaryRow, summarise
+from aidanbench.core.scores import declared
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.metadata import Metadata, question_set_hash, read_metadata
 from aidanbench.record.results import AnswerRow, QuestionResult
@@ -152,9 +153,7 @@ class RunRecord:
             "thresholds": None
             if thresholds is None
             else {
-                "coherence": thresholds.coherence,
-                "novelty": thresholds.novelty,
-                "llm_novelty": thresholds.llm_novelty,
+                **vars(thresholds),
                 "rule": "an answer is valid when every score is strictly greater (>)",
             },
             "prompts_sha256": self.prompts_sha256,
@@ -287,9 +286,7 @@ def answer_detail(answer: AnswerRow) -> dict[str, Any]:
     return {
         "index": answer.index,
         "answer": answer.answer,
-        "coherence": answer.coherence,
-        "novelty": answer.novelty,
-        "llm_novelty": answer.llm_novelty,
+        **{score.name: score.value(answer) for score in declared()},
         "valid": answer.valid,
         "stop_reason": answer.extra.get("stop_reason"),
         "used_answer_tag": answer.used_answer_tag,

@@ -1,0 +1,102 @@
+"""The scores an answer gets, each declared once (``Score``) in one table (``SCORES``).
+
+The pass rule (``core.thresholds``), the graph, its routing and ``decide``, the thread's
+recorded thresholds and the views read the table, so a new score is a node and one entry
+(docs/development.md, "Adding a score").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Score:
+    """One score of an answer, as every layer uses it."""
+
+    name: str
+    """The answer record's field, the column, and the stop reason when it fails."""
+    node: str
+    """The graph node that computes it."""
+    cost_role: str
+    """The key of ``AnswerRecord.calls`` its API calls are counted under."""
+    threshold: float
+    """Its threshold's default: an answer passes when the score is strictly above it."""
+    setting: str | None = None
+    """The ``Settings`` attribute holding its threshold; None: always ``threshold``."""
+    switch: str | None = None
+    """The ``Settings`` flag that turns it on; None: always on."""
+    function: str = ""
+    """The node's function, ``module:attribute`` (as ``langgraph.json`` names a graph),
+    which the graph builder imports; empty: ``aidanbench.nodes.<node>:<node>``."""
+    outcome_key: str = ""
+    """The ``QuestionState`` key the node writes its ``ScoreOutcome`` to; empty:
+    ``<name>_result``."""
+    label: str = ""
+    """Its heading in tables and plots; empty: its name."""
+
+    def __post_init__(self) -> None:
+        node = self.function or f"aidanbench.nodes.{self.node}:{self.node}"
+        object.__setattr__(self, "function", node)
+        object.__setattr__(self, "outcome_key", self.outcome_key or f"{self.name}_result")
+        object.__setattr__(self, "label", self.label or self.name)
+
+    def on(self, settings: Any) -> bool:
+        """Whether a turn under ``settings`` computes this score."""
+        return self.switch is None or bool(getattr(settings, self.switch))
+
+    def limit(self, settings: Any) -> float | None:
+        """Its threshold under ``settings``; None when it is off."""
+        if not self.on(settings):
+            return None
+        return self.threshold if self.setting is None else float(getattr(settings, self.setting))
+
+    def value(self, answer: Any) -> float | None:
+        """This score of an answer (a record, a line or a row); None when it has none."""
+        if isinstance(answer, Mapping):
+            return answer.get(self.name)
+        found = getattr(answer, self.name, None)
+        return found if found is not None else getattr(answer, "extra", {}).get(self.name)
+
+
+COHERENCE_THRESHOLD = 15.0
+"""The published coherence threshold, on the scale of the benchmark's judge (o1-mini)."""
+
+NOVELTY_THRESHOLD = 0.15
+"""The published novelty threshold, on text-embedding-3-large cosines; LLM novelty's too."""
+
+SCORES: tuple[Score, ...] = (
+    Score(
+        *("coherence", "judge", "judge", COHERENCE_THRESHOLD, "coherence_threshold"),
+        label="coherence (0-100)",
+    ),
+    Score(
+        *("novelty", "embed_novelty", "embed", NOVELTY_THRESHOLD, "resolved_novelty_threshold"),
+        label="embedding novelty",
+    ),
+    Score(
+        *("llm_novelty", "llm_novelty", "similarity", NOVELTY_THRESHOLD, "llm_novelty_threshold"),
+        switch="llm_novelty",
+        outcome_key="similarity_result",
+        label="LLM novelty",
+    ),
+)
+"""Every score, in the order the pass rule checks them (the first failed is the stop
+reason) and records them."""
+
+
+def declared() -> tuple[Score, ...]:
+    """``SCORES``, read when asked (so every reader sees the same table)."""
+    return SCORES
+
+
+def scoring(settings: Any) -> tuple[Score, ...]:
+    """The scores a turn under ``settings`` computes."""
+    return tuple(score for score in SCORES if score.on(settings))
+
+
+def by_key(outcome_key: str) -> Score:
+    """The score whose node writes ``outcome_key``."""
+    return next(score for score in SCORES if score.outcome_key == outcome_key)
