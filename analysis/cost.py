@@ -116,7 +116,7 @@ def run_cost(metadata: Metadata | None, results: Iterable[QuestionResult]) -> Ru
     found: set[str] = set()
     for result in results:
         for answer in result.answers:
-            for role, stats in (answer.extra.get("calls") or {}).items():
+            for role, stats in (answer.calls or {}).items():
                 if (
                     role != "embed"
                     and stats.get("calls")

@@ -129,10 +129,10 @@ def answer_counts(path: Path | None = None) -> AnswerCounts:
     judge: dict[str, list[float]] = {}
     for result in results:
         for answer in result.answers:
-            spent = answer.extra.get("reasoning_tokens")
+            spent = answer.reasoning_tokens
             if isinstance(spent, int):
                 model.setdefault(result.model, []).append(spent)
-            stats = (answer.extra.get("calls") or {}).get("judge") or {}
+            stats: Mapping[str, Any] = (answer.calls or {}).get("judge") or {}
             calls = stats.get("calls")
             if result.judge_model and isinstance(stats.get("reasoning_tokens"), int) and calls:
                 judge.setdefault(result.judge_model, []).extend(

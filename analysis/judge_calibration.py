@@ -53,7 +53,7 @@ from aidanbench.analysis.calibrate import (
     round_threshold,
     save_scatter,
 )
-from aidanbench.analysis.judge_noise import SAMPLES_KEY, JudgeNoise, judge_noise
+from aidanbench.analysis.judge_noise import JudgeNoise, judge_noise
 from aidanbench.analysis.rejudge import (
     Unjudged,
     coherence_prompt,
@@ -298,12 +298,12 @@ def calibrate_judge(
             judged = tuple(scores.get((question.question, a.answer), ()))
             if not judged:
                 undecided += 1
-                rows.append(replace(a, coherence=None))
+                rows.append(a.model_copy(update={"coherence": None}))
                 continue
             recorded.append(a.coherence)
             samples.append(judged)
-            extra = {**a.extra, SAMPLES_KEY: [float(s) for s in judged]}
-            rows.append(replace(a, coherence=float(judged[0]), extra=extra))
+            scored = [float(s) for s in judged]
+            rows.append(a.model_copy(update={"coherence": scored[0], "coherence_samples": scored}))
         chains.append(replace(question, answers=tuple(rows), thresholds=None))
     if not recorded:
         raise ValueError("the judge decided none of the answers")

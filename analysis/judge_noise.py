@@ -42,7 +42,7 @@ number of chains where that can happen is reported (``open_chains``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -50,10 +50,8 @@ import numpy as np
 
 from aidanbench.core.calls import known_sum
 from aidanbench.core.thresholds import Thresholds
-from aidanbench.record.results import AnswerRow, QuestionResult
-
-SAMPLES_KEY = "coherence_samples"
-"""Where an answer's judgments are kept (``AnswerRecord``; ``AnswerRow.extra``)."""
+from aidanbench.record.lines import AnswerLine
+from aidanbench.record.results import QuestionResult
 
 RESAMPLES = 10_000
 """Bootstrap replicates (``summary.BOOTSTRAP_RESAMPLES``; a test holds them equal)."""
@@ -64,10 +62,10 @@ question-only interval is ``summary.bootstrap_sum``'s. Judgments are drawn from 
 seed."""
 
 
-def judgments(answer: AnswerRow) -> list[float]:
+def judgments(answer: AnswerLine) -> list[float]:
     """Every coherence judgment of an answer, the deciding one first."""
-    samples = answer.extra.get(SAMPLES_KEY)
-    if isinstance(samples, list) and samples:
+    samples = answer.coherence_samples
+    if samples:
         return [float(s) for s in samples]
     return [] if answer.coherence is None else [float(answer.coherence)]
 
@@ -112,10 +110,10 @@ class JudgeNoise:
         return data
 
 
-def seats(answer: AnswerRow, rule: Thresholds) -> list[tuple[list[float], float]]:
+def seats(answer: AnswerLine, rule: Thresholds) -> list[tuple[list[float], float]]:
     """Each judge's judgments of an answer and its coherence threshold: a judge panel's
     every judge (``judges``), else the one judge at ``rule``'s threshold."""
-    panel = answer.extra.get("judges")
+    panel = answer.judges
     if not panel:
         return [(judgments(answer), rule.coherence)]
     return [
@@ -124,7 +122,7 @@ def seats(answer: AnswerRow, rule: Thresholds) -> list[tuple[list[float], float]
     ]
 
 
-def _other_pass(answer: AnswerRow, rule: Thresholds) -> bool:
+def _other_pass(answer: AnswerLine, rule: Thresholds) -> bool:
     """The answer passes every criterion but coherence."""
     if answer.novelty is None or not answer.novelty > rule.novelty:
         return False
@@ -310,7 +308,7 @@ class JudgePanel:
 
 def judge_panel(lines: Sequence[QuestionResult]) -> JudgePanel | None:
     """The panel's decisions over ``lines``; None when no answer was judged by a panel."""
-    judged = [a.extra["judges"] for line in lines for a in line.answers if a.extra.get("judges")]
+    judged = [a.judges for line in lines for a in line.answers if a.judges]
     if not judged:
         return None
     names = tuple(j["judge"] for j in judged[0])
@@ -359,7 +357,7 @@ def unreadable_of(lines: Sequence[QuestionResult]) -> dict[str, int]:
     found: dict[str, int] = {}
     for line in lines:
         for answer in line.answers:
-            calls = answer.extra.get("calls") or {}
+            calls: Mapping[str, Any] = answer.calls or {}
             for why, count in ((calls.get("judge") or {}).get("unreadable") or {}).items():
                 found[why] = found.get(why, 0) + count
     return dict(sorted(found.items()))

@@ -31,7 +31,8 @@ from aidanbench.core.errors import UsageError
 from aidanbench.core.scores import declared
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record import files
-from aidanbench.record.results import AnswerRow, QuestionResult
+from aidanbench.record.lines import AnswerLine
+from aidanbench.record.results import QuestionResult
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -329,7 +330,7 @@ def _threshold_of(lines: Sequence[QuestionResult]) -> Thresholds:
     return recorded.pop() if len(recorded) == 1 else BENCHMARK_THRESHOLDS
 
 
-def _failure(result: QuestionResult, thresholds: Thresholds) -> tuple[AnswerRow, str] | None:
+def _failure(result: QuestionResult, thresholds: Thresholds) -> tuple[AnswerLine, str] | None:
     """The chain's failing answer and the score it failed on, if it ended by the rule."""
     last = result.answers[-1] if result.answers else None
     if last is None or last.valid or last.coherence is None or last.novelty is None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from aidanbench.analysis.judge_noise import SAMPLES_KEY
 from aidanbench.analysis.rejudge import Rejudging, coherence_prompt
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import THRESHOLD_STOPS
@@ -68,7 +67,9 @@ def rescore_question(
         for a in result.answers
     ]
     flags, reason = chain_validity(scores, thresholds)
-    answers = tuple(replace(a, valid=ok) for a, ok in zip(result.answers, flags, strict=True))
+    answers = tuple(
+        a.model_copy(update={"valid": ok}) for a, ok in zip(result.answers, flags, strict=True)
+    )
     truncated = reason is None and result.stop_reason in THRESHOLD_STOPS
     stop_reason: str | None
     if reason is not None:
@@ -111,6 +112,9 @@ def rescore(
     return [rescore_question(result, thresholds, source) for result in results]
 
 
+NO_JUDGMENTS = {"coherence_samples": None, "judges": None}
+"""An answer's recorded judgments, cleared when a new judge judges it."""
+
 Judge = tuple[str, float, Rejudging]
 """A judge of a re-judging: its model, its coherence threshold and its judgments."""
 
@@ -119,42 +123,38 @@ def rejudged_line(line: QuestionResult, judges: Sequence[Judge]) -> QuestionResu
     """The line with the (first) judge's deciding judgment as each answer's coherence; a
     panel's judgments beside it (``judges``: the panel decides), and each judgment's
     samples when several were asked. An answer a judge refused in every try has none
-    (undecided: its chain ends there, ``unscored``) and the refusal beside it."""
+    (undecided: its chain ends there, ``unscored``)."""
     answers = []
     for answer in line.answers:
         prompt = coherence_prompt(line.question, answer.answer)
-        refused = [judged.refused[prompt] for _, _, judged in judges if prompt in judged.refused]
-        if refused:  # undecided, never a score: the chain ends there, unscored
-            extra = {**answer.extra, "judge_refused": refused[0]}
-            for key in (SAMPLES_KEY, "judges"):
-                extra.pop(key, None)
-            answers.append(replace(answer, coherence=None, extra=extra))
+        if any(prompt in judged.refused for _, _, judged in judges):  # undecided: unscored
+            answers.append(answer.model_copy(update={"coherence": None, **NO_JUDGMENTS}))
             continue
         found = [judged.judgments[prompt] for _, _, judged in judges]
-        calls = dict(answer.extra.get("calls") or {})
-        calls["judge"] = {
+        judge = {
             "served_model": found[0].served[0],
             "latency_s": 0.0,
             "input_tokens": 0,
             "output_tokens": 0,
             "calls": 0,
         }
-        extra = {**answer.extra, "calls": calls}
-        for key in (SAMPLES_KEY, "judges"):
-            extra.pop(key, None)
-        if len(found[0].scores) > 1:
-            extra[SAMPLES_KEY] = [float(s) for s in found[0].scores]
-        if len(judges) > 1:
-            extra["judges"] = [
-                {
-                    "judge": model,
-                    "score": float(judged.score),
-                    "threshold": threshold,
-                    "passes": judged.score > threshold,
-                }
-                for (model, threshold, _), judged in zip(judges, found, strict=True)
-            ]
-        answers.append(replace(answer, coherence=float(found[0].score), extra=extra))
+        samples = [float(s) for s in found[0].scores]
+        panel = [
+            {
+                "judge": model,
+                "score": float(judged.score),
+                "threshold": threshold,
+                "passes": judged.score > threshold,
+            }
+            for (model, threshold, _), judged in zip(judges, found, strict=True)
+        ]
+        update = {
+            "coherence": float(found[0].score),
+            "calls": {**(answer.calls or {}), "judge": judge},
+            "coherence_samples": samples if len(samples) > 1 else None,
+            "judges": panel if len(panel) > 1 else None,
+        }
+        answers.append(answer.model_copy(update=update))
     return replace(line, answers=tuple(answers), judge_model=judges[0][0])
 
 

@@ -388,9 +388,7 @@ def judge_served(lines: Iterable[QuestionResult]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for line in lines:
         for answer in line.answers:
-            calls = answer.extra.get("calls")
-            if not isinstance(calls, dict):
-                continue
+            calls = answer.calls or {}
             names = {
                 str(stats["served_model"])
                 for role in JUDGE_ROLES

@@ -45,8 +45,9 @@ from aidanbench.analysis.summary import (
 from aidanbench.core.scores import declared
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.files import atomic_write
+from aidanbench.record.lines import AnswerLine
 from aidanbench.record.metadata import Metadata, read_metadata
-from aidanbench.record.results import AnswerRow, QuestionResult, read_results_noted
+from aidanbench.record.results import QuestionResult, read_results_noted
 
 TEMPLATE = "view_template.html"
 """The page's markup, styles and script; ``build_html`` fills its two slots."""
@@ -117,7 +118,7 @@ def _thresholds_dict(thresholds: Thresholds) -> dict[str, float | None]:
 
 
 def failure(
-    answers: Sequence[AnswerRow], stop_reason: str | None, thresholds: Thresholds
+    answers: Sequence[AnswerLine], stop_reason: str | None, thresholds: Thresholds
 ) -> dict[str, Any] | None:
     """The failing answer of a chain: its index, criterion, value and threshold, or None.
 
@@ -169,7 +170,7 @@ def _chain(line: QuestionResult) -> list[list[Any]]:
             _finite(a.novelty),
             _finite(a.llm_novelty),
             a.valid,
-            raw_code(a.extra.get("raw_reply"), a.answer),
+            raw_code(a.raw_reply, a.answer),
             a.truncated,
         ]
         for a in line.answers

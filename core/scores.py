@@ -54,11 +54,11 @@ class Score:
         return self.threshold if self.setting is None else float(getattr(settings, self.setting))
 
     def value(self, answer: Any) -> float | None:
-        """This score of an answer (a record, a line or a row); None when it has none."""
+        """This score of an answer (a state record or a record line, whose extras hold a
+        score it does not declare); None when it has none."""
         if isinstance(answer, Mapping):
             return answer.get(self.name)
-        found = getattr(answer, self.name, None)
-        return found if found is not None else getattr(answer, "extra", {}).get(self.name)
+        return getattr(answer, self.name, None)
 
 
 COHERENCE_THRESHOLD = 15.0
@@ -69,15 +69,27 @@ NOVELTY_THRESHOLD = 0.15
 
 SCORES: tuple[Score, ...] = (
     Score(
-        *("coherence", "judge", "judge", COHERENCE_THRESHOLD, "coherence_threshold"),
+        name="coherence",
+        node="judge",
+        cost_role="judge",
+        threshold=COHERENCE_THRESHOLD,
+        setting="coherence_threshold",
         label="coherence (0-100)",
     ),
     Score(
-        *("novelty", "embed_novelty", "embed", NOVELTY_THRESHOLD, "resolved_novelty_threshold"),
+        name="novelty",
+        node="embed_novelty",
+        cost_role="embed",
+        threshold=NOVELTY_THRESHOLD,
+        setting="resolved_novelty_threshold",
         label="embedding novelty",
     ),
     Score(
-        *("llm_novelty", "llm_novelty", "similarity", NOVELTY_THRESHOLD, "llm_novelty_threshold"),
+        name="llm_novelty",
+        node="llm_novelty",
+        cost_role="similarity",
+        threshold=NOVELTY_THRESHOLD,
+        setting="llm_novelty_threshold",
         switch="llm_novelty",
         outcome_key="similarity_result",
         label="LLM novelty",

@@ -38,9 +38,9 @@ from aidanbench.record import files
 
 if TYPE_CHECKING:
     from aidanbench.core.errors import ErrorInfo
-    from aidanbench.core.state import CallStats, Measured
+    from aidanbench.core.state import CallStats, Measured, PanelJudgment
 else:  # see the module docstring
-    CallStats = ErrorInfo = Measured = dict
+    CallStats = ErrorInfo = Measured = PanelJudgment = dict
 
 
 INVISIBLE = dict.fromkeys([0x00AD, *range(0x200B, 0x2010), *range(0x2060, 0x2065), 0xFEFF])
@@ -123,7 +123,9 @@ OUTPUT_FIELDS = (
 
 class AnswerLine(BaseModel):
     """One scored answer as a run records it (``core.state.AnswerRecord``), valid or the
-    question's failing one; in ``answers.jsonl`` beside its line's key."""
+    question's failing one; in ``answers.jsonl`` beside its line's key, and in every
+    ``record.results.QuestionResult`` (an original-schema answer's other keys kept as
+    extras)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -161,6 +163,8 @@ class AnswerLine(BaseModel):
     """Hidden reasoning tokens of the generation; None when the provider did not say."""
     coherence_samples: list[float] | None = None
     """Every coherence judgment when several were asked, the deciding one first."""
+    judges: list[PanelJudgment] | None = None
+    """A judge panel's judgments, its first judge's (``coherence``) first."""
 
     def record(self) -> dict[str, Any]:
         """The answer as written: the fields it was given, and its dollars."""
@@ -437,7 +441,8 @@ def original_records(line: QuestionLine) -> list[dict[str, Any]]:
 
 def read_lines(run_dir: Path) -> list[QuestionLine]:
     """The question lines of a run directory as ``write_lines`` was given them, answers
-    joined back in, in the order the run listed them.
+    joined back in (without the dollars ``AnswerLine.record`` adds), in the order the run
+    listed them.
 
     Raises ``ValueError`` naming the file and line when one cannot be read, and when the
     files are from an interrupted write (``files.read_outputs``).
@@ -451,7 +456,7 @@ def read_lines(run_dir: Path) -> list[QuestionLine]:
         for _, record in _objects(run_dir / files.ANSWERS, answers):
             key = tuple(record.get(name) for name in LINE_KEY)
             by_key.setdefault(key, []).append(
-                {k: v for k, v in record.items() if k not in LINE_KEY}
+                {k: v for k, v in record.items() if k not in (*LINE_KEY, "cost_usd")}
             )
     lines = []
     for number, record in _objects(run_dir / files.QUESTIONS, questions):
@@ -459,7 +464,7 @@ def read_lines(run_dir: Path) -> list[QuestionLine]:
         try:
             lines.append(QuestionLine.model_validate({**record, "answers": by_key.get(key, [])}))
         except ValidationError as exc:
-            raise ValueError(f"{run_dir / files.QUESTIONS}:{number}: {_first_error(exc)}") from None
+            raise ValueError(f"{run_dir / files.QUESTIONS}:{number}: {first_error(exc)}") from None
     return lines
 
 
@@ -490,7 +495,7 @@ def _objects(path: Path, data: bytes) -> Iterable[tuple[int, dict[str, Any]]]:
         yield number, record
 
 
-def _first_error(exc: ValidationError) -> str:
+def first_error(exc: ValidationError) -> str:
     """The first problem pydantic found, as ``field: message``."""
     first = exc.errors()[0]
     where = ".".join(str(part) for part in first["loc"]) or "line"

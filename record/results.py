@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from aidanbench.core.calls import (
     call_count,
     call_tokens,
@@ -33,10 +35,12 @@ from aidanbench.core.calls import (
 )
 from aidanbench.core.thresholds import Thresholds, panel_passes
 from aidanbench.core.vocabulary import FINAL_STOPS, is_error_stop
+from aidanbench.record import files
 from aidanbench.record.lines import (
     AnswerLine,
     LineKey,
     QuestionLine,
+    first_error,
     normal_text,
     read_lines,
     truncated_answers,
@@ -46,41 +50,6 @@ from aidanbench.record.metadata import Metadata, RunTotals, ThresholdSource, rea
 UNFINISHED = "unfinished"
 """Stop-reason label of a line with no stop reason (interrupted or still running)."""
 
-ANSWER_EXTRAS = (
-    "raw_reply",
-    "calls",
-    "flags",
-    "stop_reason",
-    "finish_reason",
-    "reasoning_tokens",
-    "coherence_samples",
-    "judges",
-)
-"""Answer-record keys kept in ``AnswerRow.extra`` (the view shows them)."""
-
-
-@dataclass(frozen=True)
-class AnswerRow:
-    """One scored answer of a chain; ``index`` counts from 1 like ``answer_num``."""
-
-    index: int
-    answer: str
-    coherence: float | None
-    novelty: float | None
-    llm_novelty: float | None
-    valid: bool
-    elapsed_s: float | None = None
-    used_answer_tag: bool | None = None
-    tokens: int | None = None
-    """Tokens of this answer's generation and scoring requests (embeddings apart); None
-    when a request reported none, or the file records none."""
-    calls: int | None = None
-    """Chat requests made for this answer (generation, judge, similarity; not its
-    embedding, nor cache hits); None when the file records none."""
-    truncated: bool | None = None
-    """Cut by the token limit (``finish_reason`` ``length``); None when not recorded."""
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
-
 
 @dataclass(frozen=True)
 class QuestionResult:
@@ -89,7 +58,7 @@ class QuestionResult:
     model: str
     temperature: float
     question: str
-    answers: tuple[AnswerRow, ...]
+    answers: tuple[AnswerLine, ...]
     stop_reason: str | None
     repeat: int = 1
     error: str | None = None
@@ -102,6 +71,12 @@ class QuestionResult:
     when unknown: a model without a price, a request without usage, or a results file."""
     usage_missing: int = 0
     """Requests of those answers and look-aheads whose reply reported no usage."""
+    tokens: int | None = None
+    """Tokens of those requests (``chat_figures``); None when one reported none, or an
+    answer records no calls."""
+    api_calls: int | None = None
+    """Chat requests of those answers and look-aheads (``chat_figures``); None when an
+    answer records no calls."""
     judge_model: str | None = None
     """Judge model behind the coherence scores; None when not recorded."""
     prompts_sha256: str | None = None
@@ -126,24 +101,9 @@ class QuestionResult:
         return sum(a.novelty or 0.0 for a in self.answers if a.valid)
 
     @property
-    def tokens(self) -> int | None:
-        """Tokens of every call, discarded look-aheads included (None when one is unknown)."""
-        parts = [a.tokens for a in self.answers] + [call_tokens(self.look_aheads)]
-        return None if any(p is None for p in parts) else sum(p or 0 for p in parts)
-
-    @property
     def look_aheads(self) -> dict[str, Mapping[str, Any]]:
         """The discarded look-aheads as a ``{role: CallStats}`` mapping (``core.calls``)."""
         return {"speculative": self.speculative} if self.speculative else {}
-
-    @property
-    def api_calls(self) -> int | None:
-        """Chat requests of every answer, discarded look-aheads included (None when
-        unrecorded)."""
-        parts = [a.calls for a in self.answers]
-        if any(p is None for p in parts):
-            return None
-        return sum(p or 0 for p in parts) + call_count(self.look_aheads)
 
     @property
     def truncated_answers(self) -> int | None:
@@ -289,24 +249,17 @@ def distinct(results: Iterable[QuestionResult]) -> tuple[list[QuestionResult], l
     return list(kept.values()), notes
 
 
-def answer_row(answer: AnswerLine) -> AnswerRow:
-    """An answer line as a row."""
-    calls = answer.calls
-    record = answer.model_dump(exclude_unset=True)
-    return AnswerRow(
-        index=answer.index,
-        answer=answer.answer,
-        coherence=answer.coherence,
-        novelty=answer.novelty,
-        llm_novelty=answer.llm_novelty,
-        valid=answer.valid,
-        elapsed_s=answer.elapsed_s,
-        used_answer_tag=answer.used_answer_tag,
-        tokens=None if calls is None else call_tokens(calls),
-        calls=None if calls is None else call_count(calls),
-        truncated=answer.truncated,
-        extra={k: record[k] for k in ANSWER_EXTRAS if k in record},
-    )
+def chat_figures(
+    answers: Sequence[AnswerLine], speculative: Mapping[str, Any] | None
+) -> tuple[int | None, int | None]:
+    """Tokens and chat requests of the answers' and discarded look-aheads' requests
+    (``core.calls``; embeddings apart): the tokens None when a request reported none,
+    both None when an answer records no calls (a results file)."""
+    look_aheads = {"speculative": speculative} if speculative else {}
+    if any(a.calls is None for a in answers):
+        return None, None
+    calls = [a.calls or {} for a in answers] + [look_aheads]
+    return known_sum(call_tokens(c) for c in calls), sum(call_count(c) for c in calls)
 
 
 def question_result(line: QuestionLine, metadata: Metadata | None = None) -> QuestionResult:
@@ -321,11 +274,12 @@ def question_result(line: QuestionLine, metadata: Metadata | None = None) -> Que
     thresholds = line.thresholds or (settings.thresholds if settings else None)
     answers = sorted(line.answers, key=lambda a: a.index)
     recorded = [a.model_dump(include={"calls"}, exclude_unset=True) for a in answers]
+    tokens, api_calls = chat_figures(answers, line.speculative)
     return QuestionResult(
         model=line.model,
         temperature=line.temperature,
         question=normal_text(line.question),
-        answers=tuple(answer_row(a) for a in answers),
+        answers=tuple(answers),
         stop_reason=line.stop_reason,
         repeat=line.repeat,
         error=line.error_message,
@@ -343,6 +297,8 @@ def question_result(line: QuestionLine, metadata: Metadata | None = None) -> Que
         cost_usd=question_dollars(recorded, line.speculative),
         usage_missing=usage_missing({"speculative": line.speculative or {}})
         + sum(usage_missing(a.calls) for a in answers),
+        tokens=tokens,
+        api_calls=api_calls,
         judge_model=measured.get("judge_model") or (settings.judge_model if settings else None),
         prompts_sha256=measured.get("prompts_sha256") or meta.prompts_sha256,
         threshold_source=threshold_source_text(
@@ -374,8 +330,8 @@ def threshold_source_text(source: ThresholdSource | None) -> str | None:
 
 def read_run_results(run_dir: Path) -> tuple[list[QuestionResult], list[str]]:
     """``results_of`` the lines of a run directory, with its metadata."""
-    if not (run_dir / "questions.jsonl").exists():
-        raise ValueError(f"{run_dir} is not a run directory (no questions.jsonl)")
+    if not (run_dir / files.QUESTIONS).exists():
+        raise ValueError(f"{run_dir} is not a run directory (no {files.QUESTIONS})")
     metadata = read_metadata(run_dir)
     return results_of(read_lines(run_dir), metadata)
 
@@ -397,11 +353,11 @@ def read_results_noted(
     return distinct(read_aidanbench_file(path, thresholds))
 
 
-def panel_decision(answer: AnswerRow, coherence: float) -> bool | None:
+def panel_decision(answer: AnswerLine, coherence: float) -> bool | None:
     """A judge panel's decision on ``answer`` (``core.thresholds.panel_passes``) with its
     first judge at the threshold ``coherence`` and the others at their recorded ones;
     None when no panel judged it."""
-    judges = answer.extra.get("judges")
+    judges = answer.judges
     if not judges:
         return None
     first, *others = judges
@@ -474,11 +430,19 @@ def read_aidanbench_file(path: Path, thresholds: Thresholds | None = None) -> li
                             f"{path}: answer {number} of {question[:60]!r} ({model}) is a "
                             f"JSON {type(record).__name__}, not an answer object"
                         )
-                results.append(
-                    _question_from_records(
-                        model, _temperature(path, model, temperature), question, records, thresholds
+                try:
+                    results.append(
+                        _question_from_records(
+                            model,
+                            _temperature(path, model, temperature),
+                            question,
+                            records,
+                            thresholds,
+                        )
                     )
-                )
+                except ValidationError as exc:
+                    where = f"{path}: an answer of {question[:60]!r} ({model})"
+                    raise ValueError(f"{where}: {first_error(exc)}") from None
     return results
 
 
@@ -501,7 +465,7 @@ ORIGINAL_FIELDS = frozenset(
         "processing_time",
     }
 )
-"""An original-schema answer's fields; any other is kept in ``AnswerRow.extra``."""
+"""An original-schema answer's fields; any other is kept in the ``AnswerLine``."""
 
 
 def _question_from_records(
@@ -522,23 +486,28 @@ def _question_from_records(
         for r in ordered
     ]
     flags, reason = chain_validity(scores, thresholds)
-    rows = tuple(
-        AnswerRow(
-            index=int(r.get("answer_num", i)),
-            answer=str(r.get("answer", "")),
-            coherence=c,
-            novelty=n,
-            llm_novelty=llm,
-            valid=ok,
-            elapsed_s=_number(r.get("processing_time")),
-            extra={k: v for k, v in r.items() if k not in ORIGINAL_FIELDS},
+    answers = tuple(
+        AnswerLine.model_validate(
+            {
+                **{k: v for k, v in r.items() if k not in ORIGINAL_FIELDS},
+                "index": int(r.get("answer_num", i)),
+                "answer": str(r.get("answer", "")),
+                "coherence": c,
+                "novelty": n,
+                "llm_novelty": llm,
+                "valid": ok,
+                "elapsed_s": _number(r.get("processing_time")),
+            }
         )
         for i, (r, (c, n, llm, _), ok) in enumerate(zip(ordered, scores, flags, strict=True), 1)
     )
+    tokens, api_calls = chat_figures(answers, None)
     return QuestionResult(
         model=model,
         temperature=temperature,
         question=normal_text(question),
-        answers=rows,
+        answers=answers,
         stop_reason=reason,
+        tokens=tokens,
+        api_calls=api_calls,
     )

@@ -42,7 +42,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import CONFIG_KEY_RUNTIME
 from langgraph.runtime import Runtime
 
-from aidanbench.analysis.judge_noise import SAMPLES_KEY
 from aidanbench.analysis.rejudge import (
     Unjudged,
     coherence_prompt,
@@ -53,7 +52,7 @@ from aidanbench.analysis.rejudge import (
 from aidanbench.analysis.rescore import RescoredQuestion, rejudge_lines
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings
-from aidanbench.core.state import AnswerRecord, CallStats
+from aidanbench.core.state import AnswerRecord
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import CAP_STOPS, THRESHOLD_STOPS
 from aidanbench.graph.question import build_question_graph
@@ -61,11 +60,10 @@ from aidanbench.nodes.context import no_calls
 from aidanbench.nodes.metrics import chain_metrics
 from aidanbench.nodes.prepare import measured_by
 from aidanbench.record import files
-from aidanbench.record.lines import QuestionLine
+from aidanbench.record.lines import AnswerLine, QuestionLine
 from aidanbench.record.metadata import ThresholdSource, read_metadata
 from aidanbench.record.recorder import Recorder, now, question_counts
 from aidanbench.record.results import (
-    AnswerRow,
     QuestionResult,
     results_of,
     run_totals,
@@ -100,17 +98,13 @@ def copy_cache(source: Path, target: Path) -> bool:
     return True
 
 
-def _record(row: AnswerRow, stop: str | None) -> AnswerRecord:
-    calls: dict[str, CallStats] = {}
-    recorded = row.extra.get("calls")
-    if isinstance(recorded, Mapping):
-        calls = {k: v for k, v in recorded.items() if k in ("generate", "embed")}
+def _record(row: AnswerLine, stop: str | None) -> AnswerRecord:
+    calls = {k: v for k, v in (row.calls or {}).items() if k in ("generate", "embed")}
     calls.setdefault("generate", no_calls())
-    raw = row.extra.get("raw_reply")
     record = AnswerRecord(
         index=row.index,
         answer=row.answer,
-        raw_reply=raw if isinstance(raw, str) else row.answer,
+        raw_reply=row.answer if row.raw_reply is None else row.raw_reply,
         used_answer_tag=row.used_answer_tag,
         coherence=float(row.coherence or 0.0),
         novelty=float(row.novelty or 0.0),
@@ -119,10 +113,10 @@ def _record(row: AnswerRow, stop: str | None) -> AnswerRecord:
         stop_reason=None if row.valid else stop,  # type: ignore[typeddict-item]
         elapsed_s=float(row.elapsed_s or 0.0),
         calls=calls,
-        flags=[*(row.extra.get("flags") or []), REJUDGED_FLAG],
+        flags=[*(row.flags or []), REJUDGED_FLAG],
     )
-    samples = row.extra.get(SAMPLES_KEY)
-    if isinstance(samples, list) and len(samples) > 1:
+    samples = row.coherence_samples
+    if samples and len(samples) > 1:
         record["coherence_samples"] = [float(s) for s in samples]
     return record
 
@@ -131,7 +125,7 @@ def thread_values(line: RescoredQuestion, settings: Settings) -> dict[str, Any]:
     """The state a re-judged chain's thread starts from (module docstring); a
     ``ValueError`` for a chain with an answer missing its novelty."""
     result = line.result
-    kept: list[AnswerRow] = []
+    kept: list[AnswerLine] = []
     for row in result.answers:
         kept.append(row)
         if not row.valid:

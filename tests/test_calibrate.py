@@ -28,12 +28,13 @@ from aidanbench.analysis.calibrate import (
 )
 from aidanbench.cli import calibrate as cli_calibrate
 from aidanbench.cli.main import main
-from aidanbench.record.results import AnswerRow, QuestionResult, read_aidanbench_file
+from aidanbench.record.lines import AnswerLine
+from aidanbench.record.results import QuestionResult, read_aidanbench_file
 
 REFERENCE = bundled.published_run()
 PUBLISHED_TOTALS = bundled.PUBLISHED_TOTALS
 
-NoveltyOf = Callable[[int, AnswerRow], float]
+NoveltyOf = Callable[[int, AnswerLine], float]
 
 
 def chain_embedding(questions: list[QuestionResult], novelty_of: NoveltyOf) -> EmbedFn:
@@ -75,12 +76,12 @@ def chain_embedding(questions: list[QuestionResult], novelty_of: NoveltyOf) -> E
     return embed
 
 
-def recorded(_: int, answer: AnswerRow) -> float:
+def recorded(_: int, answer: AnswerLine) -> float:
     assert answer.novelty is not None
     return answer.novelty
 
 
-def squared(_: int, answer: AnswerRow) -> float:
+def squared(_: int, answer: AnswerLine) -> float:
     assert answer.novelty is not None
     return answer.novelty**2
 
@@ -194,7 +195,7 @@ def synthetic(chains: list[tuple[list[float], list[float]]]) -> list[QuestionRes
     questions = []
     for q, (reference, _) in enumerate(chains):
         rows = tuple(
-            AnswerRow(
+            AnswerLine(
                 index=i,
                 answer=f"q{q} answer {i}",
                 coherence=80.0,

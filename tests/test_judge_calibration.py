@@ -24,7 +24,8 @@ from aidanbench.analysis.judge_calibration import (
     rank_correlation,
 )
 from aidanbench.cli.main import main
-from aidanbench.record.results import AnswerRow, QuestionResult, read_aidanbench_file
+from aidanbench.record.lines import AnswerLine
+from aidanbench.record.results import QuestionResult, read_aidanbench_file
 from aidanbench.testing import OpenAIStub, echo_key
 from tests.conftest import REPO
 from tests.judging import Unreadable, affine_judge, one_question_reference
@@ -180,7 +181,7 @@ def test_rank_correlation_averages_ties() -> None:
 
 def _chain(model: str, question: str, scores: list[float], fails_last: bool) -> QuestionResult:
     rows = tuple(
-        AnswerRow(
+        AnswerLine(
             index=i,
             answer=f"{question} answer {i}",
             coherence=score,

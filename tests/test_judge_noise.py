@@ -23,7 +23,8 @@ from aidanbench.analysis.summary import bootstrap_sum
 from aidanbench.analysis.view import load_source, view_data
 from aidanbench.cli.main import main
 from aidanbench.core.thresholds import Thresholds
-from aidanbench.record.results import AnswerRow, QuestionResult
+from aidanbench.record.lines import AnswerLine
+from aidanbench.record.results import QuestionResult
 from aidanbench.testing import Kind, OpenAIStub, Reply, ScriptedBrain
 from aidanbench.testing.judges import RecordedJudge, noisy
 from aidanbench.testing.published import PublishedRunBrain, published_chains
@@ -44,14 +45,13 @@ def _line(
     question: str, samples: Sequence[Sequence[float]], novelty_fails_last: bool
 ) -> QuestionResult:
     rows = tuple(
-        AnswerRow(
+        AnswerLine(
             index=i,
             answer=f"{question} {i}",
             coherence=s[0],
             novelty=0.01 if novelty_fails_last and i == len(samples) else 0.5,
-            llm_novelty=None,
             valid=True,
-            extra={"coherence_samples": list(s)},
+            coherence_samples=list(s),
         )
         for i, s in enumerate(samples, 1)
     )
@@ -68,10 +68,8 @@ def test_a_panels_rejudging_draws_every_judge_and_decides_by_its_rule() -> None:
         line = _line(question, [[80, 80, 80], [80, 80, 80], [80, 80, 80]], False)
         b = [[90, 90, 90], [60, 70, 70], [90, 90, 90]]
         answers = tuple(
-            replace(
-                answer,
-                extra={
-                    **answer.extra,
+            answer.model_copy(
+                update={
                     "judges": [
                         {"judge": "a", "score": 80.0, "threshold": 47.0, "passes": True},
                         {"judge": "b", "score": s[0], "threshold": 64.0, "passes": s[0] > 64}

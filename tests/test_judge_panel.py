@@ -104,7 +104,7 @@ def test_a_calibrated_panel_keeps_the_published_totals(
     answers = [a for line in read_lines(run_dir) for a in line.answers]
     assert second.count("coherence") - asked_b >= len(answers) - 3, "judge-b judged each"
     for answer in answers:
-        judges = answer.model_extra["judges"] if answer.model_extra else None
+        judges = answer.judges
         assert judges is not None and [j["judge"] for j in judges] == ["judge-a", "judge-b"]
         assert [j["threshold"] for j in judges] == [thresholds["judge-a"], thresholds["judge-b"]]
         assert answer.valid == (2 * sum(j["passes"] for j in judges) > 2 and answer.valid)
@@ -161,7 +161,7 @@ def test_run_takes_a_panel_from_the_command_line(
     }
     for line in lines:
         for answer in line.answers:
-            judges = (answer.model_extra or {})["judges"]
+            judges = answer.judges or []
             assert [(j["judge"], j["threshold"]) for j in judges] == [
                 ("judge-a", 47.0),
                 ("judge-b", 64.0),

@@ -197,8 +197,7 @@ def test_a_run_directory_of_an_earlier_version_reads_as_it_did(generation: str) 
     for line, result in zip(expected["results"], results, strict=True):
         if line["api_calls"] is not None:  # that reader counted each embedded answer as a request
             line["api_calls"] -= sum(
-                (a.extra.get("calls") or {}).get("embed", {}).get("calls", 0)
-                for a in result.answers
+                (a.calls or {}).get("embed", {}).get("calls", 0) for a in result.answers
             )
     assert [view(r) for r in results] == expected["results"]
     if expected["ledger"] is not None:

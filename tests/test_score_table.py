@@ -29,6 +29,7 @@ from aidanbench.core.state import QuestionState, ScoreOutcome
 from aidanbench.graph.question import build_question_graph
 from aidanbench.nodes.context import NodeContext, candidate_answer, no_calls, scored
 from aidanbench.record.lines import QuestionLine, read_lines, write_lines
+from aidanbench.record.results import question_result
 from aidanbench.services import ServicesFactory
 from aidanbench.testing import OpenAIStub, ScriptedBrain
 from aidanbench.testing.settings import stub_settings
@@ -90,6 +91,8 @@ async def test_a_declared_score_runs_ends_the_chain_and_is_recorded(tmp_path: Pa
     assert [a["decay"] for a in recorded] == [a["decay"] for a in answers]
     [read] = read_lines(tmp_path)
     assert [DECAY.value(a) for a in read.answers] == [a["decay"] for a in answers]
+    reported = question_result(read).answers
+    assert [DECAY.value(a) for a in reported] == [a["decay"] for a in answers]
     assert failure(read.answers, "decay", settings.thresholds) == {  # type: ignore[arg-type]
         "index": 3,
         "criterion": "decay",
@@ -124,4 +127,3 @@ def test_no_shipped_module_names_the_toy_score() -> None:
         if "decay_result" in path.read_text() or "decay_threshold" in path.read_text()
     ]
     assert named == []
-    assert len(ADDING_A_SCORE) <= 5

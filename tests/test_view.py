@@ -14,7 +14,8 @@ from aidanbench.analysis.summary import paired_comparison, summarise
 from aidanbench.analysis.view import RAW_TAGGED, failure, load_source, view_data, write_view
 from aidanbench.cli.main import main
 from aidanbench.core.thresholds import Thresholds
-from aidanbench.record.results import AnswerRow, read_results
+from aidanbench.record.lines import AnswerLine
+from aidanbench.record.results import read_results
 from aidanbench.testing import OpenAIStub
 
 from .test_cli_run import QUESTIONS, bench_stub, run_args  # noqa: F401 - fixture
@@ -79,8 +80,8 @@ def test_bad_input_is_one_line_and_writes_nothing(
 def test_failing_answer_and_its_margin() -> None:
     t = Thresholds(coherence=15, novelty=0.15)
 
-    def row(i: int, c: float, n: float, valid: bool) -> AnswerRow:
-        return AnswerRow(i, f"a{i}", c, n, None, valid)
+    def row(i: int, c: float, n: float, valid: bool) -> AnswerLine:
+        return AnswerLine(index=i, answer=f"a{i}", coherence=c, novelty=n, valid=valid)
 
     chain = [row(1, 80, 1.0, True), row(2, 80, 0.15, False)]
     assert failure(chain, "novelty", t) == {

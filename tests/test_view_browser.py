@@ -187,7 +187,7 @@ def assert_chain_shown(page: Page, line: QuestionResult) -> None:
         assert item["llm"] == f"{answer.llm_novelty:.3f}"
         assert item["valid"] == answer.valid
         assert item["text"] == answer.answer
-        assert item["raw"] == answer.extra["raw_reply"]
+        assert item["raw"] == answer.raw_reply
     assert page.evaluate("document.getElementById('chain-score').textContent") == str(line.score)
 
 

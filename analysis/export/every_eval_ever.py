@@ -280,12 +280,11 @@ def instance_records(record: RunRecord, row: Row) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = [{"turn_idx": 0, "role": "user", "content": line.question}]
         attribution = []
         for turn, answer in enumerate(line.answers, start=1):
-            raw = answer.extra.get("raw_reply")
             messages.append(
                 {
                     "turn_idx": turn,
                     "role": "assistant",
-                    "content": raw if isinstance(raw, str) and raw else answer.answer,
+                    "content": answer.raw_reply or answer.answer,
                 }
             )
             attribution.append(

@@ -15,7 +15,7 @@ question-set hashes and the cost in ``metadata``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,8 @@ from aidanbench.analysis.export.record import (
 )
 from aidanbench.core.vocabulary import FINAL_STOPS
 from aidanbench.nodes.prompts import prompts_sha256, render_generate
-from aidanbench.record.results import AnswerRow, QuestionResult
+from aidanbench.record.lines import AnswerLine
+from aidanbench.record.results import QuestionResult
 
 TASK = "aidanbench"
 
@@ -189,7 +190,7 @@ def model_usage(
     }
     chosen = row.lines if lines is None else lines
     usage: dict[str, Any] = {}
-    calls = [a.extra.get("calls") or {} for line in chosen for a in line.answers]
+    calls: list[Mapping[str, Any]] = [a.calls or {} for line in chosen for a in line.answers]
     calls += [line.look_aheads for line in chosen]
     chat = ({r: s for r, s in c.items() if r in names} for c in calls)
     for role, figures in role_usage(chat).items():
@@ -269,6 +270,5 @@ def sent_prompts(record: RunRecord, row: Row, line: QuestionResult) -> list[str]
     return [render_generate(line.question, earlier[:k], cot=cot) for k in range(len(earlier))]
 
 
-def _reply(answer: AnswerRow) -> str:
-    raw = answer.extra.get("raw_reply")
-    return raw if isinstance(raw, str) and raw else answer.answer
+def _reply(answer: AnswerLine) -> str:
+    return answer.raw_reply or answer.answer

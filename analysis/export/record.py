@@ -22,8 +22,9 @@ from aidanbench.analysis.inputs import read_input
 from aidanbench.analysis.summary import COUNTING, INTERVAL_METHOD, SummaryRow, summarise
 from aidanbench.core.scores import declared
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.record.lines import AnswerLine
 from aidanbench.record.metadata import Metadata, question_set_hash, read_metadata
-from aidanbench.record.results import AnswerRow, QuestionResult
+from aidanbench.record.results import QuestionResult
 
 LineKey = tuple[str, float, str, int]
 """(model, temperature, question, repeat): one question line."""
@@ -281,14 +282,14 @@ def _safe(part: str) -> str:
     return cleaned.strip(". ") or "_"
 
 
-def answer_detail(answer: AnswerRow) -> dict[str, Any]:
+def answer_detail(answer: AnswerLine) -> dict[str, Any]:
     """One answer's scores as every export records them."""
     return {
         "index": answer.index,
         "answer": answer.answer,
         **{score.name: score.value(answer) for score in declared()},
         "valid": answer.valid,
-        "stop_reason": answer.extra.get("stop_reason"),
+        "stop_reason": answer.stop_reason,
         "used_answer_tag": answer.used_answer_tag,
         "elapsed_s": answer.elapsed_s,
     }
