@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,11 +81,10 @@ def one_line(capsys: pytest.CaptureFixture[str]) -> str:
 
 
 @pytest.mark.e2e
-def test_a_typo_is_refused_in_seconds_with_one_line_and_nothing_written(
+def test_a_typo_is_refused_before_any_question_with_one_line_and_nothing_written(
     openai_like: OpenAIStub, tmp_path: Path
 ) -> None:
     run_dir = tmp_path / "run"
-    started = time.monotonic()
     done = subprocess.run(
         [
             sys.executable,
@@ -100,13 +98,11 @@ def test_a_typo_is_refused_in_seconds_with_one_line_and_nothing_written(
         text=True,
         timeout=60,
     )
-    seconds = time.monotonic() - started
     assert done.returncode == 2
     err = done.stderr.strip()
     assert len(err.splitlines()) == 1, err
     assert "gpt-4o-minii is unknown at 127.0.0.1" in err and "model_not_found" in err
     assert "close names it lists: gpt-4o-mini" in err and "--model" in err
-    assert seconds <= 10, seconds
     assert not run_dir.exists(), "nothing written, not even the directory"
     assert scored(openai_like) == 0, "no question asked"
 

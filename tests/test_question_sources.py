@@ -14,7 +14,7 @@ import json
 import os
 import socket
 import sys
-import time
+import threading
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -55,8 +55,34 @@ def hf() -> Any:
 QUESTIONS = ["What is a use for a paperclip?", "Name a colour of the sea.", "Why do cats purr?"]
 KEY_VAR = "AIDANBENCH_TEST_KEY"
 
-CLOSED_NETWORK_BOUND_S = 20.0
-"""A failed hub lookup must end before huggingface_hub's own retries alone would (25 s measured)."""
+
+@pytest.fixture
+def mute_hub() -> Iterator[tuple[str, list[None]]]:
+    """A hub endpoint that takes each connection and closes it unanswered, and the
+    connections it took (one entry each): how many requests a lookup made, where a
+    timed bound would depend on the machine's load."""
+    taken: list[None] = []
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.1)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+            except TimeoutError:
+                continue
+            taken.append(None)
+            connection.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}", taken
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
 
 
 @pytest.fixture
@@ -82,16 +108,13 @@ def hf_env(tmp_path: Path, api_key: str, **extra: str) -> dict[str, str]:
     }
 
 
-def refused(args: list[str], env: dict[str, str]) -> tuple[str, float]:
-    """The command in a child process: exit 2 with one line on stderr; that line, and
-    the seconds it took."""
-    start = time.monotonic()
+def refused(args: list[str], env: dict[str, str]) -> str:
+    """The command in a child process: exit 2 with one line on stderr; that line."""
     done = run_cli(args, env)
-    elapsed = time.monotonic() - start
     assert done.returncode == 2, done.stderr
     err = done.stderr.strip()
     assert len(err.splitlines()) == 1, err
-    return err, elapsed
+    return err
 
 
 def rows(questions: list[Any], field: str = "question") -> list[dict[str, Any]]:
@@ -276,7 +299,7 @@ def test_error_after_datasets_has_read_a_file_is_still_one_line(
         "--questions-file",
         str(tmp_path / "q.parquet"),
     ]
-    err, _ = refused(args, hf_env(tmp_path, api_key))
+    err = refused(args, hf_env(tmp_path, api_key))
     assert "has no field 'question' (fields: id, prompt)" in err
     assert not (tmp_path / "r").exists()
 
@@ -284,33 +307,37 @@ def test_error_after_datasets_has_read_a_file_is_still_one_line(
 @needs_hf
 @pytest.mark.e2e
 def test_offline_name_not_cached_fails_at_once(
-    hf_stub: OpenAIStub, api_key: str, tmp_path: Path
+    hf_stub: OpenAIStub, api_key: str, tmp_path: Path, mute_hub: tuple[str, list[None]]
 ) -> None:
+    """Offline, a name not in the cache is refused without one request to the hub."""
+    hub, taken = mute_hub
     args = [*endpoint_args(hf_stub, tmp_path / "r"), "--questions-dataset", "someone/no-such-set"]
-    err, elapsed = refused(args, hf_env(tmp_path, api_key))
+    err = refused(args, hf_env(tmp_path, api_key, HF_ENDPOINT=hub))
     assert "dataset someone/no-such-set is not in the Hugging Face cache" in err
     assert "HF_HUB_OFFLINE" in err
-    assert elapsed < CLOSED_NETWORK_BOUND_S
+    assert taken == []
     assert not (tmp_path / "r").exists()
 
 
 @needs_hf
 @pytest.mark.e2e
-def test_closed_network_fails_within_a_bound_saying_why(
-    hf_stub: OpenAIStub, api_key: str, tmp_path: Path
+def test_closed_network_fails_at_the_first_request_saying_why(
+    hf_stub: OpenAIStub, api_key: str, tmp_path: Path, mute_hub: tuple[str, list[None]]
 ) -> None:
-    """A hub that refuses connections: huggingface_hub alone retries for about 25 s."""
+    """A hub that refuses connections, or takes them and never answers: the one probe
+    says so, where huggingface_hub alone retries for about 25 s."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    env = hf_env(tmp_path, api_key, HF_ENDPOINT=dead)
-    del env["HF_HUB_OFFLINE"]
-    args = [*endpoint_args(hf_stub, tmp_path / "r"), "--questions-dataset", "someone/some-set"]
-    err, elapsed = refused(args, env)
-    assert f"cannot reach the Hugging Face Hub ({dead.removeprefix('http://')})" in err
-    assert "HF_HUB_OFFLINE=1" in err
-    assert elapsed < CLOSED_NETWORK_BOUND_S, f"took {elapsed:.1f} s"
-    assert not (tmp_path / "r").exists()
+    for hub in (dead, mute_hub[0]):
+        env = hf_env(tmp_path, api_key, HF_ENDPOINT=hub)
+        del env["HF_HUB_OFFLINE"]
+        args = [*endpoint_args(hf_stub, tmp_path / "r"), "--questions-dataset", "someone/some-set"]
+        err = refused(args, env)
+        assert f"cannot reach the Hugging Face Hub ({hub.removeprefix('http://')})" in err
+        assert "HF_HUB_OFFLINE=1" in err
+        assert not (tmp_path / "r").exists()
+    assert len(mute_hub[1]) == 1, "one probe, no retries"
 
 
 @needs_hf
