@@ -372,12 +372,11 @@ async def test_latency_overlaps_and_can_change_while_running() -> None:
         began = time.monotonic()
         await asyncio.gather(*(client.ainvoke(generate_prompt(f"Q{i}")) for i in range(5)))
         elapsed = time.monotonic() - began
-        assert 0.2 <= elapsed < 0.8  # five 0.2 s calls in parallel, not one after another
-        assert stub.max_concurrency("generate") == 5
-        stub.latency = Latency()
-        began = time.monotonic()
-        await client.ainvoke(generate_prompt("fast"))
-        assert time.monotonic() - began < 0.15
+        assert elapsed >= 0.2
+        assert stub.max_concurrency("generate") == 5, "in parallel, not one after another"
+        stub.latency = Latency(generate=30)
+        with pytest.raises(openai.APITimeoutError):
+            await chat(stub, timeout=0.3).ainvoke(generate_prompt("slow now"))
         judged = await client.ainvoke(coherence_prompt("Q", "x"))  # other kinds not delayed
         assert judged.content == "<coherence_score>80</coherence_score>"
 
@@ -432,7 +431,7 @@ async def test_hang_times_the_client_out_and_stop_cuts_it_short() -> None:
     finally:
         began = time.monotonic()
         stub.stop()
-    assert time.monotonic() - began < 2
+    assert time.monotonic() - began < 25, "stop does not wait out the 30 s hang"
 
 
 def test_api_key_is_checked_when_set() -> None:
