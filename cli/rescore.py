@@ -119,7 +119,6 @@ def judge_again(args: argparse.Namespace, thresholds: Thresholds) -> int:
         )
     judges = options.judges(args)
     coherence = [coherence_value(judge.coherence_threshold) for judge in judges]
-    thresholds = thresholds.replaced(coherence=float(coherence[0]))
     try:
         sources = [
             threshold_source(value, judge.judge_model)

@@ -47,10 +47,6 @@ class Thresholds:
         """Each declared score's name and threshold, in the table's order."""
         return tuple((f.name, getattr(self, f.name)) for f in fields(self))  # type: ignore[arg-type]
 
-    def replaced(self, **named: float | None) -> Thresholds:
-        """These thresholds with those ``named`` changed."""
-        return Thresholds(**(dict(self.limits) | named))
-
     def failure(
         self, values: Mapping[str, float | None], coherent: bool | None = None
     ) -> str | None:

@@ -183,12 +183,17 @@ def test_run_takes_a_panel_from_the_command_line(
     assert f"${dollars[1]:.4f})" in text
 
     rescore = ["rescore", str(run_dir), "--novelty-threshold", "0.15", "--json"]
-    assert main([*rescore, *panel_flags(servers), "--cache", str(tmp_path / "c.sqlite")]) == 0
+    into = tmp_path / "into"
+    assert main([*rescore, *panel_flags(servers), "--into", str(into)]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert [j["model"] for j in payload["panel"]] == ["judge-a", "judge-b"]
     assert [j["coherence_threshold"] for j in payload["panel"]] == [47.0, 64.0]
     (row,) = payload["runs"]
     assert row["score"] == sum(line.score for line in lines), "the panel rescores as it ran"
+    scoring = json.loads((into / "metadata.json").read_text("utf-8"))["scoring_settings"]
+    continued = scoring[GEMINI]
+    assert continued["coherence_threshold"] == 47.0, "the first judge's, not the default 15"
+    assert [j["coherence_threshold"] for j in continued["judge_panel"]] == [64.0]
 
 
 def published_score(chain: QuestionResult) -> int:
