@@ -12,7 +12,6 @@ the totals and spending recorded.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import functools
 import os
@@ -20,7 +19,6 @@ from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from aidanbench.analysis.summary import SummaryRow, summarise
 from aidanbench.core.base_url import environment_base_urls
@@ -38,7 +36,6 @@ from aidanbench.runner.drive import Questions, drive
 from aidanbench.runner.local import (
     check_recorded_measurements,
     lines_from_checkpoints,
-    local_questions,
 )
 from aidanbench.runner.preflight import Preflight
 from aidanbench.runner.progress import Progress
@@ -259,32 +256,21 @@ async def backend(
         async with remote_questions(spec.server) as remote:
             yield remote
         return
-    if services is not None:
-        if isinstance(services, OpenAIServices):
-            progress.endpoints = services.endpoint_stats
-        async with here(spec, services, budget, outage) as local:
-            yield local
-        return
-    pools = OpenAIServices(clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=share, ledger=budget)
-    progress.endpoints = pools.endpoint_stats
+    owned = None
+    if services is None:
+        services = owned = OpenAIServices(
+            clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=share, ledger=budget
+        )
+    if isinstance(services, OpenAIServices):
+        progress.endpoints = services.endpoint_stats
     try:
-        async with here(spec, pools, budget, outage) as local:
+        async with workers.questions_here(
+            spec.run_dir, spec.store, services, budget, outage
+        ) as local:
             yield local
     finally:
-        await pools.aclose()
-
-
-def here(
-    spec: RunSpec,
-    services: ServicesFactory,
-    budget: UsageLedger | None,
-    outage: campaign.Outage | None = None,
-) -> contextlib.AbstractAsyncContextManager[Any]:
-    """Threads run on this machine: on the store's checkpointer (an outage of it waited
-    out through ``outage``), or the run directory's."""
-    if spec.store is not None:
-        return campaign.store_questions(spec.store, services, budget, outage)
-    return local_questions(spec.run_dir, services, budget)
+        if owned is not None:
+            await owned.aclose()
 
 
 async def run(

@@ -66,7 +66,7 @@ from aidanbench.runner.local import local_questions
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.spec import RunSpec
 from aidanbench.runner.tasks import Task
-from aidanbench.services import OpenAIServices, clients
+from aidanbench.services import OpenAIServices, ServicesFactory, clients
 from aidanbench.services.limits import EndpointStats
 
 CHAINS_PER_WORKER = 256
@@ -208,16 +208,11 @@ async def _work(job: Job, conn: Connection) -> None:
                 main.cancel()
                 return
 
-    async def follow() -> None:
-        while True:
-            await asyncio.sleep(FOLLOW_S)
-            book.catch_up()
-
     outcome: tuple[Any, ...] = ("done",)
-    helpers = [asyncio.create_task(send_every()), asyncio.create_task(follow())]
+    helpers = [asyncio.create_task(send_every()), asyncio.create_task(follow(book))]
     try:
         async with (
-            _questions(job, services, book, outage) as questions,
+            questions_here(job.run_dir, job.store, services, book, outage) as questions,
             _claims(job, reporter, outage) as claims,
         ):
             await drive(
@@ -243,13 +238,18 @@ async def _work(job: Job, conn: Connection) -> None:
             reporter.send(("endpoints", services.endpoint_stats()), outcome)
 
 
-def _questions(
-    job: Job, services: OpenAIServices, budget: UsageLedger, outage: campaign.Outage | None
+def questions_here(
+    run_dir: Path,
+    store: str | None,
+    services: ServicesFactory,
+    budget: UsageLedger | None,
+    outage: campaign.Outage | None = None,
 ) -> contextlib.AbstractAsyncContextManager[Any]:
-    """The worker's threads: on the shared store's checkpointer, or the run directory's."""
-    if job.store is not None:
-        return campaign.store_questions(job.store, services, budget, outage)
-    return local_questions(job.run_dir, services, budget)
+    """Threads run on this machine (a worker's, or the session's own): on the store's
+    checkpointer (an outage of it waited out through ``outage``), or the run directory's."""
+    if store is not None:
+        return campaign.store_questions(store, services, budget, outage)
+    return local_questions(run_dir, services, budget)
 
 
 def _claims(
@@ -260,6 +260,14 @@ def _claims(
         return contextlib.nullcontext(None)
     machine = campaign.machine_name(job.run_dir)
     return open_claims(job.store, machine, reporter, job.claim_times, outage)
+
+
+async def follow(ledger: UsageLedger) -> None:
+    """Read the other processes' ledger lines every ``FOLLOW_S`` (the budget they share),
+    until cancelled."""
+    while True:
+        await asyncio.sleep(FOLLOW_S)
+        ledger.catch_up()
 
 
 def _die_with_parent() -> None:
@@ -460,13 +468,8 @@ async def drive_workers(
                 budget=budget,
             )
 
-    async def follow() -> None:
-        while True:
-            await asyncio.sleep(FOLLOW_S)
-            budget.catch_up()
-
     async def start(group: asyncio.TaskGroup) -> None:
-        following = asyncio.ensure_future(follow())
+        following = asyncio.ensure_future(follow(budget))
         try:
             group.create_task(here())
             await workers.watch()

@@ -156,11 +156,7 @@ class Gate:
                 else:
                     await self._unless(waiter, withdrawn)
             except asyncio.CancelledError:
-                if waiter.done() and not waiter.cancelled():
-                    self._give()
-                else:
-                    waiter.cancel()
-                    self.queued -= 1
+                self._leave_line(waiter)
                 raise
         else:
             self.in_flight += 1
@@ -173,12 +169,17 @@ class Gate:
         await asyncio.wait((waiter, withdrawn), return_when=asyncio.FIRST_COMPLETED)
         if not withdrawn.done():
             return
-        if waiter.done():
+        self._leave_line(waiter)
+        raise Withdrawn
+
+    def _leave_line(self, waiter: asyncio.Future[None]) -> None:
+        """A waiter gives up: a slot it was already handed goes to the next in line, else
+        it stays in the line, cancelled, until ``_wake`` passes it."""
+        if waiter.done() and not waiter.cancelled():
             self._give()
         else:
             waiter.cancel()
             self.queued -= 1
-        raise Withdrawn
 
     def _give(self) -> None:
         self.in_flight -= 1
