@@ -59,7 +59,7 @@ class PanelJudge(BaseModel):
     model: str
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
-    coherence_threshold: float = Field(default=15.0, ge=0.0, le=100.0)
+    coherence_threshold: float = Field(default=COHERENCE_THRESHOLD, ge=0.0, le=100.0)
 
     @field_validator("base_url")
     @classmethod
