@@ -32,7 +32,7 @@ from aidanbench.core.state import (
 from aidanbench.core.thresholds import panel_passes
 from aidanbench.core.vocabulary import is_truncated
 from aidanbench.nodes.caps import Budget, cap_reached, spent, unpriced_error
-from aidanbench.nodes.context import add_calls, no_calls, settings_of
+from aidanbench.nodes.context import no_calls, paid_aside, settings_of
 from aidanbench.nodes.metrics import chain_metrics
 
 
@@ -124,8 +124,7 @@ def _after(state: QuestionState, stop: str | None) -> dict[str, Any]:
     if stop is not None:
         update: dict[str, Any] = {"stop_reason": stop, "candidate": None, "lookahead": None}
         if lookahead is not None and "call" in lookahead:
-            spent = state.get("speculative") or no_calls()
-            update["speculative"] = add_calls(spent, lookahead["call"])
+            update["speculative"] = paid_aside(state, "lookahead")
         return update
     if lookahead is not None and "error" in lookahead:
         error = lookahead["error"]
@@ -157,12 +156,8 @@ def capped(
     The question's spend counts its recorded answers, the discarded look-aheads and the
     look-ahead already generated for the next turn: all of it was paid for.
     """
-    spent = state.get("speculative") or no_calls()
-    lookahead = state.get("lookahead")
-    if lookahead is not None and "call" in lookahead:
-        spent = add_calls(spent, lookahead["call"])
     answers = [*state.get("answers", []), record]
-    return cap_reached(answers, spent, settings, budget_spent=budget_spent)
+    return cap_reached(answers, paid_aside(state, "lookahead"), settings, budget_spent=budget_spent)
 
 
 def decided(
