@@ -236,16 +236,6 @@ def finish_reason(message: AIMessage) -> str | None:
     return found if isinstance(found, str) and found else None
 
 
-def reasoning_tokens(message: AIMessage) -> int | None:
-    """The reply's hidden reasoning tokens (``usage.completion_tokens_details
-    .reasoning_tokens``, as both chat clients keep the raw usage); None when the provider
-    reported no usage or no such detail: unknown, not 0."""
-    usage = message.response_metadata.get("token_usage")
-    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
-    found = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    return found if isinstance(found, int) and not isinstance(found, bool) else None
-
-
 REASONING_BLOCKS = ("reasoning", "thinking")
 """Types of content blocks holding a model's reasoning rather than its answer."""
 
