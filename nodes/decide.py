@@ -108,11 +108,6 @@ def should_pause(record: AnswerRecord, settings: Settings) -> bool:
     return every is not None and record["index"] % every == 0
 
 
-def scoring_keys(settings: Settings) -> list[str]:
-    """The outcome keys a turn fills."""
-    return [score.outcome_key for score in scoring(settings)]
-
-
 def _after(state: QuestionState, stop: str | None) -> dict[str, Any]:
     """What follows a recorded answer: the stop, or the look-ahead as the next candidate.
 
@@ -168,7 +163,7 @@ def decided(
     ``now`` is the wall-clock time of the decision, which gives the answer's elapsed time;
     ``budget_spent`` says the run's budget is spent (stop reason ``budget``).
     """
-    keys = scoring_keys(settings)
+    keys = [score.outcome_key for score in scoring(settings)]
     candidate = state.get("candidate")
     if candidate is None:
         raise RuntimeError("decide ran without a candidate")
