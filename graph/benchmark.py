@@ -75,13 +75,11 @@ class BenchmarkState(TypedDict):
 async def plan(state: BenchmarkState) -> dict[str, Any]:
     """Resolve the question set: the input's, or the bundled one.
 
-    The input is checked as every question source is (``graph.questions.validated``):
-    strings, not blank, distinct, not huge.
+    The input and its limit are checked as every question source's are
+    (``graph.questions.validated``): strings, not blank, distinct, not huge.
     """
     questions = state.get("questions") or bundled_questions()
     limit = state.get("question_limit")
-    if limit is not None and limit < 1:
-        raise ValueError(f"question_limit must be at least 1, got {limit}")
     return {"questions": validated(questions, "benchmark input questions", limit)}
 
 

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from aidanbench.core.errors import QuestionSourceError
+from aidanbench.services.errors import short
 
 DATA_FILE_BUILDERS = {
     ".parquet": "parquet",
@@ -133,7 +134,7 @@ def _load_local(datasets: Any, path: Path, split: str | None) -> tuple[Any, str 
     except QuestionSourceError:
         raise
     except Exception as exc:  # datasets raises many kinds; each is a bad source here
-        raise QuestionSourceError(f"cannot read dataset {path}: {_one_line(exc)}") from None
+        raise QuestionSourceError(f"cannot read dataset {path}: {short(str(exc), 300)}") from None
 
 
 def _load_saved(datasets: Any, folder: Path, where: str) -> Any:
@@ -168,9 +169,9 @@ def _load_hub(datasets: Any, name: str) -> tuple[Any, str | None]:
         if offline:
             raise QuestionSourceError(
                 f"dataset {name} is not in the Hugging Face cache and HF_HUB_OFFLINE is set "
-                f"({_one_line(exc)})"
+                f"({short(str(exc), 300)})"
             ) from None
-        raise QuestionSourceError(f"cannot load dataset {name}: {_one_line(exc)}") from None
+        raise QuestionSourceError(f"cannot load dataset {name}: {short(str(exc), 300)}") from None
 
 
 def hub_endpoint() -> str:
@@ -197,7 +198,7 @@ def _probe_hub(name: str) -> str | None:
             f"{HUB_PROBE_TIMEOUT.read:g} s to reply); {advice}"
         ) from None
     except httpx.HTTPError as exc:
-        reason = _one_line(exc) or type(exc).__name__
+        reason = short(str(exc), 300) or type(exc).__name__
         raise QuestionSourceError(
             f"cannot load dataset {name}: cannot reach the Hugging Face Hub ({host}): "
             f"{reason}; {advice}"
@@ -232,8 +233,3 @@ def _choose_split(splits: list[str], split: str | None, name: str) -> str:
             f"dataset {name} has no split {split!r} (splits: {', '.join(splits)})"
         )
     return split
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:300] + ("…" if len(text) > 300 else "")

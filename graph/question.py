@@ -34,13 +34,7 @@ from aidanbench.nodes.caps import Budget
 from aidanbench.nodes.decide import decide
 from aidanbench.nodes.generate import generate, generate_next
 from aidanbench.nodes.prepare import prepare
-from aidanbench.nodes.routing import (
-    after_decide,
-    after_generate,
-    after_prepare,
-    destinations,
-    on_event_loop,
-)
+from aidanbench.nodes.routing import destinations, on_event_loop, router
 from aidanbench.services import ServicesFactory, default_services
 
 
@@ -69,9 +63,8 @@ def build_question_graph(
     graph.add_node("decide", partial(decide, budget=budget), defer=True)
 
     graph.add_edge(START, "prepare")
-    graph.add_conditional_edges("prepare", on_event_loop(after_prepare), destinations("prepare"))
-    graph.add_conditional_edges("generate", on_event_loop(after_generate), destinations("generate"))
-    graph.add_conditional_edges("decide", on_event_loop(after_decide), destinations("decide"))
+    for source in ("prepare", "generate", "decide"):
+        graph.add_conditional_edges(source, on_event_loop(router(source)), destinations(source))
     for branch in (*(score.node for score in declared()), "generate_next"):
         graph.add_edge(branch, "decide")
     return graph

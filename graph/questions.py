@@ -22,7 +22,7 @@ import csv
 import io
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -187,16 +187,12 @@ def read_questions_file(path: Path) -> list[str]:
     return [line.strip() for line in text.split("\n") if line.strip()]
 
 
-def _parsed(text: str, complaint: Callable[[json.JSONDecodeError], str]) -> Any:
-    """``text`` as JSON, or a ``QuestionSourceError`` saying ``complaint`` of the error."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise QuestionSourceError(complaint(exc)) from None
-
-
 def _from_json(text: str, path: Path) -> list[str]:
-    data = _parsed(text, lambda exc: f"questions file {path} is not valid JSON (line {exc.lineno})")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        why = f"is not valid JSON (line {exc.lineno})"
+        raise QuestionSourceError(f"questions file {path} {why}") from None
     if not isinstance(data, list) or not all(isinstance(q, str) for q in data):
         raise QuestionSourceError(f"questions file {path} must be a JSON list of strings")
     return list(data)
@@ -205,11 +201,11 @@ def _from_json(text: str, path: Path) -> list[str]:
 def _from_jsonl(text: str, path: Path) -> list[str]:
     questions = []
     for number, line in numbered_lines(text):
-        # _parsed calls the complaint at once, before the loop moves on
-        record = _parsed(
-            line,
-            lambda exc: f"{path}:{number}: invalid JSON ({exc.msg} at column {exc.colno})",  # noqa: B023
-        )
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            why = f"invalid JSON ({exc.msg} at column {exc.colno})"
+            raise QuestionSourceError(f"{path}:{number}: {why}") from None
         if not isinstance(record, dict) or not isinstance(record.get(DEFAULT_FIELD), str):
             raise QuestionSourceError(f"{path}:{number}: needs a string field 'question'")
         questions.append(record[DEFAULT_FIELD])

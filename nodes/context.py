@@ -16,12 +16,12 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
-from aidanbench.core.calls import add_dollars
+from aidanbench.core.calls import add_dollars, known_sum, stats_dollars
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import CallStats, ErrorInfo, QuestionState, ScoreOutcome
 from aidanbench.core.thresholds import panel_passes
@@ -61,10 +61,6 @@ class NodeContext:
         """Services for these settings (resolved on first use, inside the node's error
         handling, so a configuration error is recorded like any other)."""
         return self.factory(self.settings)
-
-    def emit(self, event: Any) -> None:
-        """Send a custom stream event (Studio, progress displays)."""
-        self.runtime.stream_writer(event)
 
     def price(self, role: str, served: str | None = None) -> Price | None:
         """The price of a call of ``role`` (``model``, ``judge``, ``embeddings``) served by
@@ -132,15 +128,15 @@ def no_calls() -> CallStats:
     return CallStats(served_model=None, latency_s=0.0, input_tokens=0, output_tokens=0, calls=0)
 
 
-def _sum(a: int | float | None, b: int | float | None) -> Any:
-    return None if a is None or b is None else a + b
-
-
-def call_estimate(stats: CallStats) -> float | None:
-    """Dollars of ``stats`` with calls that reported no usage at their estimate."""
-    if stats.get("usage_missing"):
-        return stats.get("estimated_cost_usd")
-    return stats.get("cost_usd")
+def paid_aside(state: QuestionState, *drafts: str) -> CallStats:
+    """``speculative`` (generations paid for and discarded) with the calls of ``drafts``
+    (``candidate``, ``lookahead``) added, as when they are dropped."""
+    spent = state.get("speculative") or no_calls()
+    for key in drafts:
+        dropped = state.get(key)
+        if isinstance(dropped, dict) and "call" in dropped:
+            spent = add_calls(spent, dropped["call"])
+    return spent
 
 
 def add_calls(total: CallStats, more: CallStats) -> CallStats:
@@ -157,18 +153,14 @@ def add_calls(total: CallStats, more: CallStats) -> CallStats:
     summed = CallStats(
         served_model=more["served_model"] or total["served_model"],
         latency_s=total["latency_s"] + more["latency_s"],
-        input_tokens=_sum(total["input_tokens"], more["input_tokens"]),
-        output_tokens=_sum(total["output_tokens"], more["output_tokens"]),
+        input_tokens=known_sum((total["input_tokens"], more["input_tokens"])),
+        output_tokens=known_sum((total["output_tokens"], more["output_tokens"])),
         calls=total["calls"] + more["calls"],
     )
     if "cost_usd" not in total and "cost_usd" not in more:
         return summed
-    summed["cached_input_tokens"] = _sum(
-        total.get("cached_input_tokens", 0), more.get("cached_input_tokens", 0)
-    )
-    summed["reasoning_tokens"] = _sum(
-        total.get("reasoning_tokens", 0), more.get("reasoning_tokens", 0)
-    )
+    for key in ("cached_input_tokens", "reasoning_tokens"):
+        summed[key] = known_sum((total.get(key, 0), more.get(key, 0)))
     summed["cost_usd"] = add_dollars(total.get("cost_usd"), more.get("cost_usd"))
     summed["provider_cost_calls"] = total.get("provider_cost_calls", 0) + more.get(
         "provider_cost_calls", 0
@@ -176,7 +168,9 @@ def add_calls(total: CallStats, more: CallStats) -> CallStats:
     missing = total.get("usage_missing", 0) + more.get("usage_missing", 0)
     if missing:
         summed["usage_missing"] = missing
-        summed["estimated_cost_usd"] = add_dollars(call_estimate(total), call_estimate(more))
+        summed["estimated_cost_usd"] = add_dollars(
+            stats_dollars(total, estimate=True), stats_dollars(more, estimate=True)
+        )
     unreadable = dict(total.get("unreadable") or {})
     for why, count in (more.get("unreadable") or {}).items():
         unreadable[why] = unreadable.get(why, 0) + count
@@ -240,16 +234,6 @@ def finish_reason(message: AIMessage) -> str | None:
     both chat clients keep it in ``response_metadata``; None when the reply gave none."""
     found = message.response_metadata.get("finish_reason")
     return found if isinstance(found, str) and found else None
-
-
-def reasoning_tokens(message: AIMessage) -> int | None:
-    """The reply's hidden reasoning tokens (``usage.completion_tokens_details
-    .reasoning_tokens``, as both chat clients keep the raw usage); None when the provider
-    reported no usage or no such detail: unknown, not 0."""
-    usage = message.response_metadata.get("token_usage")
-    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
-    found = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    return found if isinstance(found, int) and not isinstance(found, bool) else None
 
 
 REASONING_BLOCKS = ("reasoning", "thinking")

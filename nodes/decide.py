@@ -32,7 +32,7 @@ from aidanbench.core.state import (
 from aidanbench.core.thresholds import panel_passes
 from aidanbench.core.vocabulary import is_truncated
 from aidanbench.nodes.caps import Budget, cap_reached, spent, unpriced_error
-from aidanbench.nodes.context import add_calls, no_calls, settings_of
+from aidanbench.nodes.context import no_calls, paid_aside, settings_of
 from aidanbench.nodes.metrics import chain_metrics
 
 
@@ -108,11 +108,6 @@ def should_pause(record: AnswerRecord, settings: Settings) -> bool:
     return every is not None and record["index"] % every == 0
 
 
-def scoring_keys(settings: Settings) -> list[str]:
-    """The outcome keys a turn fills."""
-    return [score.outcome_key for score in scoring(settings)]
-
-
 def _after(state: QuestionState, stop: str | None) -> dict[str, Any]:
     """What follows a recorded answer: the stop, or the look-ahead as the next candidate.
 
@@ -124,8 +119,7 @@ def _after(state: QuestionState, stop: str | None) -> dict[str, Any]:
     if stop is not None:
         update: dict[str, Any] = {"stop_reason": stop, "candidate": None, "lookahead": None}
         if lookahead is not None and "call" in lookahead:
-            spent = state.get("speculative") or no_calls()
-            update["speculative"] = add_calls(spent, lookahead["call"])
+            update["speculative"] = paid_aside(state, "lookahead")
         return update
     if lookahead is not None and "error" in lookahead:
         error = lookahead["error"]
@@ -157,12 +151,8 @@ def capped(
     The question's spend counts its recorded answers, the discarded look-aheads and the
     look-ahead already generated for the next turn: all of it was paid for.
     """
-    spent = state.get("speculative") or no_calls()
-    lookahead = state.get("lookahead")
-    if lookahead is not None and "call" in lookahead:
-        spent = add_calls(spent, lookahead["call"])
     answers = [*state.get("answers", []), record]
-    return cap_reached(answers, spent, settings, budget_spent=budget_spent)
+    return cap_reached(answers, paid_aside(state, "lookahead"), settings, budget_spent=budget_spent)
 
 
 def decided(
@@ -173,7 +163,7 @@ def decided(
     ``now`` is the wall-clock time of the decision, which gives the answer's elapsed time;
     ``budget_spent`` says the run's budget is spent (stop reason ``budget``).
     """
-    keys = scoring_keys(settings)
+    keys = [score.outcome_key for score in scoring(settings)]
     candidate = state.get("candidate")
     if candidate is None:
         raise RuntimeError("decide ran without a candidate")

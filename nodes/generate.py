@@ -26,7 +26,6 @@ from aidanbench.nodes.context import (
     finish_reason,
     message_stats,
     reasoning_text,
-    reasoning_tokens,
     scoring_turn,
     stopwatch,
 )
@@ -35,7 +34,7 @@ from aidanbench.nodes.prompts import render_generate
 from aidanbench.services import ServicesFactory
 from aidanbench.services.errors import is_recoverable
 from aidanbench.services.lookahead import Withdrawn
-from aidanbench.services.usage import reply_text, served_model
+from aidanbench.services.usage import reply_text, reply_usage, served_model
 
 
 def previous_answers(state: QuestionState) -> list[str]:
@@ -64,7 +63,7 @@ def empty_cause(reply: AIMessage, raw: str, limit_field: str) -> str:
     """Why a reply has no answer text: the token limit (and the request field raising
     it), the content filter, a refusal, text only in the reply's reasoning, or nothing."""
     finish = finish_reason(reply)
-    spent = reasoning_tokens(reply)
+    spent = reply_usage(reply).reasoning_tokens
     reasoning = reasoning_text(reply)
     if finish == LENGTH:
         used = "" if spent is None else f", {spent:,} reasoning tokens"
@@ -108,7 +107,7 @@ async def ask_model(ctx: NodeContext, question: str, previous: list[str], index:
         used_answer_tag=tagged,
         call=message_stats(reply, elapsed(), ctx.price("model", served_model(reply)), prompt),
         finish_reason=finish_reason(reply),
-        reasoning_tokens=reasoning_tokens(reply),
+        reasoning_tokens=reply_usage(reply).reasoning_tokens,
     )
 
 

@@ -31,10 +31,10 @@ from langgraph.runtime import Runtime
 from aidanbench.core.scores import declared
 from aidanbench.core.setting_kinds import panel_record
 from aidanbench.core.settings import Settings
-from aidanbench.core.state import CallStats, Measured, QuestionState
+from aidanbench.core.state import Measured, QuestionState
 from aidanbench.core.vocabulary import BUDGET_STOPS, ERROR_KINDS
 from aidanbench.nodes.caps import Budget, continuation, spent
-from aidanbench.nodes.context import add_calls, no_calls, settings_of
+from aidanbench.nodes.context import paid_aside, settings_of
 from aidanbench.nodes.metrics import chain_metrics
 from aidanbench.nodes.prompts import prompts_sha256
 
@@ -58,16 +58,6 @@ def refused_for_content(state: QuestionState) -> bool:
         return False
     error = outcome["error"]
     return error["role"] == "embeddings" and error["status"] in CONTENT_REFUSALS
-
-
-def discarded_cost(state: QuestionState) -> CallStats:
-    """What the dropped candidate and look-ahead cost, added to ``speculative``."""
-    spent = state.get("speculative") or no_calls()
-    for key in ("candidate", "lookahead"):
-        dropped = state.get(key)
-        if isinstance(dropped, dict) and "call" in dropped:
-            spent = add_calls(spent, dropped["call"])
-    return spent
 
 
 async def prepare(
@@ -96,7 +86,7 @@ async def prepare(
     if state.get("stop_reason") in ERROR_KINDS:
         update |= {"stop_reason": None, "error": None}
         if refused_for_content(state):
-            update |= {"speculative": discarded_cost(state)}
+            update |= {"speculative": paid_aside(state, "candidate", "lookahead")}
             return update | {key: None for key in outcome_keys()}
         for key in outcome_keys():
             outcome = state.get(key)

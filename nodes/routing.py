@@ -78,26 +78,19 @@ def next_steps(state: QuestionState, settings: Settings) -> list[str]:
     return steps or ["decide"]
 
 
-def _narrow(source: str, steps: list[str]) -> list[str]:
-    impossible = [step for step in steps if step not in destinations(source)]
-    if impossible:
-        raise RuntimeError(f"routing after {source}: impossible next steps {impossible}")
-    return steps
+def router(source: str) -> Callable[[QuestionState, Runtime[Settings]], Sequence[str]]:
+    """The router after ``source`` (``after_<source>``): the rule's next steps, which must
+    be among ``destinations(source)``."""
 
+    def route(state: QuestionState, runtime: Runtime[Settings]) -> Sequence[str]:
+        steps = next_steps(state, settings_of(runtime))
+        impossible = [step for step in steps if step not in destinations(source)]
+        if impossible:
+            raise RuntimeError(f"routing after {source}: impossible next steps {impossible}")
+        return steps
 
-def after_prepare(state: QuestionState, runtime: Runtime[Settings]) -> Sequence[str]:
-    """Steps after ``prepare``: whatever the thread's state still needs."""
-    return _narrow("prepare", next_steps(state, settings_of(runtime)))
-
-
-def after_generate(state: QuestionState, runtime: Runtime[Settings]) -> Sequence[str]:
-    """Steps after ``generate``: score the candidate (and look ahead), or decide its error."""
-    return _narrow("generate", next_steps(state, settings_of(runtime)))
-
-
-def after_decide(state: QuestionState, runtime: Runtime[Settings]) -> Sequence[str]:
-    """Steps after ``decide``: the end, the look-ahead's scorers, or a new generation."""
-    return _narrow("decide", next_steps(state, settings_of(runtime)))
+    route.__name__ = route.__qualname__ = f"after_{source}"
+    return route
 
 
 def on_event_loop(

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from aidanbench.core.scores import scoring
 from aidanbench.core.settings import Settings
 from aidanbench.nodes import decide as decide_module
 from aidanbench.nodes.decide import (
@@ -15,7 +16,6 @@ from aidanbench.nodes.decide import (
     changes,
     decide,
     decided,
-    scoring_keys,
     should_pause,
 )
 
@@ -23,6 +23,9 @@ from .states import Q, Runtime, candidate, error, record, scored, stats
 
 
 def test_scoring_keys() -> None:
+    def scoring_keys(settings: Settings) -> list[str]:
+        return [score.outcome_key for score in scoring(settings)]
+
     assert scoring_keys(Settings()) == ["coherence_result", "novelty_result"]
     assert scoring_keys(Settings(llm_novelty=True)) == [
         "coherence_result",

@@ -11,7 +11,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from aidanbench.core.settings import Settings
 from aidanbench.graph.question import build_question_graph
-from aidanbench.nodes.routing import after_decide, after_generate, after_prepare, next_steps
+from aidanbench.nodes.routing import next_steps, router
 from aidanbench.testing import ScriptedBrain
 from aidanbench.testing.fakes import brain_services
 
@@ -124,11 +124,11 @@ def test_a_router_refuses_a_step_its_source_cannot_lead_to() -> None:
     }
     settings = Settings()
     assert next_steps(state, settings) == ["decide"]
-    assert after_prepare(state, Ctx(settings)) == ["decide"]  # type: ignore[arg-type]
-    assert after_generate(state, Ctx(settings)) == ["decide"]  # type: ignore[arg-type]
+    assert router("prepare")(state, Ctx(settings)) == ["decide"]  # type: ignore[arg-type]
+    assert router("generate")(state, Ctx(settings)) == ["decide"]  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match=r"after decide: impossible next steps \['decide'\]"):
-        after_decide(state, Ctx(settings))  # type: ignore[arg-type]
+        router("decide")(state, Ctx(settings))  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match=r"after generate: .*'__end__'"):
-        after_generate({**state, "stop_reason": "novelty"}, Ctx(settings))  # type: ignore[arg-type]
+        router("generate")({**state, "stop_reason": "novelty"}, Ctx(settings))  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match=r"after generate: .*'generate'"):
-        after_generate({"question": "Q?"}, Ctx(settings))  # type: ignore[arg-type]
+        router("generate")({"question": "Q?"}, Ctx(settings))  # type: ignore[arg-type]

@@ -437,3 +437,5 @@ async def test_benchmark_graph_checks_its_input_like_any_source() -> None:
         await graph.ainvoke({"questions": ["q1", " "]})
     with pytest.raises(QuestionSourceError, match="question 2 repeats question 1"):
         await graph.ainvoke({"questions": ["q1", "q1"]})
+    with pytest.raises(QuestionSourceError, match="must be at least 1, got 0"):
+        await graph.ainvoke({"questions": ["q1"], "question_limit": 0})

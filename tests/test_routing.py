@@ -9,11 +9,9 @@ import pytest
 
 from aidanbench.core.settings import Settings
 from aidanbench.nodes.routing import (
-    after_decide,
-    after_generate,
-    after_prepare,
     destinations,
     next_steps,
+    router,
 )
 
 from .states import Q, Runtime, candidate, error, scored
@@ -50,15 +48,15 @@ def test_no_look_ahead_past_the_answer_cap() -> None:
 
 def test_routers_read_the_runtime_settings_or_the_defaults() -> None:
     state: Any = {"candidate": candidate(2)}
-    assert after_generate(state, Runtime(Settings(llm_novelty=True))) == [  # type: ignore[arg-type]
+    assert router("generate")(state, Runtime(Settings(llm_novelty=True))) == [  # type: ignore[arg-type]
         "judge",
         "embed_novelty",
         "llm_novelty",
         "generate_next",
     ]
-    assert after_decide(state, Runtime(None)) == ["judge", "embed_novelty", "generate_next"]  # type: ignore[arg-type]
-    assert after_prepare({"question": Q}, Runtime(None)) == ["generate"]  # type: ignore[arg-type, typeddict-item]
-    assert after_prepare(state, Runtime(Settings(pipeline=False))) == ["judge", "embed_novelty"]  # type: ignore[arg-type]
+    assert router("decide")(state, Runtime(None)) == ["judge", "embed_novelty", "generate_next"]  # type: ignore[arg-type]
+    assert router("prepare")({"question": Q}, Runtime(None)) == ["generate"]  # type: ignore[arg-type, typeddict-item]
+    assert router("prepare")(state, Runtime(Settings(pipeline=False))) == ["judge", "embed_novelty"]  # type: ignore[arg-type]
     assert destinations("generate") == [
         "judge",
         "embed_novelty",
@@ -71,5 +69,5 @@ def test_routers_read_the_runtime_settings_or_the_defaults() -> None:
 def test_router_errors_name_source_and_steps() -> None:
     state: Any = {"candidate": {"index": 1, "error": error()}}
     with pytest.raises(RuntimeError) as caught:
-        after_decide(state, Runtime(None))  # type: ignore[arg-type]
+        router("decide")(state, Runtime(None))  # type: ignore[arg-type]
     assert str(caught.value) == "routing after decide: impossible next steps ['decide']"
