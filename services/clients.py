@@ -46,7 +46,7 @@ from aidanbench.services.chat import OpenAIChat
 from aidanbench.services.direct_post import DirectPost
 from aidanbench.services.embeddings import OpenAICompatibleEmbeddings
 from aidanbench.services.pricing import price_table
-from aidanbench.services.usage import ChatLedger, EmbeddingUsage, LedgerCallback
+from aidanbench.services.usage import LedgerCallback, RoleLedger
 
 
 def api_key(variable: str, role: str) -> SecretStr:
@@ -101,14 +101,14 @@ def http_pool(settings: Settings, transport: Transport, size: int) -> httpx2.Asy
     )
 
 
-def chat_ledger(
+def role_ledger(
     settings: Settings, book: UsageLedger | None, role: str, model: str, name: str
-) -> ChatLedger | None:
-    """Where a chat client records its requests in ``book`` (None: no ledger is kept):
+) -> RoleLedger | None:
+    """Where a role's client records its requests in ``book`` (None: no ledger is kept):
     under ``name`` (a variant's ``NAME@LABEL``), priced as ``model``, the name sent."""
     if book is None:
         return None
-    return ChatLedger(book, role, name, price_table(settings.prices_path), model)
+    return RoleLedger(book, role, name, price_table(settings.prices_path), model)
 
 
 def openai_client(
@@ -141,7 +141,7 @@ def chat_client(
     endpoint = settings.endpoint(role)
     base_url, model = endpoint.base_url, endpoint.model
     key = api_key(endpoint.key_env, role)
-    record = chat_ledger(settings, book, role, model, name or model)
+    record = role_ledger(settings, book, role, model, name or model)
     if kind == "openai":
         client = openai_client(base_url, key, settings, pool)
         direct = DirectPost.of(client, pool)
@@ -151,16 +151,7 @@ def chat_client(
 
     callbacks: list[BaseCallbackHandler] | None = None
     if record is not None:
-        callbacks = [
-            LedgerCallback(
-                record.ledger,
-                role,
-                record.model,
-                record.prices,
-                priced_as=record.priced_as,
-                request_body=extra_body,
-            )
-        ]
+        callbacks = [LedgerCallback(record, extra_body)]
     return ReasoningChatOpenAI(
         callbacks=callbacks,
         model=model,
@@ -222,9 +213,7 @@ def embeddings(
         return local_embeddings()
     key = api_key(endpoint.key_env, "embeddings")
     client = openai_client(endpoint.base_url, key, settings, pool)
-    usage = None
-    if book is not None:
-        price = price_table(settings.prices_path).price(settings.embedding_model)
-        usage = EmbeddingUsage(book, settings.embedding_model, price)
+    model = settings.embedding_model
+    usage = role_ledger(settings, book, "embeddings", model, model)
     direct = DirectPost.of(client, pool)
     return OpenAICompatibleEmbeddings(client, settings.embedding_model, usage, direct)

@@ -279,10 +279,11 @@ def message_text(messages: list[list[BaseMessage]]) -> str:
 
 
 @dataclass(frozen=True)
-class ChatLedger:
-    """Where one chat client's requests are recorded, and the prices they are charged at
-    (the served model's: ``PriceTable.served_price``): what ``OpenAIChat`` and
-    ``LedgerCallback`` (for ``ChatOpenAI``) write each attempt with."""
+class RoleLedger:
+    """Where one role's client records its requests, and the prices they are charged at
+    (the served model's: ``PriceTable.served_price``): what ``OpenAIChat``,
+    ``LedgerCallback`` (for ``ChatOpenAI``) and ``OpenAICompatibleEmbeddings`` write
+    each attempt with."""
 
     ledger: UsageLedger
     role: str
@@ -298,52 +299,57 @@ class ChatLedger:
         """The model asked for, as the price table names it."""
         return self.priced_as or self.model
 
-    @property
-    def price(self) -> Price | None:
-        """The asked model's price (what bounds a request before its reply names what
-        served)."""
-        return self.prices.price(self.asked)
-
-    def served_price(self, served: str | None) -> Price | None:
-        """The price of a reply served by ``served`` (``PriceTable.served_price``)."""
-        return self.prices.served_price(self.asked, served)
-
-    def sent(self, where: dict[str, Any], prompt: str, output_tokens: int) -> str:
-        """Record a request for ``prompt`` as sent; its id, for ``replied`` or ``failed``."""
-        tokens = prompt_tokens(prompt)
+    def sent(self, where: Mapping[str, Any], input_tokens: int, output_tokens: int) -> str:
+        """Record a request billable at most these tokens as sent (its bound priced as
+        the asked model, before a reply names what served); its id, for ``replied`` or
+        ``failed``."""
+        price = self.prices.price(self.asked)
         return self.ledger.sent(
             self.role,
             self.model,
             where,
-            input_tokens=tokens,
+            input_tokens=input_tokens,
             output_tokens=output_tokens,
-            bound_usd=bound(self.price, tokens, output_tokens),
+            bound_usd=bound(price, input_tokens, output_tokens),
         )
 
     def replied(
         self,
-        message: AIMessage,
         usage: Usage,
-        where: dict[str, Any],
+        where: Mapping[str, Any],
         request: str | None,
         prompt: str,
-    ) -> None:
-        """Record the reply ``message`` to request ``request`` with its ``usage``, priced
-        as the model that served it; the line is left on the message (``PRICED``)."""
-        served = served_model(message)
+        reply: str = "",
+        served: str | None = None,
+    ) -> dict[str, Any]:
+        """Record the reply to request ``request`` with its ``usage``, priced as the model
+        that ``served`` it; the line written."""
         line = usage_line(
             self.role,
             self.model,
             usage,
-            self.served_price(served),
+            self.prices.served_price(self.asked, served),
             where,
             priced_as=self.priced_as,
             served=served,
             request=request,
             prompt=prompt,
-            reply=reply_text(message),
+            reply=reply,
         )
         self.ledger.write(line)
+        return line
+
+    def replied_chat(
+        self,
+        message: AIMessage,
+        usage: Usage,
+        where: Mapping[str, Any],
+        request: str | None,
+        prompt: str,
+    ) -> None:
+        """Record the chat reply ``message``; the line is left on the message (``PRICED``)."""
+        served = served_model(message)
+        line = self.replied(usage, where, request, prompt, reply_text(message), served)
         message.response_metadata[PRICED] = line
 
     def failed(self, request: str, error: BaseException) -> None:
@@ -360,16 +366,8 @@ class LedgerCallback(AsyncCallbackHandler):
 
     run_inline = True
 
-    def __init__(
-        self,
-        ledger: UsageLedger,
-        role: str,
-        model: str,
-        prices: PriceTable,
-        priced_as: str | None = None,
-        request_body: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.record = ChatLedger(ledger, role, model, prices, priced_as)
+    def __init__(self, record: RoleLedger, request_body: Mapping[str, Any] | None = None) -> None:
+        self.record = record
         self.output_bound = output_bound(request_body)
         self._where: dict[UUID, tuple[dict[str, Any], str, str]] = {}
 
@@ -386,7 +384,7 @@ class LedgerCallback(AsyncCallbackHandler):
     ) -> None:
         where = call_site(metadata)
         prompt = message_text(messages)
-        request = self.record.sent(where, prompt, self.output_bound)
+        request = self.record.sent(where, prompt_tokens(prompt), self.output_bound)
         self._where[run_id] = (where, request, prompt)
 
     async def on_llm_end(
@@ -407,7 +405,7 @@ class LedgerCallback(AsyncCallbackHandler):
                     if usage.provider_cost is None:
                         raw = (response.llm_output or {}).get("token_usage")
                         usage = replace(usage, provider_cost=_cost(raw))
-                    self.record.replied(message, usage, where, request, prompt)
+                    self.record.replied_chat(message, usage, where, request, prompt)
                     return
 
     async def on_llm_error(
@@ -424,47 +422,10 @@ class LedgerCallback(AsyncCallbackHandler):
             self.record.failed(found[1], error)
 
 
-@dataclass
-class EmbeddingUsage:
-    """Records an embeddings client's requests in the ledger (a batch serves many
-    questions, so these lines name no thread)."""
-
-    ledger: UsageLedger
-    model: str
-    price: Price | None
-
-    def sent(self, texts: list[str]) -> str:
-        """A request for ``texts`` is about to go out; its id."""
-        where = {"thread": None, "node": None}
-        tokens = sum(text_tokens(t) for t in texts)
-        return self.ledger.sent(
-            "embeddings",
-            self.model,
-            where,
-            input_tokens=tokens,
-            output_tokens=0,
-            bound_usd=bound(self.price, tokens, 0),
-        )
-
-    def replied(self, raw: Any, request: str, texts: list[str]) -> None:
-        """Its reply arrived, with this ``usage`` object (an embedding has no output)."""
-        where = {"thread": None, "node": None}
-        usage = raw_usage(raw)
-        if usage.input_tokens is not None and usage.output_tokens is None:
-            usage = replace(usage, output_tokens=0)
-        self.ledger.write(
-            usage_line(
-                "embeddings",
-                self.model,
-                usage,
-                self.price,
-                where,
-                request=request,
-                prompt="".join(texts),
-                reply="",
-            )
-        )
-
-    def failed(self, request: str, error: BaseException) -> None:
-        """It ended without a usable reply."""
-        self.ledger.failed("embeddings", self.model, request, error_status(error))
+def embedding_usage(raw: Any) -> Usage:
+    """The usage of an embeddings reply's ``usage`` object: an embedding has no output,
+    so reported input tokens make its output tokens 0."""
+    usage = raw_usage(raw)
+    if usage.input_tokens is not None and usage.output_tokens is None:
+        usage = replace(usage, output_tokens=0)
+    return usage
