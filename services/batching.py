@@ -37,7 +37,12 @@ import openai
 from langchain_core.embeddings import Embeddings
 
 from aidanbench.core.errors import MalformedReply
-from aidanbench.services.embeddings import OpenAICompatibleEmbeddings, Vector, check_vector
+from aidanbench.services.embeddings import (
+    OpenAICompatibleEmbeddings,
+    Vector,
+    check_vector,
+    sized,
+)
 from aidanbench.services.limits import EndpointLimiter
 from aidanbench.services.retry import with_retries
 
@@ -174,12 +179,7 @@ class EmbeddingBatcher:
             raise MalformedReply(f"{len(vectors)} vectors for {len(texts)} texts")
         checked = [check_vector(v) for v in vectors]
         size = self.size()
-        return [
-            (None, f"vector of length {v.size}, expected {size}")
-            if v is not None and size is not None and v.size != size
-            else (v, reason)
-            for v, reason in checked
-        ]
+        return checked if size is None else sized(checked, size)
 
 
 def _caller_specific(exc: Exception) -> bool:

@@ -96,15 +96,21 @@ def checked_vectors(
     """Each of ``count`` texts' vector from an embeddings reply (its JSON, or the OpenAI
     client's typed reply), or why it is unusable."""
     placed = place_by_index(field(reply, "data"), count)
-    checked = [check_vector(value) for value in placed]
+    return sized([check_vector(value) for value in placed], expected_size)
+
+
+def sized(
+    checked: list[tuple[Vector | None, str | None]], expected_size: int | None
+) -> list[tuple[Vector | None, str | None]]:
+    """``checked`` with each vector of another length than the common one
+    (``common_size``) refused."""
     size = common_size([v for v, _ in checked], expected_size)
-    out: list[tuple[Vector | None, str | None]] = []
-    for vector, reason in checked:
-        if vector is not None and vector.size != size:
-            out.append((None, f"vector of length {vector.size}, expected {size}"))
-        else:
-            out.append((vector, reason))
-    return out
+    return [
+        (None, f"vector of length {v.size}, expected {size}")
+        if v is not None and v.size != size
+        else (v, reason)
+        for v, reason in checked
+    ]
 
 
 def embed_all(

@@ -39,6 +39,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import LLMResult
 
 from aidanbench.record.usage import TOKEN_FIELDS, UsageLedger
+from aidanbench.services.errors import status_of
 from aidanbench.services.pricing import Price, PriceTable
 
 MESSAGE_TOKENS = 8
@@ -189,16 +190,14 @@ def usage_metadata(usage: Mapping[str, Any]) -> dict[str, Any]:
     """LangChain's ``usage_metadata`` of an OpenAI ``usage`` object, as langchain-openai
     maps it; ``services.chat`` builds its replies with it (``reply_usage`` reads the raw
     object, which keeps unknown counts unknown)."""
-    inputs = usage.get("prompt_tokens_details") or {}
-    outputs = usage.get("completion_tokens_details") or {}
-    input_tokens = _int(usage.get("prompt_tokens")) or 0
-    output_tokens = _int(usage.get("completion_tokens")) or 0
+    read = raw_usage(dict(usage))
+    input_tokens, output_tokens = read.input_tokens or 0, read.output_tokens or 0
     return {
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "total_tokens": _int(usage.get("total_tokens")) or input_tokens + output_tokens,
-        "input_token_details": {"cache_read": _int(inputs.get("cached_tokens")) or 0},
-        "output_token_details": {"reasoning": _int(outputs.get("reasoning_tokens")) or 0},
+        "input_token_details": {"cache_read": read.cached_input_tokens or 0},
+        "output_token_details": {"reasoning": read.reasoning_tokens or 0},
     }
 
 
@@ -261,12 +260,6 @@ def call_site(metadata: dict[str, Any] | None) -> dict[str, Any]:
     """The thread and node a request was made for, from LangGraph's run metadata."""
     metadata = metadata or {}
     return {"thread": metadata.get("thread_id"), "node": metadata.get("langgraph_node")}
-
-
-def error_status(error: BaseException) -> int | None:
-    """The HTTP status an error carries (the OpenAI client's ``status_code``), if any."""
-    status = getattr(error, "status_code", None)
-    return status if isinstance(status, int) else None
 
 
 def message_text(messages: list[list[BaseMessage]]) -> str:
@@ -354,7 +347,7 @@ class RoleLedger:
 
     def failed(self, request: str, error: BaseException) -> None:
         """Record that request ``request`` failed with ``error``."""
-        self.ledger.failed(self.role, self.model, request, error_status(error))
+        self.ledger.failed(self.role, self.model, request, status_of(error))
 
 
 class LedgerCallback(AsyncCallbackHandler):
