@@ -1,29 +1,14 @@
-"""What every request actually cost, kept apart from the checkpoints: the usage ledger.
+"""What goes in the usage ledger's lines (``record.usage`` keeps, appends and sums them):
+what a request can cost at most, and what its reply cost (``usage_line``, the one place
+a reply is priced).
 
-The answers' records say what each *recorded* answer cost. They cannot say what a run
-spent: a call whose reply arrived just before a crash is made again after it, a 5xx is
-retried, and neither leaves a trace in the state. The ledger does. Every chat request
-writes one ``sent`` line before it goes out (so a request the server saw is counted
-even when the process dies before the reply) and one ``usage`` line when its reply
-arrives, with the tokens the provider reported and the dollars; embedding requests do
-the same. The lines, how they are appended (so a SIGKILL loses none) and their totals
-are ``record.usage``'s (with the run's budget, ``UsageLedger``); this module decides
-what goes in them: what a request can cost at most, and what its reply cost
-(``usage_line``, the one place a reply is priced).
-
-Every request is one of three things, and totals say how many of each:
-
-- **replied**: a ``usage`` line. A reply without usage (no ``usage`` object, or nulls in
-  it, as several OpenAI-compatible servers send) has *unknown* tokens and dollars
-  (``null``), never 0, and is counted under ``without_usage``; its line also carries an
-  estimate (``estimated_*``: tokens as UTF-8 bytes of the prompt and of the reply, which
-  bounds any byte-level BPE tokenizer's count of the same text) for the budget.
-- **refused**: a ``refused`` line, an HTTP error status (429, 5xx, 4xx): not billed.
-- **unrecorded**: a ``sent`` line with neither, because the process died with it in
-  flight, it timed out, the connection dropped or its reply could not be read. A
-  provider may bill it, so its ``sent`` line carries an upper bound (``bound_usd``: the
-  prompt's UTF-8 bytes as input tokens, and the request's ``max_tokens`` or
-  ``OUTPUT_TOKENS_BOUND`` as output).
+A reply without usage (no ``usage`` object, or nulls in it, as several OpenAI-compatible
+servers send) has *unknown* tokens and dollars (``null``), never 0; its line also
+carries an estimate (``estimated_*``: tokens as UTF-8 bytes of the prompt and of the
+reply, which bounds any byte-level BPE tokenizer's count of the same text) for the
+budget. A request sent bounds its cost on its ``sent`` line (``bound_usd``: the prompt's
+UTF-8 bytes as input tokens, and the request's ``max_tokens`` or ``OUTPUT_TOKENS_BOUND``
+as output), which counts if it is never answered.
 """
 
 from __future__ import annotations
