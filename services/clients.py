@@ -29,8 +29,8 @@ from __future__ import annotations
 import os
 import ssl
 from collections.abc import Sequence
-from functools import cache
-from typing import Any, Literal
+from functools import cache, partial
+from typing import Literal
 
 import httpx2
 import openai
@@ -127,21 +127,23 @@ def openai_client(
 def chat_client(
     settings: Settings,
     pool: httpx2.AsyncClient,
-    kind: ChatKind,
-    role: str,
-    *,
-    temperature: float | None,
-    extra_body: dict[str, Any] | None = None,
-    name: str | None = None,
+    kind: ChatKind = "langchain",
     book: UsageLedger | None = None,
+    *,
+    role: str,
 ) -> BaseChatModel | OpenAIChat:
     """One chat role's client of ``kind`` for the role's endpoint (``Settings.endpoint``),
-    writing to the usage ledger ``book`` under ``name`` (default: the model asked for)
-    when one is kept."""
+    writing to the usage ledger ``book`` when one is kept. The model under test sends its
+    temperature and extra request fields (a variant's included) and its lines carry the
+    row's name (``Settings.model``); the judge sends no temperature unless one is set."""
     endpoint = settings.endpoint(role)
     base_url, model = endpoint.base_url, endpoint.model
     key = api_key(endpoint.key_env, role)
-    record = role_ledger(settings, book, role, model, name or model)
+    temperature, extra_body, name = settings.judge_temperature, None, model
+    if role == "model":
+        temperature, extra_body = settings.temperature, settings.request_fields or None
+        name = settings.model
+    record = role_ledger(settings, book, role, model, name)
     if kind == "openai":
         client = openai_client(base_url, key, settings, pool)
         direct = DirectPost.of(client, pool)
@@ -166,36 +168,11 @@ def chat_client(
     )
 
 
-def model_under_test(
-    settings: Settings,
-    pool: httpx2.AsyncClient,
-    kind: ChatKind = "langchain",
-    book: UsageLedger | None = None,
-) -> BaseChatModel | OpenAIChat:
-    """Chat client of the model under test, with its temperature and extra request fields
-    (a variant's included): it asks for ``provider_model``."""
-    return chat_client(
-        settings,
-        pool,
-        kind,
-        "model",
-        temperature=settings.temperature,
-        extra_body=settings.request_fields or None,
-        name=settings.model,
-        book=book,
-    )
+model_under_test = partial(chat_client, role="model")
+"""Chat client of the model under test (``chat_client``)."""
 
-
-def judge(
-    settings: Settings,
-    pool: httpx2.AsyncClient,
-    kind: ChatKind = "langchain",
-    book: UsageLedger | None = None,
-) -> BaseChatModel | OpenAIChat:
-    """Chat client of the judge; no temperature is sent unless one is set."""
-    return chat_client(
-        settings, pool, kind, "judge", temperature=settings.judge_temperature, book=book
-    )
+judge = partial(chat_client, role="judge")
+"""Chat client of the judge (``chat_client``)."""
 
 
 def embeddings(

@@ -162,10 +162,6 @@ class LocalEmbeddings(Embeddings):
         array = np.asarray(vectors, dtype=np.float64)
         return array / np.linalg.norm(array, axis=1, keepdims=True)
 
-    def __call__(self, texts: list[str]) -> np.ndarray:
-        """Same as ``encode``: lets the object serve as an embedding function."""
-        return self.encode(texts)
-
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Vectors of ``texts``, computed in batches of ``batch_size``."""
         return [row.tolist() for row in self.encode(texts)]
