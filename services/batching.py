@@ -33,7 +33,6 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import openai
 from langchain_core.embeddings import Embeddings
 
 from aidanbench.core.errors import MalformedReply
@@ -43,7 +42,9 @@ from aidanbench.services.embeddings import (
     check_vector,
     sized,
 )
+from aidanbench.services.errors import RETRYABLE_STATUSES, status_of
 from aidanbench.services.limits import EndpointLimiter
+from aidanbench.services.refusals import REFUSED_STATUSES
 from aidanbench.services.retry import with_retries
 
 MAX_BATCHES_IN_FLIGHT = 2
@@ -189,13 +190,7 @@ def _caller_specific(exc: Exception) -> bool:
     refused key (401, 403) or an unknown model or path (404) is the endpoint's."""
     if isinstance(exc, MalformedReply):
         return True
-    if isinstance(exc, openai.APIStatusError):
-        return 400 <= exc.status_code < 500 and exc.status_code not in (
-            401,
-            403,
-            404,
-            408,
-            409,
-            429,
-        )
-    return False
+    status = status_of(exc)
+    if status is None or not 400 <= status < 500:
+        return False
+    return status not in REFUSED_STATUSES | RETRYABLE_STATUSES
