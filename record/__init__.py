@@ -19,7 +19,7 @@ and one reader for each.
       lock                   held while a run (or ``forget``) writes here
 
 The run engine writes through this package only (``write_lines``, ``write_metadata``,
-``LedgerFile``); every command reads through it (``read_lines``, ``read_metadata``,
+``UsageLedger``); every command reads through it (``read_lines``, ``read_metadata``,
 ``read_ledger``, and ``record.results`` for the read-only ``QuestionResult`` view of a
 run directory or of a results file in the original schema). Models are pydantic: the
 files are the package's edge, where a damaged value is refused with one line, unknown

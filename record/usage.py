@@ -6,7 +6,7 @@ its reply arrives (the tokens the provider reported and the dollars), a ``refuse
 for an HTTP error status (not billed), or a ``failed`` line when no reply could be read.
 A ``sent`` line with neither is *unrecorded*: a provider may bill it, so it carries an
 upper bound (``bound_usd``). Lines are appended with one ``write`` each to a file opened
-``O_APPEND`` (``LedgerFile``): the kernel holds them the moment the call returns, so a
+``O_APPEND`` (``UsageLedger.write``): the kernel holds them the moment the call returns, so a
 SIGKILL loses none, a line cut by a crash is skipped on reading, and a rerun appends to
 the same file, so the run's totals are summed across its sessions
 (``summarise_ledger``).
@@ -298,35 +298,9 @@ def summarise_ledger(path: Path) -> LedgerSummary:
 
 
 @dataclass
-class LedgerFile:
-    """The append-only file of one ledger: each line one ``write``, safe from threads."""
-
-    path: Path
-    _fd: int | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def append(self, line: Mapping[str, Any]) -> LedgerLine:
-        """Write one line (stamped with the time) whole; returns it as read back."""
-        record = LedgerLine.model_validate({"t": round(time.time(), 3), **line})
-        data = (json.dumps(record.model_dump(mode="json", exclude_unset=True)) + "\n").encode()
-        with self._lock:
-            if self._fd is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            os.write(self._fd, data)
-        return record
-
-    def close(self) -> None:
-        """Close the file (a later line opens it again)."""
-        with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
-
-
-@dataclass
 class UsageLedger:
-    """The append-only usage file of one run directory, and the run's budget."""
+    """The append-only usage file of one run directory (each line one ``write``, safe
+    from threads), and the run's budget."""
 
     path: Path
     max_cost: float | None = None
@@ -335,7 +309,7 @@ class UsageLedger:
     """Dollars so far, this session's and earlier ones': known dollars, estimates of
     replies without usage, and the bounds of requests left unrecorded (earlier sessions'
     requests that never got a reply, and this session's that failed without one)."""
-    _file: LedgerFile = field(init=False)
+    _fd: int | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _in_flight: dict[str, float] = field(default_factory=dict)
     _read_to: int = 0
@@ -345,13 +319,10 @@ class UsageLedger:
     ``catch_up`` has not read yet."""
 
     def __post_init__(self) -> None:
-        self._file = LedgerFile(self.path)
-        lines = list(ledger_lines(self._read_from(0)))
-        for line in lines:
-            if line.event == "usage":
-                self.spent += line.dollars_bound or 0.0
-        for unanswered in unrecorded_lines(lines):
-            self.spent += (unanswered.bound_usd if unanswered else None) or 0.0
+        for line in ledger_lines(self._read_from(0)):
+            self._count(line)
+        self.spent += sum(self._in_flight.values())  # earlier sessions' unrecorded requests
+        self._in_flight.clear()
 
     def _read_from(self, offset: int) -> bytes:
         """The file's whole lines from ``offset`` on; ``_read_to`` moves past them."""
@@ -396,12 +367,18 @@ class UsageLedger:
         return self.max_cost is not None and self.spent >= self.max_cost
 
     def write(self, line: Mapping[str, Any]) -> None:
-        """Append one line (one ``write``: whole, or, cut by a crash, skipped on reading)."""
+        """Append one line, stamped with the time (one ``write`` to a file opened
+        ``O_APPEND``: whole, or, cut by a crash, skipped on reading)."""
+        record = LedgerLine.model_validate({"t": round(time.time(), 3), **line})
+        data = (json.dumps(record.model_dump(mode="json", exclude_unset=True)) + "\n").encode()
         with self._lock:
-            written = self._file.append(line)
-            self._count(written)
-            if self._mine is not None and written.event == "sent":
-                self._mine.add(str(written.id))
+            if self._fd is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.write(self._fd, data)
+            self._count(record)
+            if self._mine is not None and record.event == "sent":
+                self._mine.add(str(record.id))
 
     def _count(self, line: LedgerLine) -> None:
         """Keep ``spent`` current (called under the lock)."""
@@ -453,4 +430,7 @@ class UsageLedger:
 
     def close(self) -> None:
         """Close the file (a later write opens it again)."""
-        self._file.close()
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None

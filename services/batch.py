@@ -39,6 +39,7 @@ from aidanbench.record.lines import numbered_lines
 from aidanbench.services import retry
 from aidanbench.services.cache import ScoreCache
 from aidanbench.services.chat import read_reply
+from aidanbench.services.embeddings import field
 from aidanbench.services.limits import EndpointLimiter
 
 ENDPOINT: Final = "/v1/chat/completions"
@@ -100,10 +101,6 @@ def request_file(requests: Sequence[BatchRequest]) -> bytes:
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
-def _field(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
-
-
 def read_results(text: str) -> dict[str, list[BatchResult]]:
     """The results in an output or error file, by ``custom_id``, every line of an id in
     file order (a provider may repeat one; which line counts is the reader's choice).
@@ -126,16 +123,16 @@ def read_results(text: str) -> dict[str, list[BatchResult]]:
 def _result(line: dict[str, Any]) -> BatchResult:
     response = line.get("response")
     error = line.get("error")
-    status = _field(response, "status_code")
-    body = _field(response, "body")
+    status = field(response, "status_code")
+    body = field(response, "body")
     if error:
-        return BatchResult(None, f"batch error: {_field(error, 'message') or error}")
+        return BatchResult(None, f"batch error: {field(error, 'message') or error}")
     if status == 200:
         try:
             return BatchResult(read_reply(json.dumps(body).encode()))
         except MalformedReply as exc:
             return BatchResult(None, str(exc))
-    detail = _field(_field(body, "error"), "message") if body else None
+    detail = field(field(body, "error"), "message") if body else None
     return BatchResult(None, f"status {status}: {detail}")
 
 
@@ -194,11 +191,11 @@ class BatchClient:
         batch = await self._wait(batch_id, resumed)
         results: dict[str, list[BatchResult]] = {}
         for name in ("output_file_id", "error_file_id"):
-            file_id = _field(batch, name)
+            file_id = field(batch, name)
             if file_id:
                 for custom_id, lines in read_results(await self._download(str(file_id))).items():
                     results.setdefault(custom_id, []).extend(lines)
-        status = _field(batch, "status")
+        status = field(batch, "status")
         for request in requests:
             results.setdefault(
                 request.custom_id,
@@ -231,16 +228,16 @@ class BatchClient:
     async def _wait(self, batch_id: str, resumed: bool) -> Any:
         while True:
             batch = await self._call(lambda: self.client.batches.retrieve(batch_id))
-            counts = _field(batch, "request_counts")
-            status = str(_field(batch, "status"))
+            counts = field(batch, "request_counts")
+            status = str(field(batch, "status"))
             if self.progress is not None:
                 self.progress(
                     BatchStatus(
                         batch_id=batch_id,
                         status=status,
-                        completed=int(_field(counts, "completed") or 0),
-                        failed=int(_field(counts, "failed") or 0),
-                        total=int(_field(counts, "total") or 0),
+                        completed=int(field(counts, "completed") or 0),
+                        failed=int(field(counts, "failed") or 0),
+                        total=int(field(counts, "total") or 0),
                         resumed=resumed,
                     )
                 )

@@ -33,12 +33,18 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import openai
 from langchain_core.embeddings import Embeddings
 
 from aidanbench.core.errors import MalformedReply
-from aidanbench.services.embeddings import OpenAICompatibleEmbeddings, Vector, check_vector
+from aidanbench.services.embeddings import (
+    OpenAICompatibleEmbeddings,
+    Vector,
+    check_vector,
+    sized,
+)
+from aidanbench.services.errors import RETRYABLE_STATUSES, status_of
 from aidanbench.services.limits import EndpointLimiter
+from aidanbench.services.refusals import REFUSED_STATUSES
 from aidanbench.services.retry import with_retries
 
 MAX_BATCHES_IN_FLIGHT = 2
@@ -174,12 +180,7 @@ class EmbeddingBatcher:
             raise MalformedReply(f"{len(vectors)} vectors for {len(texts)} texts")
         checked = [check_vector(v) for v in vectors]
         size = self.size()
-        return [
-            (None, f"vector of length {v.size}, expected {size}")
-            if v is not None and size is not None and v.size != size
-            else (v, reason)
-            for v, reason in checked
-        ]
+        return checked if size is None else sized(checked, size)
 
 
 def _caller_specific(exc: Exception) -> bool:
@@ -189,13 +190,7 @@ def _caller_specific(exc: Exception) -> bool:
     refused key (401, 403) or an unknown model or path (404) is the endpoint's."""
     if isinstance(exc, MalformedReply):
         return True
-    if isinstance(exc, openai.APIStatusError):
-        return 400 <= exc.status_code < 500 and exc.status_code not in (
-            401,
-            403,
-            404,
-            408,
-            409,
-            429,
-        )
-    return False
+    status = status_of(exc)
+    if status is None or not 400 <= status < 500:
+        return False
+    return status not in REFUSED_STATUSES | RETRYABLE_STATUSES

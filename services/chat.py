@@ -36,9 +36,10 @@ from langgraph.config import get_config
 from aidanbench.core.errors import MalformedReply
 from aidanbench.services.direct_post import DirectPost
 from aidanbench.services.usage import (
-    ChatLedger,
+    RoleLedger,
     call_site,
     output_bound,
+    prompt_tokens,
     reply_usage,
     usage_metadata,
 )
@@ -153,7 +154,7 @@ class OpenAIChat:
     model: str
     temperature: float | None = None
     extra_body: Mapping[str, Any] | None = None
-    ledger: ChatLedger | None = None
+    ledger: RoleLedger | None = None
     direct: DirectPost | None = None
     """Sends the client's requests straight through its aiohttp pool
     (``services.direct_post``); None: through the client."""
@@ -177,11 +178,11 @@ class OpenAIChat:
         if record is None:
             return await self.send(body)
         where = caller()
-        request = record.sent(where, prompt, output_bound(body))
+        request = record.sent(where, prompt_tokens(prompt), output_bound(body))
         try:
             message = await self.send(body)
         except BaseException as exc:
             record.failed(request, exc)
             raise
-        record.replied(message, reply_usage(message), where, request, prompt)
+        record.replied_chat(message, reply_usage(message), where, request, prompt)
         return message

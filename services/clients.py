@@ -29,8 +29,8 @@ from __future__ import annotations
 import os
 import ssl
 from collections.abc import Sequence
-from functools import cache
-from typing import Any, Literal
+from functools import cache, partial
+from typing import Literal
 
 import httpx2
 import openai
@@ -46,7 +46,7 @@ from aidanbench.services.chat import OpenAIChat
 from aidanbench.services.direct_post import DirectPost
 from aidanbench.services.embeddings import OpenAICompatibleEmbeddings
 from aidanbench.services.pricing import price_table
-from aidanbench.services.usage import ChatLedger, EmbeddingUsage, LedgerCallback
+from aidanbench.services.usage import LedgerCallback, RoleLedger
 
 
 def api_key(variable: str, role: str) -> SecretStr:
@@ -101,14 +101,14 @@ def http_pool(settings: Settings, transport: Transport, size: int) -> httpx2.Asy
     )
 
 
-def chat_ledger(
+def role_ledger(
     settings: Settings, book: UsageLedger | None, role: str, model: str, name: str
-) -> ChatLedger | None:
-    """Where a chat client records its requests in ``book`` (None: no ledger is kept):
+) -> RoleLedger | None:
+    """Where a role's client records its requests in ``book`` (None: no ledger is kept):
     under ``name`` (a variant's ``NAME@LABEL``), priced as ``model``, the name sent."""
     if book is None:
         return None
-    return ChatLedger(book, role, name, price_table(settings.prices_path), model)
+    return RoleLedger(book, role, name, price_table(settings.prices_path), model)
 
 
 def openai_client(
@@ -127,21 +127,23 @@ def openai_client(
 def chat_client(
     settings: Settings,
     pool: httpx2.AsyncClient,
-    kind: ChatKind,
-    role: str,
-    *,
-    temperature: float | None,
-    extra_body: dict[str, Any] | None = None,
-    name: str | None = None,
+    kind: ChatKind = "langchain",
     book: UsageLedger | None = None,
+    *,
+    role: str,
 ) -> BaseChatModel | OpenAIChat:
     """One chat role's client of ``kind`` for the role's endpoint (``Settings.endpoint``),
-    writing to the usage ledger ``book`` under ``name`` (default: the model asked for)
-    when one is kept."""
+    writing to the usage ledger ``book`` when one is kept. The model under test sends its
+    temperature and extra request fields (a variant's included) and its lines carry the
+    row's name (``Settings.model``); the judge sends no temperature unless one is set."""
     endpoint = settings.endpoint(role)
     base_url, model = endpoint.base_url, endpoint.model
     key = api_key(endpoint.key_env, role)
-    record = chat_ledger(settings, book, role, model, name or model)
+    temperature, extra_body, name = settings.judge_temperature, None, model
+    if role == "model":
+        temperature, extra_body = settings.temperature, settings.request_fields or None
+        name = settings.model
+    record = role_ledger(settings, book, role, model, name)
     if kind == "openai":
         client = openai_client(base_url, key, settings, pool)
         direct = DirectPost.of(client, pool)
@@ -151,16 +153,7 @@ def chat_client(
 
     callbacks: list[BaseCallbackHandler] | None = None
     if record is not None:
-        callbacks = [
-            LedgerCallback(
-                record.ledger,
-                role,
-                record.model,
-                record.prices,
-                priced_as=record.priced_as,
-                request_body=extra_body,
-            )
-        ]
+        callbacks = [LedgerCallback(record, extra_body)]
     return ReasoningChatOpenAI(
         callbacks=callbacks,
         model=model,
@@ -175,36 +168,11 @@ def chat_client(
     )
 
 
-def model_under_test(
-    settings: Settings,
-    pool: httpx2.AsyncClient,
-    kind: ChatKind = "langchain",
-    book: UsageLedger | None = None,
-) -> BaseChatModel | OpenAIChat:
-    """Chat client of the model under test, with its temperature and extra request fields
-    (a variant's included): it asks for ``provider_model``."""
-    return chat_client(
-        settings,
-        pool,
-        kind,
-        "model",
-        temperature=settings.temperature,
-        extra_body=settings.request_fields or None,
-        name=settings.model,
-        book=book,
-    )
+model_under_test = partial(chat_client, role="model")
+"""Chat client of the model under test (``chat_client``)."""
 
-
-def judge(
-    settings: Settings,
-    pool: httpx2.AsyncClient,
-    kind: ChatKind = "langchain",
-    book: UsageLedger | None = None,
-) -> BaseChatModel | OpenAIChat:
-    """Chat client of the judge; no temperature is sent unless one is set."""
-    return chat_client(
-        settings, pool, kind, "judge", temperature=settings.judge_temperature, book=book
-    )
+judge = partial(chat_client, role="judge")
+"""Chat client of the judge (``chat_client``)."""
 
 
 def embeddings(
@@ -222,9 +190,7 @@ def embeddings(
         return local_embeddings()
     key = api_key(endpoint.key_env, "embeddings")
     client = openai_client(endpoint.base_url, key, settings, pool)
-    usage = None
-    if book is not None:
-        price = price_table(settings.prices_path).price(settings.embedding_model)
-        usage = EmbeddingUsage(book, settings.embedding_model, price)
+    model = settings.embedding_model
+    usage = role_ledger(settings, book, "embeddings", model, model)
     direct = DirectPost.of(client, pool)
     return OpenAICompatibleEmbeddings(client, settings.embedding_model, usage, direct)

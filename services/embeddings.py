@@ -28,7 +28,7 @@ from langchain_core.embeddings import Embeddings
 
 from aidanbench.core.errors import MalformedReply
 from aidanbench.services.direct_post import DirectPost
-from aidanbench.services.usage import EmbeddingUsage
+from aidanbench.services.usage import RoleLedger, call_site, embedding_usage, text_tokens
 
 Vector = np.ndarray
 """One embedding as float32."""
@@ -96,15 +96,21 @@ def checked_vectors(
     """Each of ``count`` texts' vector from an embeddings reply (its JSON, or the OpenAI
     client's typed reply), or why it is unusable."""
     placed = place_by_index(field(reply, "data"), count)
-    checked = [check_vector(value) for value in placed]
+    return sized([check_vector(value) for value in placed], expected_size)
+
+
+def sized(
+    checked: list[tuple[Vector | None, str | None]], expected_size: int | None
+) -> list[tuple[Vector | None, str | None]]:
+    """``checked`` with each vector of another length than the common one
+    (``common_size``) refused."""
     size = common_size([v for v, _ in checked], expected_size)
-    out: list[tuple[Vector | None, str | None]] = []
-    for vector, reason in checked:
-        if vector is not None and vector.size != size:
-            out.append((None, f"vector of length {vector.size}, expected {size}"))
-        else:
-            out.append((vector, reason))
-    return out
+    return [
+        (None, f"vector of length {v.size}, expected {size}")
+        if v is not None and v.size != size
+        else (v, reason)
+        for v, reason in checked
+    ]
 
 
 def embed_all(
@@ -140,7 +146,7 @@ class OpenAICompatibleEmbeddings(Embeddings):
         self,
         client: openai.AsyncOpenAI,
         model: str,
-        usage: EmbeddingUsage | None = None,
+        usage: RoleLedger | None = None,
         direct: DirectPost | None = None,
     ) -> None:
         self.client = client
@@ -165,18 +171,20 @@ class OpenAICompatibleEmbeddings(Embeddings):
         self, texts: list[str], expected_size: int | None = None
     ) -> list[tuple[Vector | None, str | None]]:
         """One (vector, None) or (None, reason) per text, in the order of ``texts``."""
-        request = self.usage.sent(texts) if self.usage is not None else None
+        where = call_site(None)  # a batch serves many questions: no thread
+        usage = self.usage
+        request = None if usage is None else usage.sent(where, sum(map(text_tokens, texts)), 0)
         try:
             try:
                 reply = await self.create(texts)
             except (ValueError, LookupError, TypeError, AttributeError) as exc:
                 raise MalformedReply(f"unreadable embeddings reply ({type(exc).__name__})") from exc
         except BaseException as exc:
-            if self.usage is not None and request is not None:
-                self.usage.failed(request, exc)
+            if usage is not None and request is not None:
+                usage.failed(request, exc)
             raise
-        if self.usage is not None and request is not None:
-            self.usage.replied(field(reply, "usage"), request, texts)
+        if usage is not None:
+            usage.replied(embedding_usage(field(reply, "usage")), where, request, "".join(texts))
         return checked_vectors(reply, len(texts), expected_size)
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:

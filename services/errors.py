@@ -38,6 +38,13 @@ def is_recoverable(exc: BaseException) -> bool:
     return isinstance(exc, (openai.APIError, *OUR_FAILURES))
 
 
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status of an OpenAI client error (None for anything else)."""
+    import openai
+
+    return exc.status_code if isinstance(exc, openai.APIStatusError) else None
+
+
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 """4xx statuses worth another attempt (with every 5xx); any other 4xx is final."""
 

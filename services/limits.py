@@ -44,9 +44,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-import openai
-
-from aidanbench.services.errors import retry_after
+from aidanbench.services.errors import retry_after, status_of
 from aidanbench.services.lookahead import Withdrawn, withdraw
 from aidanbench.services.waits import WaitNow, Waits
 
@@ -74,9 +72,7 @@ DECREASE_FACTOR = 0.5
 
 def is_rate_limited(exc: BaseException) -> bool:
     """Whether ``exc`` is the endpoint asking for fewer requests (429 or ``Retry-After``)."""
-    return isinstance(exc, openai.APIStatusError) and (
-        exc.status_code == 429 or retry_after(exc) is not None
-    )
+    return status_of(exc) == 429 or retry_after(exc) is not None
 
 
 @dataclass(frozen=True)

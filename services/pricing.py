@@ -132,13 +132,6 @@ def parse_prices(data: Any, origin: str) -> dict[str, Price]:
     return out
 
 
-def bundled_document() -> dict[str, Any]:
-    """The bundled price document as stored."""
-    text = resources.files("aidanbench.services").joinpath(BUNDLED).read_text("utf-8")
-    data: dict[str, Any] = json.loads(text)
-    return data
-
-
 _tables: dict[str | None, PriceTable] = {}
 _lock = threading.Lock()
 
@@ -149,7 +142,8 @@ def price_table(override: str | Path | None = None) -> PriceTable:
     with _lock:
         if key in _tables:
             return _tables[key]
-    bundled = bundled_document()
+    text = resources.files("aidanbench.services").joinpath(BUNDLED).read_text("utf-8")
+    bundled = json.loads(text)
     models = parse_prices(bundled, BUNDLED)
     source = f"bundled list prices of {bundled.get('date')}"
     date = bundled.get("date")

@@ -25,20 +25,13 @@ from dataclasses import dataclass, field
 
 from aidanbench.core.errors import EndpointRefused, printable
 from aidanbench.core.settings import ROLE_NAMES, Settings, role_flag
-from aidanbench.services.errors import api_message, redact, short
+from aidanbench.services.errors import api_message, redact, short, status_of
 
 REFUSED_STATUSES = frozenset({401, 403, 404})
 """Statuses that refuse a role whatever the request."""
 
 Probe = Callable[[], Awaitable[object]]
 """One content-free request of a role (raises what the endpoint answered)."""
-
-
-def status_of(exc: BaseException) -> int | None:
-    """The HTTP status of an OpenAI client error (None for anything else)."""
-    import openai
-
-    return exc.status_code if isinstance(exc, openai.APIStatusError) else None
 
 
 @dataclass

@@ -253,20 +253,6 @@ def key_values(settings: Settings) -> list[str]:
 ServicesFactory = Callable[[Settings], Services]
 """What a graph builder takes to reach models: settings in, services out."""
 
-_caches: dict[Path, ScoreCache] = {}
-_caches_lock = threading.Lock()
-
-
-def shared_cache(path: str | Path) -> ScoreCache:
-    """One ``ScoreCache`` per file and process, for test factories (``testing.fakes``)
-    that have no owner to close it; ``OpenAIServices`` owns its caches instead."""
-    key = Path(path).resolve()
-    with _caches_lock:
-        if key not in _caches:
-            _caches[key] = ScoreCache(key)
-        return _caches[key]
-
-
 OPEN_FILES_RESERVE = 256
 """Open files kept back from connections: the checkpoint and cache databases, output
 files, the server's sockets, whatever a parent process embedding the graph holds."""
@@ -542,6 +528,12 @@ default_services = OpenAIServices(cache_bytes=DEFAULT_CACHE_BYTES)
 """The factory graphs use unless given another (Studio, ``langgraph dev``, a parent
 graph): httpx pools, nothing to close, an in-memory cache bounded by
 ``DEFAULT_CACHE_BYTES``."""
+
+
+shared_cache = OpenAIServices().cache
+"""One ``ScoreCache`` per file and process, for test factories (``testing.fakes``) that
+have no owner to close it: the caches of a factory that builds nothing and is never
+closed."""
 
 
 def with_policy(shared: Services, policy: ChatClient) -> Services:

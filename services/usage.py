@@ -1,29 +1,14 @@
-"""What every request actually cost, kept apart from the checkpoints: the usage ledger.
+"""What goes in the usage ledger's lines (``record.usage`` keeps, appends and sums them):
+what a request can cost at most, and what its reply cost (``usage_line``, the one place
+a reply is priced).
 
-The answers' records say what each *recorded* answer cost. They cannot say what a run
-spent: a call whose reply arrived just before a crash is made again after it, a 5xx is
-retried, and neither leaves a trace in the state. The ledger does. Every chat request
-writes one ``sent`` line before it goes out (so a request the server saw is counted
-even when the process dies before the reply) and one ``usage`` line when its reply
-arrives, with the tokens the provider reported and the dollars; embedding requests do
-the same. The lines, how they are appended (so a SIGKILL loses none) and their totals
-are ``record.usage``'s (with the run's budget, ``UsageLedger``); this module decides
-what goes in them: what a request can cost at most, and what its reply cost
-(``usage_line``, the one place a reply is priced).
-
-Every request is one of three things, and totals say how many of each:
-
-- **replied**: a ``usage`` line. A reply without usage (no ``usage`` object, or nulls in
-  it, as several OpenAI-compatible servers send) has *unknown* tokens and dollars
-  (``null``), never 0, and is counted under ``without_usage``; its line also carries an
-  estimate (``estimated_*``: tokens as UTF-8 bytes of the prompt and of the reply, which
-  bounds any byte-level BPE tokenizer's count of the same text) for the budget.
-- **refused**: a ``refused`` line, an HTTP error status (429, 5xx, 4xx): not billed.
-- **unrecorded**: a ``sent`` line with neither, because the process died with it in
-  flight, it timed out, the connection dropped or its reply could not be read. A
-  provider may bill it, so its ``sent`` line carries an upper bound (``bound_usd``: the
-  prompt's UTF-8 bytes as input tokens, and the request's ``max_tokens`` or
-  ``OUTPUT_TOKENS_BOUND`` as output).
+A reply without usage (no ``usage`` object, or nulls in it, as several OpenAI-compatible
+servers send) has *unknown* tokens and dollars (``null``), never 0; its line also
+carries an estimate (``estimated_*``: tokens as UTF-8 bytes of the prompt and of the
+reply, which bounds any byte-level BPE tokenizer's count of the same text) for the
+budget. A request sent bounds its cost on its ``sent`` line (``bound_usd``: the prompt's
+UTF-8 bytes as input tokens, and the request's ``max_tokens`` or ``OUTPUT_TOKENS_BOUND``
+as output), which counts if it is never answered.
 """
 
 from __future__ import annotations
@@ -39,6 +24,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import LLMResult
 
 from aidanbench.record.usage import TOKEN_FIELDS, UsageLedger
+from aidanbench.services.errors import status_of
 from aidanbench.services.pricing import Price, PriceTable
 
 MESSAGE_TOKENS = 8
@@ -189,16 +175,14 @@ def usage_metadata(usage: Mapping[str, Any]) -> dict[str, Any]:
     """LangChain's ``usage_metadata`` of an OpenAI ``usage`` object, as langchain-openai
     maps it; ``services.chat`` builds its replies with it (``reply_usage`` reads the raw
     object, which keeps unknown counts unknown)."""
-    inputs = usage.get("prompt_tokens_details") or {}
-    outputs = usage.get("completion_tokens_details") or {}
-    input_tokens = _int(usage.get("prompt_tokens")) or 0
-    output_tokens = _int(usage.get("completion_tokens")) or 0
+    read = raw_usage(dict(usage))
+    input_tokens, output_tokens = read.input_tokens or 0, read.output_tokens or 0
     return {
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "total_tokens": _int(usage.get("total_tokens")) or input_tokens + output_tokens,
-        "input_token_details": {"cache_read": _int(inputs.get("cached_tokens")) or 0},
-        "output_token_details": {"reasoning": _int(outputs.get("reasoning_tokens")) or 0},
+        "input_token_details": {"cache_read": read.cached_input_tokens or 0},
+        "output_token_details": {"reasoning": read.reasoning_tokens or 0},
     }
 
 
@@ -263,12 +247,6 @@ def call_site(metadata: dict[str, Any] | None) -> dict[str, Any]:
     return {"thread": metadata.get("thread_id"), "node": metadata.get("langgraph_node")}
 
 
-def error_status(error: BaseException) -> int | None:
-    """The HTTP status an error carries (the OpenAI client's ``status_code``), if any."""
-    status = getattr(error, "status_code", None)
-    return status if isinstance(status, int) else None
-
-
 def message_text(messages: list[list[BaseMessage]]) -> str:
     """The text of a chat request's messages, for estimates of its tokens."""
     return "".join(
@@ -279,10 +257,11 @@ def message_text(messages: list[list[BaseMessage]]) -> str:
 
 
 @dataclass(frozen=True)
-class ChatLedger:
-    """Where one chat client's requests are recorded, and the prices they are charged at
-    (the served model's: ``PriceTable.served_price``): what ``OpenAIChat`` and
-    ``LedgerCallback`` (for ``ChatOpenAI``) write each attempt with."""
+class RoleLedger:
+    """Where one role's client records its requests, and the prices they are charged at
+    (the served model's: ``PriceTable.served_price``): what ``OpenAIChat``,
+    ``LedgerCallback`` (for ``ChatOpenAI``) and ``OpenAICompatibleEmbeddings`` write
+    each attempt with."""
 
     ledger: UsageLedger
     role: str
@@ -298,57 +277,62 @@ class ChatLedger:
         """The model asked for, as the price table names it."""
         return self.priced_as or self.model
 
-    @property
-    def price(self) -> Price | None:
-        """The asked model's price (what bounds a request before its reply names what
-        served)."""
-        return self.prices.price(self.asked)
-
-    def served_price(self, served: str | None) -> Price | None:
-        """The price of a reply served by ``served`` (``PriceTable.served_price``)."""
-        return self.prices.served_price(self.asked, served)
-
-    def sent(self, where: dict[str, Any], prompt: str, output_tokens: int) -> str:
-        """Record a request for ``prompt`` as sent; its id, for ``replied`` or ``failed``."""
-        tokens = prompt_tokens(prompt)
+    def sent(self, where: Mapping[str, Any], input_tokens: int, output_tokens: int) -> str:
+        """Record a request billable at most these tokens as sent (its bound priced as
+        the asked model, before a reply names what served); its id, for ``replied`` or
+        ``failed``."""
+        price = self.prices.price(self.asked)
         return self.ledger.sent(
             self.role,
             self.model,
             where,
-            input_tokens=tokens,
+            input_tokens=input_tokens,
             output_tokens=output_tokens,
-            bound_usd=bound(self.price, tokens, output_tokens),
+            bound_usd=bound(price, input_tokens, output_tokens),
         )
 
     def replied(
         self,
-        message: AIMessage,
         usage: Usage,
-        where: dict[str, Any],
+        where: Mapping[str, Any],
         request: str | None,
         prompt: str,
-    ) -> None:
-        """Record the reply ``message`` to request ``request`` with its ``usage``, priced
-        as the model that served it; the line is left on the message (``PRICED``)."""
-        served = served_model(message)
+        reply: str = "",
+        served: str | None = None,
+    ) -> dict[str, Any]:
+        """Record the reply to request ``request`` with its ``usage``, priced as the model
+        that ``served`` it; the line written."""
         line = usage_line(
             self.role,
             self.model,
             usage,
-            self.served_price(served),
+            self.prices.served_price(self.asked, served),
             where,
             priced_as=self.priced_as,
             served=served,
             request=request,
             prompt=prompt,
-            reply=reply_text(message),
+            reply=reply,
         )
         self.ledger.write(line)
+        return line
+
+    def replied_chat(
+        self,
+        message: AIMessage,
+        usage: Usage,
+        where: Mapping[str, Any],
+        request: str | None,
+        prompt: str,
+    ) -> None:
+        """Record the chat reply ``message``; the line is left on the message (``PRICED``)."""
+        served = served_model(message)
+        line = self.replied(usage, where, request, prompt, reply_text(message), served)
         message.response_metadata[PRICED] = line
 
     def failed(self, request: str, error: BaseException) -> None:
         """Record that request ``request`` failed with ``error``."""
-        self.ledger.failed(self.role, self.model, request, error_status(error))
+        self.ledger.failed(self.role, self.model, request, status_of(error))
 
 
 class LedgerCallback(AsyncCallbackHandler):
@@ -360,16 +344,8 @@ class LedgerCallback(AsyncCallbackHandler):
 
     run_inline = True
 
-    def __init__(
-        self,
-        ledger: UsageLedger,
-        role: str,
-        model: str,
-        prices: PriceTable,
-        priced_as: str | None = None,
-        request_body: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.record = ChatLedger(ledger, role, model, prices, priced_as)
+    def __init__(self, record: RoleLedger, request_body: Mapping[str, Any] | None = None) -> None:
+        self.record = record
         self.output_bound = output_bound(request_body)
         self._where: dict[UUID, tuple[dict[str, Any], str, str]] = {}
 
@@ -386,7 +362,7 @@ class LedgerCallback(AsyncCallbackHandler):
     ) -> None:
         where = call_site(metadata)
         prompt = message_text(messages)
-        request = self.record.sent(where, prompt, self.output_bound)
+        request = self.record.sent(where, prompt_tokens(prompt), self.output_bound)
         self._where[run_id] = (where, request, prompt)
 
     async def on_llm_end(
@@ -407,7 +383,7 @@ class LedgerCallback(AsyncCallbackHandler):
                     if usage.provider_cost is None:
                         raw = (response.llm_output or {}).get("token_usage")
                         usage = replace(usage, provider_cost=_cost(raw))
-                    self.record.replied(message, usage, where, request, prompt)
+                    self.record.replied_chat(message, usage, where, request, prompt)
                     return
 
     async def on_llm_error(
@@ -424,47 +400,10 @@ class LedgerCallback(AsyncCallbackHandler):
             self.record.failed(found[1], error)
 
 
-@dataclass
-class EmbeddingUsage:
-    """Records an embeddings client's requests in the ledger (a batch serves many
-    questions, so these lines name no thread)."""
-
-    ledger: UsageLedger
-    model: str
-    price: Price | None
-
-    def sent(self, texts: list[str]) -> str:
-        """A request for ``texts`` is about to go out; its id."""
-        where = {"thread": None, "node": None}
-        tokens = sum(text_tokens(t) for t in texts)
-        return self.ledger.sent(
-            "embeddings",
-            self.model,
-            where,
-            input_tokens=tokens,
-            output_tokens=0,
-            bound_usd=bound(self.price, tokens, 0),
-        )
-
-    def replied(self, raw: Any, request: str, texts: list[str]) -> None:
-        """Its reply arrived, with this ``usage`` object (an embedding has no output)."""
-        where = {"thread": None, "node": None}
-        usage = raw_usage(raw)
-        if usage.input_tokens is not None and usage.output_tokens is None:
-            usage = replace(usage, output_tokens=0)
-        self.ledger.write(
-            usage_line(
-                "embeddings",
-                self.model,
-                usage,
-                self.price,
-                where,
-                request=request,
-                prompt="".join(texts),
-                reply="",
-            )
-        )
-
-    def failed(self, request: str, error: BaseException) -> None:
-        """It ended without a usable reply."""
-        self.ledger.failed("embeddings", self.model, request, error_status(error))
+def embedding_usage(raw: Any) -> Usage:
+    """The usage of an embeddings reply's ``usage`` object: an embedding has no output,
+    so reported input tokens make its output tokens 0."""
+    usage = raw_usage(raw)
+    if usage.input_tokens is not None and usage.output_tokens is None:
+        usage = replace(usage, output_tokens=0)
+    return usage

@@ -18,7 +18,7 @@ import pytest
 from aidanbench.core.settings import Settings
 from aidanbench.record.lines import QuestionLine
 from aidanbench.record.recorder import RunLines
-from aidanbench.record.usage import UsageLedger
+from aidanbench.record.usage import UsageLedger, summarise_ledger
 from aidanbench.runner import workers
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.tasks import Task
@@ -95,6 +95,35 @@ def test_each_ledger_counts_what_the_others_spent(tmp_path: Path) -> None:
     other.failed("model", "m", failed, None)
     one.catch_up()
     assert one.spent == pytest.approx(other.spent), "a failed request counts at its bound"
+
+
+def test_a_reopened_ledger_counts_what_earlier_sessions_spent(tmp_path: Path) -> None:
+    path = tmp_path / "usage.jsonl"
+    price = Price(input=1.0, cached_input=None, output=1.0)
+    where = {"thread": "t", "node": "generate"}
+    earlier = UsageLedger(path)
+
+    def sent(tokens: int) -> str:
+        return earlier.sent(
+            "model",
+            "m",
+            where,
+            input_tokens=tokens,
+            output_tokens=0,
+            bound_usd=bound(price, tokens, 0),
+        )
+
+    replied = sent(10)
+    earlier.write(
+        usage_line("model", "m", Usage(1_000_000, None, 0), price, where, request=replied)
+    )
+    earlier.failed("model", "m", sent(250_000), None)
+    earlier.failed("model", "m", sent(400_000), 429)
+    sent(2_000_000)  # in flight when the session died
+    earlier.close()
+    reopened = UsageLedger(path)
+    assert reopened.spent == pytest.approx(1.0 + 0.25 + 2.0), "refused requests are not billed"
+    assert reopened.spent == pytest.approx(summarise_ledger(path).dollars_bound)
 
 
 def _line(task: Task, stop: str = "novelty") -> QuestionLine:
