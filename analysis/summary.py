@@ -395,8 +395,23 @@ def summarise(results: Sequence[QuestionResult], reward_mode: str = "count") -> 
     return [summarise_group(lines, reward_mode) for lines in group_results(results).values()]
 
 
-def _line_key(result: QuestionResult) -> tuple[str, float, int]:
-    return result.question, result.temperature, result.repeat
+PairKey = tuple[str, float, int]
+"""(question, temperature, repeat): the lines of two models that a comparison pairs."""
+
+
+def _lines_of(results: Sequence[QuestionResult], model: str) -> dict[PairKey, QuestionResult]:
+    return {(r.question, r.temperature, r.repeat): r for r in results if r.model == model}
+
+
+def _finished_pairs(
+    lines_a: dict[PairKey, QuestionResult], lines_b: dict[PairKey, QuestionResult]
+) -> dict[PairKey, tuple[QuestionResult, QuestionResult]]:
+    """Matched lines both models finished, in A's order."""
+    return {
+        key: (a, b)
+        for key, a in lines_a.items()
+        if (b := lines_b.get(key)) is not None and a.finished and b.finished
+    }
 
 
 def paired_comparison(
@@ -416,13 +431,12 @@ def paired_comparison(
     for name in (model_a, model_b):
         if name not in models:
             raise ValueError(f"model {name!r} not in results (have: {', '.join(sorted(models))})")
-    lines_a = {_line_key(r): r for r in results if r.model == model_a}
-    lines_b = {_line_key(r): r for r in results if r.model == model_b}
+    lines_a, lines_b = _lines_of(results, model_a), _lines_of(results, model_b)
     matched = [key for key in lines_a if key in lines_b]
-    pairs = [key for key in matched if lines_a[key].finished and lines_b[key].finished]
+    pairs = _finished_pairs(lines_a, lines_b)
     differences = question_differences(results, model_a, model_b, reward_mode)
-    score_a = sum(line_reward(lines_a[key], reward_mode) for key in pairs)
-    score_b = sum(line_reward(lines_b[key], reward_mode) for key in pairs)
+    score_a = sum(line_reward(a, reward_mode) for a, _ in pairs.values())
+    score_b = sum(line_reward(b, reward_mode) for _, b in pairs.values())
     return PairedComparison(
         model_a=model_a,
         model_b=model_b,
@@ -445,14 +459,11 @@ def question_differences(
     """Score of A minus B per question, over the lines both finished (``paired_comparison``'s
     resampling units), in order of first appearance; questions without such a line are absent.
     """
-    lines_a = {_line_key(r): r for r in results if r.model == model_a}
-    lines_b = {_line_key(r): r for r in results if r.model == model_b}
+    pairs = _finished_pairs(_lines_of(results, model_a), _lines_of(results, model_b))
     differences: dict[str, float] = {}
-    for key, a in lines_a.items():
-        b = lines_b.get(key)
-        if b is not None and a.finished and b.finished:
-            change = line_reward(a, reward_mode) - line_reward(b, reward_mode)
-            differences[key[0]] = differences.get(key[0], 0) + change
+    for (question, _, _), (a, b) in pairs.items():
+        change = line_reward(a, reward_mode) - line_reward(b, reward_mode)
+        differences[question] = differences.get(question, 0) + change
     return differences
 
 
