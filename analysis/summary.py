@@ -34,7 +34,6 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from aidanbench.analysis.cost import score_text, tokens_text
 from aidanbench.analysis.environment_metrics import answer_means
 from aidanbench.analysis.judge_noise import (
     JudgeNoise,
@@ -43,7 +42,7 @@ from aidanbench.analysis.judge_noise import (
     judge_panel,
     unreadable_of,
 )
-from aidanbench.analysis.tables import Column, fitted_tables
+from aidanbench.analysis.tables import Column, fitted_tables, score_text, tokens_text
 from aidanbench.core.errors import printable
 from aidanbench.core.scores import SCORES
 from aidanbench.core.settings import REFERENCE_JUDGE
