@@ -99,9 +99,8 @@ def read_run_cost(path: str | Path) -> RunCost:
     if not run_dir.is_dir():
         return RunCost(None)
     metadata = read_metadata(run_dir)
-    if metadata is not None and metadata.usage is not None:
-        return run_cost(metadata, [])
-    return run_cost(metadata, read_results(run_dir))
+    ledger = metadata is not None and metadata.usage is not None
+    return run_cost(metadata, [] if ledger else read_results(run_dir))
 
 
 def question_fields(

@@ -581,10 +581,6 @@ def _number(value: float | None, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
-def _count(value: int | None) -> str:
-    return "–" if value is None else str(value)
-
-
 TRUNCATION = (
     "cut by the token limit (finish_reason length) and scored as they came, as the "
     "benchmark scores the text it gets"
@@ -711,7 +707,9 @@ def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
             )
         )
     if any(row.truncated_answers for row in rows):
-        columns.append(Column("cut by\nlimit", [_count(row.truncated_answers) for row in rows]))
+        columns.append(
+            Column("cut by\nlimit", [_number(row.truncated_answers, "d") for row in rows])
+        )
     columns.append(
         Column("stop reasons", [_stops(row.stop_reasons) for row in rows], "left", wraps=True)
     )
