@@ -1,13 +1,13 @@
 """What a run cost, for ``report``, ``plot`` and the live table, and censored scores.
 
 Two families of figures, each computed in one place: what the *recorded* answers and
-discarded look-aheads of each (model, temperature) cost, ``record.results.totals`` of its
-question lines (the figure the live table, the summary, the HTML and the charts show
-too), and what the run *sent*, the ledger's totals in ``metadata.json``
-(``services.usage.summarise_ledger``: every request across sessions, redone and retried
-calls and embeddings included, with those left unrecorded). A figure with an unknown
-part is ``unknown`` (``null`` in JSON), never 0, and the models without a price or
-without usage are listed.
+discarded look-aheads of each (model, temperature) cost, its summary row's
+(``record.results.totals`` of its question lines: the figure the live table, the summary,
+the HTML and the charts show too), and what the run *sent*, the ledger's totals in
+``metadata.json`` (``services.usage.summarise_ledger``: every request across sessions,
+redone and retried calls and embeddings included, with those left unrecorded). A figure
+with an unknown part is ``unknown`` (``null`` in JSON), never 0, and the models without a
+price or without usage are listed.
 
 A question stopped by a cap is *censored*: its score is a lower bound, shown ``≥ n``.
 Totals and means count it at its observed score, so a model's total with a censored
@@ -21,14 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aidanbench.analysis.summary import SummaryRow, summarise
+from aidanbench.analysis.tables import dollars_text, score_text, tokens_text
 from aidanbench.core.errors import printable
 from aidanbench.core.vocabulary import is_censored
 from aidanbench.record.metadata import Metadata, read_metadata
-from aidanbench.record.results import QuestionResult, read_results, totals
+from aidanbench.record.results import QuestionResult, read_results
 from aidanbench.record.usage import LedgerSummary
-
-UNKNOWN = "unknown"
-"""How an unknown dollar figure is printed."""
 
 CENSORING = (
     "questions stopped by a cap (budget, max_question_cost, max_question_seconds) are "
@@ -38,58 +37,25 @@ CENSORING = (
 """How statistics treat censored questions, printed with them."""
 
 
-def dollars_text(value: float | None) -> str:
-    """``$0.0123`` or ``unknown``."""
-    if value is None:
-        return UNKNOWN
-    return f"${value:,.4f}" if value < 100 else f"${value:,.2f}"
-
-
-def tokens_text(value: int | None) -> str:
-    """``12,345`` or ``unknown``."""
-    return UNKNOWN if value is None else f"{value:,}"
-
-
-def score_text(score: int | float | str, lower_bound: bool) -> str:
-    """A score, as a lower bound (``≥ 12``) when one of its questions did not finish
-    (``QuestionResult.lower_bound``)."""
-    return f"≥ {score}" if lower_bound else f"{score}"
-
-
 def line_key(result: QuestionResult) -> tuple[str, float, str, int]:
     """(model, temperature, question, repeat) of a question line."""
     return result.model, result.temperature, result.question, result.repeat
 
 
-def model_costs(
-    results: Iterable[QuestionResult],
-) -> dict[tuple[str, float], dict[str, Any]]:
-    """Per (model, temperature): dollars (in all and per repeat), score (the headline: a
-    mean per repeat with repeats), censored questions, dollars per valid answer and
-    requests without usage, all from ``record.results.totals`` of its lines."""
-    groups: dict[tuple[str, float], list[QuestionResult]] = {}
-    for result in results:
-        groups.setdefault((result.model, result.temperature), []).append(result)
-    rows: dict[tuple[str, float], dict[str, Any]] = {}
-    for key, lines in groups.items():
-        counted = totals(lines)
-        censored = sum(1 for line in lines if is_censored(line.stop_reason))
-        dollars = counted.dollars
-        rows[key] = {
-            "dollars": dollars,
-            "repeats": counted.repeats,
-            "dollars_per_repeat": None if dollars is None else dollars / counted.repeats,
-            "score": counted.repeat_mean_score,
-            "questions": counted.lines,
-            "censored": censored,
-            "answers": counted.answers,
-            "usage_missing": counted.usage_missing,
-            "dollars_per_valid_answer": (
-                None if dollars is None or not counted.score else dollars / counted.score
-            ),
-            "score_is_lower_bound": counted.finished < counted.lines,
-        }
-    return rows
+def per_repeat(row: SummaryRow) -> float | None:
+    """Dollars of one repeat (the mean over repeats); None when unknown."""
+    return None if row.cost_usd is None else row.cost_usd / row.repeats
+
+
+def per_valid_answer(row: SummaryRow) -> float | None:
+    """Dollars per valid answer over all the row's repeats; None when unknown or none."""
+    valid = sum(row.repeat_scores)
+    return None if row.cost_usd is None or not valid else row.cost_usd / valid
+
+
+def censored(row: SummaryRow) -> int:
+    """The row's question lines a cap stopped (their scores are lower bounds)."""
+    return sum(n for reason, n in row.stop_reasons.items() if is_censored(reason))
 
 
 def recorded(results: Iterable[QuestionResult]) -> list[QuestionResult]:
@@ -133,9 +99,8 @@ def read_run_cost(path: str | Path) -> RunCost:
     if not run_dir.is_dir():
         return RunCost(None)
     metadata = read_metadata(run_dir)
-    if metadata is not None and metadata.usage is not None:
-        return run_cost(metadata, [])
-    return run_cost(metadata, read_results(run_dir))
+    ledger = metadata is not None and metadata.usage is not None
+    return run_cost(metadata, [] if ledger else read_results(run_dir))
 
 
 def question_fields(
@@ -155,14 +120,14 @@ def question_fields(
 def run_fields(results: Iterable[QuestionResult]) -> dict[tuple[str, float], dict[str, Any]]:
     """``report --json``'s cost keys of each run (model and temperature) of a run directory."""
     return {
-        key: {
-            "cost_usd": row["dollars"],
-            "dollars_per_valid_answer": row["dollars_per_valid_answer"],
-            "usage_missing": row["usage_missing"],
-            "censored_questions": row["censored"],
-            "score_is_lower_bound": row["score_is_lower_bound"],
+        (row.model, row.temperature): {
+            "cost_usd": row.cost_usd,
+            "dollars_per_valid_answer": per_valid_answer(row),
+            "usage_missing": row.usage_missing,
+            "censored_questions": censored(row),
+            "score_is_lower_bound": row.lower_bound,
         }
-        for key, row in model_costs(recorded(results)).items()
+        for row in summarise(recorded(results))
     }
 
 
@@ -266,20 +231,20 @@ def cost_lines(results: Sequence[QuestionResult], runs: Sequence[RunCost]) -> li
     if not lines:
         return []
     out = ["", "Cost of the chat requests (recorded answers and discarded look-aheads, per model):"]
-    for (model, temperature), row in model_costs(lines).items():
-        score = score_text(f"{row['score']:g}", row["score_is_lower_bound"])
-        spent = dollars_text(row["dollars"])
-        if row["repeats"] > 1:
-            spent += f" for {row['repeats']} repeats, {dollars_text(row['dollars_per_repeat'])}"
+    for row in summarise(lines):
+        score = score_text(f"{row.score:g}", row.lower_bound)
+        spent = dollars_text(row.cost_usd)
+        if row.repeats > 1:
+            spent += f" for {row.repeats} repeats, {dollars_text(per_repeat(row))}"
             score = f"per repeat for mean score {score}"
         else:
             score = f"for score {score}"
         text = (
-            f"  {printable(model)} @ {temperature:g}: {spent} {score} "
-            f"({dollars_text(row['dollars_per_valid_answer'])} per valid answer)"
+            f"  {printable(row.model)} @ {row.temperature:g}: {spent} {score} "
+            f"({dollars_text(per_valid_answer(row))} per valid answer)"
         )
-        if row["usage_missing"]:
-            text += f"; {row['usage_missing']} requests without usage"
+        if row.usage_missing:
+            text += f"; {row.usage_missing} requests without usage"
         out.append(text)
     usage = cost_payload(runs)["sent"]
     if usage is not None:

@@ -7,33 +7,49 @@ lines: the figure ``vf-eval`` prints as that metric's average over rollouts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from statistics import fmean
 from typing import Any
 
 from aidanbench.core.metric_names import ENVIRONMENT_METRICS, environment_aliases
+from aidanbench.core.scores import SCORES
+from aidanbench.record.lines import AnswerLine
 from aidanbench.record.results import QuestionResult
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return fmean(values) if values else None
+def _mean(
+    values: Sequence[float], average: Callable[[Sequence[float]], Any] = fmean
+) -> float | None:
+    return float(average(values)) if values else None
+
+
+def answer_means(
+    answers: Iterable[AnswerLine], average: Callable[[Sequence[float]], Any] = fmean
+) -> dict[str, float | None]:
+    """``mean_<score>`` of each declared score (``core.scores``) over the valid answers, and
+    ``format_adherence`` over the answers whose tag use was recorded (None for results files
+    in the original schema, which do not record it): a line's figures and a run's alike.
+
+    ``average`` is the summary's ``numpy.mean`` (pairwise summation), whose last digits its
+    JSON has always carried; a line's means use ``statistics.fmean``."""
+    answers = list(answers)
+    valid = [a for a in answers if a.valid]
+    means = {
+        f"mean_{score.name}": _mean(
+            [v for a in valid if (v := score.value(a)) is not None], average
+        )
+        for score in SCORES
+    }
+    tags = [float(a.used_answer_tag) for a in answers if a.used_answer_tag is not None]
+    return {**means, "format_adherence": _mean(tags, average)}
 
 
 def line_metrics(result: QuestionResult, reward_mode: str = "count") -> dict[str, Any]:
-    """The line's metrics as the question graph computes them, with the environment's names.
-
-    Means are over valid answers; format adherence over answers whose tag use was
-    recorded (None for results files in the original schema, which do not record it).
-    """
-    valid = [a for a in result.answers if a.valid]
-    tags = [float(a.used_answer_tag) for a in result.answers if a.used_answer_tag is not None]
+    """The line's metrics as the question graph computes them, with the environment's names."""
     ours = {
         "score": result.score,
         "novelty_sum": result.novelty_sum,
-        "mean_coherence": _mean([a.coherence for a in valid if a.coherence is not None]),
-        "mean_novelty": _mean([a.novelty for a in valid if a.novelty is not None]),
-        "mean_llm_novelty": _mean([a.llm_novelty for a in valid if a.llm_novelty is not None]),
-        "format_adherence": _mean(tags),
+        **answer_means(result.answers),
     }
     return {**ours, **environment_aliases(ours, reward_mode)}
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
@@ -329,15 +330,16 @@ def question_usage(
 def _dollars(
     roles: dict[str, RoleTokens], model: str, plan: PlannedRun, prices: PriceTable
 ) -> float | None:
-    total: float | None = 0.0
     names = {"model": plan.settings_of(model).provider_model}
     names |= {"judge": plan.settings.judge_model, "similarity": plan.settings.judge_model}
     names["embeddings"] = plan.settings.embedding_model
+    costs = []
     for role, usage in roles.items():
         price = prices.price(names[role])
-        cost = None if price is None else price.dollars(int(usage.input), 0, int(usage.output))
-        total = add_dollars(total, cost)
-    return total
+        costs.append(
+            None if price is None else price.dollars(int(usage.input), 0, int(usage.output))
+        )
+    return _sum_dollars(costs)
 
 
 def estimate(plan: PlannedRun, counts: AnswerCounts, prices: PriceTable) -> dict[str, Any]:
@@ -402,7 +404,5 @@ def estimate(plan: PlannedRun, counts: AnswerCounts, prices: PriceTable) -> dict
 
 
 def _sum_dollars(values: Sequence[float | None]) -> float | None:
-    total: float | None = 0.0
-    for value in values:
-        total = add_dollars(total, value)
-    return total
+    start: float | None = 0.0
+    return reduce(add_dollars, values, start)

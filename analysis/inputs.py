@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from aidanbench.analysis.cost import line_key
 from aidanbench.analysis.summary import REWARD_MODES
 from aidanbench.core.settings import Settings, token_limit_field
 from aidanbench.core.thresholds import Thresholds
@@ -77,16 +78,12 @@ def _names(inputs: Sequence[Input]) -> list[str]:
     return short if len(set(short)) == len(short) else [str(i.path) for i in inputs]
 
 
-def _line_key(result: QuestionResult) -> tuple[str, float, str, int]:
-    return result.model, result.temperature, result.question, result.repeat
-
-
 def combine(inputs: Sequence[Input]) -> list[QuestionResult]:
     """Every input's lines in input order, models that clash named after their input."""
     owners: dict[tuple[str, float, str, int], set[int]] = {}
     for n, source in enumerate(inputs):
         for result in source.results:
-            owners.setdefault(_line_key(result), set()).add(n)
+            owners.setdefault(line_key(result), set()).add(n)
     clashing = {(key[0], key[1]) for key, found in owners.items() if len(found) > 1}
     names = _names(inputs)
     combined: list[QuestionResult] = []
@@ -102,17 +99,12 @@ def reward_mode(inputs: Sequence[Input], chosen: str | None = None) -> tuple[str
     """The reward mode to report in, and a warning when the inputs disagree.
 
     ``chosen`` (``--reward-mode``) wins; otherwise the mode the runs recorded, ``count``
-    when none did or when they differ.
+    when none did or when they differ. The inputs' own notes come first.
     """
     spelled = [note for i in inputs for note in i.notes]
-    mode, notes = _reward_mode(inputs, chosen)
-    return mode, [*spelled, *notes]
-
-
-def _reward_mode(inputs: Sequence[Input], chosen: str | None) -> tuple[str, list[str]]:
     recorded = {i.reward_mode for i in inputs if i.reward_mode is not None}
     if chosen is not None:
-        return chosen, []
+        return chosen, spelled
     if len(recorded) > 1:
         named = list(zip(_names(inputs), inputs, strict=True))
         detail = "; ".join(
@@ -120,7 +112,8 @@ def _reward_mode(inputs: Sequence[Input], chosen: str | None) -> tuple[str, list
             for mode in sorted(recorded)
         )
         return DEFAULT_REWARD_MODE, [
+            *spelled,
             f"inputs were run with different reward modes ({detail}); reporting "
-            f"{DEFAULT_REWARD_MODE}, choose with --reward-mode"
+            f"{DEFAULT_REWARD_MODE}, choose with --reward-mode",
         ]
-    return (recorded.pop() if recorded else DEFAULT_REWARD_MODE), []
+    return (recorded.pop() if recorded else DEFAULT_REWARD_MODE), spelled

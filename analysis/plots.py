@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from aidanbench.analysis.cost import model_costs, recorded, score_text
+from aidanbench.analysis.cost import per_repeat, recorded, score_text
 from aidanbench.analysis.summary import (
     UNFINISHED,
     GroupKey,
@@ -494,11 +494,11 @@ def cost_score_points(
     """(label, dollars, score, lower bound) per model with a known cost, for the chart:
     with repeats, the dollars of one repeat against the mean score per repeat."""
     points = []
-    for (model, temperature), row in model_costs(recorded(results)).items():
-        if row["dollars"] is not None:
-            label = f"{model} @ {temperature:g}"
-            dollars, score = row["dollars_per_repeat"], row["score"]
-            points.append((label, dollars, score, row["score_is_lower_bound"]))
+    for row in summarise(recorded(results)):
+        dollars = per_repeat(row)
+        if dollars is not None:
+            label = f"{row.model} @ {row.temperature:g}"
+            points.append((label, dollars, row.score, row.lower_bound))
     return points
 
 

@@ -34,7 +34,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from aidanbench.analysis.cost import score_text, tokens_text
+from aidanbench.analysis.environment_metrics import answer_means
 from aidanbench.analysis.judge_noise import (
     JudgeNoise,
     JudgePanel,
@@ -42,8 +42,9 @@ from aidanbench.analysis.judge_noise import (
     judge_panel,
     unreadable_of,
 )
-from aidanbench.analysis.tables import Column, fitted_tables
+from aidanbench.analysis.tables import Column, fitted_tables, score_text, tokens_text
 from aidanbench.core.errors import printable
+from aidanbench.core.scores import SCORES
 from aidanbench.core.settings import REFERENCE_JUDGE
 from aidanbench.core.thresholds import COHERENCE_THRESHOLD, Thresholds
 from aidanbench.record.results import UNFINISHED as UNFINISHED
@@ -272,10 +273,6 @@ def group_label(model: str, temperature: float, temperatures: int) -> str:
     return model if temperatures == 1 else f"{model} @ {temperature:g}"
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return float(np.mean(values)) if values else None
-
-
 def _shared(values: Iterable[Any]) -> Any:
     distinct = set(values)
     return distinct.pop() if len(distinct) == 1 else None
@@ -326,10 +323,6 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
     if reward_mode not in REWARD_MODES:
         raise ValueError(f"reward_mode must be count or novelty_sum, got {reward_mode!r}")
     counted = totals(lines)
-    valid = [a for line in lines for a in line.answers if a.valid]
-    tagged = [a.used_answer_tag for line in lines for a in line.answers]
-    known_tags = [t for t in tagged if t is not None]
-    llm = [a.llm_novelty for a in valid if a.llm_novelty is not None]
     repeats = counted.repeats
     multi = repeats > 1
     score = counted.repeat_mean_score
@@ -349,10 +342,7 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
         lines=counted.lines,
         finished=counted.finished,
         errored=counted.errored,
-        mean_coherence=_mean([a.coherence for a in valid if a.coherence is not None]),
-        mean_novelty=_mean([a.novelty for a in valid if a.novelty is not None]),
-        mean_llm_novelty=_mean(llm),
-        format_adherence=_mean([float(t) for t in known_tags]),
+        **answer_means((a for line in lines for a in line.answers), np.mean),
         stop_reasons=counted.stop_reasons,
         tokens=counted.tokens,
         repeats=repeats,
@@ -404,8 +394,23 @@ def summarise(results: Sequence[QuestionResult], reward_mode: str = "count") -> 
     return [summarise_group(lines, reward_mode) for lines in group_results(results).values()]
 
 
-def _line_key(result: QuestionResult) -> tuple[str, float, int]:
-    return result.question, result.temperature, result.repeat
+PairKey = tuple[str, float, int]
+"""(question, temperature, repeat): the lines of two models that a comparison pairs."""
+
+
+def _lines_of(results: Sequence[QuestionResult], model: str) -> dict[PairKey, QuestionResult]:
+    return {(r.question, r.temperature, r.repeat): r for r in results if r.model == model}
+
+
+def _finished_pairs(
+    lines_a: dict[PairKey, QuestionResult], lines_b: dict[PairKey, QuestionResult]
+) -> dict[PairKey, tuple[QuestionResult, QuestionResult]]:
+    """Matched lines both models finished, in A's order."""
+    return {
+        key: (a, b)
+        for key, a in lines_a.items()
+        if (b := lines_b.get(key)) is not None and a.finished and b.finished
+    }
 
 
 def paired_comparison(
@@ -425,13 +430,12 @@ def paired_comparison(
     for name in (model_a, model_b):
         if name not in models:
             raise ValueError(f"model {name!r} not in results (have: {', '.join(sorted(models))})")
-    lines_a = {_line_key(r): r for r in results if r.model == model_a}
-    lines_b = {_line_key(r): r for r in results if r.model == model_b}
+    lines_a, lines_b = _lines_of(results, model_a), _lines_of(results, model_b)
     matched = [key for key in lines_a if key in lines_b]
-    pairs = [key for key in matched if lines_a[key].finished and lines_b[key].finished]
+    pairs = _finished_pairs(lines_a, lines_b)
     differences = question_differences(results, model_a, model_b, reward_mode)
-    score_a = sum(line_reward(lines_a[key], reward_mode) for key in pairs)
-    score_b = sum(line_reward(lines_b[key], reward_mode) for key in pairs)
+    score_a = sum(line_reward(a, reward_mode) for a, _ in pairs.values())
+    score_b = sum(line_reward(b, reward_mode) for _, b in pairs.values())
     return PairedComparison(
         model_a=model_a,
         model_b=model_b,
@@ -454,14 +458,11 @@ def question_differences(
     """Score of A minus B per question, over the lines both finished (``paired_comparison``'s
     resampling units), in order of first appearance; questions without such a line are absent.
     """
-    lines_a = {_line_key(r): r for r in results if r.model == model_a}
-    lines_b = {_line_key(r): r for r in results if r.model == model_b}
+    pairs = _finished_pairs(_lines_of(results, model_a), _lines_of(results, model_b))
     differences: dict[str, float] = {}
-    for key, a in lines_a.items():
-        b = lines_b.get(key)
-        if b is not None and a.finished and b.finished:
-            change = line_reward(a, reward_mode) - line_reward(b, reward_mode)
-            differences[key[0]] = differences.get(key[0], 0) + change
+    for (question, _, _), (a, b) in pairs.items():
+        change = line_reward(a, reward_mode) - line_reward(b, reward_mode)
+        differences[question] = differences.get(question, 0) + change
     return differences
 
 
@@ -580,10 +581,6 @@ def _number(value: float | None, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
-def _count(value: int | None) -> str:
-    return "–" if value is None else str(value)
-
-
 TRUNCATION = (
     "cut by the token limit (finish_reason length) and scored as they came, as the "
     "benchmark scores the text it gets"
@@ -641,6 +638,20 @@ def _interval(interval: Interval | None, mode: str) -> str:
     return f"[{interval[0]:{spec}}, {interval[1]:{spec}}]"
 
 
+MEAN_COLUMNS = {
+    "coherence": ("mean\ncoh.", ".1f"),
+    "novelty": ("mean\nnov.", ".3f"),
+    "llm_novelty": ("mean LLM\nnov.", ".3f"),
+}
+"""Each score's mean column in the table: its header and number format. A score that can
+be turned off (``Score.switch``) has its column only when a row has a value for it."""
+
+
+def _per_repeat(row: SummaryRow) -> str:
+    values = row.repeat_scores if row.reward_mode == "count" else row.repeat_novelty_sums
+    return "/".join(_figure(value, row.reward_mode) for value in values)
+
+
 def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
     """The model column and the others; columns no row has a value for are left out.
 
@@ -649,15 +660,8 @@ def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
     mean's interval.
     """
     repeated = any(row.repeats > 1 for row in rows)
-    with_llm = any(row.mean_llm_novelty is not None for row in rows)
-    with_format = any(row.format_adherence is not None for row in rows)
-    with_tokens = any(row.api_calls is not None for row in rows)
     by_novelty = bool(rows) and all(row.reward_mode == "novelty_sum" for row in rows)
-
-    def numbers(header: str, cells: list[str], style: str | None = None) -> Column:
-        return Column(header, cells, style=style)
-
-    score = numbers(
+    score = Column(
         "score",
         [
             score_text(
@@ -666,62 +670,46 @@ def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
             )
             for row in rows
         ],
-        None if by_novelty else "bold",
+        style=None if by_novelty else "bold",
     )
-    novelty_sum = numbers(
+    novelty_sum = Column(
         "novelty\nsum",
         [_figure(row.novelty_sum, "novelty_sum") for row in rows],
-        "bold" if by_novelty else None,
+        style="bold" if by_novelty else None,
     )
-    columns = [numbers("temp", [f"{row.temperature:g}" for row in rows])]
+    columns = [Column("temp", [f"{row.temperature:g}" for row in rows])]
     columns += [novelty_sum, score] if by_novelty else [score]
     if repeated:
-        columns.append(numbers("re-\npeats", [str(row.repeats) for row in rows]))
+        columns.append(Column("re-\npeats", [str(row.repeats) for row in rows]))
+        columns.append(Column("per\nrepeat", [_per_repeat(row) for row in rows]))
         columns.append(
-            numbers(
-                "per\nrepeat",
-                [
-                    "/".join(
-                        _figure(v, row.reward_mode)
-                        for v in (
-                            row.repeat_scores
-                            if row.reward_mode == "count"
-                            else row.repeat_novelty_sums
-                        )
-                    )
-                    for row in rows
-                ],
-            )
-        )
-        columns.append(
-            numbers("95% CI", [_interval(row.reward_interval, row.reward_mode) for row in rows])
+            Column("95% CI", [_interval(row.reward_interval, row.reward_mode) for row in rows])
         )
     columns += [
-        numbers("ques-\ntions", [str(row.question_count) for row in rows]),
-        numbers("fin-\nished", [str(row.finished) for row in rows]),
-        numbers("err-\nored", [str(row.errored) for row in rows]),
+        Column("ques-\ntions", [str(row.question_count) for row in rows]),
+        Column("fin-\nished", [str(row.finished) for row in rows]),
+        Column("err-\nored", [str(row.errored) for row in rows]),
     ]
     if not by_novelty:
         columns.append(novelty_sum)
-    columns += [
-        numbers("mean\ncoh.", [_number(row.mean_coherence, ".1f") for row in rows]),
-        numbers("mean\nnov.", [_number(row.mean_novelty, ".3f") for row in rows]),
-    ]
-    if with_llm:
+    for measure in SCORES:
+        header, spec = MEAN_COLUMNS[measure.name]
+        means = [getattr(row, f"mean_{measure.name}") for row in rows]
+        if measure.switch is None or any(mean is not None for mean in means):
+            columns.append(Column(header, [_number(mean, spec) for mean in means]))
+    if any(row.format_adherence is not None for row in rows):
+        columns.append(Column("format", [_number(row.format_adherence, ".0%") for row in rows]))
+    if any(row.api_calls is not None for row in rows):
         columns.append(
-            numbers("mean LLM\nnov.", [_number(row.mean_llm_novelty, ".3f") for row in rows])
-        )
-    if with_format:
-        columns.append(numbers("format", [_number(row.format_adherence, ".0%") for row in rows]))
-    if with_tokens:
-        columns.append(
-            numbers(
+            Column(
                 "chat\ntokens",
                 ["–" if row.api_calls is None else tokens_text(row.tokens) for row in rows],
             )
         )
     if any(row.truncated_answers for row in rows):
-        columns.append(numbers("cut by\nlimit", [_count(row.truncated_answers) for row in rows]))
+        columns.append(
+            Column("cut by\nlimit", [_number(row.truncated_answers, "d") for row in rows])
+        )
     columns.append(
         Column("stop reasons", [_stops(row.stop_reasons) for row in rows], "left", wraps=True)
     )

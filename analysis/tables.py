@@ -3,7 +3,8 @@
 Rich fits a table that is too wide by shrinking its columns, which folds model names
 into slivers and cuts numbers to ``0.3…``. Here a table whose columns do not fit the
 width is split instead into several stacked tables, each repeating the key column (the
-model) whole, so every name and every number is printed in full.
+model) whole, so every name and every number is printed in full. The cells' shared
+spellings (dollars, tokens, a score that is a lower bound) are here too.
 """
 
 from __future__ import annotations
@@ -37,6 +38,28 @@ class Column:
         """The widest line of the header or of any cell."""
         lines = [line for text in (self.header, *self.cells) for line in text.split("\n")]
         return max((cell_len(line) for line in lines), default=0)
+
+
+UNKNOWN = "unknown"
+"""How an unknown dollar figure is printed."""
+
+
+def dollars_text(value: float | None) -> str:
+    """``$0.0123`` or ``unknown``."""
+    if value is None:
+        return UNKNOWN
+    return f"${value:,.4f}" if value < 100 else f"${value:,.2f}"
+
+
+def tokens_text(value: int | None) -> str:
+    """``12,345`` or ``unknown``."""
+    return UNKNOWN if value is None else f"{value:,}"
+
+
+def score_text(score: int | float | str, lower_bound: bool) -> str:
+    """A score, as a lower bound (``≥ 12``) when one of its questions did not finish
+    (``QuestionResult.lower_bound``)."""
+    return f"≥ {score}" if lower_bound else f"{score}"
 
 
 PADDING = 3

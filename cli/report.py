@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from aidanbench.analysis import cost
+from aidanbench.analysis.cost import line_key as line_key
 from aidanbench.analysis.environment_metrics import line_metrics, rollout_means
 from aidanbench.analysis.inputs import combine, read_input, token_limit_field_of
 from aidanbench.analysis.inputs import reward_mode as resolve_reward_mode
@@ -48,9 +49,6 @@ from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.metadata import Metadata, read_metadata
 from aidanbench.record.results import QuestionResult
 
-LineKey = tuple[str, float, str, int]
-"""(model, temperature, question, repeat): one question line."""
-
 PIPE_WIDTH = 200
 """Width of text written to a pipe or file (no terminal to ask)."""
 
@@ -58,11 +56,6 @@ QUESTION_WIDTH = 48
 """Characters of a question shown in tables; the full text is in ``--json``."""
 MIN_QUESTION_WIDTH = 20
 """Questions are cut to at least this; below it, model names give way to letters."""
-
-
-def line_key(result: QuestionResult) -> LineKey:
-    """The key that identifies one question line."""
-    return result.model, result.temperature, result.question, result.repeat
 
 
 def one_line(exc: BaseException) -> str:
@@ -301,7 +294,7 @@ def report_payload(
     rows: Sequence[SummaryRow],
     *,
     comparison: PairedComparison | None = None,
-    question_fields: Mapping[LineKey, Mapping[str, Any]] | None = None,
+    question_fields: Mapping[tuple[str, float, str, int], Mapping[str, Any]] | None = None,
     run_fields: Mapping[tuple[str, float], Mapping[str, Any]] | None = None,
     reward_mode: str = "count",
     notes: Sequence[str] = (),
