@@ -138,16 +138,14 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
     from aidanbench.runner.spec import RunSpec, given_settings
 
     env_args.apply(args)
-    if args.repeats < 1:
-        raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
-    if args.concurrency is not None and args.concurrency < 1:
-        raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers must be at least 1, got {args.workers}")
-    for flag in ("claim_lease", "claim_poll", "store_outage"):
-        value = getattr(args, flag, 1.0)
+    for name in ("repeats", "concurrency", "workers"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name} must be at least 1, got {value}")
+    for name in ("claim_lease", "claim_poll", "store_outage"):
+        value = getattr(args, name)
         if not 0 < value < float("inf"):
-            raise UsageError(f"--{flag.replace('_', '-')} must be positive seconds, got {value}")
+            raise UsageError(f"--{name.replace('_', '-')} must be positive seconds, got {value}")
     question_set = options.question_set(args)
     source, *panel_sources = options.threshold_sources(args)
     try:
@@ -161,14 +159,14 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
             variants=options.variants(args),
             run_dir=args.run_dir,
             server=args.server,
-            store=getattr(args, "store", None),
-            claim_lease=getattr(args, "claim_lease", 60.0),
-            claim_poll=getattr(args, "claim_poll", 5.0),
-            store_outage=getattr(args, "store_outage", 60.0),
+            store=args.store,
+            claim_lease=args.claim_lease,
+            claim_poll=args.claim_poll,
+            store_outage=args.store_outage,
             concurrency=args.concurrency,
             workers=args.workers,
             use_stored_settings=args.use_stored_settings,
-            preflight=getattr(args, "preflight", True),
+            preflight=args.preflight,
             max_cost=args.max_cost,
             coherence_threshold_source=source,
             panel_threshold_sources=panel_sources,

@@ -14,8 +14,8 @@ from __future__ import annotations
 import platform
 import sqlite3
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import closing
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
@@ -357,7 +357,7 @@ def sqlite_problem(path: Path) -> str | None:
     Opened read-only and immutable, so checking it writes nothing beside it.
     """
     try:
-        with closing_db(sqlite3.connect(files.read_only_uri(path), uri=True)) as db:
+        with closing(sqlite3.connect(files.read_only_uri(path), uri=True)) as db:
             db.execute("SELECT name FROM sqlite_master").fetchall()
             status = db.execute("PRAGMA quick_check(1)").fetchone()
     except sqlite3.Error as exc:
@@ -379,15 +379,6 @@ def check_checkpoints(path: Path) -> None:
             "keep what finished. Move it away to run the unfinished questions again from "
             "the start, or use another --run-dir"
         )
-
-
-@contextmanager
-def closing_db(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """A sqlite3 connection closed on exit (its own context manager only commits)."""
-    try:
-        yield db
-    finally:
-        db.close()
 
 
 def git_commit() -> str | None:
