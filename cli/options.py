@@ -38,7 +38,6 @@ from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
 from aidanbench.cli import calibration_file
-from aidanbench.cli.env_args import json_object
 from aidanbench.core.base_url import BASE_URL_VARIABLE
 from aidanbench.core.errors import QuestionSourceError, UsageError, printable
 from aidanbench.core.settings import Settings, unused_variants, variant_problem
@@ -264,6 +263,17 @@ def add_settings_flags(
         elif not needed:
             options["default"] = flag.default
         parser.add_argument(*flag.names, **options)
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """An argument that must be a JSON object (``-a``, ``--model-kwargs``)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc.msg}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
 
 
 def variant_arg(text: str) -> tuple[str, dict[str, Any]]:

@@ -67,7 +67,7 @@ def register(subparsers: Any) -> None:
         help="worker processes to spread the questions over (default: one per 256 question "
         "threads of the run, up to this machine's cores; 1: this process alone)",
     )
-    p.add_argument("--run-dir", type=_run_dir, default=Path(DEFAULT_RUN_DIR))
+    p.add_argument("--run-dir", type=Path, default=Path(DEFAULT_RUN_DIR))
     p.add_argument(
         "--server",
         metavar="URL",
@@ -120,12 +120,6 @@ def register(subparsers: Any) -> None:
     env_args.register(p)
     estimate.add_run_cost_flags(p)
     p.set_defaults(handler=handle)
-
-
-def _run_dir(text: str) -> Path:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("is empty; name a directory (for example runs/mine)")
-    return Path(text)
 
 
 def run_spec(args: argparse.Namespace) -> RunSpec:
