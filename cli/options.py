@@ -432,21 +432,12 @@ def repeated(args: argparse.Namespace, field: str) -> list[Any]:
 
 
 def validation_line(exc: ValidationError, given_as: Mapping[str, str] | None = None) -> str:
-    """The first error of ``Settings`` as one line naming the flag.
+    """The first error of ``Settings`` as one line naming the flag (``runner.spec.
+    validation_line``), or how the user gave the field when that was not its flag
+    (``given_as``: ``-a thresholds.coherence_score``), so the line names what was typed."""
+    from aidanbench.runner.spec import validation_line as line
 
-    ``given_as`` maps a field to how the user gave it when that was not its flag (``-a
-    thresholds.coherence_score``), so the line names what the user typed.
-
-    The value is shown only when it cannot be a secret (URLs, variable names and model
-    kwargs are never echoed).
-    """
-    first = exc.errors()[0]
-    top = str(first["loc"][0]) if first["loc"] else "settings"
-    flag = (given_as or {}).get(top) or flag_of(top)
-    message = printable(str(first["msg"]))
-    if "got " in message or top.endswith(("url", "_env", "kwargs")):
-        return f"invalid {flag}: {message}"
-    return f"invalid {flag}: {message} (got {printable(repr(first.get('input')))})"
+    return line(exc, lambda field: (given_as or {}).get(field) or flag_of(field))
 
 
 def add_question_flags(parser: argparse.ArgumentParser) -> None:
