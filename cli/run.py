@@ -200,21 +200,22 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
             "these are the questions this machine stopped; the whole campaign: "
             f"aidanbench report --store {printable(redacted(spec.store))}"
         )
-    failed = result.failed
-    if failed:
-        print(
-            f"{len(failed)} question(s) stopped on an error; run the same command again to "
-            "retry them:",
-            file=sys.stderr,
-        )
-        for line in failed:
-            message = line.error_message or "no message recorded"
-            print(
-                printable(f"  {line.model}: {line.question[:60]} — ") + printable(message),
-                file=sys.stderr,
-            )
-        return 1
-    return 0
+    if not result.failed:
+        return 0
+    print(
+        f"{len(result.failed)} question(s) stopped on an error; run the same command again "
+        "to retry them:",
+        file=sys.stderr,
+    )
+    print_failed(result)
+    return 1
+
+
+def print_failed(result: RunResult) -> None:
+    """One line per question that stopped on an error, with its message."""
+    for line in result.failed:
+        message = line.error_message or "no message recorded"
+        print(printable(f"  {line.model}: {line.question[:60]} — {message}"), file=sys.stderr)
 
 
 def show_result(result: RunResult) -> None:
