@@ -248,6 +248,16 @@ def report(progress: Answers, task: Task, event: Any) -> None:
         progress.answer(task.label, event, task.thread_id)
 
 
+async def run_all(jobs: Sequence[Coroutine[Any, Any, None]]) -> None:
+    """Await every job in a ``TaskGroup`` (``run_group``)."""
+
+    async def start(group: asyncio.TaskGroup) -> None:
+        for job in jobs:
+            group.create_task(_cancelled_stays_cancelled(job))
+
+    await run_group(start)
+
+
 async def run_group(start: Callable[[asyncio.TaskGroup], Coroutine[Any, Any, None]]) -> None:
     """Run ``start``, and every job it adds to the group, in a ``TaskGroup``; the first
     failure is re-raised as it was.
