@@ -3,8 +3,6 @@ export, forget."""
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
 from typing import Any
 
 COMMANDS = (
@@ -41,8 +39,3 @@ def add_command(subparsers: Any, name: str, description: str) -> Any:
     """The parser of command ``name`` (its one-line help from ``SUMMARIES``), for the
     command module's ``register`` to add its arguments to."""
     return subparsers.add_parser(name, help=SUMMARIES[name], description=description)
-
-
-def commands() -> list[ModuleType]:
-    """The command modules; each has ``register(subparsers)``."""
-    return [importlib.import_module(f"aidanbench.cli.{name}") for name in COMMANDS]

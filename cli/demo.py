@@ -24,7 +24,7 @@ from typing import Any
 
 from aidanbench import reference
 from aidanbench.cli import add_command
-from aidanbench.cli.run import run_session, show_result
+from aidanbench.cli.run import print_failed, run_session, show_result
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import REFERENCE_EMBEDDING_MODEL, REFERENCE_JUDGE
 from aidanbench.record.metadata import read_metadata
@@ -223,10 +223,8 @@ def handle(args: argparse.Namespace) -> int:
     if isinstance(result, int):
         return result
     show_result(result)
+    print_failed(result)
     failed = result.failed
-    for line in failed:
-        message = line.error_message or "no message recorded"
-        print(printable(f"  {line.model}: {line.question[:60]} — {message}"), file=sys.stderr)
     problems = differences(published_scores(result.results), expected)
     if problems or failed:
         print(

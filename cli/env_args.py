@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from aidanbench.cli import options
 from aidanbench.core.errors import UsageError
 from aidanbench.core.seed_args import SEED_FIELDS, THRESHOLD_FIELDS
 from aidanbench.core.settings import flag_of
@@ -59,7 +60,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-a",
         "--env-args",
-        type=json_object,
+        type=options.json_object,
         metavar="JSON",
         help="the verifiers aidanbench environment's arguments, e.g. "
         '\'{"use_llm_similarity": false, "num_questions": 10}\'',
@@ -67,17 +68,6 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(
         **{dest: NotGiven(parser.get_default(dest)) for dest in EXPLICIT_CHECKED},
     )
-
-
-def json_object(text: str) -> dict[str, Any]:
-    """An argument that must be a JSON object (``-a``, ``--model-kwargs``)."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc.msg}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object")
-    return value
 
 
 def apply(args: argparse.Namespace) -> None:
@@ -176,22 +166,18 @@ def _apply_questions(args: argparse.Namespace, env: dict[str, Any], explicit: se
         args.questions = examples if args.questions is None else min(args.questions, examples)
 
 
-BOOL_DESTS = frozenset({"llm_novelty"})
-NUMBER_DESTS = frozenset(THRESHOLD_FIELDS.values())
-CHOICES = {"reward_mode": ("count", "novelty_sum")}
-
-
 def _check_type(dest: str, where: str, value: Any) -> None:
     """The JSON value must have the type the option takes (argparse checks the flags)."""
-    if dest in BOOL_DESTS:
+    flag = next(flag for flag in options.flags() if flag.field == dest)
+    if flag.kind is bool:
         ok = isinstance(value, bool)
         wanted = "true or false"
-    elif dest in NUMBER_DESTS:
+    elif flag.kind is float:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         wanted = "a number"
-    elif dest in CHOICES:
-        ok = value in CHOICES[dest]
-        wanted = " or ".join(CHOICES[dest])
+    elif flag.choices is not None:
+        ok = value in flag.choices
+        wanted = " or ".join(flag.choices)
     elif dest.endswith("_base_url"):
         ok = value is None or isinstance(value, str)
         wanted = "a URL string"

@@ -173,11 +173,11 @@ def check_local_extra(embedding_model: str) -> None:
 def check_run_dir(run_dir: Path) -> None:
     """A directory this process can write, or a path where one can be made.
 
-    Refuses before anything is written: an empty path (which would mean the current
-    directory), an existing non-directory, a path below a file, kernel pseudo file
+    Refuses before anything is written: an empty or blank path (an empty one would mean
+    the current directory), an existing non-directory, a path below a file, kernel pseudo file
     systems, and read-only places.
     """
-    if str(run_dir) in ("", "."):
+    if str(run_dir).strip() in ("", "."):
         raise UsageError("--run-dir is empty; name a directory (for example runs/mine)")
     absolute = Path(os.path.abspath(run_dir))
     for pseudo in PSEUDO_FILESYSTEMS:

@@ -38,7 +38,6 @@ from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
 from aidanbench.cli import calibration_file
-from aidanbench.cli.env_args import json_object
 from aidanbench.core.base_url import BASE_URL_VARIABLE
 from aidanbench.core.errors import QuestionSourceError, UsageError, printable
 from aidanbench.core.settings import Settings, unused_variants, variant_problem
@@ -266,6 +265,17 @@ def add_settings_flags(
         parser.add_argument(*flag.names, **options)
 
 
+def json_object(text: str) -> dict[str, Any]:
+    """An argument that must be a JSON object (``-a``, ``--model-kwargs``)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc.msg}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
 def variant_arg(text: str) -> tuple[str, dict[str, Any]]:
     """``LABEL=JSON``: a variant's label and its request fields (a JSON object)."""
     label, equals, fields = text.partition("=")
@@ -422,21 +432,12 @@ def repeated(args: argparse.Namespace, field: str) -> list[Any]:
 
 
 def validation_line(exc: ValidationError, given_as: Mapping[str, str] | None = None) -> str:
-    """The first error of ``Settings`` as one line naming the flag.
+    """The first error of ``Settings`` as one line naming the flag (``runner.spec.
+    validation_line``), or how the user gave the field when that was not its flag
+    (``given_as``: ``-a thresholds.coherence_score``), so the line names what was typed."""
+    from aidanbench.runner.spec import validation_line as line
 
-    ``given_as`` maps a field to how the user gave it when that was not its flag (``-a
-    thresholds.coherence_score``), so the line names what the user typed.
-
-    The value is shown only when it cannot be a secret (URLs, variable names and model
-    kwargs are never echoed).
-    """
-    first = exc.errors()[0]
-    top = str(first["loc"][0]) if first["loc"] else "settings"
-    flag = (given_as or {}).get(top) or flag_of(top)
-    message = printable(str(first["msg"]))
-    if "got " in message or top.endswith(("url", "_env", "kwargs")):
-        return f"invalid {flag}: {message}"
-    return f"invalid {flag}: {message} (got {printable(repr(first.get('input')))})"
+    return line(exc, lambda field: (given_as or {}).get(field) or flag_of(field))
 
 
 def add_question_flags(parser: argparse.ArgumentParser) -> None:

@@ -67,7 +67,7 @@ def register(subparsers: Any) -> None:
         help="worker processes to spread the questions over (default: one per 256 question "
         "threads of the run, up to this machine's cores; 1: this process alone)",
     )
-    p.add_argument("--run-dir", type=_run_dir, default=Path(DEFAULT_RUN_DIR))
+    p.add_argument("--run-dir", type=Path, default=Path(DEFAULT_RUN_DIR))
     p.add_argument(
         "--server",
         metavar="URL",
@@ -122,12 +122,6 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=handle)
 
 
-def _run_dir(text: str) -> Path:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("is empty; name a directory (for example runs/mine)")
-    return Path(text)
-
-
 def run_spec(args: argparse.Namespace) -> RunSpec:
     """The run's specification from the command line: what the Python API takes.
 
@@ -138,16 +132,14 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
     from aidanbench.runner.spec import RunSpec, given_settings
 
     env_args.apply(args)
-    if args.repeats < 1:
-        raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
-    if args.concurrency is not None and args.concurrency < 1:
-        raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers must be at least 1, got {args.workers}")
-    for flag in ("claim_lease", "claim_poll", "store_outage"):
-        value = getattr(args, flag, 1.0)
+    for name in ("repeats", "concurrency", "workers"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name} must be at least 1, got {value}")
+    for name in ("claim_lease", "claim_poll", "store_outage"):
+        value = getattr(args, name)
         if not 0 < value < float("inf"):
-            raise UsageError(f"--{flag.replace('_', '-')} must be positive seconds, got {value}")
+            raise UsageError(f"--{name.replace('_', '-')} must be positive seconds, got {value}")
     question_set = options.question_set(args)
     source, *panel_sources = options.threshold_sources(args)
     try:
@@ -161,14 +153,14 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
             variants=options.variants(args),
             run_dir=args.run_dir,
             server=args.server,
-            store=getattr(args, "store", None),
-            claim_lease=getattr(args, "claim_lease", 60.0),
-            claim_poll=getattr(args, "claim_poll", 5.0),
-            store_outage=getattr(args, "store_outage", 60.0),
+            store=args.store,
+            claim_lease=args.claim_lease,
+            claim_poll=args.claim_poll,
+            store_outage=args.store_outage,
             concurrency=args.concurrency,
             workers=args.workers,
             use_stored_settings=args.use_stored_settings,
-            preflight=getattr(args, "preflight", True),
+            preflight=args.preflight,
             max_cost=args.max_cost,
             coherence_threshold_source=source,
             panel_threshold_sources=panel_sources,
@@ -208,21 +200,22 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
             "these are the questions this machine stopped; the whole campaign: "
             f"aidanbench report --store {printable(redacted(spec.store))}"
         )
-    failed = result.failed
-    if failed:
-        print(
-            f"{len(failed)} question(s) stopped on an error; run the same command again to "
-            "retry them:",
-            file=sys.stderr,
-        )
-        for line in failed:
-            message = line.error_message or "no message recorded"
-            print(
-                printable(f"  {line.model}: {line.question[:60]} — ") + printable(message),
-                file=sys.stderr,
-            )
-        return 1
-    return 0
+    if not result.failed:
+        return 0
+    print(
+        f"{len(result.failed)} question(s) stopped on an error; run the same command again "
+        "to retry them:",
+        file=sys.stderr,
+    )
+    print_failed(result)
+    return 1
+
+
+def print_failed(result: RunResult) -> None:
+    """One line per question that stopped on an error, with its message."""
+    for line in result.failed:
+        message = line.error_message or "no message recorded"
+        print(printable(f"  {line.model}: {line.question[:60]} — {message}"), file=sys.stderr)
 
 
 def show_result(result: RunResult) -> None:

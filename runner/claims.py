@@ -31,6 +31,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aidanbench.core.errors import UsageError, printable
@@ -300,24 +301,45 @@ def store_lost(url: str, exc: BaseException) -> UsageError:
     )
 
 
+def claims_of(
+    store: str | None,
+    run_dir: Path,
+    progress: Waiting,
+    times: ClaimTimes,
+    outage: campaign.Outage | None = None,
+) -> contextlib.AbstractAsyncContextManager[Claims | None]:
+    """A worker's claims on the threads of the store at ``store`` (``open_claims``, as
+    the run directory ``run_dir`` of this machine); None without a store (``drive`` then
+    runs every thread it is given)."""
+    if store is None:
+        return contextlib.nullcontext(None)
+    return open_claims(store, campaign.machine_name(run_dir), progress, times, outage)
+
+
 @asynccontextmanager
 async def shared_claims(
     spec: RunSpec, meta: Metadata, progress: Waiting, outage: campaign.Outage | None = None
 ) -> AsyncIterator[Claims | None]:
-    """This worker's claims on the store's threads, this machine's metadata recorded in
-    it; None without a store (``drive`` then runs every thread it is given)."""
-    if spec.store is None:
-        yield None
-        return
-    machine = campaign.machine_name(spec.run_dir)
-    async with open_claims(spec.store, machine, progress, claim_times(spec), outage) as claims:
+    """The session's own claims (``claims_of``), this machine's metadata recorded in
+    the store."""
+    times = claim_times(spec)
+    async with claims_of(spec.store, spec.run_dir, progress, times, outage) as claims:
+        if claims is not None:
 
-        async def record() -> None:
-            async with claims.pool.connection() as conn:
-                await campaign.record_machine(conn, machine, meta)
+            async def record() -> None:
+                async with claims.pool.connection() as conn:
+                    await campaign.record_machine(conn, claims.machine, meta)
 
-        await claims.outage.ride(record)
+            await claims.outage.ride(record)
         yield claims
+
+
+def store_outage(spec: RunSpec, tell: Callable[[str | None], None]) -> campaign.Outage | None:
+    """The outage of the session's store one process waits out, told to ``tell`` (None
+    without a store)."""
+    if spec.store is None:
+        return None
+    return campaign.Outage(campaign.redacted(spec.store), tell, spec.store_outage)
 
 
 def claim_times(spec: RunSpec) -> ClaimTimes:

@@ -31,7 +31,7 @@ from aidanbench.record.recorder import Recorder, stored_metadata
 from aidanbench.record.results import QuestionResult
 from aidanbench.record.usage import UsageLedger
 from aidanbench.runner import admission, campaign, preflight, session, workers
-from aidanbench.runner.claims import shared_claims
+from aidanbench.runner.claims import shared_claims, store_outage
 from aidanbench.runner.drive import Questions, drive
 from aidanbench.runner.local import (
     check_recorded_measurements,
@@ -180,10 +180,7 @@ async def execute(
         if prepared.checked is not None:
             prepared.checked.record(recorder.ledger, run_fields(spec)["prices_path"])
         budget = recorder.ledger if spec.server is None else None  # a server keeps no ledger
-        outage = None
-        if spec.store is not None:
-            shown = campaign.redacted(spec.store)
-            outage = campaign.Outage(shown, progress.store, spec.store_outage)
+        outage = store_outage(spec, progress.store)
         try:
             with progress:
                 async with backend(spec, services, progress, count, budget, outage) as questions:

@@ -96,29 +96,22 @@ def request_kind(endpoint: Endpoint) -> Literal["chat", "embeddings"]:
     return "embeddings" if endpoint.role == "embeddings" else "chat"
 
 
-@dataclass(frozen=True)
-class Asked:
-    """One minimal request preflight sent, to be written to the usage ledger."""
-
-    role: Endpoint
-    answer: Answer
-
-
 @dataclass
 class Preflight:
     """What the checks found: warnings to print and the requests they cost."""
 
     warnings: list[str] = field(default_factory=list)
-    asked: list[Asked] = field(default_factory=list)
+    asked: dict[Endpoint, Answer] = field(default_factory=dict)
+    """Each minimal request sent, by role, to be written to the usage ledger."""
 
     def record(self, ledger: UsageLedger, prices_path: str | None) -> None:
         """Write every minimal request to the run's usage ledger (node ``preflight``): a
         ``sent`` line each, and its usage when it was answered."""
         table = price_table(prices_path)
-        for asked in self.asked:
+        for endpoint, answer in self.asked.items():
             where = {"thread": None, "node": "preflight"}
-            role, model = asked.role.role, asked.role.model
-            chat = request_kind(asked.role) == "chat"
+            role, model = endpoint.role, endpoint.model
+            chat = request_kind(endpoint) == "chat"
             prompt = PROBE_MESSAGE if chat else PROBE_TEXT
             tokens, most = prompt_tokens(prompt), PROBE_MAX_TOKENS if chat else 0
             request = ledger.sent(
@@ -129,10 +122,10 @@ class Preflight:
                 output_tokens=most,
                 bound_usd=bound(table.price(model), tokens, most),
             )
-            if not asked.answer.ok:
-                ledger.failed(role, model, request, asked.answer.status)
+            if not answer.ok:
+                ledger.failed(role, model, request, answer.status)
                 continue
-            payload = asked.answer.payload if isinstance(asked.answer.payload, dict) else {}
+            payload = answer.payload if isinstance(answer.payload, dict) else {}
             served = payload.get("model") if chat else None
             served = str(served) if served else None
             usage = raw_usage(payload.get("usage"))
@@ -201,7 +194,7 @@ async def check(
     result = Preflight()
     refusals: list[tuple[int, str]] = []
     for endpoint in endpoints.values():
-        result.asked += [Asked(role, answer) for role, answer in endpoint.asked.items()]
+        result.asked |= endpoint.asked
         refusals += _verdicts(endpoint, table, today, sources or {}, result, flag)
     if refusals:
         raise UsageError(min(refusals)[1])

@@ -14,8 +14,8 @@ from __future__ import annotations
 import platform
 import sqlite3
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import closing
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
@@ -129,12 +129,17 @@ def refuse_scoring_changes(spec: RunSpec, stored: Metadata | None, tasks: Sequen
             continue
         seen.add(model)
         record = scoring[model]
-        current = {**scoring_settings(task.settings), "prompts_sha256": prompts_sha256()}
+        current = measurement(task.settings)
         for name in sorted(current):
             if name in record and record[name] != current[name]:
                 raise UsageError(
                     scoring_change_line(spec.run_dir, model, name, record[name], current[name])
                 )
+
+
+def measurement(settings: Settings) -> dict[str, Any]:
+    """How a model is measured: its scoring settings and the prompts' hash."""
+    return {**scoring_settings(settings), "prompts_sha256": prompts_sha256()}
 
 
 def scoring_change_line(run_dir: Path, model: str, name: str, stored: Any, given: Any) -> str:
@@ -249,38 +254,32 @@ def grown_metadata(
     meta.spec = Grid.model_validate(
         {**old.model_dump(exclude_unset=True), **_grid_fields(old, spec, first, temperatures)}
     )
-    scoring = stored_scoring(stored)
+    scoring, judging = stored_scoring(stored), dict(meta.judging or {})
     for task in tasks:
-        scoring.setdefault(
-            task.settings.model,
-            {**scoring_settings(task.settings), "prompts_sha256": prompts_sha256()},
-        )
-    meta.scoring_settings = scoring
-    judging = dict(meta.judging or {})
-    for task in tasks:
+        scoring.setdefault(task.settings.model, measurement(task.settings))
         judging.setdefault(task.settings.model, judging_record(task.settings, spec))
-    meta.judging = judging
-    given = set(meta.model_fields_set)
-    if "package_version" not in given:
-        meta.package_version = importlib_metadata.version("aidanbench")
-    if "git_commit" not in given:
-        meta.git_commit = git_commit()
-    if "python" not in given:
-        meta.python = platform.python_version()
-    if "prompts_sha256" not in given:
-        meta.prompts_sha256 = prompts_sha256()
+    meta.scoring_settings, meta.judging = scoring, judging
+    record = session_record(spec, tasks, in_flight, sources)
+    first_seen = {
+        "package_version": record.package_version,
+        "git_commit": record.git_commit,
+        "python": platform.python_version(),
+        "prompts_sha256": prompts_sha256(),
+        "questions_source": spec.questions_source,
+    }
+    for name, value in first_seen.items():
+        if name not in meta.model_fields_set:
+            setattr(meta, name, value)
     meta.endpoints = endpoints(first)
-    if "questions_source" not in given:
-        meta.questions_source = spec.questions_source
     meta.settings = run_settings(first, temperatures)
     if spec.server is not None:
         meta.server = spec.server
-    meta.started_at = meta.started_at or now()
+    meta.started_at = meta.started_at or record.started_at
     for session in meta.sessions:
         # the lock is ours: a session still marked running was killed before its end
         if session.status == "running":
             session.status = "killed"
-    meta.sessions = [*meta.sessions, session_record(spec, tasks, in_flight, sources)]
+    meta.sessions = [*meta.sessions, record]
     return meta
 
 
@@ -357,7 +356,7 @@ def sqlite_problem(path: Path) -> str | None:
     Opened read-only and immutable, so checking it writes nothing beside it.
     """
     try:
-        with closing_db(sqlite3.connect(files.read_only_uri(path), uri=True)) as db:
+        with closing(sqlite3.connect(files.read_only_uri(path), uri=True)) as db:
             db.execute("SELECT name FROM sqlite_master").fetchall()
             status = db.execute("PRAGMA quick_check(1)").fetchone()
     except sqlite3.Error as exc:
@@ -379,15 +378,6 @@ def check_checkpoints(path: Path) -> None:
             "keep what finished. Move it away to run the unfinished questions again from "
             "the start, or use another --run-dir"
         )
-
-
-@contextmanager
-def closing_db(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """A sqlite3 connection closed on exit (its own context manager only commits)."""
-    try:
-        yield db
-    finally:
-        db.close()
 
 
 def git_commit() -> str | None:

@@ -9,6 +9,7 @@ the run directory decides); a field left out takes its default, or with
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from aidanbench.core.settings import (
     LOCAL_EMBEDDING_MODEL,
     ROLES,
     Settings,
+    flag_of,
     unused_variants,
     variant_label,
     variant_problem,
@@ -292,16 +294,16 @@ def build_tasks(
     return tasks
 
 
-def validation_line(exc: ValidationError) -> str:
-    """The first error as one line; the value is shown only when it cannot be a secret."""
+def validation_line(exc: ValidationError, flag: Callable[[str], str] = flag_of) -> str:
+    """The first error as one line naming the ``flag`` of its field; the value is shown
+    only when it cannot be a secret (URLs, variable names and request fields never are)."""
     first = exc.errors()[0]
-    field = ".".join(str(p) for p in first["loc"])
-    flag = "--" + field.replace("_", "-")
+    field = str(first["loc"][0]) if first["loc"] else "settings"
     message = printable(str(first["msg"]))
-    value = first.get("input")
-    if "got " in message or field.endswith(("url", "_env", "kwargs")):
-        return f"invalid {flag}: {message}"
-    return f"invalid {flag}: {message} (got {printable(repr(value))})"
+    secret = any(str(part).endswith(("url", "_env", "kwargs")) for part in first["loc"])
+    if "got " in message or secret:
+        return f"invalid {flag(field)}: {message}"
+    return f"invalid {flag(field)}: {message} (got {printable(repr(first.get('input')))})"
 
 
 def check_prices(spec: RunSpec) -> None:

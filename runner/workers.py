@@ -59,8 +59,8 @@ from aidanbench.record.metadata import Metadata
 from aidanbench.record.recorder import RunLines, worker_ledger
 from aidanbench.record.usage import UsageLedger
 from aidanbench.runner import campaign
-from aidanbench.runner.admission import admission
-from aidanbench.runner.claims import ClaimTimes, claim_times, open_claims, shared_claims
+from aidanbench.runner.admission import Admission, admission
+from aidanbench.runner.claims import claim_times, claims_of, shared_claims, store_outage
 from aidanbench.runner.drive import Questions, drive, run_group
 from aidanbench.runner.local import local_questions
 from aidanbench.runner.progress import Progress
@@ -113,14 +113,17 @@ class Job:
 
     index: int
     count: int
-    run_dir: Path
+    spec: RunSpec
+    """The session's specification (its store's URL, with its password if it has one,
+    is never shown: ``RunSpec.store``)."""
     tasks: list[Task]
-    concurrency: int | None
-    """Questions in flight for the whole session (None: automatic)."""
-    max_cost: float | None
-    store: str | None = field(default=None, repr=False)
-    """The shared store's URL (``run --store``), with its password if it has one."""
-    claim_times: ClaimTimes = field(default_factory=ClaimTimes)
+
+
+def process_gate(concurrency: int | None, chains: int, count: int) -> Admission:
+    """One of ``count`` processes' gate for its ``chains``: its share of the session's
+    ``concurrency`` (``runner.admission``)."""
+    requested = None if concurrency is None else math.ceil(concurrency / count)
+    return admission(requested, chains, share=count)
 
 
 def shares(tasks: Sequence[Task], count: int) -> list[list[Task]]:
@@ -188,16 +191,13 @@ async def _work(job: Job, conn: Connection) -> None:
     assert main is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     reporter = Reporter(conn)
-    book = worker_ledger(job.run_dir, job.max_cost)
+    spec = job.spec
+    book = worker_ledger(spec.run_dir, spec.max_cost)
     services = OpenAIServices(
         clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=job.count, ledger=book
     )
-    requested = None if job.concurrency is None else math.ceil(job.concurrency / job.count)
-    gate = admission(requested, len(job.tasks), share=job.count)
-    outage = None
-    if job.store is not None:
-        shown = campaign.redacted(job.store)
-        outage = campaign.Outage(shown, reporter.store, job.claim_times.outage_s)
+    gate = process_gate(spec.concurrency, len(job.tasks), job.count)
+    outage = store_outage(spec, reporter.store)
 
     async def send_every() -> None:
         while True:
@@ -212,8 +212,8 @@ async def _work(job: Job, conn: Connection) -> None:
     helpers = [asyncio.create_task(send_every()), asyncio.create_task(follow(book))]
     try:
         async with (
-            questions_here(job.run_dir, job.store, services, book, outage) as questions,
-            _claims(job, reporter, outage) as claims,
+            questions_here(spec.run_dir, spec.store, services, book, outage) as questions,
+            claims_of(spec.store, spec.run_dir, reporter, claim_times(spec), outage) as claims,
         ):
             await drive(
                 job.tasks,
@@ -250,16 +250,6 @@ def questions_here(
     if store is not None:
         return campaign.store_questions(store, services, budget, outage)
     return local_questions(run_dir, services, budget)
-
-
-def _claims(
-    job: Job, reporter: Reporter, outage: campaign.Outage | None
-) -> contextlib.AbstractAsyncContextManager[Any]:
-    """The worker's claims on a shared store's threads (None without one)."""
-    if job.store is None:
-        return contextlib.nullcontext(None)
-    machine = campaign.machine_name(job.run_dir)
-    return open_claims(job.store, machine, reporter, job.claim_times, outage)
 
 
 async def follow(ledger: UsageLedger) -> None:
@@ -447,16 +437,13 @@ async def drive_workers(
     for share in theirs:
         for task in share:
             progress.queued(task.label)
-    per_process = None if spec.concurrency is None else math.ceil(spec.concurrency / count)
     budget.follow()  # before the workers write
     workers = Workers(relay, progress)
-    times = claim_times(spec)
     for index, share in enumerate(theirs, start=1):
-        job = Job(index, count, spec.run_dir, share, spec.concurrency, spec.max_cost)
-        workers.start(dataclasses.replace(job, store=spec.store, claim_times=times))
+        workers.start(Job(index, count, spec, share))
 
     async def here() -> None:
-        gate = admission(per_process, len(mine), share=count)
+        gate = process_gate(spec.concurrency, len(mine), count)
         async with shared_claims(spec, meta, _Own(relay), outage) as claims:
             await drive(
                 mine,
