@@ -47,6 +47,7 @@ import numpy as np
 from aidanbench.analysis.calibrate import (
     QuestionKey,
     ReferenceChains,
+    Replay,
     RuleFigures,
     draw_cuts,
     question_scores,
@@ -115,8 +116,9 @@ class JudgeCalibration:
     """(intercept, slope) of successor ≈ a + b · o1-mini; None when undefined."""
     image: float | None
     """The line's value at the reference threshold: where 15 falls on this scale."""
-    calibrated: JudgeRule
-    at_reference: JudgeRule
+    calibrated: RuleFigures
+    """A ``JudgeRule``, as each of the figures."""
+    at_reference: RuleFigures
     """The reference threshold (15) applied unchanged on the successor's scale."""
     setting_value: float
     """The threshold rounded (3 decimals or more) without changing a decision."""
@@ -219,20 +221,6 @@ def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
     return float(intercept), float(slope)
 
 
-@dataclass(frozen=True)
-class _Data:
-    reference: ReferenceChains
-    chains: tuple[QuestionResult, ...]
-    """The reference chains with the successor's deciding judgment as coherence."""
-    novelty_threshold: float
-
-
-def _rule(threshold: float, data: _Data, judged: np.ndarray, reference: np.ndarray) -> JudgeRule:
-    rule = Thresholds(coherence=threshold, novelty=data.novelty_threshold)
-    chains = (chain.answers for chain in data.chains)
-    return JudgeRule.measure(threshold, judged > threshold, reference, chains, rule, data.reference)
-
-
 def _intervals(values: np.ndarray) -> list[tuple[float, float]]:
     """Every interval [low, high) of cuts making the same decisions on ``values``: below
     the smallest value (when above 0, a threshold's least), then between successive
@@ -243,29 +231,21 @@ def _intervals(values: np.ndarray) -> list[tuple[float, float]]:
     return found
 
 
-def _choose(
-    data: _Data, judged: np.ndarray, reference: np.ndarray, image: float | None
-) -> tuple[float, tuple[float, float]]:
+def _choose(replay: Replay, image: float | None) -> tuple[float, tuple[float, float]]:
     """The calibrated threshold and its interval (module docstring)."""
-    candidates = _intervals(judged)
+    candidates = _intervals(replay.values)
     if not candidates:
         raise ValueError("every answer got the same judgment of 0: nothing to calibrate")
-    agree = [int(np.sum((judged > low) == reference)) for low, _ in candidates]
-    best = [c for c, a in zip(candidates, agree, strict=True) if a == max(agree)]
 
-    def rank(interval: tuple[float, float]) -> tuple[float, float, float]:
-        figures = _rule(interval[0], data, judged, reference)
+    def distance(interval: tuple[float, float]) -> float:
         low, high = interval
         if image is None or low <= image < high:
-            distance = 0.0
-        else:
-            distance = min(abs(image - low), abs(image - high))
-        return -figures.equal_scores, figures.mean_abs_score_diff, distance
+            return 0.0
+        return min(abs(image - low), abs(image - high))
 
-    chosen = min(best, key=rank)
-    low, high = chosen
+    low, high = replay.best(candidates, lambda interval: interval[0], distance)
     inside = image is not None and low <= image < high
-    return (float(image) if inside and image is not None else (low + high) / 2.0), chosen
+    return (float(image) if inside and image is not None else (low + high) / 2.0), (low, high)
 
 
 def calibrate_judge(
@@ -307,14 +287,21 @@ def calibrate_judge(
         chains.append(replace(question, answers=tuple(rows), thresholds=None))
     if not recorded:
         raise ValueError("the judge decided none of the answers")
-    data = _Data(against, tuple(chains), novelty_threshold)
     x = np.asarray(recorded, dtype=np.float64)
     y = np.asarray([s[0] for s in samples], dtype=np.float64)
     reference = x > reference_threshold
+    replay = Replay(
+        against,
+        tuple(chain.answers for chain in chains),
+        y,
+        reference,
+        lambda cut: Thresholds(coherence=cut, novelty=novelty_threshold),
+        JudgeRule,
+    )
     fit = least_squares(x, y)
     image = None if fit is None or fit[1] <= 0 else fit[0] + fit[1] * reference_threshold
-    threshold, interval = _choose(data, y, reference, image)
-    calibrated = _rule(threshold, data, y, reference)
+    threshold, interval = _choose(replay, image)
+    calibrated = replay.figures(threshold)
     width = max(len(s) for s in samples)
     by_sample = tuple(
         float(
@@ -344,7 +331,7 @@ def calibrate_judge(
         fit=fit,
         image=image,
         calibrated=calibrated,
-        at_reference=_rule(reference_threshold, data, y, reference),
+        at_reference=replay.figures(reference_threshold),
         setting_value=round_threshold(threshold, y),
         interval=interval,
         noise=noise,

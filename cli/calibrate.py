@@ -44,7 +44,6 @@ from aidanbench.analysis.calibrate import (
 from aidanbench.analysis.judge_calibration import (
     REFERENCE_JUDGE,
     JudgeCalibration,
-    JudgeRule,
     calibrate_one,
     panel_agreement,
     sha256_of,
@@ -295,7 +294,7 @@ def panel_line(panel: dict[str, Any]) -> str:
     )
 
 
-def _agreement(rule: JudgeRule, whole: int) -> str:
+def _agreement(rule: RuleFigures, whole: int) -> str:
     return f"{rule.decision_agreement:.1%} ({rule.agreeing}/{whole})"
 
 

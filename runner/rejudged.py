@@ -27,7 +27,6 @@ with exactly these settings.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import shlex
 import sqlite3
@@ -175,9 +174,9 @@ async def seed_run(
     spec: RunSpec,
     provenance: Mapping[str, Any],
 ) -> Seeded:
-    """Write the re-judged run directory through its ``recorder``: checkpoints, question
-    lines, metadata and the question sets (checkpoints an interrupted command left are
-    replaced). ``settings_of`` gives each (model, temperature)'s settings."""
+    """Write the re-judged run directory through its ``recorder`` (built anew,
+    ``Recorder.build``): checkpoints, question lines, metadata and the question sets.
+    ``settings_of`` gives each (model, temperature)'s settings."""
     tasks: list[Task] = []
     states: list[dict[str, Any]] = []
     for line in rescored:  # every chain checked before the first write
@@ -185,10 +184,7 @@ async def seed_run(
         settings = settings_of[(result.model, result.temperature)]
         tasks.append(Task(settings, result.question, result.repeat))
         states.append(thread_values(line, settings))
-    checkpoints = recorder.run_dir / files.CHECKPOINTS
-    for leftover in (checkpoints, *(checkpoints.with_name(checkpoints.name + s) for s in SIDES)):
-        leftover.unlink(missing_ok=True)
-    async with open_checkpointer(checkpoints) as saver:
+    async with open_checkpointer(recorder.run_dir / files.CHECKPOINTS) as saver:
         graph = build_question_graph(default_services).compile(checkpointer=saver)
         for task, values in zip(tasks, states, strict=True):
             settings = task.settings
@@ -211,10 +207,6 @@ async def seed_run(
     recorder.save(meta)
     open_threads = sum(1 for values in states if values["stop_reason"] is None)
     return Seeded(lines, open_threads, question_sets(recorder, lines))
-
-
-SIDES = ("-wal", "-shm")
-"""The files SQLite keeps beside a database in WAL mode."""
 
 
 def question_sets(recorder: Recorder, lines: Sequence[QuestionLine]) -> list[tuple[list[str], str]]:
@@ -249,6 +241,16 @@ def task_settings(
     return make_settings(model, temperature, {**fields, "llm_novelty": False}, dict(judge))
 
 
+JUDGE_SETTINGS = (
+    "judge_model",
+    "judge_base_url",
+    "judge_api_key_env",
+    "judge_temperature",
+    "judge_attempts",
+    "judge_samples",
+)
+"""The new judge's settings each model of the re-judged run takes."""
+
 Judge = tuple[Settings, float, dict[str, Any] | None]
 """A judge of the re-judging: its settings, its coherence threshold and where that came
 from (a calibration file's record; None: given)."""
@@ -272,12 +274,7 @@ def seed_into(
     stored = session.stored_scoring(read_metadata(origin) if origin.is_dir() else None)
     (settings, _, source), *panel = judges
     judge = {
-        "judge_model": settings.judge_model,
-        "judge_base_url": settings.judge_base_url,
-        "judge_api_key_env": settings.judge_api_key_env,
-        "judge_temperature": settings.judge_temperature,
-        "judge_attempts": settings.judge_attempts,
-        "judge_samples": settings.judge_samples,
+        **{field: getattr(settings, field) for field in JUDGE_SETTINGS},
         "coherence_threshold": thresholds.coherence,
         "novelty_threshold": thresholds.novelty,
         "judge_panel": [
@@ -312,7 +309,7 @@ def seed_into(
     provenance = {
         "path": str(origin.resolve()),
         "kind": "run directory" if origin.is_dir() else "results file",
-        "sha256": None if origin.is_dir() else hashlib.sha256(origin.read_bytes()).hexdigest(),
+        "sha256": None if origin.is_dir() else files.digest(origin.read_bytes()),
         "judge": dict(judge_fields[0]),
         **({"panel": [dict(f) for f in judge_fields]} if len(judge_fields) > 1 else {}),
         "thresholds": {"coherence": thresholds.coherence, "novelty": thresholds.novelty},
