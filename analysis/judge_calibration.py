@@ -33,7 +33,6 @@ first (``analysis.rejudge``) and writes the calibration file.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import re
@@ -65,7 +64,7 @@ from aidanbench.analysis.rejudge import (
 from aidanbench.core.errors import UsageError
 from aidanbench.core.settings import REFERENCE_JUDGE, Settings
 from aidanbench.core.thresholds import COHERENCE_THRESHOLD, NOVELTY_THRESHOLD, Thresholds
-from aidanbench.record.files import atomic_write
+from aidanbench.record import files
 from aidanbench.record.recorder import now
 from aidanbench.record.results import QuestionResult
 from aidanbench.record.usage import UsageLedger
@@ -426,11 +425,6 @@ def file_stem(judge_model: str) -> str:
     return f"calibration-judge-{re.sub(r'[^A-Za-z0-9._-]+', '_', judge_model)}"
 
 
-def sha256_of(path: Path) -> str:
-    """The sha256 of a file's bytes."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def calibrate_one(
     settings: Settings,
     questions: list[QuestionResult],
@@ -453,7 +447,7 @@ def calibrate_one(
     ledger = UsageLedger(ledger_path(cache))
     judged = judge_all(list(prompt_of.values()), settings, ledger, **judging)
     if judged.failures:
-        raise Unjudged(judged, len(prompt_of))
+        raise Unjudged(judged)
     scores = {
         key: judged.judgments[prompt].scores
         for key, prompt in prompt_of.items()
@@ -469,7 +463,7 @@ def calibrate_one(
         "kind": KIND,
         "created": now(),
         "reference": str(reference),
-        "reference_sha256": sha256_of(reference),
+        "reference_sha256": files.digest(reference.read_bytes()),
         "judge": {
             **calibration.to_dict(),
             "endpoint": settings.endpoint("judge").host,
@@ -478,7 +472,7 @@ def calibrate_one(
         },
         "judging": {
             "answers": len(prompt_of),
-            "distinct_answers": len(set(prompt_of.values())),
+            "distinct_answers": judged.answers,
             "requests": judged.requests,
             "from_cache": judged.from_cache,
             "batches": judged.batches,
@@ -490,5 +484,5 @@ def calibrate_one(
         "plot": str(plot),
     }
     target = out / f"{stem}.json"
-    atomic_write(target, json.dumps(document, indent=2) + "\n")
+    files.atomic_write(target, json.dumps(document, indent=2) + "\n")
     return calibration, document, target

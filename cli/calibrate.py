@@ -46,7 +46,6 @@ from aidanbench.analysis.judge_calibration import (
     JudgeCalibration,
     calibrate_one,
     panel_agreement,
-    sha256_of,
 )
 from aidanbench.analysis.judge_noise import noise_text
 from aidanbench.analysis.plots import require_matplotlib
@@ -55,6 +54,7 @@ from aidanbench.cli import add_command, judging, options
 from aidanbench.cli.env_args import NotGiven
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL
+from aidanbench.record import files
 from aidanbench.record.results import QuestionResult, read_aidanbench_file
 from aidanbench.reference import published_run
 
@@ -251,7 +251,11 @@ def calibrate_judges(
         show(one, reference, as_json=args.json)
         found.append(one)
     documents = [
-        {**document, "calibration_file": str(path), "calibration_sha256": sha256_of(path)}
+        {
+            **document,
+            "calibration_file": str(path),
+            "calibration_sha256": files.digest(path.read_bytes()),
+        }
         for _, document, path in found
     ]
     panel = panel_agreement([calibration for calibration, _, _ in found])

@@ -406,7 +406,7 @@ def _rejudged(
     judged = [judge_all(prompts, settings, ledger, **judging) for settings, _, _ in judges]
     for found in judged:
         if found.failures:
-            raise Unjudged(found, len(set(prompts)))
+            raise Unjudged(found)
     used = [ThresholdSource.of(threshold, source) for _, threshold, source in judges]
     panel = [(s.judge_model, t, found) for (s, t, _), found in zip(judges, judged, strict=True)]
     rescored = rejudge_lines(results, panel, thresholds, threshold_source_text(used[0]))
@@ -425,4 +425,4 @@ def _rejudged(
         }
         for (s, threshold, _), found, source in zip(judges, judged, used, strict=True)
     ]
-    return Rejudged(rescored, judge_fields, len(set(prompts)), cost_summary(ledger))
+    return Rejudged(rescored, judge_fields, judged[0].answers, cost_summary(ledger))
