@@ -14,15 +14,12 @@ the same answer with the same prompt, and reports:
   kept) at each threshold: the models' totals and Kendall's tau of their ranking against
   the published totals.
 
-Choosing the threshold: every cut between two successive distinct successor scores makes
-the same decisions as any other cut between them, so the search is over those intervals.
-The intervals with the most agreeing decisions win; ties go to the interval whose
-question scores match the reference best (most equal, then the smallest mean absolute
-difference), then to the one nearest the line's image of 15. Inside the chosen interval
-the threshold is that image when it lies there, else the interval's midpoint. The image
-matters because the published run holds very few coherence failures (one answer of
-1,161, scored 0): decision agreement then leaves a wide interval, and the line through
-all 1,161 pairs is what says where on the successor's scale o1-mini's 15 falls.
+The threshold is searched over the intervals between successive distinct successor
+scores (every cut inside one makes the same decisions): the most agreeing decisions, then
+the best matching question scores, then the one nearest the line's image of 15, which is
+the threshold when it lies inside, else the midpoint. Why the image: the published run
+holds one coherence failure in 1,161 answers, so agreement alone leaves a wide interval
+(docs/judge.md, "What the published run can tell").
 
 Chains end at their first invalid answer, so a threshold that passes a recorded terminal
 answer can only count the chain up to its recorded end: such chains are *censored*
