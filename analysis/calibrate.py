@@ -53,10 +53,6 @@ CENSORING_NOTE = (
 class ScoredAnswer:
     """One recorded answer with its novelty on both scales."""
 
-    question: int
-    """Position of its chain in ``Calibration.questions``."""
-    index: int
-    """Position in the chain, from 1."""
     coherence: float | None
     reference_novelty: float | None
     """As recorded (text-embedding-3-large)."""
@@ -336,11 +332,6 @@ def _embed_unique(
     return dict(zip(texts, matrix, strict=True)), seconds
 
 
-def _chain_novelties(vectors: Sequence[np.ndarray]) -> list[float]:
-    """Each answer's novelty against the answers before it, as the benchmark computes it."""
-    return [cosine_novelty(v, vectors[:k]) for k, v in enumerate(vectors)]
-
-
 @dataclass(frozen=True)
 class Replay:
     """The reference chains scored on another scale, as every candidate cut on it is
@@ -439,18 +430,12 @@ def calibrate(
     reference_rule = Thresholds(coherence=coherence_threshold, novelty=reference_threshold)
     reference = ReferenceChains.of(questions, reference_rule)
     chains: list[tuple[ScoredAnswer, ...]] = []
-    for position, question in enumerate(questions):
-        novelties = _chain_novelties([vectors[a.answer] for a in question.answers])
+    for question in questions:
+        seen = [vectors[a.answer] for a in question.answers]
         chains.append(
             tuple(
-                ScoredAnswer(
-                    question=position,
-                    index=a.index,
-                    coherence=a.coherence,
-                    reference_novelty=a.novelty,
-                    novelty=n,
-                )
-                for a, n in zip(question.answers, novelties, strict=True)
+                ScoredAnswer(a.coherence, a.novelty, cosine_novelty(seen[k], seen[:k]))
+                for k, a in enumerate(question.answers)
             )
         )
     compared = tuple(a for chain in chains for a in chain[1:] if a.reference_novelty is not None)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +58,6 @@ from aidanbench.record.results import threshold_source_text
 from aidanbench.runner.rejudged import Rejudged, judgment_cache, rejudge
 
 
-def source_text(coherence: float, given: Mapping[str, Any] | None) -> str | None:
-    """Where the coherence threshold a rescore uses came from, in words."""
-    return threshold_source_text(ThresholdSource.of(coherence, given))
-
-
 def thresholds_from(args: argparse.Namespace) -> Thresholds:
     """The thresholds the arguments ask for, validated."""
     coherence = float(coherence_value(args.coherence_threshold))
@@ -99,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     given = getattr(coherence_value(args.coherence_threshold), "source", None)
     inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
     try:
-        rescored = rescore(inputs.results, thresholds, source_text(thresholds.coherence, given))
+        source = threshold_source_text(ThresholdSource.of(thresholds.coherence, given))
+        rescored = rescore(inputs.results, thresholds, source)
     except ValueError as exc:
         raise UsageError(one_line(exc)) from exc
     mode, notes = inputs.reward_mode, inputs.notes
