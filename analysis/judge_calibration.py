@@ -470,11 +470,7 @@ def calibrate_one(
         "judging": {
             "answers": len(prompt_of),
             "distinct_answers": judged.answers,
-            "requests": judged.requests,
-            "from_cache": judged.from_cache,
-            "batches": judged.batches,
-            "unreadable": judged.unreadable,
-            "refused": len(judged.refused),
+            **judged.figures(),
             "cache": str(cache),
         },
         "cost": cost_summary(ledger),

@@ -106,6 +106,16 @@ class Rejudging:
         for why, count in (found or {}).items():
             self.unreadable[why] = self.unreadable.get(why, 0) + count
 
+    def figures(self) -> dict[str, Any]:
+        """What the judging did, as both commands' JSON and the run's provenance give it."""
+        return {
+            "requests": self.requests,
+            "from_cache": self.from_cache,
+            "batches": self.batches,
+            "unreadable": self.unreadable,
+            "refused": len(self.refused),
+        }
+
     def served_counts(self) -> dict[str, int]:
         """Judgments by the model that served them ("not reported" when unnamed)."""
         counts: dict[str, int] = {}

@@ -417,11 +417,7 @@ def _rejudged(
             "coherence_threshold": threshold,
             "coherence_threshold_source": source.model_dump(exclude_none=True),
             "served_models": found.served_counts(),
-            "requests": found.requests,
-            "from_cache": found.from_cache,
-            "batches": found.batches,
-            "unreadable": found.unreadable,
-            "refused": len(found.refused),
+            **found.figures(),
         }
         for (s, threshold, _), found, source in zip(judges, judged, used, strict=True)
     ]
