@@ -58,40 +58,37 @@ from aidanbench.record.results import threshold_source_text
 from aidanbench.runner.rejudged import Rejudged, judgment_cache, rejudge
 
 
-def thresholds_from(args: argparse.Namespace) -> Thresholds:
-    """The thresholds the arguments ask for, validated."""
-    coherence = float(coherence_value(args.coherence_threshold))
+def thresholds_from(args: argparse.Namespace, coherence: float) -> Thresholds:
+    """The thresholds the arguments ask for (``coherence`` parsed), validated."""
     novelty = threshold_value(args.novelty_threshold, "--novelty-threshold", 2)
     llm = (
         None
         if args.llm_novelty_threshold is None
         else threshold_value(args.llm_novelty_threshold, "--llm-novelty-threshold", 2)
     )
-    return Thresholds(coherence=coherence, novelty=novelty, llm_novelty=llm)
+    return Thresholds(coherence=float(coherence), novelty=novelty, llm_novelty=llm)
 
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``aidanbench rescore``."""
-    if isinstance(args.judge_model, NotGiven):
-        args.judge_model = args.judge_model.value
-        if len(options.listed(args, "coherence_threshold")) > 1:
-            raise UsageError(
-                "--coherence-threshold is given once per judge of a panel: name the judges "
-                "with --judge-model (or give it once)"
-            )
-        for given, flag in (
-            (args.into is not None, "--into"),
-            (args.batch, "--batch"),
-            (args.judge_samples != 1, "--judge-samples"),
-        ):
-            if given:
-                raise UsageError(
-                    f"{flag} needs --judge-model (the judge to judge the answers again)"
-                )
-    else:
-        return judge_again(args, thresholds_from(args))
-    thresholds = thresholds_from(args)
-    given = getattr(coherence_value(args.coherence_threshold), "source", None)
+    if not isinstance(args.judge_model, NotGiven):
+        return judge_again(args, thresholds_from(args, coherence_value(args.coherence_threshold)))
+    args.judge_model = args.judge_model.value
+    if len(options.listed(args, "coherence_threshold")) > 1:
+        raise UsageError(
+            "--coherence-threshold is given once per judge of a panel: name the judges "
+            "with --judge-model (or give it once)"
+        )
+    for given, flag in (
+        (args.into is not None, "--into"),
+        (args.batch, "--batch"),
+        (args.judge_samples != 1, "--judge-samples"),
+    ):
+        if given:
+            raise UsageError(f"{flag} needs --judge-model (the judge to judge the answers again)")
+    coherence = coherence_value(args.coherence_threshold)
+    thresholds = thresholds_from(args, coherence)
+    given = getattr(coherence, "source", None)
     inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
     try:
         source = threshold_source_text(ThresholdSource.of(thresholds.coherence, given))
