@@ -228,19 +228,6 @@ def question_sets(recorder: Recorder, lines: Sequence[QuestionLine]) -> list[tup
     return found
 
 
-def task_settings(
-    model: str, temperature: float, source: Mapping[str, Any], judge: Mapping[str, Any]
-) -> Settings:
-    """A model's settings in the re-judged run: its source scoring settings (those a
-    ``Settings`` takes), the new judge's and the new thresholds over them."""
-    fields = {
-        k: v
-        for k, v in source.items()
-        if k in Settings.model_fields and k not in ("model", "temperature")
-    }
-    return make_settings(model, temperature, {**fields, "llm_novelty": False}, dict(judge))
-
-
 JUDGE_SETTINGS = (
     "judge_model",
     "judge_base_url",
@@ -291,10 +278,14 @@ def seed_into(
     for line in rescored:
         key = (line.result.model, line.result.temperature)
         if key not in settings_of:
-            recorded = dict(stored.get(line.result.model, {}))
+            recorded = {
+                k: v
+                for k, v in stored.get(line.result.model, {}).items()
+                if k in Settings.model_fields and k not in ("model", "temperature")
+            }
             if line.original.embedding_model and "embedding_model" not in recorded:
                 recorded["embedding_model"] = line.original.embedding_model
-            settings_of[key] = task_settings(key[0], key[1], recorded, judge)
+            settings_of[key] = make_settings(*key, {**recorded, "llm_novelty": False}, judge)
     spec = RunSpec(
         models=list(dict.fromkeys(m for m, _ in settings_of)),
         temperatures=list(dict.fromkeys(t for _, t in settings_of)),
