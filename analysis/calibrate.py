@@ -19,6 +19,7 @@ any client library) can supply it; this module does no I/O besides the optional 
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -52,10 +53,6 @@ CENSORING_NOTE = (
 class ScoredAnswer:
     """One recorded answer with its novelty on both scales."""
 
-    question: int
-    """Position of its chain in ``Calibration.questions``."""
-    index: int
-    """Position in the chain, from 1."""
     coherence: float | None
     reference_novelty: float | None
     """As recorded (text-embedding-3-large)."""
@@ -335,59 +332,67 @@ def _embed_unique(
     return dict(zip(texts, matrix, strict=True)), seconds
 
 
-def _chain_novelties(vectors: Sequence[np.ndarray]) -> list[float]:
-    """Each answer's novelty against the answers before it, as the benchmark computes it."""
-    return [cosine_novelty(v, vectors[:k]) for k, v in enumerate(vectors)]
-
-
 @dataclass(frozen=True)
-class _Input:
-    """Everything the threshold search re-evaluates, computed once."""
+class Replay:
+    """The reference chains scored on another scale, as every candidate cut on it is
+    measured: what the embedding calibration and the judge calibration share."""
 
-    reference: ReferenceChains
-    chains: tuple[tuple[ScoredAnswer, ...], ...]
-    compared_novelty: np.ndarray
-    reference_decisions: np.ndarray
-    coherence_threshold: float
+    against: ReferenceChains
+    chains: tuple[Sequence[Scored], ...]
+    """The reference chains with the other scale's scores in place of the reference's."""
+    values: np.ndarray
+    """The other scale's score of each compared answer."""
+    reference: np.ndarray
+    """The reference's decision on each compared answer."""
+    rule: Callable[[float], Thresholds]
+    """The rule a cut on the other scale makes."""
+    kind: type[RuleFigures] = RuleFigures
+
+    def figures(self, threshold: float) -> RuleFigures:
+        """How well ``> threshold`` on the other scale matches the reference."""
+        return self.kind.measure(
+            threshold,
+            self.values > threshold,
+            self.reference,
+            self.chains,
+            self.rule(threshold),
+            self.against,
+        )
+
+    def best(
+        self,
+        intervals: Sequence[tuple[float, float]],
+        at: Callable[[tuple[float, float]], float],
+        last: Callable[[tuple[float, float]], float],
+    ) -> tuple[float, float]:
+        """Of ``intervals`` of cuts making the same decisions, one with the most decisions
+        agreeing with the reference. Ties go to the one whose question scores (measured
+        at the cut ``at`` gives) match the reference best (more equal scores, then a
+        smaller mean absolute difference), then to the smallest ``last``."""
+        agree = [int(np.sum((self.values > low) == self.reference)) for low, _ in intervals]
+        best = [c for c, a in zip(intervals, agree, strict=True) if a == max(agree)]
+        if len(best) == 1:
+            return best[0]
+
+        def rank(interval: tuple[float, float]) -> tuple[float, float, float]:
+            figures = self.figures(at(interval))
+            return -figures.equal_scores, figures.mean_abs_score_diff, last(interval)
+
+        return min(best, key=rank)
 
 
-def _rule_figures(threshold: float, data: _Input) -> RuleFigures:
-    """Decision and score agreement of ``novelty > threshold`` on the model's scale."""
-    rule = Thresholds(coherence=data.coherence_threshold, novelty=threshold)
-    return RuleFigures.measure(
-        threshold,
-        data.compared_novelty > threshold,
-        data.reference_decisions,
-        data.chains,
-        rule,
-        data.reference,
-    )
+def _midpoint(interval: tuple[float, float]) -> float:
+    return (interval[0] + interval[1]) / 2.0
 
 
-def _best_threshold(data: _Input) -> float:
-    """The midpoint cut with the most agreeing decisions.
-
-    Ties go to the cut whose per-question scores match the reference best (more equal
-    scores, then smaller mean absolute difference), then to the smaller threshold.
-    """
-    values = data.compared_novelty
-    reference = np.asarray(data.reference_decisions, dtype=bool)
-    distinct, inverse = np.unique(values, return_inverse=True)
+def _best_threshold(replay: Replay) -> float:
+    """The midpoint cut between two distinct novelties with the most agreeing decisions
+    (``Replay.best``; a last tie to the smaller threshold)."""
+    distinct = np.unique(replay.values)
     if len(distinct) < 2:
         raise ValueError("need at least two distinct novelties on the model's scale")
-    passes_at = np.bincount(inverse, weights=reference, minlength=len(distinct))
-    fails_at = np.bincount(inverse, weights=~reference, minlength=len(distinct))
-    # Cut between distinct[k] and distinct[k+1]: values <= distinct[k] fail, the rest pass.
-    agree = np.cumsum(fails_at)[:-1] + (passes_at.sum() - np.cumsum(passes_at)[:-1])
-    midpoints = (distinct[:-1] + distinct[1:]) / 2.0
-    best = np.flatnonzero(agree == agree.max())
-    if len(best) == 1:
-        return float(midpoints[best[0]])
-    ranked = []
-    for k in best:
-        figures = _rule_figures(float(midpoints[k]), data)
-        ranked.append((-figures.equal_scores, figures.mean_abs_score_diff, float(midpoints[k])))
-    return min(ranked)[2]
+    intervals = [(float(a), float(b)) for a, b in itertools.pairwise(distinct)]
+    return _midpoint(replay.best(intervals, _midpoint, _midpoint))
 
 
 def round_threshold(
@@ -425,18 +430,12 @@ def calibrate(
     reference_rule = Thresholds(coherence=coherence_threshold, novelty=reference_threshold)
     reference = ReferenceChains.of(questions, reference_rule)
     chains: list[tuple[ScoredAnswer, ...]] = []
-    for position, question in enumerate(questions):
-        novelties = _chain_novelties([vectors[a.answer] for a in question.answers])
+    for question in questions:
+        seen = [vectors[a.answer] for a in question.answers]
         chains.append(
             tuple(
-                ScoredAnswer(
-                    question=position,
-                    index=a.index,
-                    coherence=a.coherence,
-                    reference_novelty=a.novelty,
-                    novelty=n,
-                )
-                for a, n in zip(question.answers, novelties, strict=True)
+                ScoredAnswer(a.coherence, a.novelty, cosine_novelty(seen[k], seen[:k]))
+                for k, a in enumerate(question.answers)
             )
         )
     compared = tuple(a for chain in chains for a in chain[1:] if a.reference_novelty is not None)
@@ -446,14 +445,14 @@ def calibrate(
         bool(a.reference_novelty is not None and a.reference_novelty > reference_threshold)
         for a in compared
     )
-    data = _Input(
-        reference=reference,
+    replay = Replay(
+        against=reference,
         chains=tuple(chains),
-        compared_novelty=np.asarray([a.novelty for a in compared], dtype=np.float64),
-        reference_decisions=np.asarray(reference_decisions, dtype=bool),
-        coherence_threshold=coherence_threshold,
+        values=np.asarray([a.novelty for a in compared], dtype=np.float64),
+        reference=np.asarray(reference_decisions, dtype=bool),
+        rule=lambda cut: Thresholds(coherence=coherence_threshold, novelty=cut),
     )
-    threshold = _best_threshold(data)
+    threshold = _best_threshold(replay)
     return Calibration(
         embedding_model=embedding_model,
         reference_threshold=reference_threshold,
@@ -463,9 +462,9 @@ def calibrate(
         compared=compared,
         reference_decisions=reference_decisions,
         reference_totals=reference.reference_totals,
-        calibrated=_rule_figures(threshold, data),
-        uncalibrated=_rule_figures(reference_threshold, data),
-        setting_value=round_threshold(threshold, data.compared_novelty),
+        calibrated=replay.figures(threshold),
+        uncalibrated=replay.figures(reference_threshold),
+        setting_value=round_threshold(threshold, replay.values),
         unique_texts=len(vectors),
         embed_seconds=embed_seconds,
     )

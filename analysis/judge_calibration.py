@@ -14,15 +14,12 @@ the same answer with the same prompt, and reports:
   kept) at each threshold: the models' totals and Kendall's tau of their ranking against
   the published totals.
 
-Choosing the threshold: every cut between two successive distinct successor scores makes
-the same decisions as any other cut between them, so the search is over those intervals.
-The intervals with the most agreeing decisions win; ties go to the interval whose
-question scores match the reference best (most equal, then the smallest mean absolute
-difference), then to the one nearest the line's image of 15. Inside the chosen interval
-the threshold is that image when it lies there, else the interval's midpoint. The image
-matters because the published run holds very few coherence failures (one answer of
-1,161, scored 0): decision agreement then leaves a wide interval, and the line through
-all 1,161 pairs is what says where on the successor's scale o1-mini's 15 falls.
+The threshold is searched over the intervals between successive distinct successor
+scores (every cut inside one makes the same decisions): the most agreeing decisions, then
+the best matching question scores, then the one nearest the line's image of 15, which is
+the threshold when it lies inside, else the midpoint. Why the image: the published run
+holds one coherence failure in 1,161 answers, so agreement alone leaves a wide interval
+(docs/judge.md, "What the published run can tell").
 
 Chains end at their first invalid answer, so a threshold that passes a recorded terminal
 answer can only count the chain up to its recorded end: such chains are *censored*
@@ -33,7 +30,6 @@ first (``analysis.rejudge``) and writes the calibration file.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import re
@@ -47,6 +43,7 @@ import numpy as np
 from aidanbench.analysis.calibrate import (
     QuestionKey,
     ReferenceChains,
+    Replay,
     RuleFigures,
     draw_cuts,
     question_scores,
@@ -64,7 +61,7 @@ from aidanbench.analysis.rejudge import (
 from aidanbench.core.errors import UsageError
 from aidanbench.core.settings import REFERENCE_JUDGE, Settings
 from aidanbench.core.thresholds import COHERENCE_THRESHOLD, NOVELTY_THRESHOLD, Thresholds
-from aidanbench.record.files import atomic_write
+from aidanbench.record import files
 from aidanbench.record.recorder import now
 from aidanbench.record.results import QuestionResult
 from aidanbench.record.usage import UsageLedger
@@ -115,8 +112,9 @@ class JudgeCalibration:
     """(intercept, slope) of successor ≈ a + b · o1-mini; None when undefined."""
     image: float | None
     """The line's value at the reference threshold: where 15 falls on this scale."""
-    calibrated: JudgeRule
-    at_reference: JudgeRule
+    calibrated: RuleFigures
+    """A ``JudgeRule``, as each of the figures."""
+    at_reference: RuleFigures
     """The reference threshold (15) applied unchanged on the successor's scale."""
     setting_value: float
     """The threshold rounded (3 decimals or more) without changing a decision."""
@@ -219,20 +217,6 @@ def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
     return float(intercept), float(slope)
 
 
-@dataclass(frozen=True)
-class _Data:
-    reference: ReferenceChains
-    chains: tuple[QuestionResult, ...]
-    """The reference chains with the successor's deciding judgment as coherence."""
-    novelty_threshold: float
-
-
-def _rule(threshold: float, data: _Data, judged: np.ndarray, reference: np.ndarray) -> JudgeRule:
-    rule = Thresholds(coherence=threshold, novelty=data.novelty_threshold)
-    chains = (chain.answers for chain in data.chains)
-    return JudgeRule.measure(threshold, judged > threshold, reference, chains, rule, data.reference)
-
-
 def _intervals(values: np.ndarray) -> list[tuple[float, float]]:
     """Every interval [low, high) of cuts making the same decisions on ``values``: below
     the smallest value (when above 0, a threshold's least), then between successive
@@ -243,29 +227,21 @@ def _intervals(values: np.ndarray) -> list[tuple[float, float]]:
     return found
 
 
-def _choose(
-    data: _Data, judged: np.ndarray, reference: np.ndarray, image: float | None
-) -> tuple[float, tuple[float, float]]:
+def _choose(replay: Replay, image: float | None) -> tuple[float, tuple[float, float]]:
     """The calibrated threshold and its interval (module docstring)."""
-    candidates = _intervals(judged)
+    candidates = _intervals(replay.values)
     if not candidates:
         raise ValueError("every answer got the same judgment of 0: nothing to calibrate")
-    agree = [int(np.sum((judged > low) == reference)) for low, _ in candidates]
-    best = [c for c, a in zip(candidates, agree, strict=True) if a == max(agree)]
 
-    def rank(interval: tuple[float, float]) -> tuple[float, float, float]:
-        figures = _rule(interval[0], data, judged, reference)
+    def distance(interval: tuple[float, float]) -> float:
         low, high = interval
         if image is None or low <= image < high:
-            distance = 0.0
-        else:
-            distance = min(abs(image - low), abs(image - high))
-        return -figures.equal_scores, figures.mean_abs_score_diff, distance
+            return 0.0
+        return min(abs(image - low), abs(image - high))
 
-    chosen = min(best, key=rank)
-    low, high = chosen
+    low, high = replay.best(candidates, lambda interval: interval[0], distance)
     inside = image is not None and low <= image < high
-    return (float(image) if inside and image is not None else (low + high) / 2.0), chosen
+    return (float(image) if inside and image is not None else (low + high) / 2.0), (low, high)
 
 
 def calibrate_judge(
@@ -307,14 +283,21 @@ def calibrate_judge(
         chains.append(replace(question, answers=tuple(rows), thresholds=None))
     if not recorded:
         raise ValueError("the judge decided none of the answers")
-    data = _Data(against, tuple(chains), novelty_threshold)
     x = np.asarray(recorded, dtype=np.float64)
     y = np.asarray([s[0] for s in samples], dtype=np.float64)
     reference = x > reference_threshold
+    replay = Replay(
+        against,
+        tuple(chain.answers for chain in chains),
+        y,
+        reference,
+        lambda cut: Thresholds(coherence=cut, novelty=novelty_threshold),
+        JudgeRule,
+    )
     fit = least_squares(x, y)
     image = None if fit is None or fit[1] <= 0 else fit[0] + fit[1] * reference_threshold
-    threshold, interval = _choose(data, y, reference, image)
-    calibrated = _rule(threshold, data, y, reference)
+    threshold, interval = _choose(replay, image)
+    calibrated = replay.figures(threshold)
     width = max(len(s) for s in samples)
     by_sample = tuple(
         float(
@@ -344,7 +327,7 @@ def calibrate_judge(
         fit=fit,
         image=image,
         calibrated=calibrated,
-        at_reference=_rule(reference_threshold, data, y, reference),
+        at_reference=replay.figures(reference_threshold),
         setting_value=round_threshold(threshold, y),
         interval=interval,
         noise=noise,
@@ -439,11 +422,6 @@ def file_stem(judge_model: str) -> str:
     return f"calibration-judge-{re.sub(r'[^A-Za-z0-9._-]+', '_', judge_model)}"
 
 
-def sha256_of(path: Path) -> str:
-    """The sha256 of a file's bytes."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def calibrate_one(
     settings: Settings,
     questions: list[QuestionResult],
@@ -466,7 +444,7 @@ def calibrate_one(
     ledger = UsageLedger(ledger_path(cache))
     judged = judge_all(list(prompt_of.values()), settings, ledger, **judging)
     if judged.failures:
-        raise Unjudged(judged, len(prompt_of))
+        raise Unjudged(judged)
     scores = {
         key: judged.judgments[prompt].scores
         for key, prompt in prompt_of.items()
@@ -482,7 +460,7 @@ def calibrate_one(
         "kind": KIND,
         "created": now(),
         "reference": str(reference),
-        "reference_sha256": sha256_of(reference),
+        "reference_sha256": files.digest(reference.read_bytes()),
         "judge": {
             **calibration.to_dict(),
             "endpoint": settings.endpoint("judge").host,
@@ -491,17 +469,13 @@ def calibrate_one(
         },
         "judging": {
             "answers": len(prompt_of),
-            "distinct_answers": len(set(prompt_of.values())),
-            "requests": judged.requests,
-            "from_cache": judged.from_cache,
-            "batches": judged.batches,
-            "unreadable": judged.unreadable,
-            "refused": len(judged.refused),
+            "distinct_answers": judged.answers,
+            **judged.figures(),
             "cache": str(cache),
         },
         "cost": cost_summary(ledger),
         "plot": str(plot),
     }
     target = out / f"{stem}.json"
-    atomic_write(target, json.dumps(document, indent=2) + "\n")
+    files.atomic_write(target, json.dumps(document, indent=2) + "\n")
     return calibration, document, target

@@ -22,12 +22,9 @@ this measures, for one (model, temperature):
   (recorded novelty kept) and counts its valid answers up to its first failure. The 95%
   interval of those scores is ``rejudged_interval``. With a judge panel each judge has
   its own model and draws its own judgment, and the panel's rule decides each drawn
-  answer (``seats``), so the panel's spread is in the interval. Resampling the K stored judgments
-  instead (the first version) left out every judgment the K did not happen to hold, and
-  covered half the spread of actual re-judgings; one pool for every level put the wild
-  judgments of low answers on high ones, and missed re-judgings on the high side. Its
-  coverage of actual re-judgings is measured by ``bench.judge_coverage``
-  (docs/judge.md);
+  answer (``seats``), so the panel's spread is in the interval. Its coverage of actual
+  re-judgings, and what earlier models of the noise missed, are measured by
+  ``bench.judge_coverage`` (docs/judge.md);
 * the **interval of the score** with both: each bootstrap replicate draws the questions
   (with their repeats, as ``summary``'s interval does) and a re-judging. Beside it, the
   same replicates with the deciding judgments only: the interval from question

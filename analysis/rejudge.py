@@ -81,6 +81,8 @@ class Judged:
 class Rejudging:
     """What judging a set of prompts gave."""
 
+    answers: int = 0
+    """Distinct answers (prompts) judged: a repeated answer is one prompt, judged once."""
     judgments: dict[str, Judged] = field(default_factory=dict)
     """By prompt, for every prompt whose judgments could all be had."""
     failures: dict[str, str] = field(default_factory=dict)
@@ -103,6 +105,16 @@ class Rejudging:
         """Add a judgment's unreadable replies (``CallStats.unreadable``)."""
         for why, count in (found or {}).items():
             self.unreadable[why] = self.unreadable.get(why, 0) + count
+
+    def figures(self) -> dict[str, Any]:
+        """What the judging did, as both commands' JSON and the run's provenance give it."""
+        return {
+            "requests": self.requests,
+            "from_cache": self.from_cache,
+            "batches": self.batches,
+            "unreadable": self.unreadable,
+            "refused": len(self.refused),
+        }
 
     def served_counts(self) -> dict[str, int]:
         """Judgments by the model that served them ("not reported" when unnamed)."""
@@ -134,9 +146,8 @@ class _Job:
     factory: ServicesFactory
     progress: Progress | None
     ledger: UsageLedger
-    result: Rejudging = field(default_factory=Rejudging)
+    result: Rejudging
     done: int = 0
-    total: int = 0
     _shown: float = 0.0
 
     def tick(self, force: bool = False) -> None:
@@ -147,7 +158,7 @@ class _Job:
             self._shown = now
             r = self.result
             self.progress(
-                f"judged {self.done}/{self.total} distinct answers with "
+                f"judged {self.done}/{r.answers} distinct answers with "
                 f"{self.settings.judge_model} "
                 f"({r.from_cache} from the cache, {r.requests} requests, "
                 f"{len(r.failures)} failed)"
@@ -176,7 +187,7 @@ async def rejudge(
         clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, ledger=ledger
     ) as factory:
         unique = list(dict.fromkeys(prompts))
-        job = _Job(settings, factory, progress, ledger, total=len(unique))
+        job = _Job(settings, factory, progress, ledger, Rejudging(len(unique)))
         namespace = judge_namespace(settings)
         wanted = settings.judge_samples
         missing: dict[str, list[Judgment]] = {}
@@ -383,10 +394,11 @@ def ledger_path(cache: Path) -> Path:
 class Unjudged(Exception):
     """Answers could not be judged (the others are cached): the command's last line."""
 
-    def __init__(self, judged: Rejudging, total: int) -> None:
+    def __init__(self, judged: Rejudging) -> None:
         first = next(iter(judged.failures.values()))
         super().__init__(
-            f"{len(judged.failures)} of {total} answers could not be judged (first: {first}); "
+            f"{len(judged.failures)} of {judged.answers} answers could not be judged "
+            f"(first: {first}); "
             "the others are cached: run the same command again to ask only for these"
         )
 

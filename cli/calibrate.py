@@ -44,24 +44,20 @@ from aidanbench.analysis.calibrate import (
 from aidanbench.analysis.judge_calibration import (
     REFERENCE_JUDGE,
     JudgeCalibration,
-    JudgeRule,
     calibrate_one,
     panel_agreement,
-    sha256_of,
 )
 from aidanbench.analysis.judge_noise import noise_text
 from aidanbench.analysis.plots import require_matplotlib
 from aidanbench.analysis.rejudge import Unjudged
 from aidanbench.cli import add_command, judging, options
 from aidanbench.cli.env_args import NotGiven
+from aidanbench.cli.report import one_line
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL
+from aidanbench.record import files
 from aidanbench.record.results import QuestionResult, read_aidanbench_file
 from aidanbench.reference import published_run
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
 
 
 def _local_factory(args: argparse.Namespace) -> EmbedFn:
@@ -72,7 +68,7 @@ def _local_factory(args: argparse.Namespace) -> EmbedFn:
         embeddings = local_embeddings()
         load_model()
     except ImportError as exc:
-        raise UsageError(_one_line(exc)) from exc
+        raise UsageError(one_line(exc)) from exc
     return embeddings.encode
 
 
@@ -97,7 +93,7 @@ def _openai_factory(args: argparse.Namespace) -> EmbedFn:
         try:
             return embed_all(client, args.embedding_model, texts)
         except (openai.OpenAIError, MalformedReply) as exc:
-            raise UsageError(f"embedding request failed: {_one_line(exc)}") from exc
+            raise UsageError(f"embedding request failed: {one_line(exc)}") from exc
 
     return embed
 
@@ -197,12 +193,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         questions = read_aidanbench_file(reference)
     except ValueError as exc:
-        raise UsageError(_one_line(exc)) from exc
+        raise UsageError(one_line(exc)) from exc
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"cannot create output directory {out}: {_one_line(exc)}") from exc
+        raise UsageError(f"cannot create output directory {out}: {one_line(exc)}") from exc
     if judging:
         return calibrate_judges(args, questions, reference, out)
 
@@ -212,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = calibrate(questions, embed, embedding_model=args.embedding_model)
     except ValueError as exc:
-        raise UsageError(f"{reference}: {_one_line(exc)}") from exc
+        raise UsageError(f"{reference}: {one_line(exc)}") from exc
     plot = plot_calibration(result, out / plot_name(args.embedding_model))
 
     if args.json:
@@ -252,7 +248,11 @@ def calibrate_judges(
         show(one, reference, as_json=args.json)
         found.append(one)
     documents = [
-        {**document, "calibration_file": str(path), "calibration_sha256": sha256_of(path)}
+        {
+            **document,
+            "calibration_file": str(path),
+            "calibration_sha256": files.digest(path.read_bytes()),
+        }
         for _, document, path in found
     ]
     panel = panel_agreement([calibration for calibration, _, _ in found])
@@ -295,7 +295,7 @@ def panel_line(panel: dict[str, Any]) -> str:
     )
 
 
-def _agreement(rule: JudgeRule, whole: int) -> str:
+def _agreement(rule: RuleFigures, whole: int) -> str:
     return f"{rule.decision_agreement:.1%} ({rule.agreeing}/{whole})"
 
 

@@ -10,13 +10,13 @@ path and sha256 and the judge it calibrated (``metadata.json``, ``judging``), wh
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 from pathlib import Path
 from typing import Any
 
 from aidanbench.core.errors import UsageError
+from aidanbench.record import files
 
 
 class CalibratedThreshold(float):
@@ -28,31 +28,6 @@ class CalibratedThreshold(float):
         made = super().__new__(cls, value)
         made.source = source
         return made
-
-
-def read_calibration(path: Path) -> dict[str, Any]:
-    """A calibration file's document; ``ValueError`` (one line) when it is not one."""
-    from aidanbench.analysis.judge_calibration import KIND  # numpy: only for a file
-
-    try:
-        document = json.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(
-            f"cannot read calibration file {path}: {' '.join(str(exc).split())}"
-        ) from None
-    judge = document.get("judge") if isinstance(document, dict) else None
-    if (
-        not isinstance(document, dict)
-        or document.get("kind") != KIND
-        or not isinstance(judge, dict)
-        or not isinstance(judge.get("model"), str)
-        or isinstance(judge.get("setting_value"), bool)
-        or not isinstance(judge.get("setting_value"), int | float)
-    ):
-        raise ValueError(
-            f"{path} is not a judge calibration file (aidanbench calibrate --judge-model)"
-        )
-    return document
 
 
 def coherence_threshold(text: str) -> float:
@@ -68,17 +43,32 @@ def coherence_threshold(text: str) -> float:
             f"{text!r} is neither a number nor a calibration file (aidanbench calibrate "
             "--judge-model writes one)"
         )
+    from aidanbench.analysis.judge_calibration import KIND  # numpy: only for a file
+
     try:
-        document = read_calibration(path)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    judge = document["judge"]
+        document = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise argparse.ArgumentTypeError(
+            f"cannot read calibration file {path}: {' '.join(str(exc).split())}"
+        ) from None
+    judge = document.get("judge") if isinstance(document, dict) else None
+    if (
+        not isinstance(document, dict)
+        or document.get("kind") != KIND
+        or not isinstance(judge, dict)
+        or not isinstance(judge.get("model"), str)
+        or isinstance(judge.get("setting_value"), bool)
+        or not isinstance(judge.get("setting_value"), int | float)
+    ):
+        raise argparse.ArgumentTypeError(
+            f"{path} is not a judge calibration file (aidanbench calibrate --judge-model)"
+        )
     return CalibratedThreshold(
         float(judge["setting_value"]),
         {
             "kind": "calibration",
             "file": str(path.resolve()),
-            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "sha256": files.digest(path.read_bytes()),
             "judge_model": judge["model"],
             "reference": document.get("reference"),
             "note": judge.get("note"),

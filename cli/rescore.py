@@ -18,23 +18,39 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
 from aidanbench.analysis.rejudge import Unjudged
-from aidanbench.analysis.rescore import rescore
+from aidanbench.analysis.rescore import RescoredQuestion, rescore
+from aidanbench.analysis.summary import (
+    describe_thresholds,
+    group_results,
+    render_summary,
+    summarise,
+    warnings,
+)
 from aidanbench.cli import add_command, judging, options
 from aidanbench.cli.calibration_file import coherence_value, threshold_source, threshold_value
 from aidanbench.cli.env_args import NotGiven
 from aidanbench.cli.report import (
     Inputs,
     add_common_arguments,
+    line_key,
     make_console,
     one_line,
+    print_errors,
+    print_headline,
+    print_judging,
+    print_warnings,
+    question_table,
     read_inputs,
+    report_payload,
 )
-from aidanbench.cli.rescore_report import print_rescore, rescore_payload
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.metadata import ThresholdSource
@@ -42,48 +58,41 @@ from aidanbench.record.results import threshold_source_text
 from aidanbench.runner.rejudged import Rejudged, judgment_cache, rejudge
 
 
-def source_text(coherence: float, given: Mapping[str, Any] | None) -> str | None:
-    """Where the coherence threshold a rescore uses came from, in words."""
-    return threshold_source_text(ThresholdSource.of(coherence, given))
-
-
-def thresholds_from(args: argparse.Namespace) -> Thresholds:
-    """The thresholds the arguments ask for, validated."""
-    coherence = float(coherence_value(args.coherence_threshold))
+def thresholds_from(args: argparse.Namespace, coherence: float) -> Thresholds:
+    """The thresholds the arguments ask for (``coherence`` parsed), validated."""
     novelty = threshold_value(args.novelty_threshold, "--novelty-threshold", 2)
     llm = (
         None
         if args.llm_novelty_threshold is None
         else threshold_value(args.llm_novelty_threshold, "--llm-novelty-threshold", 2)
     )
-    return Thresholds(coherence=coherence, novelty=novelty, llm_novelty=llm)
+    return Thresholds(coherence=float(coherence), novelty=novelty, llm_novelty=llm)
 
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``aidanbench rescore``."""
-    if isinstance(args.judge_model, NotGiven):
-        args.judge_model = args.judge_model.value
-        if len(options.listed(args, "coherence_threshold")) > 1:
-            raise UsageError(
-                "--coherence-threshold is given once per judge of a panel: name the judges "
-                "with --judge-model (or give it once)"
-            )
-        for given, flag in (
-            (args.into is not None, "--into"),
-            (args.batch, "--batch"),
-            (args.judge_samples != 1, "--judge-samples"),
-        ):
-            if given:
-                raise UsageError(
-                    f"{flag} needs --judge-model (the judge to judge the answers again)"
-                )
-    else:
-        return judge_again(args, thresholds_from(args))
-    thresholds = thresholds_from(args)
-    given = getattr(coherence_value(args.coherence_threshold), "source", None)
+    if not isinstance(args.judge_model, NotGiven):
+        return judge_again(args, thresholds_from(args, coherence_value(args.coherence_threshold)))
+    args.judge_model = args.judge_model.value
+    if len(options.listed(args, "coherence_threshold")) > 1:
+        raise UsageError(
+            "--coherence-threshold is given once per judge of a panel: name the judges "
+            "with --judge-model (or give it once)"
+        )
+    for given, flag in (
+        (args.into is not None, "--into"),
+        (args.batch, "--batch"),
+        (args.judge_samples != 1, "--judge-samples"),
+    ):
+        if given:
+            raise UsageError(f"{flag} needs --judge-model (the judge to judge the answers again)")
+    coherence = coherence_value(args.coherence_threshold)
+    thresholds = thresholds_from(args, coherence)
+    given = getattr(coherence, "source", None)
     inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
     try:
-        rescored = rescore(inputs.results, thresholds, source_text(thresholds.coherence, given))
+        source = threshold_source_text(ThresholdSource.of(thresholds.coherence, given))
+        rescored = rescore(inputs.results, thresholds, source)
     except ValueError as exc:
         raise UsageError(one_line(exc)) from exc
     mode, notes = inputs.reward_mode, inputs.notes
@@ -200,6 +209,130 @@ def into_text(seeded: dict[str, Any]) -> str:
         + "):"
     )
     return "\n".join([head, *(f"  {printable(command)}" for command in seeded["continue"])])
+
+
+def truncation_note(rescored: Sequence[RescoredQuestion]) -> str:
+    """How many lines are lower bounds because the run stopped too early to tell."""
+    count = sum(1 for r in rescored if r.truncated)
+    if not count:
+        return (
+            "No question is truncated: every chain the run ended by its rule still ends "
+            "at or before its recorded terminal answer, so these scores are exact."
+        )
+    return (
+        f"{count} of {len(rescored)} question lines are truncated (≥): "
+        "their recorded terminal answer passes these looser thresholds, so they are scored "
+        "up to where the run stopped and their scores, and the totals that include them, "
+        "are lower bounds."
+    )
+
+
+def change_table(rescored: Sequence[RescoredQuestion], reward_mode: str = "count") -> Table:
+    """Recorded and rescored headlines side by side, per model and temperature (per repeat
+    with repeats, as the summary shows them)."""
+    table = Table(title="Recorded vs rescored totals")
+    for name in ("model", "temp", "recorded", "rescored", "change", "truncated"):
+        table.add_column(name, justify="left" if name == "model" else "right")
+    before = summarise([r.original for r in rescored], reward_mode)
+    after = summarise([r.result for r in rescored], reward_mode)
+    truncated: dict[tuple[str, float], int] = {}
+    for r in rescored:
+        key = (r.original.model, r.original.temperature)
+        truncated[key] = truncated.get(key, 0) + int(r.truncated)
+    for old, new in zip(before, after, strict=True):
+        spec = ".2f" if reward_mode == "novelty_sum" else ".1f" if old.repeats > 1 else "g"
+        count = truncated[(old.model, old.temperature)]
+        lower = "≥ " if count else ""
+        table.add_row(
+            printable(old.model),
+            f"{old.temperature:g}",
+            format(old.reward, spec),
+            f"{lower}{new.reward:{spec}}",
+            f"{lower}{new.reward - old.reward:+{spec}}",
+            str(count),
+        )
+    return table
+
+
+def _original_thresholds(lines: Sequence[RescoredQuestion]) -> list[dict[str, Any]]:
+    distinct = dict.fromkeys(r.original_thresholds for r in lines)
+    return [vars(t).copy() for t in distinct]
+
+
+def rescore_payload(
+    rescored: Sequence[RescoredQuestion],
+    thresholds: Thresholds,
+    reward_mode: str = "count",
+    notes: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The ``report --json`` document with recorded scores and truncation added.
+
+    A run's ``original_score`` is per repeat, like its ``score``.
+    """
+    results = [r.result for r in rescored]
+    by_key = {line_key(r.result): r for r in rescored}
+    question_fields = {
+        key: {"original_score": r.original_score, "truncated": r.truncated}
+        for key, r in by_key.items()
+    }
+    run_fields = {}
+    for key, lines in group_results(results).items():
+        chosen = [by_key[line_key(line)] for line in lines]
+        (recorded,) = summarise([r.original for r in chosen])
+        run_fields[key] = {
+            "original_score": recorded.to_dict()["score"],
+            "truncated": sum(1 for r in chosen if r.truncated),
+            "original_thresholds": _original_thresholds(chosen),
+        }
+    payload = report_payload(
+        results,
+        summarise(results, reward_mode),
+        question_fields=question_fields,
+        run_fields=run_fields,
+        reward_mode=reward_mode,
+        notes=notes,
+    )
+    return {
+        "thresholds": vars(thresholds).copy(),
+        "truncated": sum(1 for r in rescored if r.truncated),
+        "note": truncation_note(rescored),
+        **payload,
+    }
+
+
+def print_rescore(
+    rescored: Sequence[RescoredQuestion],
+    thresholds: Thresholds,
+    console: Console,
+    reward_mode: str = "count",
+    notes: Sequence[str] = (),
+    judge: str | None = None,
+) -> None:
+    """The text report of a rescore (of chains judged again by ``judge``, when given)."""
+    results = [r.result for r in rescored]
+    originals = "; ".join(
+        describe_thresholds(t) for t in dict.fromkeys(r.original_thresholds for r in rescored)
+    )
+    how = (
+        "without API calls"
+        if judge is None
+        else f"every answer's coherence judged again by {printable(judge)}"
+    )
+    console.print(
+        f"Rescored with {describe_thresholds(thresholds)} (the run used {originals}), "
+        f"from the recorded chains, {how}.",
+        markup=False,
+    )
+    rows = summarise(results, reward_mode)
+    render_summary(rows, console, title="AidanBench summary, rescored")
+    print_headline(rows, console, results)
+    print_judging(rows, console)
+    console.print(change_table(rescored, reward_mode))
+    console.print(question_table(results, console.width))
+    print_errors(results, console)
+    truncated = any(r.truncated for r in rescored)
+    console.print(truncation_note(rescored), style="bold yellow" if truncated else None)
+    print_warnings([*notes, *warnings(results)], console)
 
 
 def register(subparsers: Any) -> None:

@@ -27,7 +27,6 @@ with exactly these settings.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import shlex
 import sqlite3
@@ -175,9 +174,9 @@ async def seed_run(
     spec: RunSpec,
     provenance: Mapping[str, Any],
 ) -> Seeded:
-    """Write the re-judged run directory through its ``recorder``: checkpoints, question
-    lines, metadata and the question sets (checkpoints an interrupted command left are
-    replaced). ``settings_of`` gives each (model, temperature)'s settings."""
+    """Write the re-judged run directory through its ``recorder`` (built anew,
+    ``Recorder.build``): checkpoints, question lines, metadata and the question sets.
+    ``settings_of`` gives each (model, temperature)'s settings."""
     tasks: list[Task] = []
     states: list[dict[str, Any]] = []
     for line in rescored:  # every chain checked before the first write
@@ -185,10 +184,7 @@ async def seed_run(
         settings = settings_of[(result.model, result.temperature)]
         tasks.append(Task(settings, result.question, result.repeat))
         states.append(thread_values(line, settings))
-    checkpoints = recorder.run_dir / files.CHECKPOINTS
-    for leftover in (checkpoints, *(checkpoints.with_name(checkpoints.name + s) for s in SIDES)):
-        leftover.unlink(missing_ok=True)
-    async with open_checkpointer(checkpoints) as saver:
+    async with open_checkpointer(recorder.run_dir / files.CHECKPOINTS) as saver:
         graph = build_question_graph(default_services).compile(checkpointer=saver)
         for task, values in zip(tasks, states, strict=True):
             settings = task.settings
@@ -213,10 +209,6 @@ async def seed_run(
     return Seeded(lines, open_threads, question_sets(recorder, lines))
 
 
-SIDES = ("-wal", "-shm")
-"""The files SQLite keeps beside a database in WAL mode."""
-
-
 def question_sets(recorder: Recorder, lines: Sequence[QuestionLine]) -> list[tuple[list[str], str]]:
     """One questions file per set of models that answered the same questions
     (``questions.json`` when every model did): the models, and the file's name."""
@@ -236,18 +228,15 @@ def question_sets(recorder: Recorder, lines: Sequence[QuestionLine]) -> list[tup
     return found
 
 
-def task_settings(
-    model: str, temperature: float, source: Mapping[str, Any], judge: Mapping[str, Any]
-) -> Settings:
-    """A model's settings in the re-judged run: its source scoring settings (those a
-    ``Settings`` takes), the new judge's and the new thresholds over them."""
-    fields = {
-        k: v
-        for k, v in source.items()
-        if k in Settings.model_fields and k not in ("model", "temperature")
-    }
-    return make_settings(model, temperature, {**fields, "llm_novelty": False}, dict(judge))
-
+JUDGE_SETTINGS = (
+    "judge_model",
+    "judge_base_url",
+    "judge_api_key_env",
+    "judge_temperature",
+    "judge_attempts",
+    "judge_samples",
+)
+"""The new judge's settings each model of the re-judged run takes."""
 
 Judge = tuple[Settings, float, dict[str, Any] | None]
 """A judge of the re-judging: its settings, its coherence threshold and where that came
@@ -272,12 +261,7 @@ def seed_into(
     stored = session.stored_scoring(read_metadata(origin) if origin.is_dir() else None)
     (settings, _, source), *panel = judges
     judge = {
-        "judge_model": settings.judge_model,
-        "judge_base_url": settings.judge_base_url,
-        "judge_api_key_env": settings.judge_api_key_env,
-        "judge_temperature": settings.judge_temperature,
-        "judge_attempts": settings.judge_attempts,
-        "judge_samples": settings.judge_samples,
+        **{field: getattr(settings, field) for field in JUDGE_SETTINGS},
         "coherence_threshold": thresholds.coherence,
         "novelty_threshold": thresholds.novelty,
         "judge_panel": [
@@ -294,10 +278,14 @@ def seed_into(
     for line in rescored:
         key = (line.result.model, line.result.temperature)
         if key not in settings_of:
-            recorded = dict(stored.get(line.result.model, {}))
+            recorded = {
+                k: v
+                for k, v in stored.get(line.result.model, {}).items()
+                if k in Settings.model_fields and k not in ("model", "temperature")
+            }
             if line.original.embedding_model and "embedding_model" not in recorded:
                 recorded["embedding_model"] = line.original.embedding_model
-            settings_of[key] = task_settings(key[0], key[1], recorded, judge)
+            settings_of[key] = make_settings(*key, {**recorded, "llm_novelty": False}, judge)
     spec = RunSpec(
         models=list(dict.fromkeys(m for m, _ in settings_of)),
         temperatures=list(dict.fromkeys(t for _, t in settings_of)),
@@ -312,7 +300,7 @@ def seed_into(
     provenance = {
         "path": str(origin.resolve()),
         "kind": "run directory" if origin.is_dir() else "results file",
-        "sha256": None if origin.is_dir() else hashlib.sha256(origin.read_bytes()).hexdigest(),
+        "sha256": None if origin.is_dir() else files.digest(origin.read_bytes()),
         "judge": dict(judge_fields[0]),
         **({"panel": [dict(f) for f in judge_fields]} if len(judge_fields) > 1 else {}),
         "thresholds": {"coherence": thresholds.coherence, "novelty": thresholds.novelty},
@@ -409,7 +397,7 @@ def _rejudged(
     judged = [judge_all(prompts, settings, ledger, **judging) for settings, _, _ in judges]
     for found in judged:
         if found.failures:
-            raise Unjudged(found, len(set(prompts)))
+            raise Unjudged(found)
     used = [ThresholdSource.of(threshold, source) for _, threshold, source in judges]
     panel = [(s.judge_model, t, found) for (s, t, _), found in zip(judges, judged, strict=True)]
     rescored = rejudge_lines(results, panel, thresholds, threshold_source_text(used[0]))
@@ -420,12 +408,8 @@ def _rejudged(
             "coherence_threshold": threshold,
             "coherence_threshold_source": source.model_dump(exclude_none=True),
             "served_models": found.served_counts(),
-            "requests": found.requests,
-            "from_cache": found.from_cache,
-            "batches": found.batches,
-            "unreadable": found.unreadable,
-            "refused": len(found.refused),
+            **found.figures(),
         }
         for (s, threshold, _), found, source in zip(judges, judged, used, strict=True)
     ]
-    return Rejudged(rescored, judge_fields, len(set(prompts)), cost_summary(ledger))
+    return Rejudged(rescored, judge_fields, judged[0].answers, cost_summary(ledger))
