@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from aidanbench.analysis.rejudge import Rejudging, coherence_prompt
 from aidanbench.core.thresholds import Thresholds
-from aidanbench.core.vocabulary import THRESHOLD_STOPS
+from aidanbench.core.vocabulary import is_threshold_stop
 from aidanbench.record.results import QuestionResult, chain_validity, panel_decision
 
 BENCHMARK_THRESHOLDS = Thresholds()
@@ -70,7 +70,7 @@ def rescore_question(
     answers = tuple(
         a.model_copy(update={"valid": ok}) for a, ok in zip(result.answers, flags, strict=True)
     )
-    truncated = reason is None and result.stop_reason in THRESHOLD_STOPS
+    truncated = reason is None and is_threshold_stop(result.stop_reason)
     stop_reason: str | None
     if reason is not None:
         stop_reason, error = reason, None

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
+from aidanbench.core.scores import declared
+
 ThresholdStop = Literal["coherence", "novelty", "llm_novelty"]
-"""The benchmark's own rule ended the question: the recorded answer failed a threshold."""
+"""The benchmark's own rule ended the question: the recorded answer failed a threshold.
+For typing only: a stop is a threshold stop when it names a declared score
+(``is_threshold_stop``), so a score added to ``core.scores`` is one too."""
 
 CapStop = Literal["max_answers"]
 """The answer cap (a scoring setting, part of what is measured) ended the question: its
@@ -30,13 +34,21 @@ the thread again retries."""
 StopReason = Literal[ThresholdStop, CapStop, BudgetStop, ErrorKind]
 """Why a question's chain ended."""
 
-THRESHOLD_STOPS: frozenset[str] = frozenset(get_args(ThresholdStop))
 CAP_STOPS: frozenset[str] = frozenset(get_args(CapStop))
 BUDGET_STOPS: frozenset[str] = frozenset(get_args(BudgetStop))
 ERROR_KINDS: frozenset[str] = frozenset(get_args(ErrorKind))
-FINAL_STOPS: frozenset[str] = THRESHOLD_STOPS | CAP_STOPS
-"""Stops whose score stands: rerunning with the same settings changes nothing."""
 STOP_REASONS: tuple[str, ...] = tuple(get_args(StopReason))
+
+
+def is_threshold_stop(stop_reason: str | None) -> bool:
+    """Whether a threshold ended the question: the stop names a declared score."""
+    return any(score.name == stop_reason for score in declared())
+
+
+def is_final(stop_reason: str | None) -> bool:
+    """Whether the question's score stands (a threshold or the answer cap ended it):
+    rerunning with the same settings changes nothing."""
+    return is_threshold_stop(stop_reason) or stop_reason in CAP_STOPS
 
 
 def is_error_stop(stop_reason: str | None) -> bool:

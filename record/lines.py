@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from aidanbench.core.calls import answer_dollars, question_dollars
 from aidanbench.core.errors import printable
 from aidanbench.core.metric_names import environment_aliases
-from aidanbench.core.vocabulary import ERROR_KINDS, FINAL_STOPS, is_censored
+from aidanbench.core.vocabulary import ERROR_KINDS, is_censored, is_final
 from aidanbench.record import files
 
 if TYPE_CHECKING:
@@ -285,7 +285,7 @@ class QuestionLine(BaseModel):
     @property
     def finished(self) -> bool:
         """Stopped for good by the benchmark's rule (a rerun skips its thread)."""
-        return self.stop_reason in FINAL_STOPS
+        return is_final(self.stop_reason)
 
     @property
     def errored(self) -> bool:

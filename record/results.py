@@ -34,7 +34,7 @@ from aidanbench.core.calls import (
     usage_missing,
 )
 from aidanbench.core.thresholds import Thresholds, panel_passes
-from aidanbench.core.vocabulary import FINAL_STOPS, is_error_stop
+from aidanbench.core.vocabulary import is_error_stop, is_final
 from aidanbench.record import files
 from aidanbench.record.lines import (
     AnswerLine,
@@ -118,7 +118,7 @@ class QuestionResult:
     @property
     def finished(self) -> bool:
         """Ended by the benchmark's rule or a cap, not by an error or an interruption."""
-        return self.stop_reason in FINAL_STOPS
+        return is_final(self.stop_reason)
 
     @property
     def lower_bound(self) -> bool:

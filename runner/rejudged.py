@@ -53,7 +53,7 @@ from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import AnswerRecord
 from aidanbench.core.thresholds import Thresholds
-from aidanbench.core.vocabulary import CAP_STOPS, THRESHOLD_STOPS
+from aidanbench.core.vocabulary import CAP_STOPS, is_threshold_stop
 from aidanbench.graph.question import build_question_graph
 from aidanbench.nodes.context import no_calls
 from aidanbench.nodes.metrics import chain_metrics
@@ -136,7 +136,7 @@ def thread_values(line: RescoredQuestion, settings: Settings) -> dict[str, Any]:
             "its chain cannot be continued"
         )
     capped = stop in CAP_STOPS and line.original.stop_reason == stop
-    if stop not in THRESHOLD_STOPS and not capped:
+    if not is_threshold_stop(stop) and not capped:
         stop = None  # truncated, errored, capped by spending or unfinished: go on
     answers = [_record(row, result.stop_reason) for row in kept]
     elapsed = answers[-1]["elapsed_s"] if answers else 0.0

@@ -15,7 +15,7 @@ from typing import Any
 
 from aidanbench.core.calls import add_dollars
 from aidanbench.core.settings import Settings
-from aidanbench.core.vocabulary import FINAL_STOPS
+from aidanbench.core.vocabulary import is_final
 from aidanbench.nodes.prepare import measured_by
 from aidanbench.record.lines import QuestionLine, thread_id
 
@@ -61,7 +61,7 @@ class Task:
 
 def is_finished(values: Mapping[str, Any], pending: bool) -> bool:
     """Stopped by the benchmark's rule with nothing left to run: skipped on a rerun."""
-    return not pending and values.get("stop_reason") in FINAL_STOPS
+    return not pending and is_final(values.get("stop_reason"))
 
 
 def start_input(task: Task, pending: bool) -> dict[str, Any] | None:

@@ -2,7 +2,8 @@
 
 The toy score ``decay`` (1 / the answer's index) is declared here with its node, and the
 table is given that one entry more (``SCORES`` as the entry would make it). Nothing
-shipped names it: the graph runs its node, its threshold ends the chain, ``answers.jsonl``
+shipped names it: the graph runs its node, its threshold ends the chain for good (a rerun
+skips the thread, as after a published score's stop), ``answers.jsonl``
 records it, and the thresholds, the text that describes them in reports and exports and
 the report page's failing answer carry it, all from the declaration. A real score would
 put its node in ``nodes/``, its entry in ``core/scores.py`` and, to be set per run, its
@@ -30,6 +31,7 @@ from aidanbench.graph.question import build_question_graph
 from aidanbench.nodes.context import NodeContext, candidate_answer, no_calls, scored
 from aidanbench.record.lines import QuestionLine, read_lines, write_lines
 from aidanbench.record.results import question_result
+from aidanbench.runner.tasks import is_finished
 from aidanbench.services import ServicesFactory
 from aidanbench.testing import OpenAIStub, ScriptedBrain
 from aidanbench.testing.settings import stub_settings
@@ -92,6 +94,7 @@ async def test_a_declared_score_runs_ends_the_chain_and_is_recorded(tmp_path: Pa
     [read] = read_lines(tmp_path)
     assert [DECAY.value(a) for a in read.answers] == [a["decay"] for a in answers]
     reported = question_result(read).answers
+    assert is_finished(out, pending=False) and read.finished and question_result(read).finished
     assert [DECAY.value(a) for a in reported] == [a["decay"] for a in answers]
     assert failure(read.answers, "decay", settings.thresholds) == {  # type: ignore[arg-type]
         "index": 3,

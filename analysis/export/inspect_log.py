@@ -32,7 +32,7 @@ from aidanbench.analysis.export.record import (
     question_number,
     role_usage,
 )
-from aidanbench.core.vocabulary import FINAL_STOPS
+from aidanbench.core.vocabulary import is_final
 from aidanbench.nodes.prompts import prompts_sha256, render_generate
 from aidanbench.record.lines import AnswerLine
 from aidanbench.record.results import QuestionResult
@@ -76,7 +76,7 @@ def eval_log(record: RunRecord, row: Row) -> Any:
         if name is not None
     }
     samples = [sample(record, row, line) for line in row.lines]
-    unfinished = [line for line in row.lines if line.stop_reason not in FINAL_STOPS]
+    unfinished = [line for line in row.lines if not is_final(line.stop_reason)]
     created = record.started_at or datetime.now(UTC).isoformat(timespec="seconds")
     spec = EvalSpec(
         created=created,
