@@ -38,7 +38,8 @@ from aidanbench import reference
 from aidanbench.cli.main import main
 from aidanbench.testing import OpenAIStub
 from aidanbench.testing.judges import RecordedJudge, Rule
-from aidanbench.testing.published import PublishedRunBrain, published_chains
+from aidanbench.testing.published import published_chains
+from aidanbench.testing.replay import ReplayBrain
 
 KEY = "AIDANBENCH_COVERAGE_KEY"
 
@@ -79,7 +80,7 @@ def measure(
 ) -> list[dict[str, Any]]:
     """Per model: the interval of one K-judged rescore and the scores of the re-judgings."""
     chains = published_chains()
-    inner = PublishedRunBrain(chains)
+    inner = ReplayBrain(chains)
 
     def judge(seed: int) -> RecordedJudge:
         return RecordedJudge(chains, gaussian(args.slope, sd, inverted, seed), inner)

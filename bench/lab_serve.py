@@ -6,7 +6,7 @@ Prints the base URL on the first line of stdout and serves until stdin closes. O
 asyncio loop (see ``bench.serve`` for why not the threaded test stub).
 
 * ``published`` answers as the five models, judge and embedder of the bundled published
-  run (``PublishedRunBrain``); ``lab`` as ``--models`` models whose chains are scripted
+  run (``ReplayBrain``); ``lab`` as ``--models`` models whose chains are scripted
   (``LabBrain``: distinct answers per model, lengths drawn per model and question).
 * Each request waits a latency drawn from a log-normal distribution with the kind's
   median (``--lg``, ``--lj``, ``--le``) and ``--sigma`` (0: always the median). The draw
@@ -271,9 +271,10 @@ def app(
 
 def make_brain(args: argparse.Namespace) -> Any:
     if args.mode == "published":
-        from aidanbench.testing.published import PublishedRunBrain, published_chains
+        from aidanbench.testing.published import published_chains
+        from aidanbench.testing.replay import ReplayBrain
 
-        return PublishedRunBrain(published_chains())
+        return ReplayBrain(published_chains())
     from aidanbench.graph.questions import bundled_questions
 
     models = [f"lab-model-{i}" for i in range(args.models)]

@@ -328,14 +328,6 @@ def threshold_source_text(source: ThresholdSource | None) -> str | None:
     return source.kind if source.kind in ("benchmark", "given") else None
 
 
-def read_run_results(run_dir: Path) -> tuple[list[QuestionResult], list[str]]:
-    """``results_of`` the lines of a run directory, with its metadata."""
-    if not (run_dir / files.QUESTIONS).exists():
-        raise ValueError(f"{run_dir} is not a run directory (no {files.QUESTIONS})")
-    metadata = read_metadata(run_dir)
-    return results_of(read_lines(run_dir), metadata)
-
-
 def read_results(path: Path, thresholds: Thresholds | None = None) -> list[QuestionResult]:
     """A run directory or an original-schema results file, whichever ``path`` is; a
     question line is counted once however its question was spelled (``distinct``)."""
@@ -345,9 +337,12 @@ def read_results(path: Path, thresholds: Thresholds | None = None) -> list[Quest
 def read_results_noted(
     path: Path, thresholds: Thresholds | None = None
 ) -> tuple[list[QuestionResult], list[str]]:
-    """``read_results``, and a note for each line it counted once for two spellings."""
+    """``read_results``, and a note for each line it counted once for two spellings; a
+    run directory's lines are read with its metadata (``results_of``)."""
     if path.is_dir():
-        return read_run_results(path)
+        if not (path / files.QUESTIONS).exists():
+            raise ValueError(f"{path} is not a run directory (no {files.QUESTIONS})")
+        return results_of(read_lines(path), read_metadata(path))
     if not path.exists():
         raise ValueError(f"no such file or directory: {path}")
     return distinct(read_aidanbench_file(path, thresholds))

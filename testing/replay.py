@@ -1,4 +1,4 @@
-"""A brain that replays a recorded AidanBench run, answer for answer.
+"""A brain that replays recorded AidanBench runs, answer for answer, for every model at once.
 
 For each recorded chain the model "answers" the recorded texts in order, the judge gives
 the recorded coherence, and the embeddings are built so that the novelty the graph
@@ -9,6 +9,14 @@ any earlier answer ``s`` times something at most 1, so the maximum is ``s``. A t
 before reuses its vector (in the reference run that only happens for a chain's terminal
 repeat, whose recorded dissimilarity is 0 either way).
 
+Generate requests are answered by the request's model name; coherence requests and
+embeddings are looked up by text, which is safe because no answer text of the published
+run occurs under two models. Each model's vectors span their own axes, zero-padded to one
+length, so every cosine within a chain is kept and one batch may hold texts of several
+models. A generate request can wait as long as that answer took in the recording (its
+cumulative ``processing_time`` less the previous answer's), times a scale, so a run's
+progress follows the recorded timings.
+
 Running the graph against this brain must reproduce the recorded per-question scores:
 the golden test of the whole pipeline.
 """
@@ -16,6 +24,7 @@ the golden test of the whole pipeline.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,35 +43,64 @@ BEYOND_RECORDING = "(the recording ends here)"
 """Answer given past a chain's end: only a pipelined look-ahead asks, and it is discarded."""
 
 
-class ReplayBrain:
-    """Replays the chains of one model (questions must be distinct)."""
+def answer_seconds(chain: QuestionResult) -> list[float]:
+    """How long each answer of a chain took in the recording (from cumulative times)."""
+    seconds: list[float] = []
+    before = 0.0
+    for row in chain.answers:
+        now = row.elapsed_s if row.elapsed_s is not None else before
+        seconds.append(max(0.0, now - before))
+        before = now
+    return seconds
 
-    def __init__(self, chains: Sequence[QuestionResult]) -> None:
-        self.chains = {c.question: c for c in chains}
+
+class ReplayBrain:
+    """Replays the chains of recorded models (a model's questions must be distinct);
+    generate requests take the recorded time times ``latency_scale``."""
+
+    def __init__(self, chains: Sequence[QuestionResult], latency_scale: float = 0.0) -> None:
+        if latency_scale < 0:
+            raise ValueError(f"latency scale must be at least 0, got {latency_scale}")
+        self.chains = {(c.model, c.question): c for c in chains}
         if len(self.chains) != len(chains):
-            raise ValueError("ReplayBrain replays one model: questions must be distinct")
+            raise ValueError("ReplayBrain replays a model's questions once: they must be distinct")
+        self.latency_scale = latency_scale
+        self.seconds = {key: answer_seconds(chain) for key, chain in self.chains.items()}
         self.coherence: dict[tuple[str, str], float] = {}
         for chain in chains:
             for row in chain.answers:
                 if row.coherence is None:
                     raise ValueError(f"answer {row.index} of {chain.question!r} has no coherence")
                 self.coherence.setdefault((chain.question, row.answer), row.coherence)
-        self.vectors = _replay_vectors(chains)
-        size = len(next(iter(self.vectors.values()))) if self.vectors else 1
-        self._beyond = np.full(size, 1.0 / math.sqrt(size))
+        by_model: dict[str, list[QuestionResult]] = {}
+        for chain in chains:
+            by_model.setdefault(chain.model, []).append(chain)
+        self.vectors: dict[str, np.ndarray] = {}
+        for own in by_model.values():
+            for text, vector in _replay_vectors(own).items():
+                self.vectors.setdefault(text, vector)
+        self.dimensions = max((len(v) for v in self.vectors.values()), default=1)
+        self._beyond = np.full(self.dimensions, 1.0 / math.sqrt(self.dimensions))
 
     def chat(self, kind: Kind, model: str, prompt: str, body: Mapping[str, Any]) -> Reply:
-        """Recorded answer, recorded coherence, or 100/0 similarity by identity; any
-        other message (a preflight's one-line request) gets a plain ``OK``."""
+        """The model's recorded answer (after its recorded time), recorded coherence, or
+        100/0 similarity by identity; any other message (a preflight's one-line request)
+        gets a plain ``OK``."""
         if kind == "generate":
             question, previous = parse_generate_prompt(prompt)
-            rows = self.chains[question].answers
+            chain = self.chains.get((model, question))
+            if chain is None:
+                raise ValueError(f"the recording has no question {question!r} for {model!r}")
+            rows = chain.answers
             if len(previous) >= len(rows):
                 return Reply(f"<answer>{BEYOND_RECORDING}</answer>", served_model=model)
+            if self.latency_scale:
+                time.sleep(self.seconds[(model, question)][len(previous)] * self.latency_scale)
             return Reply(f"<answer>{rows[len(previous)].answer}</answer>", served_model=model)
         if kind == "coherence":
-            question, answer = parse_coherence_prompt(prompt)
-            score = self.coherence[(question, answer)]
+            score = self.coherence.get(parse_coherence_prompt(prompt))
+            if score is None:
+                raise ValueError("coherence asked for an answer the recording does not have")
             return Reply(f"<coherence_score>{round(score)}</coherence_score>")
         if kind == "similarity":
             _, first, second = parse_similarity_prompt(prompt)
@@ -72,8 +110,14 @@ class ReplayBrain:
         raise ValueError(f"replay brain cannot answer a {kind} request")
 
     def embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:
-        """The constructed vector of each recorded text."""
-        return [self.vectors.get(t, self._beyond).tolist() for t in texts]
+        """Each recorded text's constructed vector, zero-padded to one length."""
+        out = []
+        for text in texts:
+            vector = self.vectors.get(text, self._beyond)
+            padded = np.zeros(self.dimensions)
+            padded[: len(vector)] = vector
+            out.append(padded.tolist())
+        return out
 
 
 def _replay_vectors(chains: Sequence[QuestionResult]) -> dict[str, np.ndarray]:

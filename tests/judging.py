@@ -12,13 +12,13 @@ from aidanbench.record.results import QuestionResult
 from aidanbench.testing import Kind, Reply, parse_coherence_prompt
 from aidanbench.testing.brain import Brain
 from aidanbench.testing.judges import RecordedJudge, affine
-from aidanbench.testing.published import PublishedRunBrain
+from aidanbench.testing.replay import ReplayBrain
 
 
 def affine_judge(chains: list[QuestionResult]) -> RecordedJudge:
     """The published run's models and embedder, and a judge scoring
     ``floor(0.5 · o1-mini + 40)``: o1-mini's ranking on another scale."""
-    return RecordedJudge(chains, affine(0.5, 40), PublishedRunBrain(chains))
+    return RecordedJudge(chains, affine(0.5, 40), ReplayBrain(chains))
 
 
 class Unreadable:

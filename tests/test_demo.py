@@ -18,7 +18,8 @@ import pytest
 
 from aidanbench import reference
 from aidanbench.cli.demo import differences, published_scores
-from aidanbench.testing.published import PublishedRunBrain, answer_seconds, published_chains
+from aidanbench.testing.published import published_chains
+from aidanbench.testing.replay import ReplayBrain, answer_seconds
 
 from .conftest import KEY_VARIABLES
 
@@ -162,7 +163,7 @@ def test_answer_times_follow_the_recording() -> None:
 
 def test_bad_latency_scale_is_refused() -> None:
     with pytest.raises(ValueError, match="latency scale"):
-        PublishedRunBrain(published_chains(), -1)
+        ReplayBrain(published_chains(), -1)
 
 
 def test_differences_name_each_question_and_total() -> None:

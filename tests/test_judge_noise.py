@@ -27,7 +27,8 @@ from aidanbench.record.lines import AnswerLine
 from aidanbench.record.results import QuestionResult
 from aidanbench.testing import Kind, OpenAIStub, Reply, ScriptedBrain
 from aidanbench.testing.judges import RecordedJudge, noisy
-from aidanbench.testing.published import PublishedRunBrain, published_chains
+from aidanbench.testing.published import published_chains
+from aidanbench.testing.replay import ReplayBrain
 from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_flags
 
 from .conftest import REPO
@@ -126,7 +127,7 @@ def test_a_judgment_that_passes_a_recorded_failure_is_an_open_chain() -> None:
 @pytest.fixture(scope="module")
 def noisy_server() -> Iterator[OpenAIStub]:
     chains = published_chains()
-    with OpenAIStub(RecordedJudge(chains, noisy(20), PublishedRunBrain(chains))) as server:
+    with OpenAIStub(RecordedJudge(chains, noisy(20), ReplayBrain(chains))) as server:
         yield server
 
 

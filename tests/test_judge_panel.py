@@ -27,7 +27,8 @@ from aidanbench.runner.engine import execute, prepare
 from aidanbench.runner.spec import RunSpec
 from aidanbench.testing import OpenAIStub
 from aidanbench.testing.judges import RecordedJudge, affine
-from aidanbench.testing.published import PublishedRunBrain, published_chains
+from aidanbench.testing.published import published_chains
+from aidanbench.testing.replay import ReplayBrain
 from tests.builders import REFERENCE_TOTALS
 from tests.judging import Unreadable, one_question_reference
 
@@ -39,7 +40,7 @@ SCALES = {"judge-a": affine(0.5, 40), "judge-b": affine(0.3, 60)}
 def servers() -> Iterator[dict[str, OpenAIStub]]:
     """One server per judge, each also playing the published run's models and embedder."""
     chains = published_chains()
-    inner = PublishedRunBrain(chains)
+    inner = ReplayBrain(chains)
     stubs = {name: OpenAIStub(RecordedJudge(chains, rule, inner)) for name, rule in SCALES.items()}
     for stub in stubs.values():
         stub.start()

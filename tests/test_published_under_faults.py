@@ -25,7 +25,8 @@ from aidanbench.runner.local import drive_local as drive
 from aidanbench.runner.progress import Progress
 from aidanbench.services import ServicesFactory
 from aidanbench.testing import Fault, OpenAIStub, RequestInfo, malformed, reordered_embeddings
-from aidanbench.testing.published import PublishedRunBrain, published_chains
+from aidanbench.testing.published import published_chains
+from aidanbench.testing.replay import ReplayBrain
 
 pytestmark = pytest.mark.e2e
 
@@ -73,7 +74,7 @@ async def test_published_run_is_exact_under_transient_faults_and_reordered_embed
 ) -> None:
     monkeypatch.setenv(KEY_VARIABLE, "sk-local-replay")
     chains = published_chains()
-    with OpenAIStub(PublishedRunBrain(chains), faults=Misbehaving()) as stub:
+    with OpenAIStub(ReplayBrain(chains), faults=Misbehaving()) as stub:
         tasks = [
             type(task)(task.settings.model_copy(update={"max_retries": 3}), task.question, 1)
             for task in demo_tasks(chains, stub.base_url, tmp_path)
