@@ -22,16 +22,12 @@ from aidanbench.analysis.rejudge import LEDGER_SUFFIX
 from aidanbench.cli import options
 from aidanbench.core.errors import ConfigError, UsageError, printable
 from aidanbench.core.settings import Settings
+from aidanbench.runner.rejudged import JUDGE_SETTINGS
 from aidanbench.services.batch import BatchStatus
 from aidanbench.services.pricing import PriceFileError, price_table, same_model
 
 JUDGE_FIELDS = (
-    "judge_model",
-    "judge_base_url",
-    "judge_api_key_env",
-    "judge_temperature",
-    "judge_attempts",
-    "judge_samples",
+    *JUDGE_SETTINGS,
     "request_timeout",
     "max_retries",
     "max_concurrency",
