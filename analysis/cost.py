@@ -19,15 +19,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aidanbench.analysis.summary import SummaryRow, summarise
 from aidanbench.analysis.tables import dollars_text, score_text, tokens_text
 from aidanbench.core.errors import printable
 from aidanbench.core.vocabulary import is_censored
 from aidanbench.record.metadata import Metadata, read_metadata
 from aidanbench.record.results import QuestionResult, read_results
 from aidanbench.record.usage import LedgerSummary
+
+if TYPE_CHECKING:
+    from aidanbench.analysis.summary import SummaryRow
 
 CENSORING = (
     "questions stopped by a cap (budget, max_question_cost, max_question_seconds) are "
@@ -119,6 +121,8 @@ def question_fields(
 
 def run_fields(results: Iterable[QuestionResult]) -> dict[tuple[str, float], dict[str, Any]]:
     """``report --json``'s cost keys of each run (model and temperature) of a run directory."""
+    from aidanbench.analysis.summary import summarise  # numpy: not at `run`'s start
+
     return {
         (row.model, row.temperature): {
             "cost_usd": row.cost_usd,
@@ -227,6 +231,8 @@ def parts_line(usage: Mapping[str, Any]) -> list[str]:
 
 def cost_lines(results: Sequence[QuestionResult], runs: Sequence[RunCost]) -> list[str]:
     """The text report's cost section (empty without a run directory)."""
+    from aidanbench.analysis.summary import summarise  # numpy: not at `run`'s start
+
     lines = recorded(results)
     if not lines:
         return []
