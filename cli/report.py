@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from aidanbench.analysis import cost
-from aidanbench.analysis.cost import line_key as line_key
+from aidanbench.analysis.cost import line_key
 from aidanbench.analysis.environment_metrics import line_metrics, rollout_means
 from aidanbench.analysis.inputs import combine, read_input, token_limit_field_of
 from aidanbench.analysis.inputs import reward_mode as resolve_reward_mode

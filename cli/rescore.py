@@ -25,6 +25,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from aidanbench.analysis.cost import line_key
 from aidanbench.analysis.rejudge import Unjudged
 from aidanbench.analysis.rescore import RescoredQuestion, rescore
 from aidanbench.analysis.summary import (
@@ -40,7 +41,6 @@ from aidanbench.cli.env_args import NotGiven
 from aidanbench.cli.report import (
     Inputs,
     add_common_arguments,
-    line_key,
     make_console,
     one_line,
     print_errors,

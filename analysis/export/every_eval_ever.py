@@ -26,13 +26,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from aidanbench.analysis.cost import line_key
 from aidanbench.analysis.export import ExportSet
 from aidanbench.analysis.export.record import (
     Row,
     RunRecord,
     answer_detail,
     installed_version,
-    line_key,
     model_path,
     question_number,
 )

@@ -20,14 +20,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aidanbench.analysis.cost import score_text
+from aidanbench.analysis.cost import line_key, score_text
 from aidanbench.analysis.export import ExportSet, run_stem
 from aidanbench.analysis.export.record import (
     Row,
     RunRecord,
     answer_detail,
     installed_version,
-    line_key,
     model_path,
     question_number,
     role_usage,

@@ -236,10 +236,6 @@ def role_usage(
     return totals
 
 
-def line_key(line: QuestionResult) -> LineKey:
-    return line.model, line.temperature, line.question, line.repeat
-
-
 def question_number(record: RunRecord, question: str) -> int:
     """1-based position of ``question`` in the run's question set."""
     return record.questions.index(question) + 1
