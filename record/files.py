@@ -1,15 +1,11 @@
 """The run directory's files: names, the lock, whole-file replacement, the outputs manifest.
 
-Files other programs read are replaced atomically (written beside, then renamed), so a
-crash mid-write leaves the previous version intact. The results files are several files,
-so a crash between two renames would leave them from different writes: the manifest
-(``outputs.json``) records what each file of the write in progress must hash to, written
-before them, and ``read_outputs`` refuses files that do not match it (the next run
-rewrites them from its checkpoints). Temporary files of a killed write are removed by the
-next run (``remove_leftovers``).
-
-Nothing here imports LangGraph or a client: a command refuses a directory in use
-(``refuse_if_in_use``) before it loads anything heavy.
+Files are replaced atomically (written beside, then renamed). The results files are several
+files, so a crash between two renames would leave them from different writes: the manifest
+(``outputs.json``), written before them, records what each must hash to, and
+``read_outputs`` refuses files that do not match it (the next run rewrites them from its
+checkpoints). Nothing here imports LangGraph or a client: a command refuses a directory in
+use (``refuse_if_in_use``) before it loads anything heavy.
 """
 
 from __future__ import annotations
@@ -47,8 +43,8 @@ READ_ATTEMPTS = 5
 
 @contextmanager
 def run_lock(run_dir: Path) -> Iterator[None]:
-    """Hold the run directory's lock (creating the directory); a second writer is refused
-    with ``UsageError``, not interleaved."""
+    """Hold the run directory's lock (creating the directory); a second writer is a
+    ``UsageError``."""
     run_dir.mkdir(parents=True, exist_ok=True)
     handle = open(run_dir / LOCK, "a+")  # noqa: SIM115 - held for the whole run
     try:
@@ -62,9 +58,8 @@ def run_lock(run_dir: Path) -> Iterator[None]:
 
 
 def refuse_if_in_use(run_dir: Path) -> None:
-    """``UsageError`` at once when another process holds ``run_dir``'s lock; creates
-    nothing. A command checks this before any slower work, so a directory in use is
-    refused in well under a second; ``run_lock`` still decides when it starts writing."""
+    """``UsageError`` when another process holds ``run_dir``'s lock; creates nothing.
+    Checked before any slower work; ``run_lock`` still decides when writing starts."""
     try:
         fd = os.open(run_dir / LOCK, os.O_RDONLY)
     except OSError:  # no lock file (a new directory) or none readable: run_lock decides
@@ -83,10 +78,9 @@ def in_use_line(run_dir: Path) -> str:
 
 
 def atomic_write(path: Path, content: str | Callable[[IO[bytes]], object]) -> None:
-    """Replace ``path`` with ``content`` so readers see the old or the new file, never
-    half: a text (UTF-8), or a function writing the bytes to the file it is given (a
-    chart's ``savefig``). The file is written beside ``path``, flushed to disk, then
-    renamed over it; a write that fails (a full disk) leaves ``path`` as it was."""
+    """Replace ``path`` with ``content`` (a text, or a function writing bytes to the file
+    it is given, e.g. ``savefig``) so readers see the old or the new file, never half; a
+    write that fails (a full disk) leaves ``path`` as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -126,9 +120,9 @@ def remove_leftovers(run_dir: Path) -> list[Path]:
 def read_only_uri(path: Path) -> str:
     """A SQLite URI that reads ``path`` without writing anything beside it.
 
-    ``immutable`` skips the lock and shared-memory files a read-only open would create;
-    when a write-ahead log exists (a run was killed before folding it back), it holds
-    committed steps, so the database is opened read-only in the normal way to see them.
+    ``immutable`` skips the lock and shared-memory files a read-only open would create; a
+    write-ahead log left by a killed run holds committed steps, so then the database is
+    opened read-only in the normal way to see them.
     """
     quoted = urllib.parse.quote(str(path.absolute()))
     if Path(f"{path}-wal").exists():
@@ -159,9 +153,8 @@ def write_outputs(run_dir: Path, files: Mapping[str, str]) -> None:
 def read_outputs(run_dir: Path, names: Sequence[str]) -> dict[str, bytes | None]:
     """The bytes of the named results files, all from one write (``None``: absent).
 
-    Raises ``ValueError`` when they stay out of step with the manifest: a write was
-    interrupted between two renames, and only a rerun of the run rewrites them. A run
-    directory without a manifest (written before manifests existed) is read as it is.
+    Raises ``ValueError`` when they stay out of step with the manifest (a write interrupted
+    between two renames). A directory without a manifest is read as it is.
     """
     stale: list[str] = []
     for attempt in range(READ_ATTEMPTS):

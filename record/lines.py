@@ -1,21 +1,16 @@
 """The question line and its answers: what a run keeps of each question thread.
 
-A question line is one (model, temperature, question, repeat) of a run. The run engine
-makes it from the question graph's output (``QuestionLine.from_output``), keeps it in
-memory with its answers, and writes it with the others (``write_lines``): the line
-without its answers to ``questions.jsonl``, each answer to ``answers.jsonl`` beside the
-line's key, and the original AidanBench schema to ``results.json`` (one file per
-repeat). ``read_lines`` gives back the same lines, answers joined; a run that grows a
-run directory starts from them, so the lines of threads a later session does not run are
-written again unchanged.
+A question line is one (model, temperature, question, repeat) of a run. ``write_lines``
+writes the line without its answers to ``questions.jsonl``, each answer beside the line's
+key to ``answers.jsonl``, and the original schema to ``results.json`` (one file per
+repeat); ``read_lines`` gives back the same lines, so the lines of threads a later session
+does not run are written again unchanged.
 
-Lines written by every earlier version read: each field a version may not have written
-is optional and stays absent when absent (a line is dumped with what it was given), and
-fields this version does not know are kept. Nested records (an answer's ``calls``, the
-thread's ``measured``) are ``core.state``'s TypedDicts for the type checker and plain
-JSON objects when read, so reading never loads LangGraph and an older record that lacks a
-key added later still reads (or that another tool wrote without one: an error record
-with its message alone).
+Lines of every earlier version read: a field a version may not have written is optional
+and stays absent when absent, and unknown fields are kept. Nested records (an answer's
+``calls``, the thread's ``measured``) are ``core.state``'s TypedDicts for the type checker
+and plain JSON objects when read, so reading never loads LangGraph and a record lacking a
+later key (or written by another tool) still reads.
 """
 
 from __future__ import annotations
@@ -49,17 +44,15 @@ direction marks, the word joiner, the byte-order mark): dropped from a normal te
 
 
 def normal_text(text: str) -> str:
-    """``text`` in Unicode NFC, without invisible characters (``INVISIBLE``), each run of
-    whitespace one space (tabs, no-break spaces, line and paragraph separators and line
-    ends included) and none at the ends: the one form that identifies a question, a model
-    name or a variant label.
+    """``text`` in Unicode NFC, without ``INVISIBLE`` characters, each run of whitespace
+    one space and none at the ends: the one form that identifies a question, a model name
+    or a variant label.
 
-    Two spellings that differ only in these ways look the same to a person and ask a model
-    the same thing; counted apart, they would give one model two scores for one question,
-    or make two rows of one model. Question sets and model names are normalised when they
-    are read (a set holding two spellings of one is refused, naming both), questions are
+    Two spellings that differ only in these ways look the same and ask the same thing;
+    counted apart, they would give one model two scores for one question. Question sets and
+    model names are normalised when read (two spellings of one are refused), questions are
     asked in this form, thread ids hash it, and reports pair lines by it. The benchmark's
-    own questions are all in this form already.
+    own questions are in this form already.
     """
     return " ".join(unicodedata.normalize("NFC", text).translate(INVISIBLE).split())
 
@@ -75,11 +68,8 @@ def spelling_note(first: str, second: str) -> str:
 
 
 def truncated_answers(flags: Iterable[bool | None]) -> int | None:
-    """How many answers the token limit cut, of answers flagged ``truncated`` or not;
-    None when there are answers and none of them recorded it (unknown, not 0).
-
-    Every count of cut answers (``questions.jsonl``, ``report``, the HTML page) is this.
-    """
+    """How many answers the token limit cut; None when there are answers and none recorded
+    it (unknown, not 0). Every count of cut answers is this one."""
     given = list(flags)
     known = [flag for flag in given if flag is not None]
     if given and not known:
@@ -122,10 +112,9 @@ OUTPUT_FIELDS = (
 
 
 class AnswerLine(BaseModel):
-    """One scored answer as a run records it (``core.state.AnswerRecord``), valid or the
-    question's failing one; in ``answers.jsonl`` beside its line's key, and in every
-    ``record.results.QuestionResult`` (an original-schema answer's other keys kept as
-    extras)."""
+    """One scored answer (``core.state.AnswerRecord``), valid or the failing one, on disk
+    and in every ``record.results.QuestionResult`` (an original-schema answer's other keys
+    kept as extras)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -154,7 +143,7 @@ class AnswerLine(BaseModel):
     flags: list[str] | None = None
     """Notes such as ``judge_markup_neutralised`` or ``rejudged``."""
     finish_reason: str | None = None
-    """Why the provider stopped the generation; absent in records made before it was kept."""
+    """Why the provider stopped the generation."""
     truncated: bool | None = None
     """Cut by the token limit (``finish_reason`` ``length``); None when unknown."""
     served_model: str | None = None
@@ -224,8 +213,8 @@ class QuestionLine(BaseModel):
     speculative: CallStats | None = None
     """Cost of look-ahead generations that were discarded."""
     reward: float | None = None
-    """The verifiers environment's name for the score, or the novelty sum under that
-    reward mode (``core.metric_names``); the other environment names follow it."""
+    """The verifiers environment's score, or novelty sum under that reward mode
+    (``core.metric_names``); the environment names below follow it."""
     format_reward: float | None = None
     avg_coherence: float | None = None
     avg_embedding_novelty: float | None = None
@@ -245,12 +234,9 @@ class QuestionLine(BaseModel):
         thread_id: str | None = None,
         reward_mode: str = "count",
     ) -> QuestionLine:
-        """The line of a question graph's output (or a thread's state values).
-
-        Model, temperature, thresholds and embedding model are the ones the thread
-        recorded when it started (``measured``), so a line never labels old scores with
-        a later run's settings.
-        """
+        """The line of a question graph's output (or a thread's state values), labelled
+        with the settings the thread recorded when it started (``measured``), never a later
+        run's."""
         return cls.model_validate(
             {
                 "model": measured["model"],
@@ -278,8 +264,7 @@ class QuestionLine(BaseModel):
 
     @property
     def thread(self) -> str:
-        """The line's thread id (lines written before they recorded it: the id its key
-        makes)."""
+        """The line's thread id, or the one its key makes when it records none."""
         return self.thread_id or thread_id(self.model, self.temperature, self.repeat, self.question)
 
     @property
@@ -310,9 +295,8 @@ class QuestionLine(BaseModel):
 
     def record(self) -> dict[str, Any]:
         """The line as ``questions.jsonl`` holds it: the fields it was given, without its
-        answers, with its dollars (null when unknown), whether a cap cut it short
-        (``censored``: its score is a lower bound) and how many of its answers the token
-        limit cut (``truncated_answers``: null when none recorded whether it did)."""
+        answers, with its dollars (null: unknown), ``censored`` (a cap cut it short, so its
+        score is a lower bound) and ``truncated_answers``."""
         fields = self.model_dump(mode="json", exclude_unset=True, exclude={"answers"})
         return {
             **fields,
@@ -330,9 +314,8 @@ class QuestionLine(BaseModel):
 def write_lines(
     run_dir: Path, lines: Sequence[QuestionLine], texts: LineTexts | None = None
 ) -> None:
-    """Write the results files, ``answers.jsonl`` and ``questions.jsonl`` of ``lines``
-    (behind the outputs manifest, ``files.write_outputs``); ``texts`` keeps each line's
-    texts for the next write (``LineTexts``)."""
+    """Write the line files of ``lines`` behind the outputs manifest; ``texts`` keeps each
+    line's texts for the next write."""
     texts = LineTexts() if texts is None else texts
     made = [texts.of(line) for line in lines]
     written: dict[str, str] = {}
@@ -360,10 +343,9 @@ class LineText:
 
 
 class LineTexts:
-    """Each question line's output texts, made once per line: a run rewrites its files
-    while questions finish, and most lines have not changed since the last write. A line
-    is known by identity, so a line changed is a new ``QuestionLine`` (as the run engine
-    makes them), never one changed in place."""
+    """Each question line's output texts, made once: a run rewrites its files while
+    questions finish, and most lines have not changed since. A line is known by identity,
+    so a changed line must be a new ``QuestionLine``, never one changed in place."""
 
     def __init__(self) -> None:
         self._texts: dict[int, tuple[QuestionLine, LineText]] = {}
@@ -390,10 +372,8 @@ class LineTexts:
 
 
 def results_text(lines: Sequence[tuple[QuestionLine, LineText]]) -> str:
-    """The published benchmark's results file of ``lines``,
-    ``{"models": {MODEL: {TEMPERATURE: {QUESTION: [answer, …]}}}}`` (the failing answer
-    last), byte for byte as ``json.dumps(indent=2)`` writes it, from each line's part
-    made once (``LineText.results``)."""
+    """The original schema's results file of ``lines`` (the failing answer last), byte
+    for byte as ``json.dumps(indent=2)`` writes it, from each line's ``LineText.results``."""
     models: dict[str, dict[str, dict[str, str]]] = {}
     for line, text in lines:
         questions = models.setdefault(line.model, {}).setdefault(
@@ -440,9 +420,7 @@ def original_records(line: QuestionLine) -> list[dict[str, Any]]:
 
 
 def read_lines(run_dir: Path) -> list[QuestionLine]:
-    """The question lines of a run directory as ``write_lines`` was given them, answers
-    joined back in (without the dollars ``AnswerLine.record`` adds), in the order the run
-    listed them.
+    """The question lines of a run directory as ``write_lines`` was given them, in order.
 
     Raises ``ValueError`` naming the file and line when one cannot be read, and when the
     files are from an interrupted write (``files.read_outputs``).
@@ -471,9 +449,8 @@ def read_lines(run_dir: Path) -> list[QuestionLine]:
 def numbered_lines(text: str) -> Iterator[tuple[int, str]]:
     """(line number from 1, line) of each non-blank line of a JSON-lines text.
 
-    Lines end at ``\n`` only: ``str.splitlines`` also splits on U+2028, U+2029, NEL and
-    other separators, which ``json.dumps(..., ensure_ascii=False)`` leaves raw inside a
-    string, so an answer holding one would split its line in two."""
+    Lines end at ``\n`` only: ``str.splitlines`` also splits on U+2028 and other separators
+    that ``json.dumps(..., ensure_ascii=False)`` leaves raw inside a string."""
     for number, line in enumerate(text.split("\n"), 1):
         if line.strip():
             yield number, line
