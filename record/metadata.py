@@ -1,15 +1,8 @@
 """``metadata.json``: what a run is, as it has grown over its sessions.
 
-The run engine keeps one ``Metadata`` per run directory: the grid ever asked for
-(``spec``), each model's scoring settings, fixed once the model is in the run
-(``scoring_settings``), how each model is judged (``judging``), one ``Session`` per
-session with the operational settings it applied and how it ended, provenance (versions,
-prompt and question hashes) and, once a session ends, the totals: the recorded answers'
-and the usage ledger's (``usage``, what was actually sent).
-
-Every field is optional, so metadata written by any earlier version reads, and fields
-this version does not know are kept when the engine writes the metadata again. A value
-of the wrong kind (a ``spec`` that is a string) is a damaged file, refused with one line.
+Every field is optional, so metadata of any earlier version reads, and unknown fields are
+kept when it is written again. A value of the wrong kind (a ``spec`` that is a string) is a
+damaged file, refused with one line.
 """
 
 from __future__ import annotations
@@ -28,8 +21,7 @@ from aidanbench.record.lines import LineThresholds
 from aidanbench.record.usage import LedgerSummary
 
 Open = ConfigDict(extra="allow")
-"""Every record here keeps the fields it does not declare (written by a later version,
-or by another tool)."""
+"""Every record here keeps the fields it does not declare (a later version's, another tool's)."""
 
 
 class Grid(BaseModel):
@@ -63,13 +55,12 @@ class ThresholdSource(BaseModel):
     judge_model: str | None = None
     """The judge it calibrated."""
     note: str | None = None
-    """What the calibration could not test (``fitted on passes only …``: its reference
-    held too few failures), shown beside the source."""
+    """What the calibration could not test (``fitted on passes only …``), shown beside it."""
 
     @classmethod
     def of(cls, coherence: float, given: Mapping[str, Any] | None) -> ThresholdSource:
-        """The source of a threshold: ``given`` (a calibration file's record), else
-        ``benchmark`` for the published 15 and ``given`` for any other number."""
+        """``given`` (a calibration file's record), else ``benchmark`` for the published 15
+        and ``given`` for any other number."""
         if given is not None:
             return cls(**given)
         return cls(kind="benchmark" if coherence == Thresholds().coherence else "given")
@@ -85,15 +76,13 @@ class Judging(BaseModel):
     coherence_threshold_source: ThresholdSource | None = None
     judge_samples: int | None = None
     panel: list[dict[str, Any]] | None = None
-    """A judge panel's other judges: each one's model, coherence threshold and its
-    source."""
+    """A judge panel's other judges: each one's model, coherence threshold and source."""
     served: dict[str, int] | None = None
     """Replies of the judge by the model the provider said served them."""
 
 
 class RunSettings(BaseModel):
-    """``settings``: the scoring settings every line of an early run shared, read for
-    lines that do not record their own."""
+    """``settings``: scoring settings shared by an early run's lines that record none."""
 
     model_config = Open
 
@@ -145,8 +134,8 @@ class Session(BaseModel):
 
 
 class RunTotals(BaseModel):
-    """``totals``: the recorded answers' figures (``record.results.totals`` of the
-    run's lines) and, once the usage ledger is summed, what was actually sent."""
+    """``totals``: the recorded answers' figures (``record.results.totals``) and, once the
+    ledger is summed, what was sent (``record.recorder.record_spending``)."""
 
     model_config = Open
 
@@ -184,7 +173,9 @@ class Forgotten(BaseModel):
 
 
 class Metadata(BaseModel):
-    """``metadata.json`` (module docstring)."""
+    """``metadata.json``: the grid, each model's scoring settings (fixed once it is in the
+    run) and judging, one ``Session`` per session, provenance and, once a session ends, the
+    totals: the recorded answers' and the ledger's (``usage``, what was sent)."""
 
     model_config = Open
 
@@ -230,17 +221,12 @@ class Metadata(BaseModel):
 
 
 def question_set_hash(questions: Sequence[str]) -> str:
-    """sha256 over the questions (a JSON list), recorded so runs on the same set can be
-    matched (``questions_sha256`` in their order, ``question_set_sha256`` sorted)."""
+    """sha256 over the questions (a JSON list), so runs on the same set can be matched."""
     return hashlib.sha256(json.dumps(list(questions)).encode("utf-8")).hexdigest()
 
 
 def read_metadata(run_dir: Path) -> Metadata | None:
-    """``metadata.json`` of a run directory, if present.
-
-    Raises ``ValueError`` saying the file is damaged when it is not the object a run
-    writes (not UTF-8, not JSON, not an object, or a field of the wrong kind).
-    """
+    """``metadata.json`` of a run directory, if present; ``ValueError`` when damaged."""
     path = run_dir / files.METADATA
     if not path.exists():
         return None
