@@ -1,25 +1,20 @@
 """``Recorder``: the one writer of a run directory.
 
-Whatever writes a run directory (``run`` and the demo through the run engine, the
-engine's worker processes, ``rescore --into``, ``forget``) writes it through a recorder,
-which owns every file of it but the checkpoints (LangGraph's) and the score cache:
+Whatever writes a run directory (the run engine and its workers, ``rescore --into``,
+``forget``) writes it through a recorder, which owns every file but the checkpoints and the
+score cache:
 
-- the lock, taken by ``open`` (or ``build``) and held until the block ends;
-- ``metadata.json``: read when opened; ``start_session`` writes the run's metadata with
-  the session added (so a killed session is found ``running`` and marked ``killed``), and
-  ``end_session`` writes how the session ended, the totals and what was spent;
-- the question and answer lines (``lines``: ``questions.jsonl``, ``answers.jsonl`` and
-  the results files), which only grow: a session starts from every line the directory
-  holds, so one that leaves questions out keeps their lines (``end_session`` refuses to
-  write fewer questions than the directory held);
-- the usage ledger and the run's budget (``ledger``, ``record.usage.UsageLedger``),
-  handed to the clients that record requests and to the graph, whose ``prepare`` and
-  ``decide`` nodes apply the budget; a worker process appends through a ledger of its own
-  on the same file (``worker_ledger``);
-- any other file of the directory (``write``: a question set of ``rescore --into``).
+- the lock, held from ``open`` (or ``build``) until the block ends;
+- ``metadata.json``: ``start_session`` writes it with the session added (so a killed
+  session is found ``running`` and marked ``killed``), the session's end writes how it
+  ended, the totals and what was spent;
+- the line files (``lines``), which only grow: a session starts from every line the
+  directory holds, so one that leaves questions out keeps their lines;
+- the usage ledger and the run's budget (``ledger``), handed to the clients and the graph;
+  a worker process appends through a ledger of its own (``worker_ledger``);
+- any other file (``write``: a question set of ``rescore --into``).
 
-Every file is written whole or not at all (``record.files``). A directory that
-``rescore --into`` makes is built in a folder beside it and moved into place once
+A directory ``rescore --into`` makes is built beside its place and moved there once
 complete (``build``), so a killed command leaves no half directory.
 """
 
@@ -49,8 +44,8 @@ from aidanbench.record.results import QuestionResult, results_of, run_totals, to
 from aidanbench.record.usage import UsageLedger, summarise_ledger
 
 Repair = Callable[[Path], list[QuestionLine]]
-"""Rebuilds a run directory's question lines from its threads (its checkpoints, or the
-shared store's lines of this machine), for a directory whose line files cannot be read."""
+"""Rebuilds the question lines of a directory whose line files cannot be read, from its
+threads (its checkpoints, or this machine's lines in the shared store)."""
 
 
 def now() -> str:
@@ -74,12 +69,10 @@ def stored_metadata(run_dir: Path) -> Metadata | None:
 
 
 def stored_lines(run_dir: Path, repair: Repair | None = None) -> list[QuestionLine]:
-    """The question lines the run directory holds (with their answers), in order.
+    """The question lines the run directory holds, in order.
 
-    Line files that cannot be read (damaged, or from an interrupted write) are rebuilt by
-    ``repair`` from the threads, saying so; without one they are a one-line
-    ``UsageError``: a session that went on without them would write fewer questions than
-    the directory holds.
+    Line files that cannot be read are rebuilt by ``repair``, saying so; without one they
+    are a ``UsageError``: a session going on without them would write fewer questions.
     """
     if not (run_dir / files.QUESTIONS).exists():
         return []
@@ -121,25 +114,20 @@ WRITE_EVERY_S = 5.0
 """Least seconds between two rewrites of the output files while questions finish."""
 
 WRITE_SHARE = 0.05
-"""Most of the run's time rewriting the files may take: a rewrite that took ``d`` seconds
-waits ``d / WRITE_SHARE`` seconds for the next, when that is longer than
-``WRITE_EVERY_S`` (a campaign's files grow to tens of megabytes)."""
+"""Most of the run's time rewriting the files may take (a campaign's files grow to tens of
+megabytes): a rewrite that took ``d`` seconds waits at least ``d / WRITE_SHARE``."""
 
 
 class RunLines:
     """The question lines of a run, rewritten to the run directory as questions finish.
 
-    Lines are known by their thread and keep the order they were first recorded in
-    (lines carried from earlier sessions first), so the files list questions in the run's
-    order whatever order they finish in, and a line is replaced, never dropped. Each
-    rewrite writes every line (each line's text made once, ``LineTexts``), so while a run
-    goes on the files are rewritten at most every ``every`` seconds, or more seldom when
-    rewriting them takes longer than ``WRITE_SHARE`` of the time (the first finished
-    question at once), and the driver writes them once more at the end: the files are for
-    reading, and rewriting them on every finish would spend the CPU a long run needs
-    (``bench.lab --variants write-always`` measures it). The checkpoints, not these files,
-    are what a resumed run starts from. Without a run directory (a worker process, whose
-    parent writes them) nothing is written.
+    Lines are known by their thread and keep the order they were first recorded in, so the
+    files list questions in the run's order, and a line is replaced, never dropped. Each
+    rewrite writes every line, so while a run goes on it is throttled (``WRITE_EVERY_S``,
+    ``WRITE_SHARE``; the first finished question at once) and the driver writes once more
+    at the end: the files are for reading, resumes start from the checkpoints, and rewriting
+    on every finish would spend the CPU a long run needs (``bench.lab --variants
+    write-always``). Without a run directory (a worker process) nothing is written.
     """
 
     def __init__(
@@ -163,15 +151,14 @@ class RunLines:
         """Lines of threads found finished that the files lacked (``keep``)."""
 
     def stopped_before(self, thread: str) -> bool:
-        """Whether the files of earlier sessions show the thread stopped for good (the
-        drive loop looks it up last; the thread, not this line, decides)."""
+        """Whether earlier sessions' files show the thread stopped for good (the drive loop
+        asks last; the thread, not this line, decides)."""
         line = self.lines.get(thread)
         return line is not None and line.finished
 
     def keep(self, line: QuestionLine, found: bool = False) -> None:
-        """Note a line (one made here, or by a worker process) without writing; a line
-        ``found`` (a thread found finished, its line this machine's in a shared store)
-        that the files lacked is counted as ``restored``."""
+        """Note a line without writing; a line ``found`` (of a thread found finished in a
+        shared store) that the files lacked counts as ``restored``."""
         if found and line.thread not in self.lines:
             self.restored += 1
         self.lines[line.thread] = line
@@ -186,8 +173,7 @@ class RunLines:
             self.write()
 
     def write(self) -> None:
-        """Rewrite results, answers and questions files from every line to show. Files
-        already holding every line noted are not written again."""
+        """Rewrite the line files from every line to show, unless nothing changed."""
         started = self.clock()
         if self.run_dir is not None and self._changed:
             write_lines(self.run_dir, self.all(), self._texts)
@@ -201,13 +187,10 @@ class RunLines:
 
 
 def with_results(lines: Iterable[QuestionLine]) -> list[QuestionLine]:
-    """The lines of every (model, temperature) that has produced something: an answer or
-    a stop on at least one of its lines.
+    """The lines of every (model, temperature) with an answer or a stop on one of its lines.
 
-    A row whose threads have all produced nothing (none started yet, or each stopped
-    before its first answer by an interruption or a refused endpoint) leaves no line, so
-    a mistyped model ranks nowhere; once a row has produced something, its lines not yet
-    started are shown too (``unfinished``).
+    A row whose threads all produced nothing (a mistyped model refused by its endpoint)
+    ranks nowhere; once a row has produced something, its unstarted lines show too.
     """
     lines = list(lines)
     rows = {(line.model, line.temperature) for line in lines if line.produced}
@@ -248,11 +231,9 @@ class Recorder:
         repair: Repair | None = None,
         damaged: Callable[[Path], str | None] | None = None,
     ) -> Iterator[Recorder]:
-        """Hold ``run_dir``'s lock (a second writer is refused in one line), clear what
-        killed writes left, and read what the directory holds: its metadata, its lines
-        (rebuilt by ``repair`` when they cannot be read, ``stored_lines``) and its usage
-        ledger, with the run's budget ``max_cost``. ``damaged`` checks the score cache,
-        which is moved aside when it says what is wrong (``set_aside_damaged_cache``)."""
+        """Hold ``run_dir``'s lock, clear what killed writes left, and read its metadata,
+        lines (``stored_lines``) and ledger with the budget ``max_cost``. ``damaged`` checks
+        the score cache (``set_aside_damaged_cache``)."""
         with files.run_lock(run_dir):
             files.remove_leftovers(run_dir)
             if damaged is not None:
@@ -268,14 +249,12 @@ class Recorder:
     @classmethod
     @contextmanager
     def build(cls, run_dir: Path, aside: Path) -> Iterator[Recorder]:
-        """A recorder of the new run directory ``run_dir``, written in the folder
-        ``aside`` beside it and moved to ``run_dir`` once ``complete`` is called and the
-        block ends without an error (a ``UsageError`` when ``run_dir`` is taken by then).
+        """A recorder of the new run directory ``run_dir``, written in ``aside`` and moved
+        to ``run_dir`` once ``complete`` is called and the block ends without an error (a
+        ``UsageError`` when ``run_dir`` is taken by then).
 
-        A kill, an error or a block that does not complete leaves no ``run_dir``; what
-        ``aside`` holds then is kept for the next build (its score cache and usage ledger,
-        judgments already paid for), but for the files of the directory itself, which a
-        build writes again."""
+        Anything else leaves no ``run_dir``; ``aside`` keeps its score cache and ledger
+        (judgments already paid for) for the next build, which writes the rest again."""
         aside.mkdir(parents=True, exist_ok=True)
         for path in aside.iterdir():
             if path.is_file() and not path.name.startswith((files.CACHE, files.LEDGER)):
@@ -300,9 +279,8 @@ class Recorder:
         return path
 
     def start_session(self, metadata: Metadata, asked: Iterable[str]) -> None:
-        """Make ``metadata`` the run's (the stored one with this session added) and write
-        it, with the question set of the lines held and the questions ``asked``, before
-        any question runs."""
+        """Write ``metadata`` (the stored one with this session added) as the run's, with the
+        question set of the lines held and ``asked``, before any question runs."""
         question_counts(metadata, [*(line.question for line in self.lines.all()), *asked])
         self.metadata = metadata
         write_metadata(self.run_dir, metadata)
@@ -318,10 +296,9 @@ class Recorder:
         self.lines.write()
 
     def end_session(self, status: str, *, refusal: str | None = None) -> None:
-        """Record that the session ended otherwise than finished: ``status``
-        (``interrupted``, ``refused``, ``failed: ERROR``) with the ``refusal`` that ended a
-        refused one. The drive loop has written the lines; the metadata is written if it
-        can be (on a full disk the error that ended the session is the one to tell)."""
+        """Record that the session ended otherwise than finished (``interrupted``,
+        ``refused`` with its ``refusal``, ``failed: ERROR``). The metadata is written if it
+        can be: on a full disk the error that ended the session is the one to tell."""
         metadata = self._ending(status)
         if refusal is not None:
             metadata.sessions[-1].refusal = refusal
@@ -329,9 +306,8 @@ class Recorder:
             write_metadata(self.run_dir, metadata)
 
     def finish_session(self, spending: Mapping[str, Any] | None = None) -> Ended:
-        """Write the lines and record the session finished, with the totals of the lines
-        and what the ledger says was sent and spent, and ``spending``'s fields (the
-        prices, caps and endpoint limits the session had) as they are."""
+        """Write the lines and record the session finished, with the totals and what was
+        sent and spent (``record_spending``)."""
         metadata = self._ending("finished")
         lines = self.lines.all()
         self.lines.write()
@@ -351,8 +327,7 @@ class Recorder:
         return Ended(lines, metadata, results, notes)
 
     def _ending(self, status: str) -> Metadata:
-        """The metadata with the session ended as ``status`` and the session's models
-        without a line taken out of the run (``drop_models_without_lines``)."""
+        """The metadata with the session ended as ``status`` (``drop_models_without_lines``)."""
         metadata = self.metadata
         assert metadata is not None and metadata.sessions, "start_session first"
         session = metadata.sessions[-1]
@@ -362,9 +337,8 @@ class Recorder:
 
 
 def worker_ledger(run_dir: Path, max_cost: float | None) -> UsageLedger:
-    """The usage ledger a worker process of a session appends to (the session's process
-    holds the lock and writes everything else), following the others' lines so every
-    process keeps the run-wide budget (``UsageLedger.follow``)."""
+    """The ledger a session's worker process appends to, following the others' lines so it
+    keeps the run-wide budget (``UsageLedger.follow``); the parent writes everything else."""
     ledger = UsageLedger(run_dir / files.LEDGER, max_cost)
     ledger.follow()
     return ledger
@@ -376,12 +350,9 @@ def drop_models_without_lines(
     """Take each of ``models`` that has no question line out of the run's model lists
     (``spec.models``, ``scoring_settings``, ``judging``); return them.
 
-    Such a model never produced an answer or a stop (a mistyped name stopped by its
-    endpoint's refusal, a run interrupted before its first answer): it is not part of the
-    run, and a later session may bring it in with other scoring settings. Its threads
-    are left as they are (``aidanbench forget`` removes them); a thread's own record
-    (``measured``) still guards what it continues. The sessions' own records keep what
-    each session asked for.
+    Such a model never produced an answer or a stop, so it is not part of the run, and a
+    later session may bring it in with other scoring settings. Its threads stay (``forget``
+    removes them); their ``measured`` still guards what they continue.
     """
     present = {line.model for line in lines}
     gone = [model for model in dict.fromkeys(models) if model not in present]
@@ -404,13 +375,11 @@ def question_counts(meta: Metadata, questions: Iterable[str]) -> None:
 
 def record_spending(meta: Metadata, ledger: Path, spending: Mapping[str, Any]) -> None:
     """Write what was sent and spent into the metadata's ``totals`` and ``usage``, and
-    ``spending``'s fields (the prices and caps) as they are.
+    ``spending``'s fields (prices, caps, endpoint limits) as they are.
 
-    ``totals`` keeps the recorded answers' figures under ``recorded_*``; ``api_calls``
-    and ``tokens`` become what was actually sent, across sessions, redone calls
-    included, ``dollars`` the run's cost (null when a model has no price or a reply no
-    usage), ``unrecorded`` the requests sent without a recorded reply and
-    ``dollars_bound`` what the run can have cost at most (``record.usage``).
+    ``totals`` keeps the recorded answers' figures under ``recorded_*``; its ``api_calls``,
+    ``tokens``, ``dollars`` (null when any part is unknown), ``unrecorded`` and
+    ``dollars_bound`` become the ledger's, across sessions, redone calls included.
     """
     for name, value in spending.items():
         setattr(meta, name, value)
