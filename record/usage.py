@@ -1,23 +1,18 @@
 """``usage.jsonl``, the usage ledger: one line per request sent and one per answer to it.
 
 Every request writes a ``sent`` line before it goes out (so a request the server saw is
-counted even when the process dies before the reply), then one of: a ``usage`` line when
-its reply arrives (the tokens the provider reported and the dollars), a ``refused`` line
-for an HTTP error status (not billed), or a ``failed`` line when no reply could be read.
-A ``sent`` line with neither is *unrecorded*: a provider may bill it, so it carries an
-upper bound (``bound_usd``). Lines are appended with one ``write`` each to a file opened
-``O_APPEND`` (``UsageLedger.write``): the kernel holds them the moment the call returns, so a
-SIGKILL loses none, a line cut by a crash is skipped on reading, and a rerun appends to
-the same file, so the run's totals are summed across its sessions
-(``summarise_ledger``).
+counted even when the process dies before the reply), then a ``usage`` line when its reply
+arrives, a ``refused`` line for an HTTP error status (not billed), or a ``failed`` line
+when no reply could be read. A ``sent`` line with neither is *unrecorded*: a provider may
+bill it, so it carries an upper bound (``bound_usd``). Each line is one ``write`` to a file
+opened ``O_APPEND``, so a SIGKILL loses none and a line cut by a crash is skipped on
+reading; reruns append, so totals span the run's sessions.
 
-``UsageLedger`` is the file a run (or a worker process of one) appends to, and the run's
-budget (``max_cost``): once the dollars spent reach it, ``exhausted`` turns true; the
-drive loop stops starting questions and ``decide`` stops the ones in flight at their next
-turn (stop reason ``budget``). Spent means known dollars, estimated dollars of replies
-without usage, and the upper bound of every unrecorded request, so a budget never silently
-stops counting. What a request costs (its bound, its reply's dollars) is decided by its
-caller, ``services.usage``, once per reply; this module keeps and sums the lines.
+``UsageLedger`` is also the run's budget (``max_cost``): once spent reaches it, the drive
+loop stops starting questions and ``decide`` stops the ones in flight (stop reason
+``budget``). Spent counts known dollars, estimates of replies without usage and the bound
+of every unrecorded request, so a budget never silently stops counting. What a request
+costs is decided by its caller, ``services.usage``; this module keeps and sums the lines.
 """
 
 from __future__ import annotations
@@ -48,8 +43,7 @@ class LedgerLine(BaseModel):
     t: float | None = None
     """When it was written (epoch seconds)."""
     id: str | None = None
-    """The request's id, shared by its ``sent`` line and the line that answers it (absent
-    in ledgers written before ids)."""
+    """The request's id, shared by its ``sent`` line and the line that answers it."""
     role: str | None = None
     """``model``, ``judge`` or ``embeddings``."""
     model: str | None = None
@@ -77,8 +71,7 @@ class LedgerLine(BaseModel):
     cost_usd: float | None = None
     """``usage``: dollars of the reply (None: no price, or no usage reported)."""
     batch: str | bool | None = None
-    """A request made through the batch API (``rescore --judge-model``): its batch's id
-    on the ``sent`` line, ``true`` on the ``usage`` line (priced at batch prices)."""
+    """Through the batch API: the batch's id on ``sent``, ``true`` on ``usage`` (batch prices)."""
     estimated_input_tokens: int | None = None
     """``usage`` without reported usage: the input tokens estimated from above."""
     estimated_output_tokens: int | None = None
@@ -109,9 +102,8 @@ class LedgerFigures(BaseModel):
     """Sums over ledger lines: what was sent, replied, refused and left unrecorded.
 
     A token count or ``dollars`` is None (unknown) once any reply lacked it, never a
-    partial sum. ``dollars_bound`` is what the run may have been billed at most: known
-    dollars, replies without usage at their estimate, unrecorded requests at their
-    bound (None when a price, or an old ledger's bound, is missing).
+    partial sum. ``dollars_bound`` is what may have been billed at most (None when a price,
+    or an old ledger's bound, is missing).
     """
 
     model_config = ConfigDict(extra="allow")
@@ -141,8 +133,7 @@ class LedgerFigures(BaseModel):
 
     @classmethod
     def counting(cls) -> LedgerFigures:
-        """Figures before the first line is counted (a figure read from a file that lacks
-        it stays None: unknown)."""
+        """Figures before the first line is counted."""
         return cls(
             **{name: 0 for name in ("api_calls", "replies", "refused", "without_usage")},
             **{name: 0 for name in TOKEN_FIELDS},
@@ -175,9 +166,8 @@ class LedgerFigures(BaseModel):
         self.dollars_bound = _add(self.dollars_bound, line.dollars_bound)
 
     def settle(self, unrecorded: Sequence[LedgerLine | None]) -> LedgerFigures:
-        """These figures completed: the requests left unrecorded, the upper bound of
-        the ``sent`` lines that have no answer (a None is a request of an old ledger,
-        which recorded no bound) and the tokens in all."""
+        """These figures completed with the ``unrecorded`` requests (a None is an old
+        ledger's request, which has no bound) and the tokens in all."""
         bound: float | None = 0.0
         for line in unrecorded:
             bound = _add(bound, None if line is None else line.bound_usd)
@@ -191,21 +181,18 @@ class LedgerFigures(BaseModel):
 
 class LedgerSummary(LedgerFigures):
     """The run's totals as sent (``metadata.json``'s ``usage``), overall, by role and
-    model, and three parts of it: the look-aheads, the preflight's checks and the
-    questions' embedding requests."""
+    model, and for three parts of it."""
 
     speculative: LedgerFigures | None = None
     """The look-ahead generations (node ``generate_next``)."""
     preflight: LedgerFigures | None = None
     """The preflight's minimal requests (node ``preflight``)."""
     embeddings: LedgerFigures | None = None
-    """The questions' embedding requests (each of several answers' texts; the preflight's
-    apart)."""
+    """The questions' embedding requests (the preflight's apart)."""
     by_role_model: dict[str, LedgerFigures] | None = None
     """Per ``role:model``."""
     unpriced_models: list[str] | None = None
-    """Models whose cost is unknown for want of a price (the model that served, where the
-    reply named one)."""
+    """Models without a price (the model that served, where the reply named one)."""
     without_usage_models: dict[str, int] | None = None
     """Models with replies that reported no usage, and how many."""
     served_models: dict[str, dict[str, int]] | None = None
@@ -233,11 +220,8 @@ def ledger_lines(data: bytes) -> Iterator[LedgerLine]:
 
 
 def unrecorded_lines(lines: Sequence[LedgerLine]) -> list[LedgerLine | None]:
-    """The ``sent`` lines that no reply or refusal answers.
-
-    Lines carry the request's ``id``; a ledger written before ids has none, and each of
-    its unanswered requests is a None (counted, with no bound).
-    """
+    """The ``sent`` lines that no reply or refusal answers; a ledger without ids gives a
+    None for each (counted, with no bound)."""
     answered = {line.id for line in lines if line.event in ("usage", "refused")}
     sent = [line for line in lines if line.event == "sent"]
     with_id = [line for line in sent if line.id is not None]
@@ -299,16 +283,13 @@ def summarise_ledger(path: Path) -> LedgerSummary:
 
 @dataclass
 class UsageLedger:
-    """The append-only usage file of one run directory (each line one ``write``, safe
-    from threads), and the run's budget."""
+    """The append-only usage file of one run directory (thread-safe), and the run's budget."""
 
     path: Path
     max_cost: float | None = None
     """Dollars after which the run stops (None: no cap)."""
     spent: float = 0.0
-    """Dollars so far, this session's and earlier ones': known dollars, estimates of
-    replies without usage, and the bounds of requests left unrecorded (earlier sessions'
-    requests that never got a reply, and this session's that failed without one)."""
+    """Dollars spent so far, by every session (module docstring)."""
     _fd: int | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _in_flight: dict[str, float] = field(default_factory=dict)
@@ -337,12 +318,9 @@ class UsageLedger:
         return whole
 
     def follow(self) -> None:
-        """From now on, ``catch_up`` counts what other processes append.
-
-        Several processes of one session (``runner.workers``) append to one file, and each
-        keeps the run-wide budget: each counts its own lines as it writes them and the
-        others' when it catches up. Call this before the other processes start writing:
-        everything in the file now has been counted already."""
+        """From now on, ``catch_up`` counts what other processes of the session append
+        (``runner.workers``), so each keeps the run-wide budget. Call it before the others
+        start writing: everything in the file now is counted already."""
         with self._lock:
             if self._mine is None:
                 self._mine = set()
@@ -367,8 +345,7 @@ class UsageLedger:
         return self.max_cost is not None and self.spent >= self.max_cost
 
     def write(self, line: Mapping[str, Any]) -> None:
-        """Append one line, stamped with the time (one ``write`` to a file opened
-        ``O_APPEND``: whole, or, cut by a crash, skipped on reading)."""
+        """Append one line, stamped with the time (module docstring)."""
         record = LedgerLine.model_validate({"t": round(time.time(), 3), **line})
         data = (json.dumps(record.model_dump(mode="json", exclude_unset=True)) + "\n").encode()
         with self._lock:
@@ -403,9 +380,8 @@ class UsageLedger:
         output_tokens: int,
         bound_usd: float | None,
     ) -> str:
-        """A request is about to go out, billable at most ``input_tokens`` and
-        ``output_tokens`` (``bound_usd`` dollars); returns its id for the line that
-        answers it."""
+        """A request is about to go out, billable at most ``bound_usd``; its id, for the line
+        that answers it."""
         request = uuid.uuid4().hex[:16]
         self.write(
             {
@@ -423,7 +399,7 @@ class UsageLedger:
 
     def failed(self, role: str, model: str, request: str, status: int | None) -> None:
         """A request ended without a usable reply: ``refused`` with an HTTP error status
-        (not billed), else ``failed`` (no reply to read: it counts at its bound)."""
+        (not billed), else ``failed`` (counted at its bound)."""
         refused = status is not None and status >= 400
         event = "refused" if refused else "failed"
         self.write({"event": event, "id": request, "role": role, "model": model, "status": status})
