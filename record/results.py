@@ -1,18 +1,12 @@
 """Results as one read-only shape, whatever they came from: ``QuestionResult``.
 
-Two sources are read: the question lines of a run directory (``record.lines``), with
-what its metadata records about them, and a results file in the original AidanBench
-schema (``{"models": {MODEL: {TEMPERATURE: {QUESTION: [answer, …]}}}}``), so published
-runs can be reported, rescored and plotted like ours. The run engine hands its lines to
-the same ``question_result`` without reading them back.
+The sources are a run directory's question lines with its metadata, and a results file in
+the original schema (``{"models": {MODEL: {TEMPERATURE: {QUESTION: [answer, …]}}}}``), so
+published runs are reported, rescored and plotted like ours. An original file stores no
+validity: it is recomputed with the thresholds given (the benchmark's by default), valid up
+to the first failing answer, which the original records last.
 
-In an original file validity is not stored; it is recomputed with the thresholds given
-(the benchmark's by default): a chain is valid up to its first failing answer, which the
-original records last.
-
-``totals`` counts a set of results; the metadata's totals, ``report``, ``plot``,
-``rescore``, ``view``, the live table and the benchmark graph's ``summarize`` all go
-through it, so they cannot disagree about what was counted.
+Every view counts through ``totals``, so no two can disagree about what was counted.
 """
 
 from __future__ import annotations
@@ -67,23 +61,20 @@ class QuestionResult:
     speculative: Mapping[str, Any] | None = field(default=None, compare=False)
     """The ``CallStats`` of discarded look-ahead generations (None: none made)."""
     cost_usd: float | None = None
-    """Dollars of the recorded answers and discarded look-aheads (``core.calls``); None
-    when unknown: a model without a price, a request without usage, or a results file."""
+    """Dollars of the answers and discarded look-aheads (``core.calls``); None: unknown."""
     usage_missing: int = 0
     """Requests of those answers and look-aheads whose reply reported no usage."""
     tokens: int | None = None
-    """Tokens of those requests (``chat_figures``); None when one reported none, or an
-    answer records no calls."""
+    """Tokens of those requests (``chat_figures``); None: unknown."""
     api_calls: int | None = None
-    """Chat requests of those answers and look-aheads (``chat_figures``); None when an
-    answer records no calls."""
+    """Chat requests of those answers and look-aheads (``chat_figures``); None: unknown."""
     judge_model: str | None = None
     """Judge model behind the coherence scores; None when not recorded."""
     prompts_sha256: str | None = None
     """sha256 of the prompt templates the line was run with; None when not recorded."""
     threshold_source: str | None = None
-    """Where the coherence threshold came from (``threshold_source_text``: the
-    benchmark's 15, given, or a calibration file and its sha256); None when not recorded."""
+    """Where the coherence threshold came from (``threshold_source_text``); None when not
+    recorded."""
 
     @property
     def key(self) -> LineKey:
@@ -122,8 +113,8 @@ class QuestionResult:
 
     @property
     def lower_bound(self) -> bool:
-        """Its score is a lower bound: nothing final ended it (a spending cap, an error,
-        an interruption, a recorded end that passes under other thresholds or judge)."""
+        """Its score is a lower bound: nothing final ended it (a cap, an error, an
+        interruption, or a recorded end that passes under other thresholds or judge)."""
         return not self.finished
 
     @property
@@ -159,10 +150,9 @@ class Totals:
     stop_reasons: dict[str, int]
     """Lines per stop reason; ``unfinished`` for lines without one."""
     api_calls: int | None
-    """Chat requests of every answer and of discarded look-aheads: the requests whose
-    ``tokens`` and ``dollars`` these are (embeddings, cache hits, retries and the
-    preflight's checks apart: they are the ledger's); None when not recorded (results
-    files)."""
+    """Chat requests of every answer and discarded look-ahead, whose ``tokens`` and
+    ``dollars`` these are (embeddings, retries and the preflight are the ledger's); None
+    when not recorded."""
     tokens: int | None
     """Input plus output tokens of the generation and scoring requests; None when one
     reported none, or when not recorded."""
@@ -171,10 +161,9 @@ class Totals:
     usage_missing: int = 0
     """Requests whose reply reported no usage (their tokens and dollars are unknown)."""
     truncated_answers: int | None = None
-    """Answers cut by the token limit (``finish_reason`` ``length``), scored as they
-    came; None when no answer recorded its finish reason."""
+    """Answers cut by the token limit, scored as they came; None: unknown."""
     finish_unknown: int = 0
-    """Answers whose finish reason was not recorded (made before it was kept)."""
+    """Answers whose finish reason was not recorded."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values."""
@@ -182,8 +171,7 @@ class Totals:
 
     @property
     def repeat_mean_score(self) -> float:
-        """Valid answers per repeat (``score`` / ``repeats``): a model's headline, the
-        plain ``score`` with one repeat."""
+        """Valid answers per repeat: a model's headline."""
         return self.score / self.repeats if self.repeats > 1 else self.score
 
 
@@ -226,12 +214,8 @@ def run_totals(counted: Totals) -> RunTotals:
 
 def distinct(results: Iterable[QuestionResult]) -> tuple[list[QuestionResult], list[str]]:
     """``results`` with each (model, temperature, question, repeat) once, and a note per
-    line left out.
-
-    Questions are read in their normal form (``record.lines.normal_text``), so a run
-    made before normalisation that asked one question twice, once with a trailing space
-    or a double one, has two lines for one question: the first is counted, the other
-    named.
+    line left out: questions are read in their normal form (``record.lines.normal_text``),
+    so two spellings of one asked by an older run are counted once.
     """
     kept: dict[LineKey, QuestionResult] = {}
     notes: list[str] = []
@@ -252,9 +236,9 @@ def distinct(results: Iterable[QuestionResult]) -> tuple[list[QuestionResult], l
 def chat_figures(
     answers: Sequence[AnswerLine], speculative: Mapping[str, Any] | None
 ) -> tuple[int | None, int | None]:
-    """Tokens and chat requests of the answers' and discarded look-aheads' requests
-    (``core.calls``; embeddings apart): the tokens None when a request reported none,
-    both None when an answer records no calls (a results file)."""
+    """Tokens and chat requests of the answers and discarded look-aheads (embeddings
+    apart): the tokens None when a request reported none, both None when an answer
+    records no calls (a results file)."""
     look_aheads = {"speculative": speculative} if speculative else {}
     if any(a.calls is None for a in answers):
         return None, None
@@ -263,11 +247,7 @@ def chat_figures(
 
 
 def question_result(line: QuestionLine, metadata: Metadata | None = None) -> QuestionResult:
-    """A question line as a result.
-
-    What the line does not record (lines written before threads recorded their
-    settings) comes from the run's ``metadata``.
-    """
+    """A question line as a result; what the line does not record comes from ``metadata``."""
     meta = metadata or Metadata()
     settings = meta.settings
     measured: Mapping[str, Any] = line.measured or {}
@@ -310,15 +290,13 @@ def question_result(line: QuestionLine, metadata: Metadata | None = None) -> Que
 def results_of(
     lines: Iterable[QuestionLine], metadata: Metadata | None = None
 ) -> tuple[list[QuestionResult], list[str]]:
-    """The results of a run's lines, each (model, temperature, question, repeat) once, in
-    the run's order, and a note per line counted once for two spellings (``distinct``)."""
+    """The results of a run's lines in the run's order, each key once (``distinct``)."""
     return distinct(question_result(line, metadata) for line in lines)
 
 
 def threshold_source_text(source: ThresholdSource | None) -> str | None:
-    """Where a coherence threshold came from, in words: ``benchmark`` (the published 15,
-    on o1-mini's scale), ``given``, or ``calibration FILE (sha256 …)`` with what the
-    calibration could not test; None when not recorded."""
+    """Where a coherence threshold came from, in words: ``benchmark``, ``given``, or
+    ``calibration FILE (sha256 …)`` with what it could not test; None when not recorded."""
     if source is None:
         return None
     if source.kind == "calibration":
@@ -337,8 +315,7 @@ def read_results(path: Path, thresholds: Thresholds | None = None) -> list[Quest
 def read_results_noted(
     path: Path, thresholds: Thresholds | None = None
 ) -> tuple[list[QuestionResult], list[str]]:
-    """``read_results``, and a note for each line it counted once for two spellings; a
-    run directory's lines are read with its metadata (``results_of``)."""
+    """``read_results``, and a note for each line it counted once for two spellings."""
     if path.is_dir():
         if not (path / files.QUESTIONS).exists():
             raise ValueError(f"{path} is not a run directory (no {files.QUESTIONS})")
@@ -349,9 +326,8 @@ def read_results_noted(
 
 
 def panel_decision(answer: AnswerLine, coherence: float) -> bool | None:
-    """A judge panel's decision on ``answer`` (``core.thresholds.panel_passes``) with its
-    first judge at the threshold ``coherence`` and the others at their recorded ones;
-    None when no panel judged it."""
+    """A judge panel's decision on ``answer``, its first judge at the threshold
+    ``coherence`` and the others at their recorded ones; None when no panel judged it."""
     judges = answer.judges
     if not judges:
         return None
@@ -396,11 +372,8 @@ def _number(value: Any) -> float | None:
 
 
 def read_aidanbench_file(path: Path, thresholds: Thresholds | None = None) -> list[QuestionResult]:
-    """Questions of an original-schema results file, in file order (the read-only view of
-    a published run).
-
-    Raises ``ValueError`` naming the problem when the file is not in that schema.
-    """
+    """Questions of an original-schema results file, in file order; ``ValueError`` naming
+    the problem when the file is not in that schema."""
     thresholds = thresholds or Thresholds()
     try:
         data = json.loads(Path(path).read_text("utf-8"))
