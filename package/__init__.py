@@ -1,12 +1,9 @@
 """AidanBench, the open-ended creativity benchmark, as a LangGraph workflow.
 
-The code lives in the subpackages (``aidanbench.graph``, ``aidanbench.nodes``, …). This
-module only exists so that ``vf-eval aidanbench`` finds the verifiers environment under
-the benchmark's own name: verifiers imports the module named by the id, and reads its
-``__all__`` (verifiers 0.4, ``[verifiers]`` extra) or calls its ``load_environment``
-(verifiers 0.1, the seed's command line, ``[verifiers-seed]`` extra; not in ``__all__``,
-which 0.4 resolves whole). The names resolve on first access, so ``import aidanbench``
-(and every subpackage import) loads nothing, verifiers least of all.
+The code lives in the subpackages. This module exists so that ``vf-eval aidanbench`` finds
+the verifiers environment under the benchmark's own name: verifiers 0.4 reads ``__all__``,
+verifiers 0.1 (the seed) calls ``load_environment``, kept out of ``__all__`` because 0.4
+resolves it whole. Names resolve on first access, so ``import aidanbench`` loads nothing.
 """
 
 TYPE_CHECKING = False

@@ -1,11 +1,9 @@
-"""The published AidanBench reference data, bundled unchanged (see ``README.md`` here).
+"""The published AidanBench reference data, bundled byte for byte (see ``README.md`` here).
 
-These files are the benchmark's specification and reference output, not this project's
-work: the 63 questions and the prompt texts define what is measured (scores are only
-comparable with published ones when both are used exactly), and the published 2024 run
-is what a faithful implementation must reproduce. They are copied byte for byte from the
-original repository and recorded with their sha256, so a changed byte fails the tests.
-The original repository carries no licence file.
+The questions and prompt texts define what is measured (scores are comparable with
+published ones only when both are used exactly), and the published 2024 run is what a
+faithful implementation must reproduce; their sha256 are recorded, so a changed byte fails
+the tests. The original repository carries no licence file.
 """
 
 from __future__ import annotations
@@ -46,11 +44,8 @@ def resource(name: str) -> Traversable:
 
 
 def path(name: str) -> Path:
-    """A bundled file as a filesystem path, for code and commands that open paths.
-
-    The package is installed as files (a wheel or an editable install), never zipped,
-    so the resource is a real file; anything else is refused rather than copied.
-    """
+    """A bundled file as a filesystem path. The package is installed as files, never zipped,
+    so anything else is refused rather than copied."""
     file = Path(str(resource(name)))
     if not file.is_file():
         raise FileNotFoundError(f"bundled reference file {name} is not on disk at {file}")
