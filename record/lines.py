@@ -112,48 +112,31 @@ OUTPUT_FIELDS = (
 
 
 class AnswerLine(BaseModel):
-    """One scored answer (``core.state.AnswerRecord``), valid or the failing one, on disk
-    and in every ``record.results.QuestionResult`` (an original-schema answer's other keys
-    kept as extras)."""
+    """One scored answer, valid or the failing one, on disk and in every
+    ``record.results.QuestionResult``: the fields of ``core.state.AnswerRecord`` (documented
+    there), each but ``index``, ``answer`` and ``valid`` optional so older and
+    original-schema answers read (their other keys kept as extras)."""
 
     model_config = ConfigDict(extra="allow")
 
     index: int
-    """1-based position in the chain (``answer_num`` in the original schema)."""
     answer: str
-    """The answer text that was judged and embedded."""
     raw_reply: str | None = None
-    """The model's full reply."""
     used_answer_tag: bool | None = None
-    """Whether the reply used the ``<answer>`` tag; None when unknown."""
     coherence: float | None = None
-    """Judge's coherence score, 0-100."""
     novelty: float | None = None
-    """1 − max cosine similarity to earlier valid answers."""
     llm_novelty: float | None = None
-    """1 − max judge similarity/100 to earlier answers; None when that judge is off."""
     valid: bool
-    """Passed every threshold (strictly greater)."""
     stop_reason: str | None = None
-    """For the failing answer, the criterion it failed."""
     elapsed_s: float | None = None
-    """Seconds from the question's start to this answer's decision."""
     calls: dict[str, CallStats] | None = None
-    """Cost per role (``generate``, ``judge``, ``embed``, ``similarity``)."""
     flags: list[str] | None = None
-    """Notes such as ``judge_markup_neutralised`` or ``rejudged``."""
     finish_reason: str | None = None
-    """Why the provider stopped the generation."""
     truncated: bool | None = None
-    """Cut by the token limit (``finish_reason`` ``length``); None when unknown."""
     served_model: str | None = None
-    """Model id the provider reported serving the generation."""
     reasoning_tokens: int | None = None
-    """Hidden reasoning tokens of the generation; None when the provider did not say."""
     coherence_samples: list[float] | None = None
-    """Every coherence judgment when several were asked, the deciding one first."""
     judges: list[PanelJudgment] | None = None
-    """A judge panel's judgments, its first judge's (``coherence``) first."""
 
     def record(self) -> dict[str, Any]:
         """The answer as written: the fields it was given, and its dollars."""
@@ -174,7 +157,8 @@ class LineThresholds(BaseModel):
 
 class QuestionLine(BaseModel):
     """One line of ``questions.jsonl`` (with its answers, in memory): a question thread's
-    result and what it means."""
+    result and what it means. The question graph's output fields (``OUTPUT_FIELDS``, the
+    environment's names and ``measured``) are ``core.state.QuestionOutput``'s."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -193,28 +177,16 @@ class QuestionLine(BaseModel):
     thresholds: LineThresholds | None = None
     """Thresholds the line's validity was decided with."""
     measured: Measured | None = None
-    """Every setting the thread's scores depend on, recorded when it started."""
     stop_reason: str | None = None
-    """Why the chain ended (``core.vocabulary.StopReason``); None while it runs."""
     error: ErrorInfo | None = None
-    """Details when ``stop_reason`` is an error kind."""
     score: int | None = None
-    """Valid answers."""
     novelty_sum: float | None = None
-    """Embedding novelty summed over valid answers (the alternative reward)."""
     mean_coherence: float | None = None
-    """Mean coherence over valid answers."""
     mean_novelty: float | None = None
-    """Mean embedding novelty over valid answers."""
     mean_llm_novelty: float | None = None
-    """Mean LLM novelty over valid answers, when that judge is on."""
     format_adherence: float | None = None
-    """Share of replies that used the ``<answer>`` tag."""
     speculative: CallStats | None = None
-    """Cost of look-ahead generations that were discarded."""
     reward: float | None = None
-    """The verifiers environment's score, or novelty sum under that reward mode
-    (``core.metric_names``); the environment names below follow it."""
     format_reward: float | None = None
     avg_coherence: float | None = None
     avg_embedding_novelty: float | None = None
