@@ -143,7 +143,6 @@ class RunLines:
         self.lines: dict[str, QuestionLine] = {line.thread: line for line in carried}
         self._written: float | None = None
         self._took = 0.0
-        """Seconds the last write took."""
         self._texts = LineTexts()
         self._changed = True
         """Whether a line was noted since the files were last written."""
@@ -282,11 +281,10 @@ class Recorder:
         """Write ``metadata`` (the stored one with this session added) as the run's, with the
         question set of the lines held and ``asked``, before any question runs."""
         question_counts(metadata, [*(line.question for line in self.lines.all()), *asked])
-        self.metadata = metadata
-        write_metadata(self.run_dir, metadata)
+        self.save(metadata)
 
     def save(self, metadata: Metadata) -> None:
-        """Write ``metadata`` as the run's (``forget``, ``rescore --into``)."""
+        """Write ``metadata`` as the run's."""
         self.metadata = metadata
         write_metadata(self.run_dir, metadata)
 

@@ -24,7 +24,6 @@ from aidanbench.core.calls import (
     call_count,
     call_tokens,
     known_sum,
-    question_dollars,
     usage_missing,
 )
 from aidanbench.core.thresholds import Thresholds, panel_passes
@@ -125,11 +124,8 @@ class QuestionResult:
 
 @dataclass(frozen=True)
 class Totals:
-    """What a set of results adds up to; every count here is a plain tally.
-
-    A model's headline with repeats is a mean per repeat (``repeat_mean_score``), not
-    ``score``.
-    """
+    """What a set of results adds up to, each a plain tally: a model's headline with
+    repeats is ``repeat_mean_score``, not ``score``."""
 
     lines: int
     """Question lines (questions x repeats x models, as far as they were run)."""
@@ -253,7 +249,6 @@ def question_result(line: QuestionLine, metadata: Metadata | None = None) -> Que
     measured: Mapping[str, Any] = line.measured or {}
     thresholds = line.thresholds or (settings.thresholds if settings else None)
     answers = sorted(line.answers, key=lambda a: a.index)
-    recorded = [a.model_dump(include={"calls"}, exclude_unset=True) for a in answers]
     tokens, api_calls = chat_figures(answers, line.speculative)
     return QuestionResult(
         model=line.model,
@@ -274,7 +269,7 @@ def question_result(line: QuestionLine, metadata: Metadata | None = None) -> Que
             else None
         ),
         speculative=dict(line.speculative) if line.speculative else None,
-        cost_usd=question_dollars(recorded, line.speculative),
+        cost_usd=line.dollars,
         usage_missing=usage_missing({"speculative": line.speculative or {}})
         + sum(usage_missing(a.calls) for a in answers),
         tokens=tokens,
