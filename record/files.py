@@ -118,12 +118,9 @@ def remove_leftovers(run_dir: Path) -> list[Path]:
 
 
 def read_only_uri(path: Path) -> str:
-    """A SQLite URI that reads ``path`` without writing anything beside it.
-
-    ``immutable`` skips the lock and shared-memory files a read-only open would create; a
-    write-ahead log left by a killed run holds committed steps, so then the database is
-    opened read-only in the normal way to see them.
-    """
+    """A SQLite URI that reads ``path`` without writing anything beside it (``immutable``),
+    unless a killed run left a write-ahead log, whose committed steps only a normal
+    read-only open sees."""
     quoted = urllib.parse.quote(str(path.absolute()))
     if Path(f"{path}-wal").exists():
         return f"file:{quoted}?mode=ro"

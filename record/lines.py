@@ -48,11 +48,10 @@ def normal_text(text: str) -> str:
     one space and none at the ends: the one form that identifies a question, a model name
     or a variant label.
 
-    Two spellings that differ only in these ways look the same and ask the same thing;
-    counted apart, they would give one model two scores for one question. Question sets and
-    model names are normalised when read (two spellings of one are refused), questions are
-    asked in this form, thread ids hash it, and reports pair lines by it. The benchmark's
-    own questions are in this form already.
+    Two spellings that differ only in these ways ask the same thing; counted apart, they
+    would give one model two scores for one question. Question sets and model names are
+    normalised when read, questions are asked in this form, thread ids hash it, and reports
+    pair lines by it. The benchmark's own questions are in this form already.
     """
     return " ".join(unicodedata.normalize("NFC", text).translate(INVISIBLE).split())
 

@@ -2,17 +2,11 @@
 
 Whatever writes a run directory (the run engine and its workers, ``rescore --into``,
 ``forget``) writes it through a recorder, which owns every file but the checkpoints and the
-score cache:
-
-- the lock, held from ``open`` (or ``build``) until the block ends;
-- ``metadata.json``: ``start_session`` writes it with the session added (so a killed
-  session is found ``running`` and marked ``killed``), the session's end writes how it
-  ended, the totals and what was spent;
-- the line files (``lines``), which only grow: a session starts from every line the
-  directory holds, so one that leaves questions out keeps their lines;
-- the usage ledger and the run's budget (``ledger``), handed to the clients and the graph;
-  a worker process appends through a ledger of its own (``worker_ledger``);
-- any other file (``write``: a question set of ``rescore --into``).
+score cache: the lock, held from ``open`` (or ``build``) until the block ends; the metadata,
+written with the session added before it runs (so a killed session is found ``running``)
+and when it ends; the line files (``lines``), which only grow: a session starts from every
+line the directory holds, so one that leaves questions out keeps theirs; the usage ledger
+and the run's budget (``ledger``; a worker appends through ``worker_ledger``).
 
 A directory ``rescore --into`` makes is built beside its place and moved there once
 complete (``build``), so a killed command leaves no half directory.
@@ -121,13 +115,11 @@ megabytes): a rewrite that took ``d`` seconds waits at least ``d / WRITE_SHARE``
 class RunLines:
     """The question lines of a run, rewritten to the run directory as questions finish.
 
-    Lines are known by their thread and keep the order they were first recorded in, so the
-    files list questions in the run's order, and a line is replaced, never dropped. Each
-    rewrite writes every line, so while a run goes on it is throttled (``WRITE_EVERY_S``,
-    ``WRITE_SHARE``; the first finished question at once) and the driver writes once more
-    at the end: the files are for reading, resumes start from the checkpoints, and rewriting
-    on every finish would spend the CPU a long run needs (``bench.lab --variants
-    write-always``). Without a run directory (a worker process) nothing is written.
+    Lines are known by their thread and keep the order they were first recorded in, and a
+    line is replaced, never dropped. Rewrites are throttled (``WRITE_SHARE``): the files are
+    for reading, resumes start from the checkpoints, and rewriting every line on every
+    finish would spend the CPU a long run needs (``bench.lab --variants write-always``).
+    Without a run directory (a worker process) nothing is written.
     """
 
     def __init__(
@@ -348,9 +340,8 @@ def drop_models_without_lines(
     """Take each of ``models`` that has no question line out of the run's model lists
     (``spec.models``, ``scoring_settings``, ``judging``); return them.
 
-    Such a model never produced an answer or a stop, so it is not part of the run, and a
-    later session may bring it in with other scoring settings. Its threads stay (``forget``
-    removes them); their ``measured`` still guards what they continue.
+    Such a model is not part of the run: a later session may bring it in with other
+    scoring settings. Its threads stay (``forget`` removes them), guarded by ``measured``.
     """
     present = {line.model for line in lines}
     gone = [model for model in dict.fromkeys(models) if model not in present]

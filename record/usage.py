@@ -99,12 +99,9 @@ def _add(total: Any, value: Any) -> Any:
 
 
 class LedgerFigures(BaseModel):
-    """Sums over ledger lines: what was sent, replied, refused and left unrecorded.
-
-    A token count or ``dollars`` is None (unknown) once any reply lacked it, never a
-    partial sum. ``dollars_bound`` is what may have been billed at most (None when a price,
-    or an old ledger's bound, is missing).
-    """
+    """Sums over ledger lines. A token count or ``dollars`` is None (unknown) once any reply
+    lacked it, never a partial sum; so is ``dollars_bound``, the most that may have been
+    billed, once a price or an old ledger's bound is missing."""
 
     model_config = ConfigDict(extra="allow")
 
