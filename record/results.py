@@ -72,8 +72,7 @@ class QuestionResult:
     prompts_sha256: str | None = None
     """sha256 of the prompt templates the line was run with; None when not recorded."""
     threshold_source: str | None = None
-    """Where the coherence threshold came from (``threshold_source_text``); None when not
-    recorded."""
+    """Where the coherence threshold came from (``threshold_source_text``); None: unknown."""
 
     @property
     def key(self) -> LineKey:
@@ -107,12 +106,12 @@ class QuestionResult:
 
     @property
     def finished(self) -> bool:
-        """Ended by the benchmark's rule or a cap, not by an error or an interruption."""
+        """Ended by the benchmark's rule or the answer cap, not by an error or an interruption."""
         return is_final(self.stop_reason)
 
     @property
     def lower_bound(self) -> bool:
-        """Its score is a lower bound: nothing final ended it (a cap, an error, an
+        """Its score is a lower bound: nothing final ended it (a spending cap, an error, an
         interruption, or a recorded end that passes under other thresholds or judge)."""
         return not self.finished
 
