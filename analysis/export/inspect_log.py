@@ -1,16 +1,11 @@
 """An Inspect evaluation log per model: what ``inspect view`` opens and Every Eval Ever
 converts.
 
-One log per (model, temperature) of a run, one sample per question chain: the sample's
-id is the question's number in the run's set and its epoch the repeat, its messages
-each answer's prompt as the model got it (the published generate prompt listing the
-earlier answers; the bare question when the run's templates are not this package's) and
-the model's reply (with its coherence, novelty, validity and, for the last, why the chain
-stopped), its score the number of valid answers. The log's results give the row's score
-(valid answers summed over questions, mean over repeats; with repeats its bootstrap
-interval) and novelty sum, as ``report`` prints them; its spec names the judge and
-embedding models (``model_roles``), the thresholds, the answer cap, the prompt and
-question-set hashes and the cost in ``metadata``.
+One log per (model, temperature), one sample per question chain: its id is the question's
+number, its epoch the repeat, its messages each answer's prompt as the model got it (the bare
+question when the run's templates are not this package's) and the scored reply, its score the
+valid answers. The log's results are the row's figures as ``report`` prints them; its spec names
+the judge and embedding models (``model_roles``), thresholds, cap, hashes and cost.
 """
 
 from __future__ import annotations
@@ -175,10 +170,9 @@ def results(record: RunRecord, row: Row) -> Any:
 def model_usage(
     record: RunRecord, row: Row, lines: list[QuestionResult] | None = None
 ) -> dict[str, Any]:
-    """Tokens and dollars per model over ``lines`` (default: the row's), where every
-    call recorded them: the roles and look-aheads whose sum is the row's tokens and
-    dollars (``QuestionResult.tokens``, ``cost_usd``), so the two agree (embeddings are
-    the run's, in the ledger: one request serves many answers)."""
+    """Tokens and dollars per model over ``lines`` (default: the row's): the roles whose sum
+    is the row's ``tokens`` and ``cost_usd``, so the two agree (embeddings are the ledger's: one
+    request serves many answers)."""
     from inspect_ai.model import ModelUsage
 
     names = {
@@ -260,8 +254,8 @@ def sample(record: RunRecord, row: Row, line: QuestionResult) -> Any:
 
 
 def sent_prompts(record: RunRecord, row: Row, line: QuestionResult) -> list[str]:
-    """Each answer's generate prompt, rendered as the run rendered it (its templates are
-    this package's, or unrecorded: a results file of the published benchmark)."""
+    """Each answer's generate prompt as the run rendered it (else the bare question)."""
+
     if record.prompts_sha256 not in (None, prompts_sha256()):
         return [line.question] * len(line.answers)
     cot = bool(record.scoring_settings(row.model).get("cot"))
