@@ -318,8 +318,7 @@ def _embed_unique(
 
 @dataclass(frozen=True)
 class Replay:
-    """The reference chains scored on another scale, shared by the embedding and judge
-    calibrations to measure every candidate cut."""
+    """The reference chains scored on another scale: both calibrations measure their cuts here."""
 
     against: ReferenceChains
     chains: tuple[Sequence[Scored], ...]
@@ -381,8 +380,7 @@ def _best_threshold(replay: Replay) -> float:
 def round_threshold(
     threshold: float, values: Sequence[float] | np.ndarray, digits: int = 3
 ) -> float:
-    """``threshold`` rounded to ``digits`` decimals, or more if needed to keep every observed
-    value's decision."""
+    """``threshold`` rounded to ``digits`` decimals, or more if a decision would change."""
     observed = np.asarray(values, dtype=np.float64)
     exact = observed > threshold
     for places in range(digits, 16):
@@ -400,10 +398,8 @@ def calibrate(
     reference_threshold: float = NOVELTY_THRESHOLD,
     coherence_threshold: float = COHERENCE_THRESHOLD,
 ) -> Calibration:
-    """Calibrate ``embed``'s novelty threshold against reference chains (``read_aidanbench_file``).
-
-    Raises ``ValueError`` when there is nothing to compare or the embedding function misbehaves.
-    """
+    """Calibrate ``embed``'s novelty threshold against reference chains (``read_aidanbench_file``);
+    raises ``ValueError`` when there is nothing to compare or the embedding function misbehaves."""
     if not questions:
         raise ValueError("the reference has no questions")
     vectors, embed_seconds = _embed_unique(questions, embed)
@@ -451,8 +447,7 @@ def calibrate(
 
 
 def plot_calibration(calibration: Calibration, path: Path) -> Path:
-    """Scatter of reference vs. model novelty of the compared answers, coloured by agreement,
-    with the cuts."""
+    """Scatter of reference vs. model novelty of compared answers, by agreement, with the cuts."""
     from aidanbench.analysis.plots import new_figure
 
     x = np.asarray([a.reference_novelty for a in calibration.compared], dtype=np.float64)
@@ -503,7 +498,6 @@ def plot_calibration(calibration: Calibration, path: Path) -> Path:
 
 def draw_cuts(ax: Axes, reference: tuple[float, str, str], calibrated: tuple[float, str]) -> None:
     """A calibration scatter's cuts: the reference's on x and unchanged on y, the calibrated."""
-
     cut, on_x, on_y = reference
     ax.axvline(cut, color="black", linewidth=1, label=on_x)
     ax.axhline(cut, color="black", linestyle=":", linewidth=1.2, label=on_y)

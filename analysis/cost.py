@@ -206,7 +206,6 @@ def sent_line(usage: Mapping[str, Any]) -> list[str]:
 
 def parts_line(usage: Mapping[str, Any]) -> list[str]:
     """What the run total holds besides the models' chat requests: embeddings and preflight."""
-
     parts = [
         f"{what}: {figures.get('api_calls')} requests, {tokens_text(figures.get('tokens'))} tokens"
         for key, what in (

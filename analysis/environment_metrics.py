@@ -29,7 +29,6 @@ def answer_means(
     """``mean_<score>`` of each declared score over the valid answers, and ``format_adherence``
     over the answers that recorded tag use: a line's figures and a run's alike. ``average`` is
     the summary's ``numpy.mean`` (pairwise summation, whose last digits its JSON carries)."""
-
     answers = list(answers)
     valid = [a for a in answers if a.valid]
     means = {

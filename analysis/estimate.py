@@ -54,17 +54,14 @@ OpenGateway: high about 16-32k, its top tier 32-64k). ``low``, ``expected`` and 
 each band's bottom, middle and top."""
 
 DEFAULT_EFFORT = "medium"
-"""The effort of an OpenAI reasoning model whose request names none (OpenAI's default
-for every reasoning model before gpt-5.1)."""
+"""The effort of an OpenAI reasoning model whose request names none (OpenAI's, before gpt-5.1)."""
 
 NO_DEFAULT_REASONING = ("gpt-5.",)
-"""Model names (after any provider prefix) whose default effort is ``none``: gpt-5.1 and
-later reason only when asked (OpenAI's documentation of ``reasoning_effort``)."""
+"""Names whose default effort is ``none``: gpt-5.1 and later reason only when asked (OpenAI)."""
 
 
 def default_effort(model: str) -> str | None:
-    """The effort ``model`` reasons at when its request names none; None: not known to
-    reason."""
+    """The effort ``model`` reasons at when its request names none; None: not known to reason."""
     bare = model.rsplit("/", 1)[-1].lower()
     if bare.startswith(NO_DEFAULT_REASONING):
         return "none"
@@ -274,7 +271,6 @@ def question_usage(
 ) -> dict[str, RoleTokens]:
     """Tokens per role of one question whose chain reaches ``n`` answers; ``reasoning`` (per
     request of ``model`` and ``judge``) counts in ``output`` and apart in ``reasoning``."""
-
     hidden = reasoning or {}
     probe = "x" * max(1, round(answer_chars))
     first = len(render_generate(question, [], cot=plan.settings.cot))

@@ -90,7 +90,6 @@ def combine(inputs: Sequence[Input]) -> list[QuestionResult]:
 def reward_mode(inputs: Sequence[Input], chosen: str | None = None) -> tuple[str, list[str]]:
     """The reward mode to report in (``chosen``, else the runs' shared one, else ``count``) and
     the warnings: the inputs' notes, then any disagreement."""
-
     spelled = [note for i in inputs for note in i.notes]
     recorded = {i.reward_mode for i in inputs if i.reward_mode is not None}
     if chosen is not None:

@@ -236,9 +236,8 @@ def calibrate_judge(
     reference_threshold: float = COHERENCE_THRESHOLD,
     novelty_threshold: float = NOVELTY_THRESHOLD,
 ) -> JudgeCalibration:
-    """Calibrate the judge whose judgments (deciding one first) are ``scores`` against the
-    reference chains; an answer without one is ``undecided``. Raises ``ValueError`` when an
-    answer has no recorded score."""
+    """Calibrate the judge whose judgments (deciding one first) are ``scores``; an answer without
+    one is ``undecided``. Raises ``ValueError`` when an answer has no recorded score."""
     if not questions:
         raise ValueError("the reference has no questions")
     reference_rule = Thresholds(coherence=reference_threshold, novelty=novelty_threshold)
@@ -411,7 +410,6 @@ def calibrate_one(
     and write the scatter plot and the calibration file (with the reference's sha256, the served
     models and the cost) to ``out``. Raises ``Unjudged`` when answers could not be judged and
     ``UsageError`` when the reference cannot be calibrated against."""
-
     cache = Path(str(settings.cache_path))
     prompt_of = {
         (q.question, a.answer): coherence_prompt(q.question, a.answer)

@@ -334,7 +334,6 @@ UNREADABLE_WORDS = {
 
 def unreadable_of(lines: Sequence[QuestionResult]) -> dict[str, int]:
     """The judge replies of these answers that could not be read (each asked again), by why."""
-
     found: dict[str, int] = {}
     for line in lines:
         for answer in line.answers:

@@ -489,7 +489,6 @@ def cost_score_points(
 def plot_cost_vs_score(results: Sequence[QuestionResult], out: Path) -> Path | None:
     """The cost-versus-score chart of run directories, None when no cost is known; a lower
     bound score is drawn hollow, labelled ``≥``, with an arrow up."""
-
     points = cost_score_points(results)
     if not points:
         return None

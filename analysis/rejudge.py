@@ -394,7 +394,6 @@ def judge_all(
     prompts: Sequence[str], settings: Settings, ledger: UsageLedger, **options: Any
 ) -> Rejudging:
     """``rejudge`` run to its end; a failure no retry can fix is one ``UsageError`` line."""
-
     try:
         return asyncio.run(rejudge(prompts, settings, ledger, **options))
     except JudgeAborted as exc:

@@ -107,9 +107,8 @@ Judge = tuple[str, float, Rejudging]
 
 
 def rejudged_line(line: QuestionResult, judges: Sequence[Judge]) -> QuestionResult:
-    """The line with the first judge's deciding judgment as each coherence, a panel's beside
-    it, and samples when several were asked; an answer a judge refused ends the chain
-    (``unscored``)."""
+    """The line with the first judge's deciding judgment as each coherence, a panel's beside it
+    and samples when several were asked; an answer a judge refused ends the chain, unscored."""
     answers = []
     for answer in line.answers:
         prompt = coherence_prompt(line.question, answer.answer)
@@ -152,7 +151,6 @@ def rejudge_lines(
 ) -> list[RescoredQuestion]:
     """Every line judged again by ``judges`` (one, or a panel) and walked under ``thresholds``
     from ``source``; ``original`` keeps the line as recorded."""
-
     return [
         replace(rescore_question(rejudged_line(line, judges), thresholds, source), original=line)
         for line in results

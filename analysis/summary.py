@@ -273,8 +273,7 @@ def per_question_repeat_means(
     value: Callable[[QuestionResult], float] = lambda line: line.score,
 ) -> list[float]:
     """Each question's ``value`` summed over repeats / repeats (a missing line counts 0): their
-    sum is the mean per-repeat figure, so bootstrapping them keeps a question's repeats together.
-    """
+    sum is the mean per-repeat figure, so bootstrapping them keeps a question's repeats together."""
     sums: dict[str, float] = {}
     for line in lines:
         sums[line.question] = sums.get(line.question, 0) + value(line)
@@ -389,10 +388,8 @@ def _finished_pairs(
 def paired_comparison(
     results: Sequence[QuestionResult], model_a: str, model_b: str, reward_mode: str = "count"
 ) -> PairedComparison:
-    """Total score of A minus B over lines (question, temperature, repeat) both finished.
-
-    A line either model did not finish is left out: its score is only a lower bound. Raises
-    ``ValueError`` when a model is absent or both names are the same.
+    """Total score of A minus B over lines (question, temperature, repeat) both finished (an
+    unfinished score is only a lower bound). Raises ``ValueError`` for an absent or same model.
     """
     if model_a == model_b:
         raise ValueError("compare two different models")
@@ -554,8 +551,7 @@ TRUNCATION = (
 
 
 def truncation_text(row: SummaryRow, limit_field: str, temperatures: int = 1) -> str | None:
-    """One line for a row with answers the token limit cut: how many, and which request
-    field raises the limit; None when none was cut."""
+    """A row's answers cut by the token limit and the field that raises it; None when none was."""
     if not row.truncated_answers:
         return None
     label = group_label(row.model, row.temperature, temperatures)
@@ -694,7 +690,6 @@ def render_summary(
 ) -> None:
     """Print the summary table; the default console does not highlight, which would colour
     numbers at random."""
-
     console = console or Console(highlight=False, markup=False)
     for table in summary_tables(rows, title, console.width):
         console.print(table)

@@ -96,7 +96,6 @@ def fitted_tables(
 ) -> list[Table]:
     """One table, or several stacked ones when ``width`` is too narrow for all columns; the
     key column is wrapped only when it alone is wider than the width."""
-
     groups = split_columns(key, columns, width)
     key_fits = width is None or key.width + PADDING + 1 <= width
     tables = []

@@ -163,8 +163,7 @@ def _chain(line: QuestionResult) -> list[list[Any]]:
 
 
 def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list[list[Any]]]]]:
-    """The page's summary document and, per group (``summarise``'s rows, in order), the chains
-    of its lines, in the order of that group's ``lines``."""
+    """The page's summary document and, per group (``summarise``'s rows), its lines' chains."""
     per_source = _distinct(sources)
     results = [r for rs in per_source for r in rs]
     origin: dict[tuple[str, float], Source] = {}
@@ -284,8 +283,7 @@ def served_text(served: Mapping[str, int]) -> str | None:
 
 
 def provenance_warnings(groups: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Warnings for rows that differ in judge model or prompts (``warnings`` covers the
-    embedding model, thresholds and question sets)."""
+    """Warnings for rows that differ in judge model or prompts (``warnings`` covers the rest)."""
     found = []
     for key, what in (("judge_model", "judge models"), ("prompts_sha256", "prompts")):
         by_value: dict[Any, list[str]] = {}
@@ -324,7 +322,6 @@ def write_view(
 ) -> Path:
     """Write the page of ``paths`` to ``out``, every path read first; raises ``ValueError``
     naming one that cannot be read. ``thresholds`` apply to original-schema files only."""
-
     return write_page([load_source(Path(p), thresholds) for p in paths], out)
 
 

@@ -75,7 +75,6 @@ class ExportSet:
 def export(paths: Sequence[Path], fmt: str, out: Path, **options: Any) -> list[Path]:
     """Write every run of ``paths`` in ``fmt`` under ``out``, all read first so a bad input
     writes nothing (module docstring); raises ``OSError`` naming ``out`` when it cannot."""
-
     if fmt not in WRITERS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(WRITERS)}")
     records = [read_run(path) for path in paths]

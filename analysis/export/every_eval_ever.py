@@ -68,7 +68,6 @@ def write(
 
 def record_uuid(record: RunRecord, row: Row) -> str:
     """A version-4-form UUID fixed by the run and row, so exporting again replaces the files."""
-
     key = f"{record.path.resolve()}|{row.model}|{row.temperature!r}"
     digest = hashlib.sha256(key.encode("utf-8")).digest()[:16]
     return str(uuid.UUID(bytes=digest, version=4))

@@ -170,9 +170,8 @@ def results(record: RunRecord, row: Row) -> Any:
 def model_usage(
     record: RunRecord, row: Row, lines: list[QuestionResult] | None = None
 ) -> dict[str, Any]:
-    """Tokens and dollars per model over ``lines`` (default: the row's): the roles whose sum
-    is the row's ``tokens`` and ``cost_usd``, so the two agree (embeddings are the ledger's: one
-    request serves many answers)."""
+    """Tokens and dollars per model over ``lines`` (default: the row's), summing to the row's
+    ``tokens`` and ``cost_usd`` (embeddings are the ledger's: a request serves many answers)."""
     from inspect_ai.model import ModelUsage
 
     names = {
@@ -255,7 +254,6 @@ def sample(record: RunRecord, row: Row, line: QuestionResult) -> Any:
 
 def sent_prompts(record: RunRecord, row: Row, line: QuestionResult) -> list[str]:
     """Each answer's generate prompt as the run rendered it (else the bare question)."""
-
     if record.prompts_sha256 not in (None, prompts_sha256()):
         return [line.question] * len(line.answers)
     cot = bool(record.scoring_settings(row.model).get("cot"))

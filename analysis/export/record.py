@@ -256,9 +256,7 @@ def installed_version() -> str:
 
 
 def model_path(model: str) -> tuple[str, str]:
-    """(developer, model folder): ``openai/gpt-4o`` → ``openai``, ``gpt-4o``; no prefix →
-    ``unknown``."""
-
+    """(developer, model folder): ``openai/gpt-4o`` → ``openai``, ``gpt-4o``; else ``unknown``."""
     developer, _, rest = model.partition("/") if "/" in model else ("unknown", "", model)
     return _safe(developer), _safe(rest.replace("/", "__"))
 
