@@ -69,8 +69,7 @@ class RunCost:
 
 
 def run_cost(metadata: Metadata | None, results: Iterable[QuestionResult]) -> RunCost:
-    """A run's ``RunCost``; without a ledger, the unpriced models are those of answers that
-    recorded usage but no dollars."""
+    """A run's ``RunCost``; without a ledger, unpriced are models with usage but no dollars."""
     usage = metadata.usage if metadata is not None else None
     if usage is not None:
         return RunCost(usage, tuple(usage.unpriced_models or ()))

@@ -371,8 +371,7 @@ def plot_judge_calibration(calibration: JudgeCalibration, path: Path) -> Path:
 
 
 def panel_agreement(calibrations: Sequence[JudgeCalibration]) -> dict[str, Any] | None:
-    """How a panel of the calibrated judges, by majority at their calibrated thresholds,
-    decides o1-mini's answers; None for one judge."""
+    """How the calibrated judges' majority decides o1-mini's answers; None for one judge."""
     if len(calibrations) < 2:
         return None
     sizes = {int(c.recorded.size) for c in calibrations}

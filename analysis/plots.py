@@ -475,8 +475,7 @@ def plot_all(
 def cost_score_points(
     results: Sequence[QuestionResult],
 ) -> list[tuple[str, float, float, bool]]:
-    """(label, dollars, score, lower bound) per model with a known cost, for the chart:
-    with repeats, the dollars of one repeat against the mean score per repeat."""
+    """(label, dollars per repeat, mean score per repeat, lower bound) per model with a cost."""
     points = []
     for row in summarise(recorded(results)):
         dollars = per_repeat(row)

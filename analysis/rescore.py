@@ -149,8 +149,7 @@ def rejudge_lines(
     thresholds: Thresholds,
     source: str | None = None,
 ) -> list[RescoredQuestion]:
-    """Every line judged again by ``judges`` (one, or a panel) and walked under ``thresholds``
-    from ``source``; ``original`` keeps the line as recorded."""
+    """Every line judged again by ``judges`` (one, or a panel), under ``thresholds``."""
     return [
         replace(rescore_question(rejudged_line(line, judges), thresholds, source), original=line)
         for line in results

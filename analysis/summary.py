@@ -505,9 +505,8 @@ def warnings(results: Sequence[QuestionResult]) -> list[str]:
 
 
 def judge_warnings(groups: dict[GroupKey, list[QuestionResult]]) -> list[str]:
-    """Judges that cannot be taken at their name: a provider's substitute served the
-    judgments; a successor judge scored at o1-mini's 15 without calibration; rows whose
-    coherence thresholds came from different places."""
+    """Judges not to be taken at their name: a substitute served the judgments; a successor
+    judged at o1-mini's 15 uncalibrated; rows' coherence thresholds came from different places."""
     found: list[str] = []
     for key, lines in groups.items():
         asked = _shared(line.judge_model for line in lines)
@@ -604,8 +603,7 @@ MEAN_COLUMNS = {
     "novelty": ("mean\nnov.", ".3f"),
     "llm_novelty": ("mean LLM\nnov.", ".3f"),
 }
-"""Each score's mean column in the table: its header and number format. A score that can
-be turned off (``Score.switch``) has its column only when a row has a value for it."""
+"""Each score's mean column: header and format; a switchable score's only when a row has one."""
 
 
 def _per_repeat(row: SummaryRow) -> str:
@@ -677,8 +675,7 @@ def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
 def summary_tables(
     rows: Sequence[SummaryRow], title: str = "AidanBench summary", width: int | None = None
 ) -> list[Table]:
-    """The summary as one table, or stacked tables (each naming the model) when ``width``
-    is too narrow for all its columns: names and numbers are never folded or cut."""
+    """The summary as one table, or stacked ones when ``width`` is too narrow (``tables``)."""
     key, columns = summary_columns(rows)
     return fitted_tables(key, columns, width, title=title, caption=caption(rows))
 
