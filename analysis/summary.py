@@ -251,7 +251,8 @@ def group_label(model: str, temperature: float, temperatures: int) -> str:
     return model if temperatures == 1 else f"{model} @ {temperature:g}"
 
 
-def _shared(values: Iterable[Any]) -> Any:
+def shared(values: Iterable[Any]) -> Any:
+    """The one value all of ``values`` hold; None when they differ or there are none."""
     distinct = set(values)
     return distinct.pop() if len(distinct) == 1 else None
 
@@ -324,9 +325,9 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
         repeat_novelty_sums=tuple(per_repeat(lines, novelty).values()),
         novelty_sum_interval=interval(novelty),
         reward_mode=reward_mode,
-        thresholds=_shared(line.thresholds for line in lines),
-        embedding_model=_shared(line.embedding_model for line in lines),
-        judge_model=_shared(line.judge_model for line in lines),
+        thresholds=shared(line.thresholds for line in lines),
+        embedding_model=shared(line.embedding_model for line in lines),
+        judge_model=shared(line.judge_model for line in lines),
         answers=counted.answers,
         api_calls=counted.api_calls,
         truncated_answers=counted.truncated_answers,
@@ -334,7 +335,7 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
         cost_usd=counted.dollars,
         usage_missing=counted.usage_missing,
         judge_served=judge_served(lines),
-        threshold_source=_shared(line.threshold_source for line in lines),
+        threshold_source=shared(line.threshold_source for line in lines),
         judge_noise=judge_noise(lines),
         judge_panel=judge_panel(lines),
         judge_unreadable=unreadable_of(lines),
@@ -509,7 +510,7 @@ def judge_warnings(groups: dict[GroupKey, list[QuestionResult]]) -> list[str]:
     judged at o1-mini's 15 uncalibrated; rows' coherence thresholds came from different places."""
     found: list[str] = []
     for key, lines in groups.items():
-        asked = _shared(line.judge_model for line in lines)
+        asked = shared(line.judge_model for line in lines)
         if asked is None:
             continue
         others = {n: c for n, c in judge_served(lines).items() if not same_model(asked, n)}
@@ -520,7 +521,7 @@ def judge_warnings(groups: dict[GroupKey, list[QuestionResult]]) -> list[str]:
                 f"{named} served its judgments: those coherence scores are that model's, "
                 "not the one named (priced as the model that served)"
             )
-        source = _shared(line.threshold_source for line in lines)
+        source = shared(line.threshold_source for line in lines)
         if source == "benchmark" and not same_model(REFERENCE_JUDGE, asked):
             cut, judge = f"{COHERENCE_THRESHOLD:g}", REFERENCE_JUDGE
             found.append(
@@ -571,11 +572,11 @@ def caption(rows: Sequence[SummaryRow]) -> str:
     """The counting convention, the headline's reward mode, how repeats are combined, and
     the thresholds' values when all rows share them."""
     text = COUNTING
-    shared = _shared(row.thresholds for row in rows) if rows else None
-    if shared is not None:
-        values = f"T_c = {shared.coherence:g}, T_n = {shared.novelty:g}"
-        if shared.llm_novelty is not None:
-            values += f", llm novelty > {shared.llm_novelty:g} too"
+    common = shared(row.thresholds for row in rows)
+    if common is not None:
+        values = f"T_c = {common.coherence:g}, T_n = {common.novelty:g}"
+        if common.llm_novelty is not None:
+            values += f", llm novelty > {common.llm_novelty:g} too"
         text += f". Here {values}"
     modes = sorted({row.reward_mode for row in rows})
     if modes and modes != ["count"]:

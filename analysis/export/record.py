@@ -15,7 +15,7 @@ from typing import Any
 
 from aidanbench.analysis import cost
 from aidanbench.analysis.inputs import read_input
-from aidanbench.analysis.summary import COUNTING, INTERVAL_METHOD, SummaryRow, summarise
+from aidanbench.analysis.summary import COUNTING, INTERVAL_METHOD, SummaryRow, shared, summarise
 from aidanbench.core.scores import declared
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.lines import AnswerLine
@@ -75,14 +75,14 @@ class RunRecord:
     @property
     def judge_model(self) -> str | None:
         settings = self._meta.settings
-        return (settings.judge_model if settings else None) or _shared(
+        return (settings.judge_model if settings else None) or shared(
             line.judge_model for row in self.rows for line in row.lines
         )
 
     @property
     def embedding_model(self) -> str | None:
         settings = self._meta.settings
-        return (settings.embedding_model if settings else None) or _shared(
+        return (settings.embedding_model if settings else None) or shared(
             line.embedding_model for row in self.rows for line in row.lines
         )
 
@@ -90,11 +90,11 @@ class RunRecord:
     def thresholds(self) -> Thresholds | None:
         """The thresholds every line was scored with (a results file's: the benchmark's);
         None when the lines differ."""
-        return _shared(line.thresholds or Thresholds() for row in self.rows for line in row.lines)
+        return shared(line.thresholds or Thresholds() for row in self.rows for line in row.lines)
 
     @property
     def prompts_sha256(self) -> str | None:
-        return self._meta.prompts_sha256 or _shared(
+        return self._meta.prompts_sha256 or shared(
             line.prompts_sha256 for row in self.rows for line in row.lines
         )
 
@@ -238,11 +238,6 @@ def _iso(value: Any) -> str | None:
         return datetime.fromisoformat(value).isoformat()
     except ValueError:
         return None
-
-
-def _shared(values: Iterable[Any]) -> Any:
-    found = set(values)
-    return found.pop() if len(found) == 1 else None
 
 
 def installed_version() -> str:
