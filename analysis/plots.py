@@ -69,8 +69,6 @@ STOP_COLOURS = {
 }
 """Stop reason colours; benchmark endings in cool colours, failures in red."""
 
-BENCHMARK_THRESHOLDS = Thresholds()
-
 LINE_STYLES = ("-", "--", ":", "-.")
 """Line style of repeat 1, 2, 3, 4 (then again) in the trajectory."""
 
@@ -316,7 +314,7 @@ def select_question(results: Sequence[QuestionResult], choice: str | None) -> st
 
 def _threshold_of(lines: Sequence[QuestionResult]) -> Thresholds:
     recorded = {r.thresholds for r in lines if r.thresholds is not None}
-    return recorded.pop() if len(recorded) == 1 else BENCHMARK_THRESHOLDS
+    return recorded.pop() if len(recorded) == 1 else Thresholds()
 
 
 def _failure(result: QuestionResult, thresholds: Thresholds) -> tuple[AnswerLine, str] | None:

@@ -19,9 +19,6 @@ from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import is_threshold_stop
 from aidanbench.record.results import QuestionResult, chain_validity, panel_decision
 
-BENCHMARK_THRESHOLDS = Thresholds()
-"""Thresholds assumed for lines that do not record theirs (original-schema files)."""
-
 TRUNCATED = "truncated"
 """Stop reason of a rescored line whose recorded terminal answer now passes."""
 
@@ -79,7 +76,7 @@ def rescore_question(
     return RescoredQuestion(
         result=rescored,
         original=result,
-        original_thresholds=result.thresholds or BENCHMARK_THRESHOLDS,
+        original_thresholds=result.thresholds or Thresholds(),
         truncated=truncated,
     )
 
