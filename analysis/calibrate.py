@@ -368,8 +368,7 @@ def _midpoint(interval: tuple[float, float]) -> float:
 
 
 def _best_threshold(replay: Replay) -> float:
-    """The midpoint cut between two distinct novelties with the most agreeing decisions
-    (``Replay.best``; a last tie to the smaller threshold)."""
+    """The midpoint cut with the most agreeing decisions (``Replay.best``; last ties: smaller)."""
     distinct = np.unique(replay.values)
     if len(distinct) < 2:
         raise ValueError("need at least two distinct novelties on the model's scale")

@@ -97,8 +97,7 @@ def stop_reasons_figsize(groups: int) -> tuple[float, float]:
 
 
 def require_matplotlib() -> None:
-    """A ``UsageError`` naming the install command when matplotlib is missing; the commands
-    that draw call it before any other work."""
+    """A ``UsageError`` naming the install command when matplotlib is missing, before any work."""
     if importlib.util.find_spec("matplotlib") is None:
         raise UsageError(f"drawing charts needs the [plots] extra: {PLOTS_INSTALL}")
 

@@ -64,8 +64,7 @@ PADDING = 3
 
 
 def split_columns(key: Column, columns: Sequence[Column], width: int | None) -> list[list[Column]]:
-    """The columns in order, cut into groups that fit ``width`` beside ``key``; a column
-    wider than the room left gets a group of its own."""
+    """The columns in order, in groups that fit ``width`` beside ``key`` (a too-wide one alone)."""
     if width is None:
         return [list(columns)]
     room = width - 1 - (key.width + PADDING)

@@ -189,7 +189,7 @@ def read_run(path: Path) -> RunRecord:
             Row(
                 summary=summary,
                 lines=lines,
-                cost=by_key.get(key) if metadata is not None else None,
+                cost=by_key.get(key),
                 line_cost={k: v for k, v in line_cost.items() if k[:2] == key},
             )
         )
