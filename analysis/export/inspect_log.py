@@ -129,34 +129,29 @@ def results(record: RunRecord, row: Row) -> Any:
     summary = row.summary
     bound = {"lower_bound": True} if summary.lower_bound else None
 
-    def metrics(value: float, interval: tuple[float, float] | None) -> dict[str, Any]:
-        found = {"total": EvalMetric(name="total", value=value, metadata=bound)}
+    def score(name: str, value: float, interval: tuple[float, float] | None, about: str) -> Any:
+        metrics = {"total": EvalMetric(name="total", value=value, metadata=bound)}
         if interval is not None:
-            found["ci_lower"] = EvalMetric(name="ci_lower", value=interval[0])
-            found["ci_upper"] = EvalMetric(name="ci_upper", value=interval[1])
-        return found
+            metrics["ci_lower"] = EvalMetric(name="ci_lower", value=interval[0])
+            metrics["ci_upper"] = EvalMetric(name="ci_upper", value=interval[1])
+        metadata = {"definition": about, "lower_bound": summary.lower_bound}
+        return EvalScore(name=name, scorer=TASK, metrics=metrics, metadata=metadata)
 
     return EvalResults(
         total_samples=len(row.lines),
         completed_samples=summary.finished,
         scores=[
-            EvalScore(
-                name="score",
-                scorer=TASK,
-                metrics=metrics(summary.score, summary.score_interval),
-                metadata={
-                    "definition": "valid answers summed over questions, mean over repeats",
-                    "lower_bound": summary.lower_bound,
-                },
+            score(
+                "score",
+                summary.score,
+                summary.score_interval,
+                "valid answers summed over questions, mean over repeats",
             ),
-            EvalScore(
-                name="novelty_sum",
-                scorer=TASK,
-                metrics=metrics(summary.novelty_sum, summary.novelty_sum_interval),
-                metadata={
-                    "definition": "embedding novelty of valid answers, summed",
-                    "lower_bound": summary.lower_bound,
-                },
+            score(
+                "novelty_sum",
+                summary.novelty_sum,
+                summary.novelty_sum_interval,
+                "embedding novelty of valid answers, summed",
             ),
         ],
         metadata={
