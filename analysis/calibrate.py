@@ -496,7 +496,7 @@ def plot_calibration(calibration: Calibration, path: Path) -> Path:
 
 
 def draw_cuts(ax: Axes, reference: tuple[float, str, str], calibrated: tuple[float, str]) -> None:
-    """A calibration scatter's cuts: the reference's on x and unchanged on y, the calibrated."""
+    """A calibration scatter's cuts: the reference's on x and, unchanged, on y; the calibrated."""
     cut, on_x, on_y = reference
     ax.axvline(cut, color="black", linewidth=1, label=on_x)
     ax.axhline(cut, color="black", linestyle=":", linewidth=1.2, label=on_y)

@@ -7,9 +7,9 @@ measure noise. Judgments are cached by (judge, endpoint, temperature) and prompt
 model that served each, so a rerun or another command on the same answers asks nothing again.
 
 Direct calls go through ``Services.chat`` (adaptive limit, the one retry layer, unreadable
-replies asked again, every request in the ledger). With ``batch`` they go through the
-provider's batch API (``services.batch``): one batch for everything missing, then one for
-unreadable replies, up to ``judge_attempts`` in all. Where an output file repeats an id, its
+replies asked again, every request in the ledger). With ``batch`` they go through the provider's
+batch API (``services.batch``): one batch for everything missing, then one for unreadable
+replies, up to ``judge_attempts``, at batch prices. Where an output file repeats an id, its
 first readable reply counts: a later refusal never discards it. An answer whose judgments could
 not all be had is a failure, never a score: the caller reports it, and a rerun asks only for it.
 """

@@ -390,8 +390,7 @@ def paired_comparison(
     results: Sequence[QuestionResult], model_a: str, model_b: str, reward_mode: str = "count"
 ) -> PairedComparison:
     """Total score of A minus B over lines (question, temperature, repeat) both finished (an
-    unfinished score is only a lower bound). Raises ``ValueError`` for an absent or same model.
-    """
+    unfinished score is only a lower bound). Raises ``ValueError`` for an absent or same model."""
     if model_a == model_b:
         raise ValueError("compare two different models")
     models = {r.model for r in results}
