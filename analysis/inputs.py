@@ -4,7 +4,7 @@ Lines are paired by question text, so a question asked in two runs is one row of
 per-question table and one resampling unit of a comparison. A (model, temperature) two inputs
 share is one row when their lines complement each other (a run split over two directories);
 when both hold the same line, each becomes ``MODEL [INPUT]`` so neither is silently dropped.
-Other disagreements are ``summary.warnings``'; the reward mode is resolved here.
+Other disagreements are warnings (``summary.warnings``); the reward mode is resolved here.
 """
 
 from __future__ import annotations
