@@ -1,20 +1,13 @@
 """Calibrating the novelty threshold for another embedding model.
 
-Why: AidanBench's novelty threshold 0.15 is a cut on text-embedding-3-large cosines. Other
-embedding models spread cosines differently (all-MiniLM-L6-v2 rates unrelated texts far
-less similar), so 0.15 on their scale would accept or reject different answers and give
-different scores. Calibration replays a reference run: it embeds every recorded answer
-with the other model, recomputes each answer's novelty against the earlier answers of its
-chain exactly as the benchmark would, and picks the cut on that scale whose pass/fail
-decisions agree best with the reference's ``novelty > 0.15`` decisions.
-
-Only the novelty criterion is calibrated; coherence is kept as recorded. The reference
-chains stop at their first invalid answer, so a rule looser than the reference can only
-be judged up to where the recorded chain ends: when it passes every recorded answer, the
-question's score under it is a lower bound (reported as ``censored``).
-
-The embedding model is injected as a plain function ``list[str] -> array`` so tests (and
-any client library) can supply it; this module does no I/O besides the optional plot.
+Why: the novelty threshold 0.15 is a cut on text-embedding-3-large cosines; other models spread
+cosines differently (all-MiniLM-L6-v2 rates unrelated texts far less similar), so 0.15 on their
+scale would give different decisions and scores. Calibration replays a reference run: it embeds
+every recorded answer with the other model, recomputes each novelty against the earlier answers
+of its chain as the benchmark would, and picks the cut whose pass/fail decisions agree best with
+the reference's ``novelty > 0.15``. Coherence is kept as recorded; ``CENSORING_NOTE`` says why
+some scores are lower bounds. The embedding model is a plain function ``list[str] -> array``, so
+tests and any client library can supply it; no I/O here besides the optional plot.
 """
 
 from __future__ import annotations
@@ -115,9 +108,8 @@ class ReferenceChains:
 
 @dataclass(frozen=True)
 class RuleFigures:
-    """How well a cut ``> threshold`` on the calibrated model's scale matches the
-    reference: its decisions answer by answer, and the reference chains walked again
-    under it. The embedding calibration's figures; ``JudgeRule`` names the judge's."""
+    """How well a cut ``> threshold`` on the calibrated scale matches the reference, answer by
+    answer and chain by chain. The embedding calibration's; ``JudgeRule`` names the judge's."""
 
     threshold: float
     decisions: tuple[bool, ...]
@@ -133,9 +125,8 @@ class RuleFigures:
     equal_scores: int
     mean_abs_score_diff: float
     censored_by_model: dict[str, int]
-    """Per model, questions whose every recorded answer passes, or which reach an answer
-    left undecided (``unscored``): their score, and so the model's total, is a lower
-    bound."""
+    """Per model, questions whose every recorded answer passes or that reach an ``unscored``
+    answer: their score, and so the model's total, is a lower bound."""
     model_totals: dict[str, int]
     kendall_tau: float | None
     """Tau-b between reference and rule model totals; None when undefined (all tied)."""
@@ -164,8 +155,7 @@ class RuleFigures:
         rule: Thresholds,
         against: ReferenceChains,
     ) -> Self:
-        """The figures of ``rule`` (whose cut is ``threshold``): its ``decisions`` against
-        the ``reference`` ones, and ``chains`` (the reference's, rescored) walked under it."""
+        """The figures of ``rule`` (cut ``threshold``) over the reference's rescored ``chains``."""
         agreeing = int(np.sum(decisions == reference))
         scores: list[int] = []
         censored = dict.fromkeys(against.models, 0)
@@ -215,8 +205,7 @@ class RuleFigures:
 def question_scores(
     questions: Sequence[QuestionKey], rules: Mapping[str, RuleFigures]
 ) -> list[dict[str, Any]]:
-    """Per reference chain: what it is, its reference score and its score under each of
-    ``rules`` (by the name it is reported under)."""
+    """Per reference chain: its key, its reference score and its score under each named rule."""
     return [
         {
             "model": q.model,
@@ -240,8 +229,7 @@ class Calibration:
     answers: tuple[ScoredAnswer, ...]
     """Every recorded answer, chain after chain."""
     compared: tuple[ScoredAnswer, ...]
-    """Answers whose novelty decision is compared: not first in their chain (a first
-    answer has novelty 1 on every scale) and with a recorded reference novelty."""
+    """Answers compared: not first in a chain (novelty 1 on every scale), reference novelty set."""
     reference_decisions: tuple[bool, ...]
     """``reference_novelty > reference_threshold`` per compared answer."""
     reference_totals: dict[str, int]
@@ -255,8 +243,7 @@ class Calibration:
 
     @property
     def reference_pass_rate(self) -> float:
-        """Share of compared answers the reference accepts for novelty: the agreement a
-        rule accepting everything would reach, the baseline agreement must beat."""
+        """Share of compared answers the reference accepts: the baseline agreement must beat."""
         return sum(self.reference_decisions) / len(self.reference_decisions)
 
     @property
@@ -291,11 +278,8 @@ class Calibration:
 
 
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Kendall's tau-b rank correlation of two equally long sequences (ties corrected).
-
-    None when it is undefined: fewer than two items, or one side entirely tied. Pairwise
-    O(n²), meant for a handful of models.
-    """
+    """Kendall's tau-b of two equally long sequences; None when undefined (fewer than two
+    items, or one side all tied). Pairwise O(n²), meant for a handful of models."""
     a = np.asarray(x, dtype=np.float64)
     b = np.asarray(y, dtype=np.float64)
     if a.shape != b.shape or a.ndim != 1:
@@ -334,8 +318,7 @@ def _embed_unique(
 
 @dataclass(frozen=True)
 class Replay:
-    """The reference chains scored on another scale, as every candidate cut on it is
-    measured: what the embedding calibration and the judge calibration share."""
+    """The reference chains scored on another scale: both calibrations measure their cuts here."""
 
     against: ReferenceChains
     chains: tuple[Sequence[Scored], ...]
@@ -365,10 +348,9 @@ class Replay:
         at: Callable[[tuple[float, float]], float],
         last: Callable[[tuple[float, float]], float],
     ) -> tuple[float, float]:
-        """Of ``intervals`` of cuts making the same decisions, one with the most decisions
-        agreeing with the reference. Ties go to the one whose question scores (measured
-        at the cut ``at`` gives) match the reference best (more equal scores, then a
-        smaller mean absolute difference), then to the smallest ``last``."""
+        """Of ``intervals`` of equivalent cuts, one with the most agreeing decisions; ties go to
+        the best question scores at ``at`` (more equal, then smaller mean absolute difference),
+        then to the smallest ``last``."""
         agree = [int(np.sum((self.values > low) == self.reference)) for low, _ in intervals]
         best = [c for c, a in zip(intervals, agree, strict=True) if a == max(agree)]
         if len(best) == 1:
@@ -386,8 +368,7 @@ def _midpoint(interval: tuple[float, float]) -> float:
 
 
 def _best_threshold(replay: Replay) -> float:
-    """The midpoint cut between two distinct novelties with the most agreeing decisions
-    (``Replay.best``; a last tie to the smaller threshold)."""
+    """The midpoint cut with the most agreeing decisions (``Replay.best``; last ties: smaller)."""
     distinct = np.unique(replay.values)
     if len(distinct) < 2:
         raise ValueError("need at least two distinct novelties on the model's scale")
@@ -398,8 +379,7 @@ def _best_threshold(replay: Replay) -> float:
 def round_threshold(
     threshold: float, values: Sequence[float] | np.ndarray, digits: int = 3
 ) -> float:
-    """``threshold`` rounded to ``digits`` decimals, or more when needed so that
-    ``value > rounded`` decides every observed value as ``value > threshold`` does."""
+    """``threshold`` rounded to ``digits`` decimals, or more if a decision would change."""
     observed = np.asarray(values, dtype=np.float64)
     exact = observed > threshold
     for places in range(digits, 16):
@@ -417,13 +397,8 @@ def calibrate(
     reference_threshold: float = NOVELTY_THRESHOLD,
     coherence_threshold: float = COHERENCE_THRESHOLD,
 ) -> Calibration:
-    """Calibrate the novelty threshold of ``embed`` against a recorded reference run.
-
-    ``questions`` are the reference chains (``read_aidanbench_file``), each with its
-    recorded coherence and text-embedding-3-large novelty. All distinct answer texts are
-    embedded in one call. Raises ``ValueError`` when there is nothing to compare or the
-    embedding function misbehaves.
-    """
+    """Calibrate ``embed``'s novelty threshold against reference chains (``read_aidanbench_file``);
+    raises ``ValueError`` when there is nothing to compare or the embedding function misbehaves."""
     if not questions:
         raise ValueError("the reference has no questions")
     vectors, embed_seconds = _embed_unique(questions, embed)
@@ -471,11 +446,7 @@ def calibrate(
 
 
 def plot_calibration(calibration: Calibration, path: Path) -> Path:
-    """Scatter of reference vs. model novelty for the compared answers, with the cuts.
-
-    Uses matplotlib's object API on an Agg canvas (no pyplot state, no display needed).
-    Points are coloured by how the calibrated rule's decision compares with the reference.
-    """
+    """Scatter of reference vs. model novelty of compared answers, by agreement, with the cuts."""
     from aidanbench.analysis.plots import new_figure
 
     x = np.asarray([a.reference_novelty for a in calibration.compared], dtype=np.float64)
@@ -525,8 +496,7 @@ def plot_calibration(calibration: Calibration, path: Path) -> Path:
 
 
 def draw_cuts(ax: Axes, reference: tuple[float, str, str], calibrated: tuple[float, str]) -> None:
-    """A calibration scatter's cuts, each with its legend label: the reference's on x
-    (solid) and unchanged on y (dotted), the calibrated one on y (dashed green)."""
+    """A calibration scatter's cuts: the reference's on x and, unchanged, on y; the calibrated."""
     cut, on_x, on_y = reference
     ax.axvline(cut, color="black", linewidth=1, label=on_x)
     ax.axhline(cut, color="black", linestyle=":", linewidth=1.2, label=on_y)

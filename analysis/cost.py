@@ -1,17 +1,11 @@
 """What a run cost, for ``report``, ``plot`` and the live table, and censored scores.
 
-Two families of figures, each computed in one place: what the *recorded* answers and
-discarded look-aheads of each (model, temperature) cost, its summary row's
-(``record.results.totals`` of its question lines: the figure the live table, the summary,
-the HTML and the charts show too), and what the run *sent*, the ledger's totals in
-``metadata.json`` (``services.usage.summarise_ledger``: every request across sessions,
-redone and retried calls and embeddings included, with those left unrecorded). A figure
-with an unknown part is ``unknown`` (``null`` in JSON), never 0, and the models without a
-price or without usage are listed.
-
-A question stopped by a cap is *censored*: its score is a lower bound, shown ``≥ n``.
-Totals and means count it at its observed score, so a model's total with a censored
-question is a lower bound too; that is what every statistic here says of it.
+Two families of figures, each computed in one place: what the *recorded* answers and discarded
+look-aheads of each (model, temperature) cost (its summary row's, as every view shows), and what
+the run *sent*, the ledger's totals in ``metadata.json`` (``services.usage.summarise_ledger``:
+every request, retries, redone calls and embeddings included). A figure with an unknown part is
+``unknown`` (``null`` in JSON), never 0, and the models without a price or usage are listed.
+A question stopped by a cap is *censored* (``CENSORING``): its score is a lower bound, ``≥ n``.
 """
 
 from __future__ import annotations
@@ -67,8 +61,7 @@ def recorded(results: Iterable[QuestionResult]) -> list[QuestionResult]:
 
 @dataclass(frozen=True)
 class RunCost:
-    """What one run directory records of its spending: the usage ledger's totals (what
-    was sent) and the models whose cost is unknown for want of a price."""
+    """A run directory's spending: the ledger's totals and the models without a price."""
 
     usage: LedgerSummary | None
     """``metadata.json``'s ``usage``; None for a results file, or a run without a ledger."""
@@ -76,8 +69,7 @@ class RunCost:
 
 
 def run_cost(metadata: Metadata | None, results: Iterable[QuestionResult]) -> RunCost:
-    """A run's ``RunCost`` from its metadata and results: the unpriced models are the
-    ledger's, or else those of answers that recorded usage but no dollars."""
+    """A run's ``RunCost``; without a ledger, unpriced are models with usage but no dollars."""
     usage = metadata.usage if metadata is not None else None
     if usage is not None:
         return RunCost(usage, tuple(usage.unpriced_models or ()))
@@ -136,8 +128,8 @@ def run_fields(results: Iterable[QuestionResult]) -> dict[tuple[str, float], dic
 
 
 def cost_payload(runs: Sequence[RunCost]) -> dict[str, Any]:
-    """``report --json``'s ``cost`` over several inputs, as one input holding them all
-    would give it: their sent totals added (unknown when one input has none)."""
+    """``report --json``'s ``cost`` over several inputs, as one input holding them all would
+    give it (unknown when one has no ledger)."""
     usages = [run.usage for run in runs]
     sent = (
         None
@@ -164,8 +156,7 @@ ESTIMATES = (
 
 
 def _added(values: Sequence[Any]) -> Any:
-    """Usage records added field by field: numbers summed (unknown if one is), lists
-    merged, mappings added key by key."""
+    """Usage records added field by field (unknown if one is): lists merged, mappings by key."""
     if any(v is None for v in values):
         return None
     if all(isinstance(v, Mapping) for v in values):
@@ -213,8 +204,7 @@ def sent_line(usage: Mapping[str, Any]) -> list[str]:
 
 
 def parts_line(usage: Mapping[str, Any]) -> list[str]:
-    """What the run total holds besides the models' chat requests: the embeddings and the
-    preflight's checks (none from a ledger summed before they were kept apart)."""
+    """What the run total holds besides the models' chat requests: embeddings and preflight."""
     parts = [
         f"{what}: {figures.get('api_calls')} requests, {tokens_text(figures.get('tokens'))} tokens"
         for key, what in (

@@ -26,12 +26,9 @@ def _mean(
 def answer_means(
     answers: Iterable[AnswerLine], average: Callable[[Sequence[float]], Any] = fmean
 ) -> dict[str, float | None]:
-    """``mean_<score>`` of each declared score (``core.scores``) over the valid answers, and
-    ``format_adherence`` over the answers whose tag use was recorded (None for results files
-    in the original schema, which do not record it): a line's figures and a run's alike.
-
-    ``average`` is the summary's ``numpy.mean`` (pairwise summation), whose last digits its
-    JSON has always carried; a line's means use ``statistics.fmean``."""
+    """``mean_<score>`` of each declared score over the valid answers, and ``format_adherence``
+    over the answers that recorded tag use: a line's figures and a run's alike. ``average`` is
+    the summary's ``numpy.mean`` (pairwise summation, whose last digits its JSON carries)."""
     answers = list(answers)
     valid = [a for a in answers if a.valid]
     means = {

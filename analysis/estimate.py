@@ -1,24 +1,17 @@
 """What a planned run would cost, before any call: tokens and dollars as a range.
 
 A question's cost follows from how many answers its chain reaches (n, the failing one
-included) and how long answers are: answer k's prompt lists the k − 1 earlier answers,
-so input tokens grow with n². The prompts are the benchmark's own, rendered here to
-measure their fixed part and what each listed answer adds. Counts come from an earlier
-run (by default the bundled published 2024 run, ``aidanbench.reference``): the chain
-lengths of its (model, question) lines, and its mean answer length.
+included) and how long answers are: answer k's prompt lists the k − 1 earlier answers, so
+input tokens grow with n². The benchmark's own prompts are rendered to measure their fixed part
+and what each listed answer adds. Chain lengths and the mean answer length come from an earlier
+run (by default the bundled published one). ``low`` gives every question the 10th percentile
+chain, ``high`` the 90th, and ``expected`` averages over the whole distribution (so the long
+chains' quadratic cost counts fully).
 
-The range: ``low`` gives every question the 10th percentile chain, ``high`` the 90th,
-and ``expected`` averages each question's cost over the whole distribution (so the long
-chains' quadratic cost counts fully). Tokens are characters / 4, the usual rule of
-thumb for English; judge replies count ``JUDGE_OUTPUT_TOKENS`` visible tokens.
-
-Hidden reasoning tokens (billed as output) are added per request of each role: measured
-when the distribution's run recorded them for that model (the mean per generation, or
-per judge call), else given (``--reasoning-tokens``), else assumed from the request: up
-to its own reasoning budget, or its reasoning effort's published budget band
-(``EFFORT_BANDS``), the ``low`` / ``expected`` / ``high`` columns taking the band's
-bottom / middle / top; none for a model not known to reason. Every figure says which of
-these it is.
+Hidden reasoning tokens (billed as output) per request of each role are measured when that
+run recorded them, else given (``--reasoning-tokens``), else assumed from the request: up to its
+own budget, or its effort's band (``EFFORT_BANDS``); none for a model not known to reason.
+Every figure says which of these it is.
 """
 
 from __future__ import annotations
@@ -55,24 +48,20 @@ EFFORT_BANDS: dict[str, tuple[int, int]] = {
     "high": (8_192, 32_768),
     "xhigh": (16_384, 65_536),
 }
-"""Hidden reasoning tokens per request assumed at each reasoning effort, as a band, when
-nothing better is known: the effort-to-budget bands gateways publish, not measurements
-(Requesty maps budgets up to 1,024 tokens to low, up to 8,192 to medium and above to
-high; OpenGateway puts high at about 16-32k and its top tier at 32-64k). The estimate's
-``low``, ``expected`` and ``high`` columns take each band's bottom, middle and top."""
+"""Hidden reasoning tokens per request assumed at each effort when nothing better is known:
+the bands gateways publish, not measurements (Requesty: up to 1,024 low, up to 8,192 medium;
+OpenGateway: high about 16-32k, its top tier 32-64k). ``low``, ``expected`` and ``high`` take
+each band's bottom, middle and top."""
 
 DEFAULT_EFFORT = "medium"
-"""The effort of an OpenAI reasoning model whose request names none (OpenAI's default
-for every reasoning model before gpt-5.1)."""
+"""The effort of an OpenAI reasoning model whose request names none (OpenAI's, before gpt-5.1)."""
 
 NO_DEFAULT_REASONING = ("gpt-5.",)
-"""Model names (after any provider prefix) whose default effort is ``none``: gpt-5.1 and
-later reason only when asked (OpenAI's documentation of ``reasoning_effort``)."""
+"""Names whose default effort is ``none``: gpt-5.1 and later reason only when asked (OpenAI)."""
 
 
 def default_effort(model: str) -> str | None:
-    """The effort ``model`` reasons at when its request names none; None: not known to
-    reason."""
+    """The effort ``model`` reasons at when its request names none; None: not known to reason."""
     bare = model.rsplit("/", 1)[-1].lower()
     if bare.startswith(NO_DEFAULT_REASONING):
         return "none"
@@ -103,8 +92,7 @@ class AnswerCounts:
     source: str
     """Where they come from."""
     reasoning: Mapping[str, tuple[float, int]] = field(default_factory=dict)
-    """Per model under test: mean reasoning tokens per generation, over how many
-    answers recorded them."""
+    """Per model under test: mean reasoning tokens per generation, and answers measured."""
     judge_reasoning: Mapping[str, tuple[float, int]] = field(default_factory=dict)
     """Per judge model: mean reasoning tokens per judge call, over how many calls."""
 
@@ -162,15 +150,12 @@ class PlannedRun:
     models: Sequence[str]
     questions: Sequence[str]
     settings: Settings
-    """The run's settings: the judge, embedding model, judgments per answer, prompt and
-    pipelining asked of every model."""
+    """The settings shared by every model: judge, embedding model, judgments, prompt, pipeline."""
     repeats: int = 1
     model_settings: Mapping[str, Settings] = field(default_factory=dict)
-    """Each model's settings where it has more than a name: the name it is sent and
-    priced as (a variant's NAME) and its request fields (effort, token limit)."""
+    """Each model's settings where it has more than a name (a variant's NAME, its fields)."""
     reasoning_tokens: float | None = None
-    """Hidden reasoning tokens per request of the models under test, as the user assumes
-    them (``--reasoning-tokens``); None: measured or assumed (module docstring)."""
+    """Reasoning tokens per request of the models under test (``--reasoning-tokens``)."""
     judge_reasoning_tokens: float | None = None
     """The same per judge call (``--judge-reasoning-tokens``)."""
 
@@ -181,8 +166,7 @@ class PlannedRun:
 
 @dataclass(frozen=True)
 class Reasoning:
-    """Hidden reasoning tokens per request of one role at the estimate's ``low``,
-    ``expected`` and ``high`` (one figure when measured or given), and what they rest on."""
+    """Hidden reasoning tokens per request of one role per column, and what they rest on."""
 
     low: float
     expected: float
@@ -205,8 +189,7 @@ class Reasoning:
 
 
 def requested_budget(fields: Mapping[str, Any]) -> tuple[int | None, str | None]:
-    """The reasoning budget a request states (``reasoning.max_tokens``,
-    ``thinking.budget_tokens``) and its effort (``reasoning_effort``, ``reasoning.effort``)."""
+    """The reasoning budget and effort a request states, each None when it states none."""
     found = fields.get("reasoning"), fields.get("thinking")
     reasoning: Mapping[str, Any] = found[0] if isinstance(found[0], dict) else {}
     thinking: Mapping[str, Any] = found[1] if isinstance(found[1], dict) else {}
@@ -219,8 +202,7 @@ def requested_budget(fields: Mapping[str, Any]) -> tuple[int | None, str | None]
 
 
 def assumed_reasoning(model: str, fields: Mapping[str, Any], answer_tokens: float) -> Reasoning:
-    """Reasoning tokens per request assumed from a request (module docstring): up to its
-    own reasoning budget, else its effort's band, never above its token limit."""
+    """Reasoning tokens assumed from a request (module docstring), never above its token limit."""
     budget, effort = requested_budget(fields)
     if budget is not None:
         band, basis = (0, budget), "assumed: up to the request's reasoning budget"
@@ -287,9 +269,8 @@ def question_usage(
     plan: PlannedRun,
     reasoning: Mapping[str, float] | None = None,
 ) -> dict[str, RoleTokens]:
-    """Tokens per role of one question whose chain reaches ``n`` answers; ``reasoning``
-    gives the hidden reasoning tokens per request of ``model`` and ``judge`` (billed as
-    output, counted in ``output`` and apart in ``reasoning``)."""
+    """Tokens per role of one question whose chain reaches ``n`` answers; ``reasoning`` (per
+    request of ``model`` and ``judge``) counts in ``output`` and apart in ``reasoning``."""
     hidden = reasoning or {}
     probe = "x" * max(1, round(answer_chars))
     first = len(render_generate(question, [], cot=plan.settings.cot))

@@ -1,13 +1,10 @@
 """Several run directories and results files read as one set of results.
 
-Lines are paired by question text, so the same question asked in two runs is one row of
-the per-question table and one resampling unit of a comparison. A (model, temperature)
-that two inputs share is one row when their lines complement each other (a run split over
-two directories); when both hold the same line (model, temperature, question, repeat),
-they are two runs of that model and each becomes ``MODEL [INPUT]`` so neither is
-silently dropped. Whatever else the inputs disagree on (judge, embedding model,
-thresholds, prompts) is a warning of ``summary.warnings``; the reward mode they were run
-with is resolved here.
+Lines are paired by question text, so a question asked in two runs is one row of the
+per-question table and one resampling unit of a comparison. A (model, temperature) two inputs
+share is one row when their lines complement each other (a run split over two directories);
+when both hold the same line, each becomes ``MODEL [INPUT]`` so neither is silently dropped.
+Other disagreements are warnings (``summary.warnings``); the reward mode is resolved here.
 """
 
 from __future__ import annotations
@@ -37,17 +34,13 @@ class Input:
     path: Path
     results: list[QuestionResult]
     reward_mode: str | None
-    """``count`` or ``novelty_sum`` as the run directory recorded it; None for a results
-    file (the original schema records none)."""
+    """``count`` or ``novelty_sum`` as the run directory recorded it; None for a results file."""
     notes: list[str] = dataclasses.field(default_factory=list)
     """Lines counted once for two spellings of one question (``records.distinct``)."""
 
 
 def read_input(path: Path, thresholds: Thresholds | None = None) -> Input:
-    """The results at ``path`` (run directory or original-schema file).
-
-    Raises ``ValueError`` (or ``OSError``, ``KeyError``) naming the problem.
-    """
+    """The results at ``path``; raises ``ValueError`` (``OSError``, ``KeyError``) naming why."""
     results, notes = read_results_noted(path, thresholds)
     mode = None
     if path.is_dir():
@@ -58,8 +51,7 @@ def read_input(path: Path, thresholds: Thresholds | None = None) -> Input:
 
 
 def token_limit_field_of(model: str, metadata: Metadata | None) -> str:
-    """The request field that raises ``model``'s token limit (``Settings.token_limit_field``)
-    under the request fields its run recorded for it (model kwargs, variant fields)."""
+    """The request field that raises ``model``'s token limit under its run's recorded fields."""
     record = ((metadata.scoring_settings if metadata else None) or {}).get(model)
     fields = {
         name: record[name]
@@ -96,11 +88,8 @@ def combine(inputs: Sequence[Input]) -> list[QuestionResult]:
 
 
 def reward_mode(inputs: Sequence[Input], chosen: str | None = None) -> tuple[str, list[str]]:
-    """The reward mode to report in, and a warning when the inputs disagree.
-
-    ``chosen`` (``--reward-mode``) wins; otherwise the mode the runs recorded, ``count``
-    when none did or when they differ. The inputs' own notes come first.
-    """
+    """The reward mode to report in (``chosen``, else the runs' shared one, else ``count``) and
+    the warnings: the inputs' notes, then any disagreement."""
     spelled = [note for i in inputs for note in i.notes]
     recorded = {i.reward_mode for i in inputs if i.reward_mode is not None}
     if chosen is not None:

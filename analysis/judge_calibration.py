@@ -1,31 +1,20 @@
 """Calibrating a successor judge against the published run's o1-mini scores.
 
-Every published AidanBench score rests on o1-mini's coherence judgments, and o1-mini is
-no longer served. Another judge scores on its own scale: a cut of 15 there need not mean
-what it meant for o1-mini. Calibration takes a reference run (the bundled published one
-by default), the recorded o1-mini score of every answer, and the successor's judgment of
-the same answer with the same prompt, and reports:
+Every published score rests on o1-mini's coherence judgments, and o1-mini is no longer served.
+Another judge scores on its own scale, where 15 need not mean what it meant for o1-mini.
+Calibration compares, answer by answer of a reference run (the bundled published one by
+default), the recorded o1-mini score with the successor's judgment under the same prompt, and
+reports how the scales relate (Spearman, mean absolute difference, a least-squares line), the
+cut whose decisions agree best with o1-mini's ``> 15``, and every chain walked again under the
+successor's judgments (models' totals, Kendall's tau against the published ones).
 
-* how the two scales relate, answer by answer: Spearman's rank correlation, the mean
-  absolute difference, and a least-squares line (successor ≈ a + b · o1-mini);
-* the threshold on the successor's scale whose ``> threshold`` decisions agree best with
-  o1-mini's ``> 15``; decision agreement there and at 15 unchanged;
-* every reference chain walked again under the successor's judgments (recorded novelty
-  kept) at each threshold: the models' totals and Kendall's tau of their ranking against
-  the published totals.
-
-The threshold is searched over the intervals between successive distinct successor
-scores (every cut inside one makes the same decisions): the most agreeing decisions, then
-the best matching question scores, then the one nearest the line's image of 15, which is
-the threshold when it lies inside, else the midpoint. Why the image: the published run
-holds one coherence failure in 1,161 answers, so agreement alone leaves a wide interval
-(docs/judge.md, "What the published run can tell").
-
-Chains end at their first invalid answer, so a threshold that passes a recorded terminal
-answer can only count the chain up to its recorded end: such chains are *censored*
-(lower bounds), counted in the figures. ``calibrate_judge`` takes the judgments
-themselves (``scores``) and makes no call; ``calibrate_one`` asks the judge for them
-first (``analysis.rejudge``) and writes the calibration file.
+The cut is searched over the intervals between successive distinct successor scores (each
+makes one set of decisions): the most agreeing decisions, then the best matching question
+scores, then nearest the line's image of 15 (the cut when inside, else the midpoint). Why the
+image: the published run holds one coherence failure in 1,161 answers, so agreement alone
+leaves a wide interval (docs/judge.md, "What the published run can tell"). Chains whose
+recorded terminal answer passes are *censored* (lower bounds), as in ``analysis.calibrate``.
+``calibrate_judge`` makes no call; ``calibrate_one`` asks the judge (``analysis.rejudge``).
 """
 
 from __future__ import annotations
@@ -75,14 +64,12 @@ AnswerKey = tuple[str, str]
 
 
 JUDGE_NAMES = {"decision_agreement": "agreement", "equal_scores": "equal_question_scores"}
-"""``RuleFigures.to_dict`` keys the judge's figures have always been written under instead."""
+"""``RuleFigures.to_dict`` keys the judge's figures are written under instead."""
 
 
 @dataclass(frozen=True)
 class JudgeRule(RuleFigures):
-    """What ``coherence > threshold`` on the successor's scale gives on the reference:
-    ``false_pass`` counts answers o1-mini failed (≤ 15) that pass here, ``false_fail``
-    the ones it passed that fail here."""
+    """What ``coherence > threshold`` on the successor's scale gives on the reference."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready figures (without the score agreement, which the judge's omit)."""
@@ -125,8 +112,7 @@ class JudgeCalibration:
     agreement_by_sample: tuple[float, ...]
     """Decision agreement at ``threshold`` when judgment j decides instead of the first."""
     undecided: int = 0
-    """Answers the judge gave no readable score in every try (refused them), left out:
-    of the decisions, and of the chains, which count up to them (lower bounds)."""
+    """Answers never given a readable score, left out; their chains count up to them."""
 
     @property
     def threshold(self) -> float:
@@ -145,8 +131,8 @@ class JudgeCalibration:
 
     @property
     def note(self) -> str | None:
-        """What the calibration could not test, shown beside its threshold wherever it
-        is (``ThresholdSource.note``); None with ``FEW_FAILURES`` failures or more."""
+        """What the calibration could not test, shown beside its threshold wherever it is
+        (``ThresholdSource.note``)."""
         failures = self.reference_failures
         if failures >= FEW_FAILURES:
             return None
@@ -218,9 +204,7 @@ def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
 
 
 def _intervals(values: np.ndarray) -> list[tuple[float, float]]:
-    """Every interval [low, high) of cuts making the same decisions on ``values``: below
-    the smallest value (when above 0, a threshold's least), then between successive
-    distinct values."""
+    """Every interval [low, high) of cuts making the same decisions on ``values``, from 0."""
     distinct = np.unique(values)
     found = [(0.0, float(distinct[0]))] if distinct[0] > 0 else []
     found += [(float(a), float(b)) for a, b in itertools.pairwise(distinct)]
@@ -252,12 +236,8 @@ def calibrate_judge(
     reference_threshold: float = COHERENCE_THRESHOLD,
     novelty_threshold: float = NOVELTY_THRESHOLD,
 ) -> JudgeCalibration:
-    """Calibrate the judge whose judgments of each (question, answer) are ``scores``
-    (the deciding one first) against the reference chains ``questions``. An answer with
-    no judgment (the judge refused it every time) is left out (``undecided``).
-
-    Raises ``ValueError`` when an answer has no recorded score.
-    """
+    """Calibrate the judge whose judgments (deciding one first) are ``scores``; an answer without
+    one is ``undecided``. Raises ``ValueError`` when an answer has no recorded score."""
     if not questions:
         raise ValueError("the reference has no questions")
     reference_rule = Thresholds(coherence=reference_threshold, novelty=novelty_threshold)
@@ -337,10 +317,8 @@ def calibrate_judge(
 
 
 def plot_judge_calibration(calibration: JudgeCalibration, path: Path) -> Path:
-    """Scatter of o1-mini's recorded score against the successor's deciding judgment,
-    one point per distinct pair (its area grows with how many answers share it), coloured
-    by how the calibrated rule's decision compares with o1-mini's, with both cuts and the
-    fitted line drawn. matplotlib's object API on an Agg canvas (no display needed)."""
+    """Scatter of o1-mini's score against the successor's, one point per distinct pair (its
+    area grows with its answers), coloured by agreement, with both cuts and the fitted line."""
     from aidanbench.analysis.plots import new_figure
 
     x, y = calibration.recorded, calibration.judged
@@ -393,9 +371,7 @@ def plot_judge_calibration(calibration: JudgeCalibration, path: Path) -> Path:
 
 
 def panel_agreement(calibrations: Sequence[JudgeCalibration]) -> dict[str, Any] | None:
-    """How a panel of the calibrated judges decides o1-mini's answers: each answer
-    coherent when more than half of them pass it at their calibrated thresholds (answers
-    one of them left undecided are left out); None for one judge."""
+    """How the calibrated judges' majority decides o1-mini's answers; None for one judge."""
     if len(calibrations) < 2:
         return None
     sizes = {int(c.recorded.size) for c in calibrations}
@@ -429,12 +405,10 @@ def calibrate_one(
     out: Path,
     **judging: Any,
 ) -> tuple[JudgeCalibration, dict[str, Any], Path]:
-    """Judge every answer of ``reference`` (``analysis.rejudge.judge_all``, which takes
-    ``judging``, cached in ``settings.cache_path``), calibrate, and write the scatter plot
-    and the calibration file to ``out``: the figures, the reference's path and sha256, the
-    models that served the judgments and what they cost (its figures, document and path
-    returned). ``Unjudged`` when answers could
-    not be judged; ``UsageError`` when the reference cannot be calibrated against."""
+    """Judge every answer of ``reference`` (``rejudge.judge_all``, given ``judging``), calibrate,
+    and write the scatter plot and the calibration file (with the reference's sha256, the served
+    models and the cost) to ``out``. Raises ``Unjudged`` when answers could not be judged and
+    ``UsageError`` when the reference cannot be calibrated against."""
     cache = Path(str(settings.cache_path))
     prompt_of = {
         (q.question, a.answer): coherence_prompt(q.question, a.answer)

@@ -1,40 +1,29 @@
 """What the judging says of itself: the judge's noise, from answers judged several times
 (``judge_samples`` K > 1); a judge panel's decisions; the replies that could not be read.
 
-A judge asked the same prompt twice need not answer the same (o1-mini could not be given
-a temperature; today's reasoning judges sample too). With K judgments of each answer
-this measures, for one (model, temperature):
+A judge asked the same prompt twice need not answer the same (o1-mini could not be given a
+temperature; today's reasoning judges sample too). With K judgments of each answer this
+measures, for one (model, temperature):
 
-* the **spread** of each answer's judgments (largest minus smallest; their standard
-  deviation), averaged over the answers judged more than once;
-* the **flips**: answers whose judgments fall on both sides of the coherence threshold,
-  so that which judgment decides changes whether the answer is valid;
-* the **score under re-judging**: what the same answers would score if the judge were
-  asked again, from a noise model fitted to the K judgments (``NoiseModel``). An
-  answer's judgments scatter around its own level, their median (a mean would follow a
-  wild judgment, as a reply that inverts the scale, away from the others). How far a
-  judgment strays depends on the level (a reply inverting 14 lands far above it; one
-  inverting 56 close below), so the answers are put in bins of about ``PER_BIN`` by level,
-  and each bin pools its judgments' distances from their medians (the median's own
-  distance, 0 by construction, left out). A re-judging draws each answer's one deciding
-  judgment as its level plus a distance from its bin's pool, rounded and clipped to
-  0-100 as a judge's reply is; each chain is walked again under the drawn judgments
-  (recorded novelty kept) and counts its valid answers up to its first failure. The 95%
-  interval of those scores is ``rejudged_interval``. With a judge panel each judge has
-  its own model and draws its own judgment, and the panel's rule decides each drawn
-  answer (``seats``), so the panel's spread is in the interval. Its coverage of actual
-  re-judgings, and what earlier models of the noise missed, are measured by
-  ``bench.judge_coverage`` (docs/judge.md);
-* the **interval of the score** with both: each bootstrap replicate draws the questions
-  (with their repeats, as ``summary``'s interval does) and a re-judging. Beside it, the
-  same replicates with the deciding judgments only: the interval from question
-  resampling alone.
+* the **spread** of each answer's judgments, averaged over the answers judged more than once;
+* the **flips**: answers whose judgments fall on both sides of the coherence threshold, so
+  that which judgment decides changes whether the answer is valid;
+* the **score under re-judging**, from a noise model fitted to the K judgments
+  (``NoiseModel``). An answer's level is its judgments' median (a mean would follow a wild
+  judgment, as a reply that inverts the scale). How far a judgment strays depends on the level
+  (a reply inverting 14 lands far above it; one inverting 56 close below), so answers are
+  binned by level, about ``PER_BIN`` each, and each bin pools its judgments' distances from
+  their medians (the median's own 0 left out). A re-judging draws each answer's deciding
+  judgment as its level plus a distance from its bin's pool, rounded and clipped to 0-100 as
+  a reply is, and walks each chain again (recorded novelty kept). With a judge panel each
+  judge draws from its own model and the panel's rule decides (``seats``). The interval's
+  coverage of actual re-judgings is measured by ``bench.judge_coverage`` (docs/judge.md);
+* the **interval of the score** with both: each bootstrap replicate draws the questions (with
+  their repeats, as ``summary``'s does) and a re-judging; beside it, question resampling alone.
 
 The score itself stays the benchmark's: the first judgment decides (``nodes.judge_calls``).
-A chain walked under drawn judgments can pass its recorded terminal answer (a judgment
-that failed it is replaced by one that passes); what would have followed was never
-generated, so such a chain counts up to where the recording ends, a lower bound; the
-number of chains where that can happen is reported (``open_chains``).
+A drawn judgment can pass a chain's recorded terminal answer; what would have followed was
+never generated, so such a chain counts up to its recorded end, a lower bound (``open_chains``).
 """
 
 from __future__ import annotations
@@ -54,9 +43,8 @@ RESAMPLES = 10_000
 """Bootstrap replicates (``summary.BOOTSTRAP_RESAMPLES``; a test holds them equal)."""
 
 SEED = 20241
-"""Seed of the question draws (``summary.BOOTSTRAP_SEED``; a test holds them equal): the
-question-only interval is ``summary.bootstrap_sum``'s. Judgments are drawn from the next
-seed."""
+"""Seed of the question draws (``summary.BOOTSTRAP_SEED``; a test holds them equal), so the
+question-only interval is ``summary.bootstrap_sum``'s; judgments use the next seed."""
 
 
 def judgments(answer: AnswerLine) -> list[float]:
@@ -84,8 +72,7 @@ class JudgeNoise:
     flips: int
     """Answers with judgments on both sides of the coherence threshold."""
     threshold: float | None
-    """The coherence threshold the flips are counted at (None: lines with different
-    thresholds, each counted at its own)."""
+    """The threshold flips are counted at; None when lines differ (each counted at its own)."""
     score: float
     """The row's score from the deciding judgments (per repeat)."""
     rejudged_interval: tuple[float, float]
@@ -108,8 +95,7 @@ class JudgeNoise:
 
 
 def seats(answer: AnswerLine, rule: Thresholds) -> list[tuple[list[float], float]]:
-    """Each judge's judgments of an answer and its coherence threshold: a judge panel's
-    every judge (``judges``), else the one judge at ``rule``'s threshold."""
+    """Each judge's judgments of an answer and its threshold: a panel's every judge, or one."""
     panel = answer.judges
     if not panel:
         return [(judgments(answer), rule.coherence)]
@@ -146,8 +132,7 @@ PER_BIN = 50
 
 
 class NoiseModel:
-    """How a judge's judgments stray from an answer's level (module docstring), fitted to
-    answers judged more than once."""
+    """How a judge's judgments stray from an answer's level (module docstring)."""
 
     def __init__(self, judged: Sequence[Sequence[float]]) -> None:
         levels = np.asarray([np.median(s) for s in judged])
@@ -184,9 +169,8 @@ def judge_noise(
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> JudgeNoise | None:
-    """The noise of one row's lines (one model and temperature), or None when no answer
-    was judged more than once. Each line is walked under its own thresholds (``default``
-    for lines that do not record them)."""
+    """The noise of one row's lines, or None when no answer was judged more than once; each
+    line is walked under its own thresholds (``default`` when unrecorded)."""
     rule_of = {id(line): line.thresholds or default or Thresholds() for line in lines}
     multi = [
         (judgments(a), rule_of[id(line)].coherence)
@@ -349,8 +333,7 @@ UNREADABLE_WORDS = {
 
 
 def unreadable_of(lines: Sequence[QuestionResult]) -> dict[str, int]:
-    """The judge replies of these answers that could not be read (each asked again), by
-    why; empty when every one could."""
+    """The judge replies of these answers that could not be read (each asked again), by why."""
     found: dict[str, int] = {}
     for line in lines:
         for answer in line.answers:

@@ -1,10 +1,8 @@
-"""Charts of results as PNG files: totals, per-question scores, one question's trajectory,
-stop reasons.
+"""Charts of results as PNG files: totals, per-question scores, a trajectory, stop reasons.
 
-matplotlib's object API on an Agg canvas is used (no pyplot state, no display), so charts
-can be drawn from threads, servers and CI. Figure sizes grow with the number of models and
-questions so that 63 questions stay legible, and the layout engine keeps the size fixed:
-a chart's pixel size is ``figure size x DPI``. Each model keeps one colour in every chart.
+matplotlib's object API on an Agg canvas (no pyplot state, no display), so charts can be drawn
+from threads, servers and CI. Figure sizes grow with models and questions so that 63 questions
+stay legible; a chart's pixel size is ``figure size x DPI``. A model keeps its colour throughout.
 """
 
 from __future__ import annotations
@@ -71,8 +69,6 @@ STOP_COLOURS = {
 }
 """Stop reason colours; benchmark endings in cool colours, failures in red."""
 
-BENCHMARK_THRESHOLDS = Thresholds()
-
 LINE_STYLES = ("-", "--", ":", "-.")
 """Line style of repeat 1, 2, 3, 4 (then again) in the trajectory."""
 
@@ -101,8 +97,7 @@ def stop_reasons_figsize(groups: int) -> tuple[float, float]:
 
 
 def require_matplotlib() -> None:
-    """A ``UsageError`` naming the install command when matplotlib (the ``[plots]``
-    extra) is missing; the commands that draw call it before any other work."""
+    """A ``UsageError`` naming the install command when matplotlib is missing, before any work."""
     if importlib.util.find_spec("matplotlib") is None:
         raise UsageError(f"drawing charts needs the [plots] extra: {PLOTS_INSTALL}")
 
@@ -136,8 +131,7 @@ def model_colours(keys: Sequence[GroupKey]) -> dict[GroupKey, str]:
 
 
 def _labels(keys: Sequence[GroupKey]) -> list[str]:
-    """Full model names (with the temperature when several are shown), as every view
-    names them."""
+    """Full model names (``group_label``), as every view names them."""
     temperatures = len({t for _, t in keys})
     return [group_label(m, t, temperatures) for m, t in keys]
 
@@ -164,11 +158,8 @@ def _legend_beside(ax: Axes, title: str, size: int) -> None:
 
 
 def plot_scores(rows: Sequence[SummaryRow], path: Path) -> Path:
-    """Headline per model as horizontal bars, best on top, each labelled.
-
-    The headline is the rows' reward: the score, or the novelty sum. With repeats the bar
-    is the mean per repeat with its bootstrap 95 % interval.
-    """
+    """Headline (``SummaryRow.reward``) per model as labelled bars, best on top; with repeats,
+    the mean per repeat with its interval."""
     keys = [(r.model, r.temperature) for r in rows]
     colours = model_colours(keys)
     repeated = any(r.repeats > 1 for r in rows)
@@ -222,8 +213,7 @@ def plot_scores(rows: Sequence[SummaryRow], path: Path) -> Path:
 def _score_matrix(
     results: Sequence[QuestionResult], keys: Sequence[GroupKey], questions: Sequence[str]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Mean score over repeats (questions x groups, NaN where a model did not run the
-    question) and whether any of the cell's lines errored."""
+    """Mean score over repeats (questions x groups, NaN where not run), and errored cells."""
     sums = np.zeros((len(questions), len(keys)))
     counts = np.zeros((len(questions), len(keys)))
     failed = np.zeros((len(questions), len(keys)), dtype=bool)
@@ -239,11 +229,8 @@ def _score_matrix(
 
 
 def plot_questions(results: Sequence[QuestionResult], path: Path) -> Path:
-    """Heat map of valid answers, one row per question and one column per model.
-
-    Cells are annotated with the score (mean over repeats), so no colour bar is needed;
-    grey cells were not run and ``!`` marks a cell with an errored line.
-    """
+    """Heat map of scores, a row per question, a column per model; cells carry their number (no
+    colour bar needed), grey cells were not run and ``!`` marks an errored line."""
     from matplotlib import colormaps
 
     keys = list(group_results(results))
@@ -303,9 +290,8 @@ def longest_chain_question(results: Sequence[QuestionResult]) -> str:
 
 
 def select_question(results: Sequence[QuestionResult], choice: str | None) -> str:
-    """The question ``choice`` names: ``5`` or ``Q5`` (as numbered in reports), the exact
-    text, or a case-insensitive fragment matching one question; the longest chain's when
-    None. Raises ``ValueError`` naming the problem otherwise."""
+    """The question ``choice`` names (``5``, ``Q5``, the text, or a case-insensitive fragment
+    matching one), the longest chain's when None; else ``ValueError`` naming the problem."""
     questions = question_order(results)
     if choice is None:
         return longest_chain_question(results)
@@ -327,7 +313,7 @@ def select_question(results: Sequence[QuestionResult], choice: str | None) -> st
 
 def _threshold_of(lines: Sequence[QuestionResult]) -> Thresholds:
     recorded = {r.thresholds for r in lines if r.thresholds is not None}
-    return recorded.pop() if len(recorded) == 1 else BENCHMARK_THRESHOLDS
+    return recorded.pop() if len(recorded) == 1 else Thresholds()
 
 
 def _failure(result: QuestionResult, thresholds: Thresholds) -> tuple[AnswerLine, str] | None:
@@ -343,10 +329,8 @@ def _failure(result: QuestionResult, thresholds: Thresholds) -> tuple[AnswerLine
 
 
 def plot_trajectory(results: Sequence[QuestionResult], question: str, path: Path) -> Path:
-    """Coherence and novelty along the answer index for one question, one line per model.
-
-    Dashed lines are the pass thresholds; a cross marks each chain's failing answer.
-    """
+    """Each score along the answer index of one question, a line per model; dashed lines are
+    the thresholds, a cross marks each chain's failing answer."""
     lines = [r for r in results if r.question == question]
     keys = list(group_results(results))
     colours = model_colours(keys)
@@ -472,11 +456,8 @@ def plot_all(
     question: str | None = None,
     reward_mode: str = "count",
 ) -> list[Path]:
-    """Write the four charts into ``out_dir`` (which must exist); return their paths.
-
-    ``question`` picks the trajectory's question as ``select_question`` reads it;
-    ``reward_mode`` chooses what ``scores.png`` shows.
-    """
+    """Write the four charts into ``out_dir`` (which must exist); ``question`` picks the
+    trajectory's (``select_question``), ``reward_mode`` what ``scores.png`` shows."""
     rows = summarise(results, reward_mode)
     chosen = select_question(results, question)
     out_dir = Path(out_dir)
@@ -491,8 +472,7 @@ def plot_all(
 def cost_score_points(
     results: Sequence[QuestionResult],
 ) -> list[tuple[str, float, float, bool]]:
-    """(label, dollars, score, lower bound) per model with a known cost, for the chart:
-    with repeats, the dollars of one repeat against the mean score per repeat."""
+    """(label, dollars per repeat, mean score per repeat, lower bound) per model with a cost."""
     points = []
     for row in summarise(recorded(results)):
         dollars = per_repeat(row)
@@ -503,10 +483,8 @@ def cost_score_points(
 
 
 def plot_cost_vs_score(results: Sequence[QuestionResult], out: Path) -> Path | None:
-    """The cost-versus-score chart (PNG) of run directories; None when no cost is known.
-
-    A model whose score is a lower bound is drawn hollow, labelled ``≥``, with an arrow up.
-    """
+    """The cost-versus-score chart of run directories, None when no cost is known; a lower
+    bound score is drawn hollow, labelled ``≥``, with an arrow up."""
     points = cost_score_points(results)
     if not points:
         return None

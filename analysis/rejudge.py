@@ -1,23 +1,17 @@
 """Recorded answers judged again by another judge: what ``calibrate --judge-model`` and
 ``rescore --judge-model`` ask.
 
-Each answer is judged with the benchmark's exact coherence prompt (``render_coherence``,
-with judge markup neutralised exactly as the ``judge`` node does), ``judge_samples`` times.
-The first judgment decides, as in a run (``nodes.judge_calls.sample_judgments``); the others
-measure noise. Judgments are kept in the score cache by (judge, endpoint, temperature)
-and the rendered prompt, with the model that served each, so a rerun (or another command
-on the same answers) asks nothing again.
+Each answer is judged ``judge_samples`` times with the ``judge`` node's exact coherence prompt;
+the first judgment decides, as in a run (``nodes.judge_calls.sample_judgments``), the others
+measure noise. Judgments are cached by (judge, endpoint, temperature) and prompt, with the
+model that served each, so a rerun or another command on the same answers asks nothing again.
 
-Direct calls go through ``Services.chat``: the judge endpoint's adaptive limit, the one
-retry layer, unreadable replies asked again (``judge_attempts``), every request in the
-usage ledger priced as the model that served it. With ``batch`` they go through the
-provider's batch API instead (``services.batch``): one batch for everything missing, a
-further batch for replies that could not be read (up to ``judge_attempts`` batches in
-all), every line in the ledger at batch prices. Where an output file repeats an id, its
-first readable reply counts: a later refusal never discards it.
-
-An answer whose judgments could not all be had is a failure, never a score: its prompt
-is listed with the reason, and the caller reports it (a rerun asks only for it).
+Direct calls go through ``Services.chat`` (adaptive limit, the one retry layer, unreadable
+replies asked again, every request in the ledger). With ``batch`` they go through the provider's
+batch API (``services.batch``): one batch for everything missing, then one for unreadable
+replies, up to ``judge_attempts``, at batch prices. Where an output file repeats an id, its
+first readable reply counts: a later refusal never discards it. An answer whose judgments could
+not all be had is a failure, never a score: the caller reports it, and a rerun asks only for it.
 """
 
 from __future__ import annotations
@@ -65,7 +59,7 @@ def coherence_prompt(question: str, answer: str) -> str:
 
 @dataclass(frozen=True)
 class Judged:
-    """Every judgment of one answer: the deciding one first, the others ascending."""
+    """Every judgment of one answer, in the order asked: the deciding one first."""
 
     scores: tuple[int, ...]
     served: tuple[str | None, ...]
@@ -88,12 +82,10 @@ class Rejudging:
     failures: dict[str, str] = field(default_factory=dict)
     """By prompt: why its judgments could not be had (an error of the endpoint)."""
     refused: dict[str, str] = field(default_factory=dict)
-    """By prompt: the last unreadable reply of a judge that gave no readable score in
-    ``judge_attempts`` tries (a refusal, a score out of range): the answer stays
-    undecided, never a score."""
+    """By prompt: the last reply of a judge that gave no readable score in ``judge_attempts``
+    tries; the answer stays undecided, never a score."""
     unreadable: dict[str, int] = field(default_factory=dict)
-    """Replies that held no readable score (each asked again), by why
-    (``CallStats.unreadable``)."""
+    """Replies that held no readable score (each asked again), by ``CallStats.unreadable``."""
     requests: int = 0
     """Judge requests this command made (batch lines included)."""
     from_cache: int = 0
@@ -174,13 +166,8 @@ async def rejudge(
     progress: Progress | None = None,
     batch_progress: Callable[[BatchStatus], None] | None = None,
 ) -> Rejudging:
-    """``settings.judge_samples`` coherence judgments of each distinct prompt by
-    ``settings.judge_model``, from the cache where it has them, else asked directly, or
-    through the batch API when ``batch_poll_seconds`` is given; every request recorded in
-    ``ledger``.
-
-    Raises ``JudgeAborted`` on a failure no retry can fix.
-    """
+    """``settings.judge_samples`` judgments of each distinct prompt, from the cache, else asked
+    (by batch when ``batch_poll_seconds`` is given). Raises ``JudgeAborted`` (see there)."""
     from aidanbench.services import OpenAIServices, clients
 
     async with OpenAIServices(
@@ -406,8 +393,7 @@ class Unjudged(Exception):
 def judge_all(
     prompts: Sequence[str], settings: Settings, ledger: UsageLedger, **options: Any
 ) -> Rejudging:
-    """``rejudge`` (which takes ``options``) run to its end; a failure no retry can fix
-    is one ``UsageError`` line."""
+    """``rejudge`` run to its end; a failure no retry can fix is one ``UsageError`` line."""
     try:
         return asyncio.run(rejudge(prompts, settings, ledger, **options))
     except JudgeAborted as exc:

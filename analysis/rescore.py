@@ -1,18 +1,12 @@
 """Scores under other thresholds, from the recorded chains alone (no API calls).
 
-Each recorded chain is walked again with ``chain_validity``. Under stricter thresholds this
-is exact: the chain now stops earlier, at an answer that was recorded. Under looser ones it
-is not always: the run stopped at an answer that failed *its* thresholds, and when that
-terminal answer passes the new ones the benchmark would have gone on generating answers
-that were never produced. Such a line is *truncated*: its rescored value counts the chain
-up to where the run stopped, a lower bound of what a run with the new thresholds would
-score.
-
-Answers before the terminal one were valid in the run, so their recorded novelty (against
-earlier valid answers) is still the novelty a run with the new thresholds would compute.
-
-An answer a judge panel judged is coherent by the panel's majority: the new coherence
-threshold applies to the panel's first judge, the others keep their recorded ones.
+Each recorded chain is walked again with ``chain_validity``. Under stricter thresholds this is
+exact: the chain stops earlier, at a recorded answer. Under looser ones, when the recorded
+terminal answer now passes, the benchmark would have gone on generating answers never produced:
+such a line is *truncated*, its score a lower bound. Answers before the terminal one were valid
+in the run, so their recorded novelty (against earlier valid answers) is still what a run with
+the new thresholds would compute. A judge panel decides by majority: the new coherence threshold
+applies to its first judge, the others keep their recorded ones.
 """
 
 from __future__ import annotations
@@ -24,9 +18,6 @@ from aidanbench.analysis.rejudge import Rejudging, coherence_prompt
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.core.vocabulary import is_threshold_stop
 from aidanbench.record.results import QuestionResult, chain_validity, panel_decision
-
-BENCHMARK_THRESHOLDS = Thresholds()
-"""Thresholds assumed for lines that do not record theirs (original-schema files)."""
 
 TRUNCATED = "truncated"
 """Stop reason of a rescored line whose recorded terminal answer now passes."""
@@ -54,14 +45,10 @@ class RescoredQuestion:
 def rescore_question(
     result: QuestionResult, thresholds: Thresholds, source: str | None = None
 ) -> RescoredQuestion:
-    """``result`` under ``thresholds``, whose coherence threshold came from ``source``
-    (in words, ``record.results.threshold_source_text``; None: not known).
-
-    When the new rule fails an answer, the line ends there by that rule, whatever ended the
-    run (an error or the answer cap came later, so it no longer matters). When every
-    recorded answer passes, the line keeps its recorded ending, except one ended by the old
-    rule: that is now ``truncated``.
-    """
+    """``result`` under ``thresholds``, whose coherence threshold came from ``source`` (in
+    words, ``record.results.threshold_source_text``). A failing answer ends the line by the new
+    rule whatever ended the run (an error or the cap came later); when every answer passes, the
+    recorded ending stays, except the old rule's, now ``truncated``."""
     scores = [
         (a.coherence, a.novelty, a.llm_novelty, panel_decision(a, thresholds.coherence))
         for a in result.answers
@@ -89,7 +76,7 @@ def rescore_question(
     return RescoredQuestion(
         result=rescored,
         original=result,
-        original_thresholds=result.thresholds or BENCHMARK_THRESHOLDS,
+        original_thresholds=result.thresholds or Thresholds(),
         truncated=truncated,
     )
 
@@ -97,11 +84,8 @@ def rescore_question(
 def rescore(
     results: Sequence[QuestionResult], thresholds: Thresholds, source: str | None = None
 ) -> list[RescoredQuestion]:
-    """Every line under ``thresholds`` (from ``source``), in order.
-
-    Raises ``ValueError`` when an LLM novelty threshold is asked for but no answer has an
-    LLM novelty score: every chain would end, unscored, at its first answer.
-    """
+    """Every line under ``thresholds`` (from ``source``). Raises ``ValueError`` for an LLM
+    novelty threshold without LLM novelty scores: every chain would end at its first answer."""
     if thresholds.llm_novelty is not None and not any(
         a.llm_novelty is not None for r in results for a in r.answers
     ):
@@ -120,10 +104,8 @@ Judge = tuple[str, float, Rejudging]
 
 
 def rejudged_line(line: QuestionResult, judges: Sequence[Judge]) -> QuestionResult:
-    """The line with the (first) judge's deciding judgment as each answer's coherence; a
-    panel's judgments beside it (``judges``: the panel decides), and each judgment's
-    samples when several were asked. An answer a judge refused in every try has none
-    (undecided: its chain ends there, ``unscored``)."""
+    """The line with the first judge's deciding judgment as each coherence, a panel's beside it
+    and samples when several were asked; an answer a judge refused ends the chain, unscored."""
     answers = []
     for answer in line.answers:
         prompt = coherence_prompt(line.question, answer.answer)
@@ -164,9 +146,7 @@ def rejudge_lines(
     thresholds: Thresholds,
     source: str | None = None,
 ) -> list[RescoredQuestion]:
-    """Every line judged again by ``judges`` (one, or a panel) and walked under
-    ``thresholds`` (its coherence the first judge's); ``original`` is the line as
-    recorded (its own judge's scores); ``source`` says where the threshold came from."""
+    """Every line judged again by ``judges`` (one, or a panel), under ``thresholds``."""
     return [
         replace(rescore_question(rejudged_line(line, judges), thresholds, source), original=line)
         for line in results

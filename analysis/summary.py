@@ -1,27 +1,15 @@
 """Per-model summaries of results, a paired comparison of two models, and the table.
 
-Everything here reads ``QuestionResult`` values only, so run directories and results files
-in the original schema are summarised the same way, alone or together; the counting
-itself is ``aidanbench.record.results.totals``.
+Everything here reads ``QuestionResult`` values only, so run directories and results files in
+the original schema are summarised alike; the counting itself is ``record.results.totals``.
+A question's score is its valid answers (the failing answer is recorded, not counted); the
+published leaderboard counted that answer too, as ``COUNTING`` says wherever a score is shown.
 
-Counting convention: a question's score is its number of valid answers (the terminal,
-failing answer is recorded but not counted). The published leaderboard counted the
-terminal answer too, which is about one point more per question; the caption of the table
-and ``COUNTING`` say so wherever a score is shown.
-
-Repeats: a row's score and novelty sum are per repeat (summed over questions, then
-averaged over repeats), so rows with different numbers of repeats compare directly; each
-repeat's figure is kept beside the mean. The headline is the score or the novelty sum, as
-the reward mode says.
-
-Uncertainty: with several repeats, the interval of the mean per-repeat figure is a
-percentile bootstrap (``INTERVAL_METHOD``: 95 %, 10,000 resamples, fixed seed) that
-resamples *questions*, keeping each drawn question's repeats together: a replicate draws
-the question set once and uses it within every repeat. Repeats share their questions, so
-resampling each repeat independently would treat one fixed question set as R fresh ones
-and make the interval about sqrt(R) times too narrow. The paired comparison resamples
-questions the same way. The generator has a fixed seed, so the same results always print
-the same interval.
+A row's score and novelty sum are per repeat (summed over questions, averaged over repeats), so
+rows with different numbers of repeats compare directly. Their interval (``INTERVAL_METHOD``,
+fixed seed) resamples *questions*, each with all its repeats: repeats share their questions, so
+resampling each repeat independently would treat one question set as R fresh ones and make the
+interval about sqrt(R) times too narrow. The paired comparison resamples questions alike.
 """
 
 from __future__ import annotations
@@ -100,11 +88,7 @@ GroupKey = tuple[str, float]
 
 @dataclass(frozen=True)
 class SummaryRow:
-    """Figures of one model at one temperature, over all its questions and repeats.
-
-    ``score`` and ``novelty_sum`` are per repeat: summed over questions, then averaged over
-    repeats, so a 45-point model shows 45 whether it ran once or three times.
-    """
+    """Figures of one model at one temperature; ``score`` and ``novelty_sum`` are per repeat."""
 
     model: str
     temperature: float
@@ -131,8 +115,7 @@ class SummaryRow:
     stop_reasons: dict[str, int]
     """Lines per stop reason; ``unfinished`` for lines without one."""
     tokens: int | None
-    """Tokens of the generation and scoring calls, discarded look-aheads included; None
-    when a call reported no usage, or when not recorded (results files)."""
+    """Tokens of every call, discarded look-aheads included; None if any is unknown."""
     repeats: int
     """Distinct repeats."""
     mean_repeat_score: float | None = None
@@ -158,21 +141,17 @@ class SummaryRow:
     api_calls: int | None = None
     """Requests of every answer and discarded look-ahead; None when not recorded."""
     cost_usd: float | None = None
-    """Dollars of those requests (``record.results.totals``); None when any part is unknown
-    (no price, a reply without usage) or not recorded."""
+    """Dollars of those requests (``record.results.totals``); None if any part is unknown."""
     usage_missing: int = 0
     """Requests whose reply reported no usage (their tokens and dollars are unknown)."""
     truncated_answers: int | None = 0
-    """Answers cut by the token limit (``finish_reason`` ``length``), scored as they came
-    (the benchmark scores the text it gets); None when no answer recorded its finish."""
+    """Answers cut by the token limit, scored as they came (``TRUNCATION``); None if unknown."""
     finish_unknown: int = 0
     """Answers whose finish reason was not recorded, so whether they were cut is unknown."""
     judge_served: dict[str, int] = field(default_factory=dict)
-    """Answers by the model the provider said served their judgments (coherence and
-    similarity); empty when not recorded."""
+    """Answers by the model the provider said served their judgments (``judge_served``)."""
     threshold_source: str | None = None
-    """Where the coherence threshold came from, shared by every line; None when unknown
-    or mixed."""
+    """Where the coherence threshold came from, shared by every line; None if unknown or mixed."""
     judge_noise: JudgeNoise | None = None
     """The judge's noise, when answers were judged several times (``judge_samples``)."""
     judge_panel: JudgePanel | None = None
@@ -187,8 +166,7 @@ class SummaryRow:
 
     @property
     def lower_bound(self) -> bool:
-        """A line did not finish (``QuestionResult.lower_bound``): the row's figures are
-        lower bounds too."""
+        """A line did not finish (``QuestionResult.lower_bound``), so the figures are too."""
         return self.finished < self.lines
 
     @property
@@ -273,16 +251,14 @@ def group_label(model: str, temperature: float, temperatures: int) -> str:
     return model if temperatures == 1 else f"{model} @ {temperature:g}"
 
 
-def _shared(values: Iterable[Any]) -> Any:
+def shared(values: Iterable[Any]) -> Any:
+    """The one value all of ``values`` hold; None when they differ or there are none."""
     distinct = set(values)
     return distinct.pop() if len(distinct) == 1 else None
 
 
 def bootstrap_sum(values: Sequence[float], seed: int = BOOTSTRAP_SEED) -> Interval | None:
-    """Percentile 95 % interval of ``sum(values)`` when the values are resampled.
-
-    Each value is one resampling unit (a question); None for no units.
-    """
+    """Percentile 95 % interval of ``sum(values)``, each value a resampling unit (a question)."""
     if not values:
         return None
     data = np.asarray(values, dtype=np.float64)
@@ -297,11 +273,8 @@ def per_question_repeat_means(
     repeats: int,
     value: Callable[[QuestionResult], float] = lambda line: line.score,
 ) -> list[float]:
-    """Each question's ``value`` summed over repeats / repeats (a missing line counts 0).
-
-    Their sum is the mean per-repeat figure, so bootstrapping them resamples questions
-    with their repeats kept together.
-    """
+    """Each question's ``value`` summed over repeats / repeats (a missing line counts 0): their
+    sum is the mean per-repeat figure, so bootstrapping them keeps a question's repeats together."""
     sums: dict[str, float] = {}
     for line in lines:
         sums[line.question] = sums.get(line.question, 0) + value(line)
@@ -352,9 +325,9 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
         repeat_novelty_sums=tuple(per_repeat(lines, novelty).values()),
         novelty_sum_interval=interval(novelty),
         reward_mode=reward_mode,
-        thresholds=_shared(line.thresholds for line in lines),
-        embedding_model=_shared(line.embedding_model for line in lines),
-        judge_model=_shared(line.judge_model for line in lines),
+        thresholds=shared(line.thresholds for line in lines),
+        embedding_model=shared(line.embedding_model for line in lines),
+        judge_model=shared(line.judge_model for line in lines),
         answers=counted.answers,
         api_calls=counted.api_calls,
         truncated_answers=counted.truncated_answers,
@@ -362,7 +335,7 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
         cost_usd=counted.dollars,
         usage_missing=counted.usage_missing,
         judge_served=judge_served(lines),
-        threshold_source=_shared(line.threshold_source for line in lines),
+        threshold_source=shared(line.threshold_source for line in lines),
         judge_noise=judge_noise(lines),
         judge_panel=judge_panel(lines),
         judge_unreadable=unreadable_of(lines),
@@ -416,14 +389,8 @@ def _finished_pairs(
 def paired_comparison(
     results: Sequence[QuestionResult], model_a: str, model_b: str, reward_mode: str = "count"
 ) -> PairedComparison:
-    """Total score of A minus B over question lines both models finished.
-
-    Lines are matched by question, temperature and repeat. A matched line that either
-    model did not finish (error, interruption) is left out, because its score is only a
-    lower bound. The interval resamples questions, each with all its matched lines.
-
-    Raises ``ValueError`` when a model is absent or both names are the same.
-    """
+    """Total score of A minus B over lines (question, temperature, repeat) both finished (an
+    unfinished score is only a lower bound). Raises ``ValueError`` for an absent or same model."""
     if model_a == model_b:
         raise ValueError("compare two different models")
     models = {r.model for r in results}
@@ -455,9 +422,8 @@ def paired_comparison(
 def question_differences(
     results: Sequence[QuestionResult], model_a: str, model_b: str, reward_mode: str = "count"
 ) -> dict[str, float]:
-    """Score of A minus B per question, over the lines both finished (``paired_comparison``'s
-    resampling units), in order of first appearance; questions without such a line are absent.
-    """
+    """Score of A minus B per question over the lines both finished (``paired_comparison``'s
+    resampling units); questions without such a line are absent."""
     pairs = _finished_pairs(_lines_of(results, model_a), _lines_of(results, model_b))
     differences: dict[str, float] = {}
     for (question, _, _), (a, b) in pairs.items():
@@ -494,12 +460,8 @@ def describe_thresholds(thresholds: Thresholds | None) -> str:
 
 
 def warnings(results: Sequence[QuestionResult]) -> list[str]:
-    """Reasons the totals of these results should not be compared side by side.
-
-    Different embedding models put novelty on different scales, judges score coherence
-    differently, different prompts ask a different task, different thresholds change what
-    counts, and different question sets change how many chances there were. One line each.
-    """
+    """Reasons, one line each, the totals of these results should not be compared side by side:
+    embedding models, judges, prompts, thresholds or question sets that differ."""
     groups = group_results(results)
     found: list[str] = []
     embeddings = _mixed(groups, "embedding_model", lambda m: m or "embedding model not recorded")
@@ -543,12 +505,11 @@ def warnings(results: Sequence[QuestionResult]) -> list[str]:
 
 
 def judge_warnings(groups: dict[GroupKey, list[QuestionResult]]) -> list[str]:
-    """Judges that cannot be taken at their name: a provider's substitute served the
-    judgments; a successor judge scored at o1-mini's 15 without calibration; rows whose
-    coherence thresholds came from different places."""
+    """Judges not to be taken at their name: a substitute served the judgments; a successor
+    judged at o1-mini's 15 uncalibrated; rows' coherence thresholds came from different places."""
     found: list[str] = []
     for key, lines in groups.items():
-        asked = _shared(line.judge_model for line in lines)
+        asked = shared(line.judge_model for line in lines)
         if asked is None:
             continue
         others = {n: c for n, c in judge_served(lines).items() if not same_model(asked, n)}
@@ -559,7 +520,7 @@ def judge_warnings(groups: dict[GroupKey, list[QuestionResult]]) -> list[str]:
                 f"{named} served its judgments: those coherence scores are that model's, "
                 "not the one named (priced as the model that served)"
             )
-        source = _shared(line.threshold_source for line in lines)
+        source = shared(line.threshold_source for line in lines)
         if source == "benchmark" and not same_model(REFERENCE_JUDGE, asked):
             cut, judge = f"{COHERENCE_THRESHOLD:g}", REFERENCE_JUDGE
             found.append(
@@ -589,8 +550,7 @@ TRUNCATION = (
 
 
 def truncation_text(row: SummaryRow, limit_field: str, temperatures: int = 1) -> str | None:
-    """One line for a row with answers the token limit cut: how many, and which request
-    field raises the limit; None when none was cut."""
+    """A row's answers cut by the token limit and the field that raises it; None when none was."""
     if not row.truncated_answers:
         return None
     label = group_label(row.model, row.temperature, temperatures)
@@ -611,11 +571,11 @@ def caption(rows: Sequence[SummaryRow]) -> str:
     """The counting convention, the headline's reward mode, how repeats are combined, and
     the thresholds' values when all rows share them."""
     text = COUNTING
-    shared = _shared(row.thresholds for row in rows) if rows else None
-    if shared is not None:
-        values = f"T_c = {shared.coherence:g}, T_n = {shared.novelty:g}"
-        if shared.llm_novelty is not None:
-            values += f", llm novelty > {shared.llm_novelty:g} too"
+    common = shared(row.thresholds for row in rows)
+    if common is not None:
+        values = f"T_c = {common.coherence:g}, T_n = {common.novelty:g}"
+        if common.llm_novelty is not None:
+            values += f", llm novelty > {common.llm_novelty:g} too"
         text += f". Here {values}"
     modes = sorted({row.reward_mode for row in rows})
     if modes and modes != ["count"]:
@@ -643,8 +603,7 @@ MEAN_COLUMNS = {
     "novelty": ("mean\nnov.", ".3f"),
     "llm_novelty": ("mean LLM\nnov.", ".3f"),
 }
-"""Each score's mean column in the table: its header and number format. A score that can
-be turned off (``Score.switch``) has its column only when a row has a value for it."""
+"""Each score's mean column: header and format; a switchable score's only when a row has one."""
 
 
 def _per_repeat(row: SummaryRow) -> str:
@@ -653,12 +612,8 @@ def _per_repeat(row: SummaryRow) -> str:
 
 
 def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
-    """The model column and the others; columns no row has a value for are left out.
-
-    The headline (score, or novelty sum under that reward mode) is bold and comes first;
-    with repeats it is the mean per repeat, followed by each repeat's figure and the
-    mean's interval.
-    """
+    """The model column and the others; columns no row has a value for are left out. The
+    headline is bold and first; with repeats, each repeat's figure and the interval follow."""
     repeated = any(row.repeats > 1 for row in rows)
     by_novelty = bool(rows) and all(row.reward_mode == "novelty_sum" for row in rows)
     score = Column(
@@ -720,8 +675,7 @@ def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
 def summary_tables(
     rows: Sequence[SummaryRow], title: str = "AidanBench summary", width: int | None = None
 ) -> list[Table]:
-    """The summary as one table, or stacked tables (each naming the model) when ``width``
-    is too narrow for all its columns: names and numbers are never folded or cut."""
+    """The summary as one table, or stacked ones when ``width`` is too narrow (``tables``)."""
     key, columns = summary_columns(rows)
     return fitted_tables(key, columns, width, title=title, caption=caption(rows))
 
@@ -731,11 +685,8 @@ def render_summary(
     console: Console | None = None,
     title: str = "AidanBench summary",
 ) -> None:
-    """Print the summary table with the counting convention as its caption.
-
-    Without a console, prints to standard output (without highlighting, which would
-    colour numbers at random).
-    """
+    """Print the summary table; the default console does not highlight, which would colour
+    numbers at random."""
     console = console or Console(highlight=False, markup=False)
     for table in summary_tables(rows, title, console.width):
         console.print(table)

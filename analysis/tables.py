@@ -1,10 +1,8 @@
-"""Tables that stay readable on a narrow terminal: split, never squeezed.
+"""Tables that stay readable on a narrow terminal: split, never squeezed, and cells' spellings.
 
-Rich fits a table that is too wide by shrinking its columns, which folds model names
-into slivers and cuts numbers to ``0.3…``. Here a table whose columns do not fit the
-width is split instead into several stacked tables, each repeating the key column (the
-model) whole, so every name and every number is printed in full. The cells' shared
-spellings (dollars, tokens, a score that is a lower bound) are here too.
+Rich fits a too-wide table by shrinking its columns, which folds model names into slivers and
+cuts numbers to ``0.3…``. Here such a table is split into stacked tables, each repeating the key
+column (the model) whole, so every name and number is printed in full.
 """
 
 from __future__ import annotations
@@ -57,8 +55,7 @@ def tokens_text(value: int | None) -> str:
 
 
 def score_text(score: int | float | str, lower_bound: bool) -> str:
-    """A score, as a lower bound (``≥ 12``) when one of its questions did not finish
-    (``QuestionResult.lower_bound``)."""
+    """A score, as a lower bound (``≥ 12``) when one of its questions did not finish."""
     return f"≥ {score}" if lower_bound else f"{score}"
 
 
@@ -67,11 +64,7 @@ PADDING = 3
 
 
 def split_columns(key: Column, columns: Sequence[Column], width: int | None) -> list[list[Column]]:
-    """The columns in the order given, cut into groups that fit ``width`` beside ``key``.
-
-    With no width, or when everything fits, one group. A column wider than the room left
-    beside the key gets a group of its own (it cannot fit anywhere better).
-    """
+    """The columns in order, in groups that fit ``width`` beside ``key`` (a too-wide one alone)."""
     if width is None:
         return [list(columns)]
     room = width - 1 - (key.width + PADDING)
@@ -100,11 +93,8 @@ def fitted_tables(
     title: str | None = None,
     caption: str | None = None,
 ) -> list[Table]:
-    """One table, or several stacked ones when ``width`` is too narrow for all columns.
-
-    The title goes on the first and the caption under the last. The key column is never
-    wrapped unless it alone is wider than the width.
-    """
+    """One table, or several stacked ones when ``width`` is too narrow for all columns; the
+    key column is wrapped only when it alone is wider than the width."""
     groups = split_columns(key, columns, width)
     key_fits = width is None or key.width + PADDING + 1 <= width
     tables = []

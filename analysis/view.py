@@ -1,18 +1,14 @@
 """One self-contained HTML file to look at results: leaderboard, heat map, chains, comparison.
 
-The page works from ``file://`` with no network: its script, styles and data are inline and
-its charts are inline SVG drawn by its own script. It is built from run directories and
-original-schema results files through the same readers and statistics as ``aidanbench
-report`` (``summarise``, ``warnings``, ``paired_comparison``), so its numbers are the
-report's numbers: each row's score, calls, tokens and dollars are its ``SummaryRow``'s
-(``record.results.totals``), and the figures are formatted here as the report formats
-them (``dollars_text``, ``tokens_text``), never recomputed in the page. There is no total
-across models: a sum of different models' scores measures nothing.
+The page works from ``file://`` with no network: script, styles, data and SVG charts are
+inline. It reads results through the same readers and statistics as ``aidanbench report``, so
+its numbers are the report's: each row's figures are its ``SummaryRow``'s, formatted here as
+the report formats them, never recomputed in the page. There is no total across models: a sum
+of different models' scores measures nothing.
 
 Answer texts are the bulk of a run, so they never enter the initial DOM: each (model,
-temperature) keeps its chains in its own JSON script element, parsed and rendered only when
-one of its chains is opened. The first render parses the small summary only, which keeps
-lab-scale runs quick to open.
+temperature) keeps its chains in its own JSON script element, parsed only when one of its
+chains is opened, which keeps lab-scale runs quick to open.
 """
 
 from __future__ import annotations
@@ -73,10 +69,8 @@ class Source:
 
 
 def load_source(path: Path, thresholds: Thresholds | None = None) -> Source:
-    """Results and metadata at ``path`` (a run directory or an original-schema file).
-
-    Raises ``ValueError`` naming the problem when the path cannot be read or holds nothing.
-    """
+    """Results and metadata at ``path`` (a run directory or an original-schema file); raises
+    ``ValueError`` naming the problem when the path cannot be read or holds nothing."""
     read = thresholds or Thresholds()
     try:
         results, notes = read_results_noted(path, read)
@@ -90,10 +84,8 @@ def load_source(path: Path, thresholds: Thresholds | None = None) -> Source:
 
 
 def _distinct(sources: Sequence[Source]) -> list[list[QuestionResult]]:
-    """Each source's results; a model that two sources share becomes ``MODEL [NAME]``.
-
-    Two paths with the same model and temperature would otherwise merge into one row.
-    """
+    """Each source's results; a model that two sources share becomes ``MODEL [NAME]``, so two
+    paths with the same model and temperature do not merge into one row."""
     counts: dict[tuple[str, float], int] = {}
     for source in sources:
         for key in group_results(source.results):
@@ -120,11 +112,7 @@ def _thresholds_dict(thresholds: Thresholds) -> dict[str, float | None]:
 def failure(
     answers: Sequence[AnswerLine], stop_reason: str | None, thresholds: Thresholds
 ) -> dict[str, Any] | None:
-    """The failing answer of a chain: its index, criterion, value and threshold, or None.
-
-    The failing answer is the first invalid one when the chain stopped by the rule; a chain
-    that hit the answer cap, errored or was interrupted has none.
-    """
+    """The failing answer of a chain stopped by the rule: index, criterion, value, threshold."""
     failed = next((a for a in answers if not a.valid), None)
     score = next((s for s in declared() if s.name == stop_reason), None)
     if failed is None or (score is None and stop_reason != "unscored"):
@@ -145,11 +133,8 @@ RAW_TAGGED = 1
 
 
 def raw_code(raw: Any, answer: str) -> str | int | None:
-    """The raw reply as the page stores it: None when not recorded, a code when it is the
-    answer itself or the answer in tags (the page rebuilds it byte for byte), else the text.
-
-    Replies are nearly always the answer in tags, so this halves the size of a run's page.
-    """
+    """The raw reply as the page stores it: a code when it is the answer, bare or in tags (the
+    page rebuilds it byte for byte; nearly every reply, so this halves a page), else the text."""
     if not isinstance(raw, str):
         return None
     if raw == answer:
@@ -178,12 +163,7 @@ def _chain(line: QuestionResult) -> list[list[Any]]:
 
 
 def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list[list[Any]]]]]:
-    """The page's summary document and, per group, the chains of its lines.
-
-    Groups (rows of the leaderboard) are (model, temperature) pairs in the order
-    ``summarise`` gives them; ``lines`` lists every question line with its group, question
-    and failing answer; the chains are in the same order as each group's ``lines``.
-    """
+    """The page's summary document and, per group (``summarise``'s rows), its lines' chains."""
     per_source = _distinct(sources)
     results = [r for rs in per_source for r in rs]
     origin: dict[tuple[str, float], Source] = {}
@@ -303,8 +283,7 @@ def served_text(served: Mapping[str, int]) -> str | None:
 
 
 def provenance_warnings(groups: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Warnings for rows that differ in judge model or prompts (``warnings`` covers the
-    embedding model, thresholds and question sets)."""
+    """Warnings for rows that differ in judge model or prompts (``warnings`` covers the rest)."""
     found = []
     for key, what in (("judge_model", "judge models"), ("prompts_sha256", "prompts")):
         by_value: dict[Any, list[str]] = {}
@@ -341,12 +320,8 @@ def build_html(sources: Sequence[Source]) -> str:
 def write_view(
     paths: Sequence[Path | str], out: Path | str, thresholds: Thresholds | None = None
 ) -> Path:
-    """Write the report of ``paths`` (run directories or results files) to ``out``.
-
-    Every path is read before anything is written. Raises ``ValueError`` naming the path
-    that cannot be read. ``thresholds`` recompute validity of original-schema files
-    (the benchmark's by default); run directories keep their own.
-    """
+    """Write the page of ``paths`` to ``out``, every path read first; raises ``ValueError``
+    naming one that cannot be read. ``thresholds`` apply to original-schema files only."""
     return write_page([load_source(Path(p), thresholds) for p in paths], out)
 
 

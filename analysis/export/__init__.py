@@ -1,20 +1,14 @@
 """``aidanbench export``: a run's results in the formats researchers publish them in.
 
 One table of writers (``WRITERS``): each format, the module of this package with its
-``write(records, files, **options)``, and the command that opens what it wrote; a new
-format is one module and one entry.
+``write(records, files, **options)``, and the command that opens what it wrote; a new format is
+one module and one entry (``inspect``: Inspect logs; ``every-eval-ever``: Every Eval Ever
+records; ``hf``: the Hub's ``.eval_results/*.yaml``). Every format reads the run through
+``record.read_run`` only; their libraries are the ``[export]`` extra, imported when used.
 
-- ``inspect``: Inspect evaluation logs (``inspect view``; Every Eval Ever converts them).
-- ``every-eval-ever``: Every Eval Ever records (aggregate JSON and per-chain JSONL).
-- ``hf``: the Hugging Face Hub's ``.eval_results/*.yaml`` model-repo files.
-
-Every format reads the run through ``record.read_run`` only. The libraries of the
-formats are the ``[export]`` extra, imported when a format is written.
-
-An export is written whole or not at all: every file goes into a temporary folder beside
-the output folder (``ExportSet``), and only once all are written are they moved into
-place, so a full disk or a crash leaves an earlier export there as it was. Two rows whose
-names would give one file are refused, naming both, before anything is moved.
+An export is written whole or not at all: every file goes into a temporary folder beside the
+output (``ExportSet``) and is moved into place only once all are written, so a full disk or a
+crash leaves an earlier export as it was.
 """
 
 from __future__ import annotations
@@ -54,8 +48,8 @@ def run_stem(record: RunRecord) -> str:
 
 
 class ExportSet:
-    """The files of one export, written under a temporary folder (``root``), each path
-    once: a second row claiming a path written already is refused, naming both."""
+    """The files of one export under a temporary ``root``; a second row claiming a path is
+    refused, naming both, before anything is moved."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -79,12 +73,8 @@ class ExportSet:
 
 
 def export(paths: Sequence[Path], fmt: str, out: Path, **options: Any) -> list[Path]:
-    """Write every run of ``paths`` in ``fmt`` under ``out``; return the files written.
-
-    All runs are read before anything is written, so a bad input writes nothing; the
-    files are moved into ``out`` only once every one is written (module docstring).
-    Raises ``OSError`` naming ``out`` when they cannot be written.
-    """
+    """Write every run of ``paths`` in ``fmt`` under ``out``, all read first so a bad input
+    writes nothing (module docstring); raises ``OSError`` naming ``out`` when it cannot."""
     if fmt not in WRITERS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(WRITERS)}")
     records = [read_run(path) for path in paths]

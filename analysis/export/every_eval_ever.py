@@ -1,19 +1,13 @@
 """Every Eval Ever records: an aggregate JSON and a per-chain JSONL per model.
 
-Every Eval Ever (evaleval/every_eval_ever) keeps one aggregate record per evaluated
-model (``eval.schema.json``) and, beside it, one instance record per sample
-(``instance_level_eval.schema.json``), in its datastore's layout
-``data/<benchmark>/<developer>/<model>/<uuid>.json`` and ``<uuid>_samples.jsonl``; the
-files written here can be copied into a datastore checkout as they are.
-
-The aggregate holds two results: the score (valid answers summed over questions, mean
-over repeats, with its bootstrap interval when repeated) and the novelty sum, each with
-the judge (``llm_scoring``), the embedding model, the thresholds, the prompt and
-question-set hashes and the cost. Each instance is one question chain, a multi-turn
-record whose ``answer_attribution`` lists every answer and whose metadata carries each
-answer's coherence, novelty and validity. ``is_correct``, which the schema requires, is
-true when the chain has at least one valid answer (AidanBench has no right answer).
-Values the schema wants as strings are JSON text; an unknown figure is ``unknown``.
+Every Eval Ever (evaleval/every_eval_ever) keeps an aggregate record per model
+(``eval.schema.json``) beside one instance record per sample (``instance_level_eval``), laid
+out as its datastore's ``data/<benchmark>/<developer>/<model>/<uuid>.json`` and
+``<uuid>_samples.jsonl``, so the files can be copied into a checkout as they are. The aggregate
+holds the score and the novelty sum with the run's setup; each instance is one question chain.
+``is_correct``, which the schema requires, is true when the chain has at least one valid answer
+(AidanBench has no right answer). Values the schema wants as strings are JSON text; an unknown
+figure is ``unknown``.
 """
 
 from __future__ import annotations
@@ -73,8 +67,7 @@ def write(
 
 
 def record_uuid(record: RunRecord, row: Row) -> str:
-    """A version-4-form UUID fixed by the run and the row, so exporting again replaces
-    the same files."""
+    """A version-4-form UUID fixed by the run and row, so exporting again replaces the files."""
     key = f"{record.path.resolve()}|{row.model}|{row.temperature!r}"
     digest = hashlib.sha256(key.encode("utf-8")).digest()[:16]
     return str(uuid.UUID(bytes=digest, version=4))

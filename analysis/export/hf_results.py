@@ -1,20 +1,12 @@
 """The Hugging Face Hub's evaluation results: ``.eval_results/*.yaml`` in model repos.
 
-The Hub's current convention (``huggingface_hub.EvalResultEntry``, read back by
-``parse_eval_result_entries``) keeps a model's scores as YAML files in its repo's
-``.eval_results/`` folder; each entry names a benchmark dataset on the Hub and a task of
-it, the value, the date, an optional source link and free-text notes. The Hub shows the
-entries on the model page and on the benchmark dataset's leaderboard once that dataset
-is registered as a benchmark.
-
-Written here: ``DIR/<model>/.eval_results/aidanbench.yaml`` per model (one file per
-temperature, ``aidanbench_t<T>.yaml``, when a model ran at several: the convention wants
-each variant in its own file), ready to upload to that model's repo. The value is the
-row's headline (the score, or the novelty sum under that reward mode); the notes carry
-the temperature, judge, embedding model, thresholds, repeats, answer cap, interval,
-cost and hashes.
-The format has no room for per-question detail: link the Inspect log with
-``--hf-source-url``.
+The Hub's convention (``huggingface_hub.EvalResultEntry``) keeps a model's scores as YAML files
+in its repo's ``.eval_results/`` folder, each naming a benchmark dataset and task, the value,
+the date, an optional source link and free-text notes; the Hub shows them on the model page and
+the benchmark's leaderboard. Written here: ``DIR/<model>/.eval_results/aidanbench.yaml`` per
+model (``aidanbench_t<T>.yaml`` per temperature when it ran at several: the convention wants
+each variant in its own file). The value is the row's headline; the notes carry the setup. The
+format has no room for per-question detail: link the Inspect log with ``--hf-source-url``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """An Inspect evaluation log per model: what ``inspect view`` opens and Every Eval Ever
 converts.
 
-One log per (model, temperature) of a run, one sample per question chain: the sample's
-id is the question's number in the run's set and its epoch the repeat, its messages
-each answer's prompt as the model got it (the published generate prompt listing the
-earlier answers; the bare question when the run's templates are not this package's) and
-the model's reply (with its coherence, novelty, validity and, for the last, why the chain
-stopped), its score the number of valid answers. The log's results give the row's score
-(valid answers summed over questions, mean over repeats; with repeats its bootstrap
-interval) and novelty sum, as ``report`` prints them; its spec names the judge and
-embedding models (``model_roles``), the thresholds, the answer cap, the prompt and
-question-set hashes and the cost in ``metadata``.
+One log per (model, temperature), one sample per question chain: its id is the question's
+number, its epoch the repeat, its messages each answer's prompt as the model got it (the bare
+question when the run's templates are not this package's) and the scored reply, its score the
+valid answers. The log's results are the row's figures as ``report`` prints them; its spec names
+the judge and embedding models (``model_roles``), thresholds, cap, hashes and cost.
 """
 
 from __future__ import annotations
@@ -134,34 +129,29 @@ def results(record: RunRecord, row: Row) -> Any:
     summary = row.summary
     bound = {"lower_bound": True} if summary.lower_bound else None
 
-    def metrics(value: float, interval: tuple[float, float] | None) -> dict[str, Any]:
-        found = {"total": EvalMetric(name="total", value=value, metadata=bound)}
+    def score(name: str, value: float, interval: tuple[float, float] | None, about: str) -> Any:
+        metrics = {"total": EvalMetric(name="total", value=value, metadata=bound)}
         if interval is not None:
-            found["ci_lower"] = EvalMetric(name="ci_lower", value=interval[0])
-            found["ci_upper"] = EvalMetric(name="ci_upper", value=interval[1])
-        return found
+            metrics["ci_lower"] = EvalMetric(name="ci_lower", value=interval[0])
+            metrics["ci_upper"] = EvalMetric(name="ci_upper", value=interval[1])
+        metadata = {"definition": about, "lower_bound": summary.lower_bound}
+        return EvalScore(name=name, scorer=TASK, metrics=metrics, metadata=metadata)
 
     return EvalResults(
         total_samples=len(row.lines),
         completed_samples=summary.finished,
         scores=[
-            EvalScore(
-                name="score",
-                scorer=TASK,
-                metrics=metrics(summary.score, summary.score_interval),
-                metadata={
-                    "definition": "valid answers summed over questions, mean over repeats",
-                    "lower_bound": summary.lower_bound,
-                },
+            score(
+                "score",
+                summary.score,
+                summary.score_interval,
+                "valid answers summed over questions, mean over repeats",
             ),
-            EvalScore(
-                name="novelty_sum",
-                scorer=TASK,
-                metrics=metrics(summary.novelty_sum, summary.novelty_sum_interval),
-                metadata={
-                    "definition": "embedding novelty of valid answers, summed",
-                    "lower_bound": summary.lower_bound,
-                },
+            score(
+                "novelty_sum",
+                summary.novelty_sum,
+                summary.novelty_sum_interval,
+                "embedding novelty of valid answers, summed",
             ),
         ],
         metadata={
@@ -175,10 +165,8 @@ def results(record: RunRecord, row: Row) -> Any:
 def model_usage(
     record: RunRecord, row: Row, lines: list[QuestionResult] | None = None
 ) -> dict[str, Any]:
-    """Tokens and dollars per model over ``lines`` (default: the row's), where every
-    call recorded them: the roles and look-aheads whose sum is the row's tokens and
-    dollars (``QuestionResult.tokens``, ``cost_usd``), so the two agree (embeddings are
-    the run's, in the ledger: one request serves many answers)."""
+    """Tokens and dollars per model over ``lines`` (default: the row's), summing to the row's
+    ``tokens`` and ``cost_usd`` (embeddings are the ledger's: a request serves many answers)."""
     from inspect_ai.model import ModelUsage
 
     names = {
@@ -260,8 +248,7 @@ def sample(record: RunRecord, row: Row, line: QuestionResult) -> Any:
 
 
 def sent_prompts(record: RunRecord, row: Row, line: QuestionResult) -> list[str]:
-    """Each answer's generate prompt, rendered as the run rendered it (its templates are
-    this package's, or unrecorded: a results file of the published benchmark)."""
+    """Each answer's generate prompt as the run rendered it (else the bare question)."""
     if record.prompts_sha256 not in (None, prompts_sha256()):
         return [line.question] * len(line.answers)
     cot = bool(record.scoring_settings(row.model).get("cot"))

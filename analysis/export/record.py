@@ -1,12 +1,8 @@
 """One run as every export format reads it: provenance, rows, question lines, cost.
 
-This is the only place the exporters read a run: ``read_run`` gathers what the run
-directory's readers give (``aidanbench.record`` for the lines and metadata,
-``analysis.summary`` for each row's figures and interval, ``analysis.cost`` for dollars)
-into one ``RunRecord``.
-
-A figure the run did not record stays ``None`` here (a results file in the original
-schema records no judge, prompts or cost), and every format writes it as unknown.
+The only place the exporters read a run: ``read_run`` gathers the records, ``analysis.summary``
+rows and ``analysis.cost`` dollars into one ``RunRecord``. A figure the run did not record (a
+results file has no judge, prompts or cost) stays ``None``, and every format writes it unknown.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ from typing import Any
 
 from aidanbench.analysis import cost
 from aidanbench.analysis.inputs import read_input
-from aidanbench.analysis.summary import COUNTING, INTERVAL_METHOD, SummaryRow, summarise
+from aidanbench.analysis.summary import COUNTING, INTERVAL_METHOD, SummaryRow, shared, summarise
 from aidanbench.core.scores import declared
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.lines import AnswerLine
@@ -38,8 +34,7 @@ class Row:
     lines: list[QuestionResult]
     """Question lines in question order, then repeat."""
     cost: Mapping[str, Any] | None
-    """``cost_usd``, ``dollars_per_valid_answer``, ``censored_questions``,
-    ``score_is_lower_bound`` as ``report --json`` gives them; None for a results file."""
+    """The row's cost fields as ``report --json`` gives them; None for a results file."""
     line_cost: Mapping[LineKey, Mapping[str, Any]] = field(default_factory=dict)
     """Each line's ``cost_usd`` (None: unknown) and ``censored``."""
 
@@ -80,26 +75,26 @@ class RunRecord:
     @property
     def judge_model(self) -> str | None:
         settings = self._meta.settings
-        return (settings.judge_model if settings else None) or _shared(
+        return (settings.judge_model if settings else None) or shared(
             line.judge_model for row in self.rows for line in row.lines
         )
 
     @property
     def embedding_model(self) -> str | None:
         settings = self._meta.settings
-        return (settings.embedding_model if settings else None) or _shared(
+        return (settings.embedding_model if settings else None) or shared(
             line.embedding_model for row in self.rows for line in row.lines
         )
 
     @property
     def thresholds(self) -> Thresholds | None:
-        """The thresholds every line was scored with (a results file: the benchmark's,
-        with which its validity was recomputed); None when the lines differ."""
-        return _shared(line.thresholds or Thresholds() for row in self.rows for line in row.lines)
+        """The thresholds every line was scored with (a results file's: the benchmark's);
+        None when the lines differ."""
+        return shared(line.thresholds or Thresholds() for row in self.rows for line in row.lines)
 
     @property
     def prompts_sha256(self) -> str | None:
-        return self._meta.prompts_sha256 or _shared(
+        return self._meta.prompts_sha256 or shared(
             line.prompts_sha256 for row in self.rows for line in row.lines
         )
 
@@ -131,13 +126,11 @@ class RunRecord:
         return self._meta.git_commit
 
     def scoring_settings(self, model: str) -> dict[str, Any]:
-        """The model's scoring settings as the run recorded them (cot, model_kwargs,
-        caps…); empty for a results file."""
+        """The model's scoring settings as the run recorded them; empty for a results file."""
         return dict((self._meta.scoring_settings or {}).get(model) or {})
 
     def max_answers(self, model: str) -> int | str:
-        """The model's answer cap (``--max-answers``): a number, ``none`` (the
-        benchmark's: no cap) or ``unknown`` (not recorded: a results file, an early run)."""
+        """The model's answer cap: a number, ``none`` (the benchmark's) or ``unknown``."""
         settings = (self._meta.scoring_settings or {}).get(model) or {}
         if "max_answers" not in settings:
             return "unknown"
@@ -173,10 +166,7 @@ class RunRecord:
 
 
 def read_run(path: Path) -> RunRecord:
-    """The run at ``path`` (a run directory or a results file in the original schema).
-
-    Raises ``ValueError`` (or ``OSError``) naming the problem, as ``report`` does.
-    """
+    """The run at ``path``; raises ``ValueError`` (or ``OSError``) naming the problem."""
     source = read_input(path)
     reward_mode = source.reward_mode or "count"
     metadata = read_metadata(path) if path.is_dir() else None
@@ -199,7 +189,7 @@ def read_run(path: Path) -> RunRecord:
             Row(
                 summary=summary,
                 lines=lines,
-                cost=by_key.get(key) if metadata is not None else None,
+                cost=by_key.get(key),
                 line_cost={k: v for k, v in line_cost.items() if k[:2] == key},
             )
         )
@@ -211,8 +201,7 @@ def read_run(path: Path) -> RunRecord:
 def role_usage(
     calls: Iterable[Mapping[str, Mapping[str, Any]]],
 ) -> dict[str, dict[str, int | float | None]]:
-    """Per role: requests, input, output and reasoning tokens, dollars; None when a call
-    that was made did not record the figure."""
+    """Per role: requests, tokens and dollars; a figure a made call did not record is None."""
     totals: dict[str, dict[str, int | float | None]] = {}
     for by_role in calls:
         for role, stats in by_role.items():
@@ -251,11 +240,6 @@ def _iso(value: Any) -> str | None:
         return None
 
 
-def _shared(values: Iterable[Any]) -> Any:
-    found = set(values)
-    return found.pop() if len(found) == 1 else None
-
-
 def installed_version() -> str:
     """This package's installed version (a results file records none of its own)."""
     from importlib.metadata import PackageNotFoundError, version
@@ -267,8 +251,7 @@ def installed_version() -> str:
 
 
 def model_path(model: str) -> tuple[str, str]:
-    """(developer, model folder) of a model name: ``openai/gpt-4o`` → ``openai``, ``gpt-4o``;
-    a name without a developer prefix is filed under ``unknown``."""
+    """(developer, model folder): ``openai/gpt-4o`` → ``openai``, ``gpt-4o``; else ``unknown``."""
     developer, _, rest = model.partition("/") if "/" in model else ("unknown", "", model)
     return _safe(developer), _safe(rest.replace("/", "__"))
 
