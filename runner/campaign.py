@@ -6,10 +6,8 @@ stays on each machine (its lock, metadata, usage ledger and output files). A cam
 database: the saver's tables and our three hold one campaign's threads:
 
 - ``aidanbench_claims``: which worker runs which thread (``runner.claims``);
-- ``aidanbench_lines``: each stopped thread's ``QuestionLine``, whichever machine stopped
-  it, so ``report --store`` and ``view --store`` read the whole campaign;
-- ``aidanbench_machines``: each run directory's ``metadata.json`` (its reward mode,
-  judging, and usage ledger's totals: what that machine sent).
+- ``aidanbench_lines``: each stopped thread's line, so ``report --store`` reads the campaign;
+- ``aidanbench_machines``: each run directory's ``metadata.json`` (what that machine sent).
 
 The URL's password is used to connect and nowhere else; what is recorded or printed is
 ``redacted``. A store that stops answering (a restart, a fail-over, a network blip) is waited
@@ -170,14 +168,11 @@ async def check_store(url: str) -> str:
 class Outage:
     """How long the store has not answered, for every request of one process to it.
 
-    ``ride`` tries a request again with backoff while the store does not answer, until it
-    answers or ``limit_s`` have passed since the first failure of any request (they share
-    one outage). Requests are idempotent (upserts, reads), so a retry after a lost answer is
-    safe. ``tell`` gets a line when the outage starts and None when it ends
-    (``runner.progress.Progress.store``).
-
-    Past the limit the store is lost: its ``pools`` are closed, so every request still
-    waiting for a connection (or for the saver's lock) fails at once, as does every later one.
+    ``ride`` retries a request with backoff until the store answers or ``limit_s`` have
+    passed since the first failure of any request. Requests are idempotent (upserts, reads),
+    so a retry after a lost answer is safe. ``tell`` gets a line when the outage starts and
+    None when it ends. Past the limit the store is lost: its ``pools`` are closed, so every
+    request still waiting for a connection (or the saver's lock) fails at once.
     """
 
     def __init__(
@@ -251,10 +246,8 @@ async def connected(
     take back its last fraction of a second of steps, which are then run again (as SQLite's
     ``synchronous=NORMAL`` does for a power loss).
 
-    The pool reconnects for as long as ``outage`` waits; a request waits
-    ``CONNECT_TIMEOUT_S`` at most for a connection before its ``Outage`` tries it again. The
-    pool's reconnection log stays out of the terminal: the live table says what the run waits
-    for."""
+    The pool reconnects for as long as ``outage`` waits; its log stays out of the terminal,
+    where the live table says what the run waits for."""
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 

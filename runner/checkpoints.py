@@ -1,8 +1,8 @@
 """The run's SQLite checkpointer: LangGraph's own, committing on the event loop's thread.
 
-``AsyncSqliteSaver`` commits every checkpoint and task's writes through aiosqlite, several
-hand-offs to its SQLite thread each, and a question commits several times per answer, so
-with many questions in flight the commits cost more CPU than the graph (docs/performance.md).
+``AsyncSqliteSaver`` commits through aiosqlite, several hand-offs to its thread a commit,
+several commits an answer: with many questions in flight, more CPU than the graph
+(docs/performance.md).
 
 ``InlineCommitSaver`` keeps the saver's tables, rows and serialisation (rows prepared exactly
 as ``AsyncSqliteSaver.aput`` and ``aput_writes`` of langgraph-checkpoint-sqlite 3.1 do) and
@@ -11,9 +11,8 @@ with ``synchronous=NORMAL`` a commit does not wait for the disk. Writes made in 
 the loop share one transaction, committed right after it; every call returns after its
 commit, so ``durability="sync"`` keeps its promise: a step is on disk before the next starts.
 
-Threads are read on that connection too, by LangGraph's own ``SqliteSaver``, because reads
-through aiosqlite queue behind one lock when hundreds of questions start together
-(docs/performance.md). Listings still go through aiosqlite.
+Threads are read on that connection too (``SqliteSaver``): through aiosqlite, reads queue
+behind one lock when hundreds of questions start together. Listings still go through it.
 """
 
 from __future__ import annotations

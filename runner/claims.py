@@ -1,11 +1,9 @@
 """Atomic claims on a campaign's question threads, so several workers share one store.
 
-A worker claims a thread that is not finished with one atomic ``INSERT ... ON CONFLICT DO
-UPDATE ... WHERE ... RETURNING`` in ``aidanbench_claims``: the row is taken when there is
-none, when its claim was released, or when its heartbeat is older than the lease (its worker
-died). A thread a live worker holds waits in ``deferred`` until the end of this worker's
-list, where the drive loop takes over every thread whose claim was released unfinished
-(Ctrl-C) or expired (a killed worker), resuming from its checkpoints.
+A worker claims an unfinished thread with one atomic upsert in ``aidanbench_claims``, taking
+the row when there is none, when it was released, or when its heartbeat is older than the
+lease (its worker died). A thread a live worker holds waits in ``deferred`` until the end of
+this worker's list, then is taken over once released (Ctrl-C) or expired (a killed worker).
 
 A heartbeat keeps running threads' claims alive. A worker that finds a claim taken from it
 (it was paused for longer than the lease) cancels that question at once; it may have written

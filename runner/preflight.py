@@ -192,7 +192,6 @@ async def check(
 
 
 async def _look(endpoint: _Server, table: Shutdowns, today: datetime.date) -> None:
-    """Ask the endpoint for its model list, then each unlisted model for one answer."""
     client = endpoint_client(endpoint.base_url, endpoint.key, max(LIST_LIMIT_S, ASK_LIMIT_S))
     try:
         endpoint.listing = await list_models(client, LIST_LIMIT_S)
@@ -212,7 +211,6 @@ async def _look(endpoint: _Server, table: Shutdowns, today: datetime.date) -> No
 
 
 async def _ask(client: openai.AsyncOpenAI, role: Endpoint, table: Shutdowns) -> Answer:
-    """The minimal request of the role's kind."""
     if request_kind(role) == "embeddings":
         return await minimal_embeddings(client, role.model, ASK_LIMIT_S)
     return await minimal_chat(client, role.model, ASK_LIMIT_S, openai_api=table.serves(role.host))

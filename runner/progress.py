@@ -4,10 +4,9 @@ The live table is built when rich draws it, not when an answer arrives: its elap
 keeps moving while every question waits on a slow model, and thousands of answers do not
 build a table each.
 
-A row's figures are ``record.results.totals`` of the stopped questions' stored lines (the
-function behind the summary, ``report`` and the metadata), with the answer events of running
-questions on top until their line replaces them. So the table ends equal to the summary
-whatever was resumed, retried or discarded as a look-ahead.
+A row's figures are ``record.results.totals`` of the stored lines (as the summary's), with
+running questions' answer events on top until their line replaces them, so the table ends
+equal to the summary whatever was resumed, retried or discarded as a look-ahead.
 
 Long waits (a ``Retry-After``, a back-off, the ``--requests-per-minute`` window:
 ``services.waits``) are shown under the table per endpoint; in the log a watcher thread

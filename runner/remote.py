@@ -5,10 +5,9 @@ Scaling out without changing the benchmark: the server hosts the same
 spreads runs over its workers; ``runner.drive`` schedules, shows progress and writes the run
 directory as for a local run. This backend only runs one thread on the server.
 
-Each task's thread has a deterministic UUID, so the same command run again finds it:
-finished threads are skipped, a run still going on the server is joined, a thread stopped
-mid-step continues, one stopped on an error is run again. Runs go on when the client
-disconnects: killing the client loses no work.
+Each thread has a deterministic UUID, so the same command run again finds it as
+``runner.tasks`` says, and a run still going on the server is joined. Runs go on when the
+client disconnects: killing the client loses no work.
 
 Settings travel as each run's ``context``; API keys never do: the server reads them from its
 own environment, from the variables the settings name. The client authenticates to a

@@ -273,8 +273,6 @@ def grown_metadata(
 def _grid_fields(
     old: Grid, spec: RunSpec, first: Settings, temperatures: list[float]
 ) -> dict[str, Any]:
-    """The run's grid with the session's models, temperatures, repeats, settings and
-    variants added."""
     return {
         "models": list(dict.fromkeys([*old.models, *spec.models])),
         "temperatures": temperatures,

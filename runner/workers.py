@@ -7,16 +7,14 @@ pools: the session's own process, which also keeps what the session has once (th
 metadata, the output files, the live table), and ``N - 1`` workers.
 
 * **Shares.** The tasks, in the drive loop's order, are dealt out in turn, so each process
-  gets the same mix of models and of questions started before; this process's share starts
-  while the workers import. Each runs ``runner.drive`` on the run directory's one checkpoint
-  file (SQLite in WAL mode, one writer at a time) and one usage ledger (``O_APPEND`` lines).
+  gets the same mix of models and of questions started before. Each runs ``runner.drive``
+  on the run directory's one checkpoint file (WAL mode) and one usage ledger (``O_APPEND``).
 * **Limits.** Each process holds ``1/N`` of every endpoint's ceiling and rate and of the
   memory budget (``OpenAIServices(share=N)``, ``runner.admission``); its adaptive limits
   halve on their own 429s, so together they settle at fair shares, as TCP flows sharing a
   link do. The ``--max-cost`` budget is shared through the ledger (``FOLLOW_S``).
-* **Progress.** A worker sends what the drive loop reports in batches every
-  ``SEND_EVERY_S``; this process applies them (``Relay``), so the table, the files and the
-  summary are made here once, as in a single process.
+* **Progress.** Workers send what the drive loop reports in batches; this process applies
+  them (``Relay``), so the table, the files and the summary are made here once.
 * **Stopping.** Ctrl-C reaches this process; it sends each worker ``SIGTERM`` (workers
   ignore ``SIGINT``), which cancels its drive loop as Ctrl-C does a single process's, waits
   up to ``STOP_S`` for their last reports and kills what is left: every completed step is
