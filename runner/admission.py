@@ -103,13 +103,10 @@ FLOOR = 8
 
 
 class Admission(Gate):
-    """The gate questions pass to start, in the order they arrive.
-
-    Fixed (``adaptive=False``) it is a semaphore of ``most``. Adaptive, its window follows
-    the event loop and the endpoints (``observe``; why, in the module docstring); a question
-    never stops because the window shrank. With a ``budget``, a question also starts only
-    while the chains in flight leave it room (``held``).
-    """
+    """The gate questions pass to start, in arrival order: fixed, a semaphore of ``most``;
+    adaptive, a window following the loop and the endpoints (``observe``), which never
+    stops a started question. With a ``budget``, a question starts only while the chains
+    in flight leave it room (``held``)."""
 
     def __init__(
         self,

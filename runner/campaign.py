@@ -166,9 +166,8 @@ async def check_store(url: str) -> str:
 
 
 class Outage:
-    """How long the store has not answered, for every request of one process to it.
-
-    ``ride`` retries a request with backoff until the store answers or ``limit_s`` have
+    """How long the store has not answered, for every request of one process to it: ``ride``
+    retries a request with backoff until the store answers or ``limit_s`` have
     passed since the first failure of any request. Requests are idempotent (upserts, reads),
     so a retry after a lost answer is safe. ``tell`` gets a line when the outage starts and
     None when it ends. Past the limit the store is lost: its ``pools`` are closed, so every
@@ -241,13 +240,10 @@ async def connected(
 ) -> AsyncIterator[AsyncConnectionPool[Any]]:
     """A small pool of autocommit connections to the store (as the saver wants them).
 
-    Commits do not wait for the disk (``synchronous_commit=off``; docs/performance.md): a
-    killed worker loses nothing acknowledged, and only a crash of the database server can
-    take back its last fraction of a second of steps, which are then run again (as SQLite's
-    ``synchronous=NORMAL`` does for a power loss).
-
-    The pool reconnects for as long as ``outage`` waits; its log stays out of the terminal,
-    where the live table says what the run waits for."""
+    Commits do not wait for the disk (``synchronous_commit=off``; docs/performance.md): only
+    a crash of the database server can take back its last fraction of a second of steps,
+    which are then run again. The pool reconnects for as long as ``outage`` waits; its log
+    stays out of the terminal, where the live table says what the run waits for."""
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
@@ -279,12 +275,9 @@ async def connected(
 
 
 async def setup(pool: AsyncConnectionPool[Any]) -> None:
-    """The saver's tables (with its migrations) and ours, made once whoever starts first.
-
-    The lock is tried, not waited for: the saver's migrations create indexes
-    ``CONCURRENTLY``, which wait for every open transaction, and a worker waiting in
-    ``pg_advisory_lock`` is one, so two workers starting together would wait for ever.
-    """
+    """The saver's tables and ours, made once whoever starts first. The lock is tried, not
+    waited for: the saver's migrations create indexes ``CONCURRENTLY``, which wait for every
+    open transaction, a worker waiting in ``pg_advisory_lock`` included."""
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
     async with pool.connection() as conn:

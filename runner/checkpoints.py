@@ -58,11 +58,8 @@ _KEEP_WRITES = "INSERT OR IGNORE " + _WRITE_COLUMNS
 
 def checkpoint_serde() -> JsonPlusSerializer:
     """The serialiser of every checkpointer of a run: strict, so a checkpoint rebuilds only
-    LangGraph's safe types (``SAFE_MSGPACK_TYPES``) and plain values, whatever
-    ``LANGGRAPH_STRICT_MSGPACK`` says.
-
-    A question's state needs no type of ours, and a shared store's checkpoints come from
-    other machines: a value of another type written there (by another program, or an
+    LangGraph's safe types and plain values, whatever ``LANGGRAPH_STRICT_MSGPACK`` says. A
+    shared store's checkpoints come from other machines: another type written there (by an
     attacker who can write to the database) is returned as data, not constructed."""
     return JsonPlusSerializer(allowed_msgpack_modules=None)
 
@@ -177,11 +174,8 @@ class InlineCommitSaver(AsyncSqliteSaver):
         await done
 
     def _commit_pending(self) -> None:
-        """Insert everything queued in one transaction: all of it or, on an error, none.
-
-        Every waiter is answered whatever happens, even when the rollback fails: one left
-        unanswered would keep the event loop, and the run, from ever finishing.
-        """
+        """Insert everything queued in one transaction, all or none. Every waiter is answered
+        even when the rollback fails: one left unanswered would keep the run from finishing."""
         group, self._pending = self._pending, []
         if self._closed:
             # Steps still unwinding after the run closed the saver (Ctrl-C): their callers
@@ -230,13 +224,10 @@ class InlineCommitSaver(AsyncSqliteSaver):
 
 @asynccontextmanager
 async def open_checkpointer(path: Path) -> AsyncIterator[InlineCommitSaver]:
-    """The run's SQLite checkpointer, set up for many writers of small steps.
-
-    Steps are written with ``durability="sync"``, so a killed run redoes at most the step
-    in flight (with ``async`` a kill can take back finished turns: new answers, new costs).
-    WAL with ``synchronous=NORMAL`` keeps each commit safe from a killed process without an
-    fsync per commit; only a power loss can take back the last commits.
-    """
+    """The run's SQLite checkpointer. Steps are written with ``durability="sync"``, so a
+    killed run redoes at most the step in flight (with ``async`` a kill can take back
+    finished turns: new answers, new costs); WAL with ``synchronous=NORMAL`` skips an fsync
+    per commit, and only a power loss can take back the last commits."""
     async with aiosqlite.connect(str(path)) as conn:
         saver = InlineCommitSaver(conn, path)
         try:

@@ -104,15 +104,11 @@ async def drive(
     claims: Claims | None = None,
     budget: Budget | None = None,
 ) -> list[QuestionLine]:
-    """Run every task to a stop (or resume it), writing outputs as questions finish; once
-    ``budget`` is spent, no question starts. Returns every question line of the run
-    directory, earlier sessions' included. Cancellation (Ctrl-C) writes what is known and
-    re-raises: the checkpoints hold every completed step.
-
-    With ``claims`` (``runner.claims``) a thread runs here only once claimed, and the run
-    directory's files hold the lines of the threads this worker stopped (the store holds
-    them all).
-    """
+    """Run every task to a stop, writing outputs as questions finish; once ``budget`` is
+    spent, no question starts. Returns every line of the run directory. Cancellation
+    (Ctrl-C) writes what is known and re-raises: the checkpoints hold every completed step.
+    With ``claims`` (``runner.claims``) a thread runs here only once claimed, and the files
+    hold the lines of the threads this worker stopped (the store holds them all)."""
     for task in tasks:
         progress.queued(task.label)
     running = 0  # questions spawned and not ended: each may yet find its thread claimed elsewhere
@@ -248,13 +244,10 @@ async def run_all(jobs: Sequence[Coroutine[Any, Any, None]]) -> None:
 
 
 async def run_group(start: Callable[[asyncio.TaskGroup], Coroutine[Any, Any, None]]) -> None:
-    """Run ``start``, and every job it adds, in a ``TaskGroup``; the first failure is
-    re-raised alone, since callers name one failure (a refused endpoint, a full disk).
-
-    The group ends every job before it returns (``asyncio.gather`` would leave them running
-    while the caller closes the checkpointer). A job that fails while being cancelled counts
-    as cancelled, so Ctrl-C ends the run as an interruption whatever the jobs raise.
-    """
+    """Run ``start``, and every job it adds, in a ``TaskGroup``, which ends every job before
+    it returns (``asyncio.gather`` would leave them running while the caller closes the
+    checkpointer); the first failure is re-raised alone, since callers name one. A job that
+    fails while cancelled counts as cancelled, so Ctrl-C ends the run as an interruption."""
     try:
         async with asyncio.TaskGroup() as group:
             group.create_task(_cancelled_stays_cancelled(start(group)))

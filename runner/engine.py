@@ -101,12 +101,9 @@ async def prepare(
     spec: RunSpec, *, cells: Collection[tuple[str, float, str]] | None = None
 ) -> Prepared:
     """Every check of the session, before anything is written; ``cells`` (model,
-    temperature, question) keep only those of the grid's threads.
-
-    Raises ``UsageError`` with one line: a scoring setting changed for a model in the run, a
-    damaged checkpoint file, a thread measured otherwise, a missing key, or what
-    ``runner.preflight`` refuses (its requests are the only ones the checks make).
-    """
+    temperature, question) keep only those of the grid's threads. ``UsageError`` (one line):
+    a scoring setting changed, a damaged checkpoint file, a thread measured otherwise, a
+    missing key, or what ``runner.preflight`` refuses (the checks' only requests)."""
     if spec.store is not None:
         if spec.server is not None:
             raise UsageError("a run uses --store or --server, not both")
@@ -267,11 +264,8 @@ async def run(
     progress: Progress | None = None,
     services: ServicesFactory | None = None,
 ) -> RunResult:
-    """Run (or resume, or grow) the run directory of ``spec``; returns its summary.
-
-    ``progress`` defaults to a live table on a terminal and log lines otherwise;
-    ``services`` to OpenAI-compatible clients, closed when the run ends.
-    """
+    """Run (or resume, or grow) the run directory of ``spec``; ``progress`` defaults to a
+    live table on a terminal, ``services`` to OpenAI-compatible clients closed at the end."""
     return await execute(await prepare(spec), progress=progress, services=services)
 
 

@@ -165,12 +165,11 @@ async def check(
     flag: Flag = role_flag,
     keys: Mapping[str, str] = os.environ,
 ) -> Preflight:
-    """Check every role of ``settings`` (module docstring).
-
-    Raises ``UsageError`` for the first refusal (model under test, judge, embeddings);
-    prints warnings to stderr. ``sources`` says where each role's URL came from
-    (``core.base_url.environment_base_urls``); ``flag`` names what sets a role's model, URL
-    or key variable where the user typed it (the seed's ``vf-eval`` has its own).
+    """Check every role of ``settings`` (module docstring): ``UsageError`` for the first
+    refusal (model under test, judge, embeddings), warnings to stderr. ``sources`` says
+    where each role's URL came from (``core.base_url.environment_base_urls``); ``flag``
+    names what sets a role's model, URL or key variable where the user typed it (the seed's
+    ``vf-eval`` has its own).
     """
     today = datetime.date.today()
     endpoints: dict[tuple[str, str], _Server] = {}

@@ -57,12 +57,9 @@ def remote_context(task: Task) -> dict[str, Any]:
 
 
 def server_thread_id(task: Task) -> str:
-    """A UUID5 of the task's thread id and its scoring settings (``core.setting_kinds``).
-
-    A server is shared, so runs that differ in a scoring setting never share a thread, and
-    runs that agree share the work whatever their operational settings (a rate limit, a
-    timeout, the model's URL), each sending its own as the run's context.
-    """
+    """A UUID5 of the task's thread id and its scoring settings: a server is shared, so runs
+    that differ in a scoring setting never share a thread, and runs that agree share the
+    work whatever their operational settings (each sent as the run's context)."""
     settings = json.dumps(scoring_settings(task.settings), sort_keys=True)
     digest = hashlib.sha256(settings.encode("utf-8")).hexdigest()[:16]
     return str(uuid.uuid5(THREAD_NAMESPACE, f"{task.thread_id}|s={digest}"))

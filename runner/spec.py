@@ -299,14 +299,10 @@ def validation_line(exc: ValidationError, flag: Callable[[str], str] = flag_of) 
 
 
 def check_prices(spec: RunSpec) -> None:
-    """Refuse an unreadable price table, or a dollar cap it cannot count (``UsageError``),
-    before anything is written.
-
-    A cap needs a price for every model that spends (the models as sent, the judge and, for
-    ``--max-cost``, a remote embedding model): unknown dollars could not be counted. A
-    provider that reports no usage needs no refusing: its tokens are estimated from above
-    (``services.usage``).
-    """
+    """Refuse an unreadable price table, or a dollar cap it cannot count (``UsageError``):
+    a cap needs a price for every model that spends (the models as sent, the judge and, for
+    ``--max-cost``, a remote embedding model). A provider that reports no usage needs no
+    refusing: its tokens are estimated from above (``services.usage``)."""
     settings = Settings(model=spec.models[0], **spec.settings)
     try:
         table = price_table(settings.prices_path)
