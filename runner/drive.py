@@ -233,16 +233,6 @@ def report(progress: Answers, task: Task, event: Any) -> None:
         progress.answer(task.label, event, task.thread_id)
 
 
-async def run_all(jobs: Sequence[Coroutine[Any, Any, None]]) -> None:
-    """Await every job in a ``TaskGroup`` (``run_group``)."""
-
-    async def start(group: asyncio.TaskGroup) -> None:
-        for job in jobs:
-            group.create_task(_cancelled_stays_cancelled(job))
-
-    await run_group(start)
-
-
 async def run_group(start: Callable[[asyncio.TaskGroup], Coroutine[Any, Any, None]]) -> None:
     """Run ``start``, and every job it adds, in a ``TaskGroup``, which ends every job before
     it returns (``asyncio.gather`` would leave them running while the caller closes the
