@@ -228,12 +228,6 @@ def machine_name(run_dir: Path) -> str:
     return f"{socket.gethostname()}:{run_dir.resolve()}"
 
 
-def line_record(line: QuestionLine) -> dict[str, Any]:
-    """A line as ``aidanbench_lines`` holds it: its ``questions.jsonl`` record with its
-    answers' records (read back by ``QuestionLine.model_validate``)."""
-    return {**line.record(), "answers": [answer.record() for answer in line.answers]}
-
-
 @asynccontextmanager
 async def connected(
     url: str, size: int = 2, outage: Outage | None = None
@@ -445,7 +439,11 @@ def _json(value: Any) -> Any:
 
 
 def lines_rows(lines: Sequence[tuple[str, QuestionLine]], machine: str) -> list[tuple[Any, ...]]:
-    """Rows of ``aidanbench_lines`` for (thread id, line) pairs stopped by ``machine``."""
+    """Rows of ``aidanbench_lines`` for (thread id, line) pairs stopped by ``machine``: each
+    line's record with its answers' (read back by ``QuestionLine.model_validate``)."""
     from psycopg.types.json import Jsonb
 
-    return [(thread, Jsonb(line_record(line)), machine) for thread, line in lines]
+    return [
+        (thread, Jsonb({**line.record(), "answers": [a.record() for a in line.answers]}), machine)
+        for thread, line in lines
+    ]
