@@ -4,11 +4,10 @@
 
     result = run_sync(RunSpec(models=["gpt-4o-mini"], questions=5, run_dir=Path("runs/a")))
 
-``run`` is the same as a coroutine (``await run(spec)`` in a notebook). Running a spec on
-an existing run directory resumes it, and grows it with whatever models, temperatures,
-questions or repeats the spec adds; operational settings (endpoints, limits, timeouts,
-server) are this session's, scoring settings are fixed per model (``graph.setting_kinds``).
-``aidanbench run`` is this API behind a command line.
+``run`` is the coroutine (``await run(spec)`` in a notebook). A spec on an existing run
+directory resumes it and grows it with what the spec adds; operational settings are this
+session's, scoring settings fixed per model (``core.setting_kinds``). ``aidanbench run`` is
+this API behind a command line.
 """
 
 from aidanbench.runner.engine import RunResult, prepare, run, run_sync

@@ -1,28 +1,19 @@
 """How many questions a session keeps in flight: the one place the number is decided.
 
-A question is a chain of turns, each a few HTTP requests, and spends nearly all its time
-waiting on them, so the more chains in flight the sooner a run ends, up to what the
-endpoints take. What they take is found and held by each endpoint's adaptive limit
-(``services.limits``): a chain beyond it waits for a request slot, not for the run. So
-no user should have to guess a number: unless one is given (``--concurrency N``,
-``RunSpec.concurrency``), every question of the session may be in flight, as long as:
+A question spends nearly all its time waiting on HTTP, so the more chains in flight the
+sooner a run ends, up to what the endpoints take, which each endpoint's adaptive limit finds
+(``services.limits``). So no user guesses a number: unless one is given (``--concurrency N``),
+every question may be in flight, as long as:
 
-* on this machine, memory allows: each chain in flight holds its state (its answers and
-  their vectors, its next prompt, the graph's step), ``CHAIN_BYTES`` plus
-  ``ANSWER_BYTES`` per answer it holds, and the chains in flight together at most
-  ``memory_budget()``. The gate counts each chain's answers as they come (``answered``),
-  so short chains all fit where long ones would not, and a new chain starts only while
-  the ones in flight leave it room;
-* on a LangGraph server (``--server``), ``REMOTE_IN_FLIGHT`` at most: this client holds
-  one connection per run it follows, from the SDK's pool.
+* on this machine, the chains' memory (``CHAIN_BYTES`` plus ``ANSWER_BYTES`` per answer,
+  counted as answers come) stays within ``memory_budget()``, so short chains all fit where
+  long ones would not;
+* on a LangGraph server (``--server``), ``REMOTE_IN_FLIGHT`` at most: this client holds one
+  connection per run it follows, from the SDK's pool.
 
-When the machine, not the endpoints, is what a run waits on (thousands of chains against
-a fast endpoint), every chain in flight advancing a turn at a time would finish none for
-minutes; so a session without ``--concurrency`` admits its questions through an adaptive
-``Admission``, which lets new chains start only while the event loop keeps up, and the
-chains already started get the CPU first. Likewise for the endpoints: chains beyond what
-they serve would all queue for request slots, every one a turn at a time, so new chains
-start only while no request waits for a slot.
+When the machine or the endpoints are what a run waits on, every chain advancing a turn at a
+time would finish none for minutes; so an adaptive ``Admission`` starts new chains only while
+the event loop keeps up and no request waits for a slot, and started chains go first.
 """
 
 from __future__ import annotations
@@ -34,31 +25,26 @@ from collections.abc import Callable
 from aidanbench.services.limits import Gate
 
 CHAIN_BYTES = 128 * 1024
-"""Memory a chain in flight holds before its answers: its state, prompt and step.
-``bench.in_flight_memory`` measures one more chain in flight at about 201 KB with 5
-answers and 476 KB with 20 (answers of 400 characters, vectors of 3,072 floats): about
-110 KB and 18 KB per answer, rounded up here and in ``ANSWER_BYTES``
-(docs/performance.md, "Memory per question in flight")."""
+"""Memory a chain in flight holds before its answers: its state, prompt and step, as
+``bench.in_flight_memory`` measures it, rounded up (docs/performance.md, "Memory per question
+in flight")."""
 
 ANSWER_BYTES = 20 * 1024
-"""Memory each answer a chain in flight holds adds: the answer, its vector, its place in
-the next prompt."""
+"""Memory each answer adds: the answer, its vector, its place in the next prompt."""
 
 MEMORY_BUDGET_BYTES = 2**30
 """Memory the chains in flight may hold together, at most (a quarter of the machine's
 physical memory, when that is less)."""
 
 REMOTE_IN_FLIGHT = 64
-"""Runs followed at once on a LangGraph server. The SDK's HTTP client has a pool of 100
-connections and fails a request that waits 5 s for one; each run followed holds one
-(its event stream, kept alive by the server's heartbeats while it is pending), and
+"""Runs followed at once on a LangGraph server. The SDK's HTTP pool has 100 connections and
+fails a request that waits 5 s for one; each run followed holds one (its event stream), and
 the rest are left for the thread lookups and state reads around them."""
 
 
 def chains_in_flight(requested: int | None, chains: int, *, remote: bool = False) -> int:
     """The most questions kept in flight: ``requested`` when given, else all ``chains``
-    of the session (``remote``: up to ``REMOTE_IN_FLIGHT``, a LangGraph server runs them).
-    On this machine the memory budget decides, as the chains grow (``Admission``)."""
+    (``remote``: up to ``REMOTE_IN_FLIGHT``); locally the memory budget decides the rest."""
     if requested is not None:
         return requested
     return max(1, min(chains, REMOTE_IN_FLIGHT) if remote else chains)
@@ -67,10 +53,9 @@ def chains_in_flight(requested: int | None, chains: int, *, remote: bool = False
 def admission(
     requested: int | None, chains: int, *, remote: bool = False, share: int = 1
 ) -> Admission:
-    """The session's gate: ``chains_in_flight`` at most, adaptive unless a number was
-    asked for or a LangGraph server runs the chains (its own workers share its CPU);
-    adaptive, it also keeps the chains in flight within ``share`` (one of that many
-    worker processes) of the memory budget."""
+    """The session's gate: adaptive unless a number was asked for or a LangGraph server runs
+    the chains (its workers share its CPU); adaptive, within 1/``share`` of the memory budget
+    (one of that many worker processes)."""
     most = chains_in_flight(requested, chains, remote=remote)
     if requested is not None or remote:
         return Admission(most)
@@ -100,17 +85,15 @@ WATCH_EVERY_S = 0.25
 """How often an adaptive session looks at the event loop's lag."""
 
 LAG_LIMIT_S = 0.1
-"""How late a timer may fire before the loop counts as behind: its ready work (the
-turns of the chains in flight) takes longer than the CPU gives it."""
+"""How late a timer may fire before the loop counts as behind (its ready work outruns the CPU)."""
 
 BACKLOG_LIMIT = 1.0
-"""Requests waiting at an endpoint, in units of its limit, above which the endpoints
-count as behind: the chains in flight ask more than they serve, and each new chain would
-make every chain wait longer (all of them advancing a turn at a time, none finishing)."""
+"""Requests waiting at an endpoint, in units of its limit, above which the endpoints count
+as behind: each new chain would make every chain wait longer."""
 
 GROW = 1.25
 """What the window is multiplied by (plus one) each look at a loop that keeps up while
-questions wait to start: from 64 to 5,000 in about 20 looks, five seconds."""
+questions wait: from 64 to 5,000 in about 20 looks."""
 
 SHRINK = 0.8
 """What the window is multiplied by each look at a loop that is behind."""
@@ -120,17 +103,10 @@ FLOOR = 8
 
 
 class Admission(Gate):
-    """The gate questions pass to start, in the order they arrive.
-
-    Fixed (``adaptive=False``) it lets ``most`` in at once, a semaphore. Adaptive, its
-    window starts at ``START_IN_FLIGHT`` and follows the event loop and the endpoints
-    (``observe``; why, in the module docstring): it grows towards ``most`` while they
-    keep up and questions wait, holds while requests wait for an endpoint slot, and
-    shrinks while either is behind, when nothing new starts until enough started
-    questions stop; a question never stops because the window shrank. With a
-    ``budget``, a question also starts only while the chains in flight leave it room
-    (``held``).
-    """
+    """The gate questions pass to start, in arrival order: fixed, a semaphore of ``most``;
+    adaptive, a window following the loop and the endpoints (``observe``), which never
+    stops a started question. With a ``budget``, a question starts only while the chains
+    in flight leave it room (``held``)."""
 
     def __init__(
         self,
@@ -160,7 +136,6 @@ class Admission(Gate):
         return self.in_flight * CHAIN_BYTES + self.answers * ANSWER_BYTES
 
     def _room(self) -> bool:
-        """Whether one more chain may start: the window has room and so has memory."""
         if self.in_flight >= int(self.window):
             return False
         if self.budget is None or self.in_flight == 0:
@@ -168,8 +143,7 @@ class Admission(Gate):
         return self.held() + CHAIN_BYTES <= self.budget
 
     async def enter(self, answers: int = 0) -> None:
-        """Wait for room (in arrival order), then take it for a chain that already holds
-        ``answers`` (one resumed)."""
+        """Wait for room, in arrival order, for a chain holding ``answers`` (one resumed)."""
         await self._take()
         self.peak = max(self.peak, self.in_flight)
         self.answers += answers
@@ -179,16 +153,15 @@ class Admission(Gate):
         self.answers += 1
 
     def leave(self, answers: int = 0) -> None:
-        """A question let in stopped, holding ``answers``: its room goes to the next in
-        line."""
+        """A question stopped, holding ``answers``: its room goes to the next in line."""
         self.answers -= answers
         self._give()
 
     def observe(self, lag: float, backlog: float = 0.0) -> None:
-        """One look at the event loop and the endpoints: a timer fired ``lag`` seconds
-        late, and ``backlog`` requests (in units of the busiest endpoint's limit) wait for
-        a slot. Behind, the window shrinks; while any request waits it holds (more chains
-        would only queue); else, with questions waiting for it, it grows."""
+        """A timer fired ``lag`` seconds late and ``backlog`` requests (in units of the busiest
+        endpoint's limit) wait for a slot. Behind, the window shrinks; while any request
+        waits it holds (more chains would only queue); else, with questions waiting, it
+        grows."""
         if not self.adaptive:
             return
         if lag > LAG_LIMIT_S or backlog > BACKLOG_LIMIT:
@@ -198,8 +171,7 @@ class Admission(Gate):
             self._wake()
 
     async def watch(self, backlog: Callable[[], float] = lambda: 0.0) -> None:
-        """``observe`` the loop's lag and the endpoints' ``backlog`` every ``every``
-        seconds, until cancelled."""
+        """``observe`` the loop's lag and ``backlog`` every ``every`` seconds, until cancelled."""
         loop = asyncio.get_running_loop()
         while self.adaptive and self.every is not None:
             asked = loop.time()

@@ -1,28 +1,18 @@
 """One campaign from several machines: a shared store on PostgreSQL.
 
 ``aidanbench run --store postgresql://USER@HOST:PORT/DB`` keeps the question threads'
-checkpoints in that database through LangGraph's own ``AsyncPostgresSaver`` instead of
-``RUN_DIR/checkpoints.sqlite``; the run directory stays on each machine (its lock,
-metadata, usage ledger and output files). A campaign is one database: the saver's tables
-and ours (below) hold one campaign's threads, so two campaigns need two databases.
-
-Our three tables, beside the saver's:
+checkpoints in that database through LangGraph's ``AsyncPostgresSaver``; the run directory
+stays on each machine (its lock, metadata, usage ledger and output files). A campaign is one
+database: the saver's tables and our three hold one campaign's threads:
 
 - ``aidanbench_claims``: which worker runs which thread (``runner.claims``);
-- ``aidanbench_lines``: each stopped thread's ``QuestionLine``, whichever machine stopped
-  it, so ``report --store`` and ``view --store`` read the whole campaign;
-- ``aidanbench_machines``: each run directory's ``metadata.json`` (its reward mode,
-  judging, and usage ledger's totals: what that machine sent).
+- ``aidanbench_lines``: each stopped thread's line, so ``report --store`` reads the campaign;
+- ``aidanbench_machines``: each run directory's ``metadata.json`` (what that machine sent).
 
-The URL may carry a password (libpq's ``PGPASSWORD`` and ``~/.pgpass`` are better): it is
-used to connect and nowhere else. What is recorded or printed is ``redacted``.
-
-A store that stops answering (a database restarted, a fail-over, a network blip) is
-waited for: every request of a process to it goes through one ``Outage``, which retries it
-with backoff until the store answers again or ``OUTAGE_S`` (``--store-outage``) have passed
-since it stopped answering, and tells the live table while it waits. A step of a question
-waits with it, so nothing is asked twice; only an outage longer than that ends the run,
-in one line. The pool's own logging is kept out of the terminal.
+The URL's password is used to connect and nowhere else; what is recorded or printed is
+``redacted``. A store that stops answering (a restart, a fail-over, a network blip) is waited
+for (``Outage``): a step of a question waits with it, so nothing is asked twice; only an
+outage longer than ``OUTAGE_S`` (``--store-outage``) ends the run, in one line.
 """
 
 from __future__ import annotations
@@ -57,14 +47,13 @@ CONNECT_TIMEOUT_S = 10
 OUTAGE_S = 60.0
 """Seconds a store that stops answering during a run is waited for (``Outage``)."""
 RETRY_S = (0.2, 5.0)
-"""The first wait between two tries of a request to a store that does not answer, and
-the longest (each wait doubles)."""
+"""The first and the longest wait between two tries of a request to a silent store."""
 
 T = TypeVar("T")
 
 SETUP_LOCK = 0x41494442
-"""Advisory lock held while the tables are made: two workers starting together would
-otherwise race on ``CREATE TABLE`` and on the saver's migration rows."""
+"""Advisory lock held while the tables are made, so two workers starting together do not
+race on ``CREATE TABLE`` and on the saver's migration rows."""
 SETUP_RETRY_S = 0.1
 
 TABLES = (
@@ -126,11 +115,8 @@ def scrubbed(text: str, url: str) -> str:
 
 
 def check_url(url: str) -> str:
-    """The store URL checked for form (no connection yet); returns it redacted.
-
-    Raises ``UsageError`` with one line: not a ``postgresql://`` URL, no database named,
-    or a URL libpq cannot read.
-    """
+    """The store URL checked for form (no connection yet), redacted; ``UsageError`` (one
+    line) for a URL that is not ``postgresql://``, names no database, or libpq cannot read."""
     shown = redacted(url)
     try:
         parts = urlsplit(url)
@@ -158,11 +144,8 @@ def check_url(url: str) -> str:
 
 
 async def check_store(url: str) -> str:
-    """``check_url``, then one connection to the database; returns the URL redacted.
-
-    Raises ``UsageError`` with one line (the password scrubbed) when the extra is not
-    installed or the database cannot be reached or refuses us. Nothing is written.
-    """
+    """``check_url``, then one connection; ``UsageError`` (one line, password scrubbed)
+    when the extra is missing or the database cannot be reached. Nothing is written."""
     shown = check_url(url)
     try:
         import langgraph.checkpoint.postgres.aio  # noqa: F401
@@ -183,19 +166,13 @@ async def check_store(url: str) -> str:
 
 
 class Outage:
-    """How long the store has not answered, for every request of one process to it.
-
-    ``ride`` makes a request, and while the store does not answer (a connection error, no
-    connection to be had) tries it again with backoff, until it answers or ``limit_s``
-    have passed since the store stopped answering; then the error is raised. Every
-    request that waits shares one outage, so the limit counts from the first failure.
-    Requests to the store are idempotent (upserts, reads), so trying one again after its
-    answer was lost is safe. ``tell`` is given a line when the outage starts and when it
-    ends (``runner.progress.Progress.store``).
-
-    Once the limit has passed, the store is lost: the pools of its requests (``pools``)
-    are closed, so every request still waiting for a connection (or for the saver's lock,
-    behind one that waits) fails at once, and so does every later one."""
+    """How long the store has not answered, for every request of one process to it: ``ride``
+    retries a request with backoff until the store answers or ``limit_s`` have
+    passed since the first failure of any request. Requests are idempotent (upserts, reads),
+    so a retry after a lost answer is safe. ``tell`` gets a line when the outage starts and
+    None when it ends. Past the limit the store is lost: its ``pools`` are closed, so every
+    request still waiting for a connection (or the saver's lock) fails at once.
+    """
 
     def __init__(
         self,
@@ -251,30 +228,16 @@ def machine_name(run_dir: Path) -> str:
     return f"{socket.gethostname()}:{run_dir.resolve()}"
 
 
-def line_record(line: QuestionLine) -> dict[str, Any]:
-    """A line as ``aidanbench_lines`` holds it: its ``questions.jsonl`` record with its
-    answers' ``answers.jsonl`` records (read back by ``QuestionLine.model_validate``)."""
-    return {**line.record(), "answers": [answer.record() for answer in line.answers]}
-
-
 @asynccontextmanager
 async def connected(
     url: str, size: int = 2, outage: Outage | None = None
 ) -> AsyncIterator[AsyncConnectionPool[Any]]:
     """A small pool of autocommit connections to the store (as the saver wants them).
 
-    Commits do not wait for the database's disk (``synchronous_commit=off``): a killed
-    worker loses nothing the database acknowledged, and only a crash of the database
-    server itself can take back its last fraction of a second of steps, which are then
-    run again (as SQLite's ``synchronous=NORMAL`` does for a power loss). Waiting for the
-    disk on each of a turn's half-dozen commits, one at a time through the saver's lock,
-    made a run about three times slower.
-
-    A database that stops answering is reconnected to for as long as ``outage`` waits for
-    it (which closes the pool once the store is lost); a request waits
-    ``CONNECT_TIMEOUT_S`` at most for a connection, and its ``Outage`` tries it again. The
-    pool's log of its reconnections stays out of the terminal: the live table says what
-    the run waits for."""
+    Commits do not wait for the disk (``synchronous_commit=off``; docs/performance.md): only
+    a crash of the database server can take back its last fraction of a second of steps,
+    which are then run again. The pool reconnects for as long as ``outage`` waits; its log
+    stays out of the terminal, where the live table says what the run waits for."""
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
@@ -306,14 +269,9 @@ async def connected(
 
 
 async def setup(pool: AsyncConnectionPool[Any]) -> None:
-    """The saver's tables (its own ``setup``, with its migrations) and ours, made once
-    whoever starts first.
-
-    The lock is tried, not waited for: the saver's migrations create indexes
-    ``CONCURRENTLY``, which wait for every transaction open in the database, and a
-    worker waiting in ``pg_advisory_lock`` is one, so two workers starting together would
-    wait for each other for ever.
-    """
+    """The saver's tables and ours, made once whoever starts first. The lock is tried, not
+    waited for: the saver's migrations create indexes ``CONCURRENTLY``, which wait for every
+    open transaction, a worker waiting in ``pg_advisory_lock`` included."""
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
     async with pool.connection() as conn:
@@ -338,10 +296,8 @@ async def _try_lock(conn: AsyncConnection[Any]) -> bool:
 async def store_questions(
     url: str, services: ServicesFactory, budget: Budget | None = None, outage: Outage | None = None
 ) -> AsyncIterator[LocalQuestions]:
-    """The question graph on the store's saver (its questions stopped once the run's
-    ``budget`` is spent; an outage of the store waited out through ``outage``), closed
-    when the block ends (the local backend of ``runner.local``, with the shared
-    checkpointer)."""
+    """``runner.local``'s backend on the store's saver (``budget`` stops the questions;
+    ``outage`` waits out the store), closed when the block ends."""
     from aidanbench.graph.question import build_question_graph
     from aidanbench.runner.local import LocalQuestions
 
@@ -415,8 +371,8 @@ class Campaign:
 
     @property
     def metadata(self) -> Metadata:
-        """One metadata for the campaign's lines: the last machine's, with every machine's
-        models' scoring settings and judging; no usage (that is per machine: ``machines``)."""
+        """The last machine's metadata with every machine's scoring settings and judging; no
+        usage (that is per machine: ``machines``)."""
         last = list(self.machines.values())[-1] if self.machines else Metadata()
         merged = last.model_copy(deep=True)
         merged.usage = None
@@ -463,8 +419,8 @@ async def read_campaign(url: str) -> Campaign:
 
 
 def machine_lines(url: str, run_dir: Path) -> list[QuestionLine]:
-    """The lines the store holds of threads this machine's ``run_dir`` stopped: what its
-    line files hold, rebuilt when they cannot be read (``record.recorder.stored_lines``)."""
+    """The lines of threads this machine's ``run_dir`` stopped, to rebuild its line files
+    (``record.recorder.stored_lines``)."""
     import psycopg
     from psycopg.rows import dict_row
 
@@ -483,7 +439,11 @@ def _json(value: Any) -> Any:
 
 
 def lines_rows(lines: Sequence[tuple[str, QuestionLine]], machine: str) -> list[tuple[Any, ...]]:
-    """Rows of ``aidanbench_lines`` for (thread id, line) pairs stopped by ``machine``."""
+    """Rows of ``aidanbench_lines`` for (thread id, line) pairs stopped by ``machine``: each
+    line's record with its answers' (read back by ``QuestionLine.model_validate``)."""
     from psycopg.types.json import Jsonb
 
-    return [(thread, Jsonb(line_record(line)), machine) for thread, line in lines]
+    return [
+        (thread, Jsonb({**line.record(), "answers": [a.record() for a in line.answers]}), machine)
+        for thread, line in lines
+    ]

@@ -1,26 +1,18 @@
 """The run's SQLite checkpointer: LangGraph's own, committing on the event loop's thread.
 
-``AsyncSqliteSaver`` commits every checkpoint and every task's writes through aiosqlite:
-each commit is several hand-offs to its SQLite thread and back, and a question commits
-about six times per answer, so with many questions in flight the commits cost more CPU
-than the graph itself (docs/performance.md has the measurements).
+``AsyncSqliteSaver`` commits through aiosqlite, several hand-offs to its thread a commit,
+several commits an answer: with many questions in flight, more CPU than the graph
+(docs/performance.md).
 
-``InlineCommitSaver`` keeps the saver's tables, rows and serialisation (it prepares rows
-exactly as ``AsyncSqliteSaver.aput`` and ``aput_writes`` of langgraph-checkpoint-sqlite
-3.1 do), and writes them through a second, plain ``sqlite3`` connection on the event
-loop's thread. In WAL mode with ``synchronous=NORMAL`` such a commit does not wait for
-the disk, so it is cheap enough to make on the loop's thread (apart from a short stall
-when SQLite folds the log back into the database). Writes made in the same turn of the
-event loop (several questions' steps finishing together) share one transaction,
-committed right after that turn. Every call returns after its commit, so
-``durability="sync"`` keeps its promise: a step is on disk before the next one starts.
+``InlineCommitSaver`` keeps the saver's tables, rows and serialisation (rows prepared exactly
+as ``AsyncSqliteSaver.aput`` and ``aput_writes`` of langgraph-checkpoint-sqlite 3.1 do) and
+writes them through a plain ``sqlite3`` connection on the event loop's thread: in WAL mode
+with ``synchronous=NORMAL`` a commit does not wait for the disk. Writes made in one turn of
+the loop share one transaction, committed right after it; every call returns after its
+commit, so ``durability="sync"`` keeps its promise: a step is on disk before the next starts.
 
-A thread's checkpoint is read on that connection too, by LangGraph's own
-``SqliteSaver`` (``get_tuple``, and ``get_delta_channel_history`` for the answers, a
-``DeltaChannel``). Every question reads its thread when it starts and when it stops;
-through aiosqlite each read is several hand-offs under one lock, and with hundreds of
-questions starting together they queued behind each other for seconds
-(docs/performance.md). Listings still go through aiosqlite.
+Threads are read on that connection too (``SqliteSaver``): through aiosqlite, reads queue
+behind one lock when hundreds of questions start together. Listings still go through it.
 """
 
 from __future__ import annotations
@@ -65,15 +57,10 @@ _KEEP_WRITES = "INSERT OR IGNORE " + _WRITE_COLUMNS
 
 
 def checkpoint_serde() -> JsonPlusSerializer:
-    """The serialiser every checkpointer of a run reads and writes with: strict, so a
-    checkpoint rebuilds only LangGraph's own safe types (``SAFE_MSGPACK_TYPES``: messages,
-    ``Send``, dates…) and plain values, whatever ``LANGGRAPH_STRICT_MSGPACK`` says.
-
-    A question thread's state is plain dicts, lists, strings and numbers, so no type of
-    ours is needed. A shared store's checkpoints come from other machines: a value of any
-    other type written there (by another program, or an attacker who can write to the
-    database) is not constructed; LangGraph returns its serialised data instead and logs
-    that it was blocked."""
+    """The serialiser of every checkpointer of a run: strict, so a checkpoint rebuilds only
+    LangGraph's safe types and plain values, whatever ``LANGGRAPH_STRICT_MSGPACK`` says. A
+    shared store's checkpoints come from other machines: another type written there (by an
+    attacker who can write to the database) is returned as data, not constructed."""
     return JsonPlusSerializer(allowed_msgpack_modules=None)
 
 
@@ -92,31 +79,28 @@ class InlineCommitSaver(AsyncSqliteSaver):
         self._writer = sqlite3.connect(path, timeout=30.0)
         self._writer.execute("PRAGMA synchronous=NORMAL")
         self._reader = SqliteSaver(self._writer, serde=self.serde)
-        """LangGraph's synchronous saver on the inline connection: ``aget_tuple`` and
-        ``aget_delta_channel_history`` read through it."""
+        """LangGraph's synchronous saver on the inline connection, for reads."""
         self._pending: list[_Pending] = []
         self._closed = False
         self.commits = 0
         """Transactions committed so far (for tests and the benchmark)."""
 
     async def setup(self) -> None:
-        """Create the tables once. Every read and write calls this; the saver's own
+        """Create the tables once; every read and write calls this, and the saver's own
         version takes an ``asyncio.Lock`` each time, which costs more than the check."""
         if not self.is_setup:
             await super().setup()
             self._reader.is_setup = True  # the same tables, made through aiosqlite
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """A thread's checkpoint (the latest, or the one ``config`` names) with its
-        pending writes, read on the loop's thread as ``SqliteSaver`` reads it."""
+        """A thread's checkpoint, read on the loop's thread as ``SqliteSaver`` reads it."""
         await self.setup()
         return self._reader.get_tuple(config)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        """What a ``DeltaChannel`` (a thread's answers) is rebuilt from, read on the
-        loop's thread as ``SqliteSaver`` reads it."""
+        """A ``DeltaChannel``'s history (a thread's answers), read as ``SqliteSaver`` does."""
         await self.setup()
         return self._reader.get_delta_channel_history(config=config, channels=channels)
 
@@ -190,12 +174,8 @@ class InlineCommitSaver(AsyncSqliteSaver):
         await done
 
     def _commit_pending(self) -> None:
-        """Insert everything queued in one transaction: all of it or, on an error, none.
-
-        Every waiter is answered whatever happens, even when the rollback itself fails
-        (the connection was closed by a crashing run): a waiter left unanswered would
-        keep the event loop from ever finishing, and the run from exiting.
-        """
+        """Insert everything queued in one transaction, all or none. Every waiter is answered
+        even when the rollback fails: one left unanswered would keep the run from finishing."""
         group, self._pending = self._pending, []
         if self._closed:
             # Steps still unwinding after the run closed the saver (Ctrl-C): their callers
@@ -227,11 +207,8 @@ class InlineCommitSaver(AsyncSqliteSaver):
                     item.done.cancel()
 
     def stored_among(self, thread_ids: Sequence[str]) -> set[str]:
-        """Which of ``thread_ids`` have a checkpoint, in one query on the loop's thread.
-
-        A run's plan asks this before it reads any thread's state: a state read is
-        several hand-offs to aiosqlite's thread, each waiting behind the running chains'
-        store calls, and a new run's threads have no state to read."""
+        """Which of ``thread_ids`` have a checkpoint, in one query on the loop's thread: a
+        run's plan asks before reading any state, since a new run's threads have none."""
         marks = ",".join("?" * len(thread_ids))
         rows = self._writer.execute(
             f"SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id IN ({marks})",
@@ -240,24 +217,17 @@ class InlineCommitSaver(AsyncSqliteSaver):
         return {str(row[0]) for row in rows}
 
     def close_writer(self) -> None:
-        """Close the inline connection: its writes and reads end (listings keep the
-        aiosqlite one)."""
+        """Close the inline connection (listings keep the aiosqlite one)."""
         self._closed = True
         self._writer.close()
 
 
 @asynccontextmanager
 async def open_checkpointer(path: Path) -> AsyncIterator[InlineCommitSaver]:
-    """The run's SQLite checkpointer, set up for many writers of small steps.
-
-    Steps are written with ``durability="sync"``: each step's checkpoint is committed
-    before the next step starts, so a killed run redoes at most the step in flight (with
-    the default ``async`` the next steps run while earlier checkpoints are still being
-    written, so a kill can take back finished turns, which with a real model means new
-    answers and new costs). SQLite's WAL with
-    ``synchronous=NORMAL`` keeps each commit safe from a killed process while skipping
-    an fsync per commit; only a power loss can take back the last commits.
-    """
+    """The run's SQLite checkpointer. Steps are written with ``durability="sync"``, so a
+    killed run redoes at most the step in flight (with ``async`` a kill can take back
+    finished turns: new answers, new costs); WAL with ``synchronous=NORMAL`` skips an fsync
+    per commit, and only a power loss can take back the last commits."""
     async with aiosqlite.connect(str(path)) as conn:
         saver = InlineCommitSaver(conn, path)
         try:
@@ -279,9 +249,8 @@ def stored_threads(path: Path) -> list[str]:
 
 
 def delete_threads(path: Path, thread_ids: Sequence[str]) -> int:
-    """Delete every checkpoint and write of ``thread_ids`` in one transaction (as the
-    saver's ``adelete_thread`` does for one thread): all of them go, or, if the process
-    dies first, none. Returns how many checkpoint rows went."""
+    """Delete every checkpoint and write of ``thread_ids`` in one transaction (all or none);
+    returns how many checkpoint rows went."""
     if not thread_ids:
         return 0
     with contextlib.closing(sqlite3.connect(path, timeout=30.0)) as db, db:

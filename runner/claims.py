@@ -1,24 +1,18 @@
 """Atomic claims on a campaign's question threads, so several workers share one store.
 
-Before a worker runs a thread that is not finished it claims it in ``aidanbench_claims``
-with one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE ... RETURNING``: the row is taken
-when there is none, when its claim was released, or when its heartbeat is older than the
-lease (its worker died). A thread claimed by a live worker elsewhere is not run here; it
-waits in ``deferred`` until the end of the worker's list, where the drive loop polls the
-claims and takes over every thread whose claim was released unfinished (Ctrl-C) or
-expired (a killed worker). The taker resumes from the thread's checkpoints, so a killed
-worker loses at most the step it was in.
+A worker claims an unfinished thread with one atomic upsert in ``aidanbench_claims``, taking
+the row when there is none, when it was released, or when its heartbeat is older than the
+lease (its worker died). A thread a live worker holds waits in ``deferred`` until the end of
+this worker's list, then is taken over once released (Ctrl-C) or expired (a killed worker).
 
-While a thread runs, a heartbeat keeps its claim alive every quarter lease. A worker whose
-heartbeat finds a claim taken from it (it was paused for longer than the lease) cancels
-that question at once and waits for it like any other; it may have written one step
-after losing the claim. Times are the database's (``now()``), so machines' clocks need
-not agree.
+A heartbeat keeps running threads' claims alive. A worker that finds a claim taken from it
+(it was paused for longer than the lease) cancels that question at once; it may have written
+one step after losing the claim. Times are the database's (``now()``), so machines' clocks
+need not agree.
 
-When a question stops here its line goes to ``aidanbench_lines`` and its claim is
-released in one transaction. A thread another worker released after stopping it on an
-error is left as it stopped (its line is in the store): a later ``run`` retries it, as it
-does on one machine.
+A question's line goes to ``aidanbench_lines`` and its claim is released in one transaction.
+A thread another worker stopped on an error is left as it stopped: a later ``run`` retries
+it, as on one machine.
 """
 
 from __future__ import annotations
@@ -81,9 +75,7 @@ _HAVE = "SELECT thread_id, machine FROM aidanbench_lines WHERE thread_id = ANY(%
 
 @dataclass(frozen=True)
 class ClaimTimes:
-    """The store's timing: ``lease_s`` (``--claim-lease``), ``poll_s`` (``--claim-poll``)
-    and how long an outage of the store is waited out, ``outage_s`` (``--store-outage``,
-    ``campaign.Outage``)."""
+    """The store's timing: ``--claim-lease``, ``--claim-poll`` and ``--store-outage``."""
 
     lease_s: float = LEASE_S
     poll_s: float = POLL_S
@@ -97,16 +89,15 @@ class ClaimTimes:
 
 def new_owner() -> str:
     """A worker's name in the claims table: host, process and a random part (each drive
-    loop is a worker of its own, several in one process included)."""
+    loop is a worker of its own, even several in one process)."""
     import socket
 
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class Waiting(Protocol):
-    """Told how many questions of this worker's list run on other workers, and what the
-    store's outage is: the live table (``runner.progress.Progress``), or a worker
-    process's reports."""
+    """Told how many of this worker's questions run elsewhere, and the store's outage: the
+    live table (``runner.progress.Progress``) or a worker process's reports."""
 
     def elsewhere(self, count: int) -> None: ...
 
@@ -137,12 +128,12 @@ class Claims:
         self.lost = 0
         """Claims the heartbeat found taken by another worker."""
         self.failure: BaseException | None = None
-        """Why the heartbeat stopped the worker: the store stopped answering."""
+        """Why the heartbeat stopped the worker (the store stopped answering)."""
 
     async def take(self, task: Task, questions: Questions, waited: bool) -> Plan | None:
-        """Claim ``task``'s thread and look it up again; None when a live worker elsewhere
-        holds it (it is deferred). A thread found stopped is a ``skip`` plan: finished, or
-        (``waited``: after waiting for it) stopped by its worker on an error."""
+        """Claim ``task``'s thread and plan it again; None when a live worker holds it (it is
+        deferred). A thread found finished, or (``waited``) stopped on an error by its
+        worker, is a ``skip`` plan."""
         thread = task.thread_id
         claim = {"thread": thread, "owner": self.owner, "lease": self.times.lease_s}
         claimed = bool(await self._rows(_CLAIM, claim))
@@ -159,8 +150,7 @@ class Claims:
         return step
 
     async def stopped(self, task: Task, line: QuestionLine) -> None:
-        """The question stopped here: its line into the store, its claim released, in one
-        transaction."""
+        """Put the line into the store and release the claim, in one transaction."""
         thread = task.thread_id
         self.held.pop(thread, None)
         rows = campaign.lines_rows([(thread, line)], self.machine)
@@ -178,10 +168,9 @@ class Claims:
         await self._rows(_RELEASE, (task.thread_id, self.owner))
 
     async def found_finished(self, stopped: Sequence[tuple[Task, QuestionLine]]) -> set[str]:
-        """Record lines of threads found finished that the store lacks (their worker was
-        killed, or the store failed, between the last checkpoint and the line), never
-        replacing one; returns the threads whose line is this machine's (recorded by it
-        before, or now), which its run directory holds."""
+        """Record lines of threads found finished that the store lacks (their worker died
+        between the last checkpoint and the line), never replacing one; returns the threads
+        whose line is this machine's, which its run directory holds."""
         if not stopped:
             return set()
         threads = [task.thread_id for task, _ in stopped]
@@ -198,8 +187,7 @@ class Claims:
         return mine | {thread for thread, _ in missing}
 
     async def _rows(self, sql: str, params: Any) -> list[dict[str, Any]]:
-        """The rows of one statement (none when it returns none), waiting out an outage
-        of the store (``campaign.Outage``)."""
+        """The rows of one statement, waiting out an outage (``campaign.Outage``)."""
 
         async def run() -> list[dict[str, Any]]:
             async with self.pool.connection() as conn:
@@ -225,10 +213,8 @@ class Claims:
             self.progress.elsewhere(len(self.deferred))
 
     async def heartbeat(self, worker: asyncio.Task[Any] | None) -> None:
-        """Keep the held claims alive; cancel a question whose claim another worker took,
-        and the whole ``worker`` once the store has not answered for longer than its
-        outage is waited out (``campaign.Outage``: requests to a lost database may never
-        return)."""
+        """Keep the held claims alive; cancel a question whose claim another worker took, and
+        the whole ``worker`` once the store is lost (requests to it may never return)."""
         import psycopg
 
         while True:
@@ -264,10 +250,9 @@ async def open_claims(
     times: ClaimTimes = ClaimTimes(),
     outage: campaign.Outage | None = None,
 ) -> AsyncIterator[Claims]:
-    """A worker's claims on the store at ``url`` (its tables made if need be), with their
-    heartbeat, waiting out an outage of the store through ``outage`` (the process's,
-    shared with its checkpointer); held claims are released when the block ends (within
-    ``RELEASE_TIMEOUT_S``; a killed worker's expire after the lease)."""
+    """A worker's claims, with their heartbeat, waiting out an outage through ``outage``
+    (shared with the process's checkpointer); held claims are released when the block ends
+    (a killed worker's expire after the lease)."""
     import psycopg
 
     worker = asyncio.current_task()
@@ -308,8 +293,7 @@ def claims_of(
     times: ClaimTimes,
     outage: campaign.Outage | None = None,
 ) -> contextlib.AbstractAsyncContextManager[Claims | None]:
-    """A worker's claims on the threads of the store at ``store`` (``open_claims``, as
-    the run directory ``run_dir`` of this machine); None without a store (``drive`` then
+    """``open_claims`` as this machine's ``run_dir``; None without a store (``drive`` then
     runs every thread it is given)."""
     if store is None:
         return contextlib.nullcontext(None)
@@ -320,8 +304,7 @@ def claims_of(
 async def shared_claims(
     spec: RunSpec, meta: Metadata, progress: Waiting, outage: campaign.Outage | None = None
 ) -> AsyncIterator[Claims | None]:
-    """The session's own claims (``claims_of``), this machine's metadata recorded in
-    the store."""
+    """The session's own claims, with this machine's metadata recorded in the store."""
     times = claim_times(spec)
     async with claims_of(spec.store, spec.run_dir, progress, times, outage) as claims:
         if claims is not None:
@@ -335,13 +318,11 @@ async def shared_claims(
 
 
 def store_outage(spec: RunSpec, tell: Callable[[str | None], None]) -> campaign.Outage | None:
-    """The outage of the session's store one process waits out, told to ``tell`` (None
-    without a store)."""
+    """The outage one process waits out, told to ``tell`` (None without a store)."""
     if spec.store is None:
         return None
     return campaign.Outage(campaign.redacted(spec.store), tell, spec.store_outage)
 
 
 def claim_times(spec: RunSpec) -> ClaimTimes:
-    """The store's timing a session was given."""
     return ClaimTimes(spec.claim_lease, spec.claim_poll, spec.store_outage)

@@ -1,11 +1,8 @@
 """The drive loop: bring every question thread of a run to a stop, whoever runs it.
 
-The loop is the same for a run on this machine and a run on a LangGraph server: look
-the threads up a chunk at a time, count what is already finished, start (or join, or
-continue) the rest as ``runner.admission`` lets them in, and write the run directory's
-outputs as they stop. What runs one thread is a ``Questions`` backend: ``runner.local``
-(the question graph on a local SQLite checkpointer) or ``runner.remote`` (the same graph
-on a server).
+The loop is the same on this machine and on a LangGraph server; what runs one thread is a
+``Questions`` backend: ``runner.local`` (a local checkpointer) or ``runner.remote`` (a
+server).
 """
 
 from __future__ import annotations
@@ -55,8 +52,8 @@ class Questions(Protocol):
         ...
 
     def backlog(self) -> float:
-        """Requests waiting for an endpoint slot here, in units of its limit (0: none;
-        ``OpenAIServices.backlog``): more questions started would only wait longer."""
+        """Requests waiting for an endpoint slot, in units of its limit
+        (``OpenAIServices.backlog``): more questions started would only wait longer."""
         ...
 
     async def execute(self, task: Task, step: Plan, progress: Answers) -> dict[str, Any]:
@@ -68,8 +65,7 @@ class Claims(Protocol):
     """Which threads this worker may run, when several share a store (``runner.claims``)."""
 
     async def take(self, task: Task, questions: Questions, waited: bool) -> Plan | None:
-        """Claim the thread and look it up again; None when a live worker elsewhere holds
-        it (it is then waited for at the end, ``freed``)."""
+        """Claim the thread and plan it again; None when a live worker holds it (``freed``)."""
         ...
 
     async def stopped(self, task: Task, line: QuestionLine) -> None:
@@ -77,8 +73,8 @@ class Claims(Protocol):
         ...
 
     async def found_finished(self, stopped: Sequence[tuple[Task, QuestionLine]]) -> set[str]:
-        """Threads looked up finished: their lines, for a store that lacks them; the
-        threads whose line is this machine's (its run directory holds them)."""
+        """Record finished threads' lines a store lacks; the threads whose line is this
+        machine's."""
         ...
 
     def freed(self, busy: Callable[[], bool]) -> AsyncIterator[Task]:
@@ -87,17 +83,15 @@ class Claims(Protocol):
 
 
 PLAN_CHUNK = 64
-"""Threads looked up at once. Questions start as soon as their chunk is looked up, so a
-resumed run of thousands sends its first request after one chunk's look-ups, not after
-all of them."""
+"""Threads looked up at once: a resumed run of thousands starts after one chunk's look-ups,
+not after all of them."""
 
 
 YOUNG_OBJECTS = 10_000
-"""Net allocations between two of Python's youngest garbage collections while a drive
-loop runs (Python's default: 700). Thousands of chains in flight hold millions of
-objects, and every full collection walks them all: at 5,040 chains it took a fifth of a
-turn's CPU (docs/performance.md, "CPU per turn"). Reference counting frees the states;
-the collector only finds cycles, so it may run seldom."""
+"""Net allocations between two of Python's youngest garbage collections while a drive loop
+runs (default 700): every full collection walks the millions of objects thousands of chains
+hold (docs/performance.md). Reference counting frees the states; the collector only finds
+cycles, so it may run seldom."""
 
 
 async def drive(
@@ -110,19 +104,11 @@ async def drive(
     claims: Claims | None = None,
     budget: Budget | None = None,
 ) -> list[QuestionLine]:
-    """Run every task to a stop (or resume it), writing outputs as questions finish;
-    once the run's ``budget`` is spent, no question starts.
-
-    Tasks are looked up ``PLAN_CHUNK`` at a time (those the files show stopped for good
-    last) and start in that order as ``admission`` lets them in; a task found finished
-    is counted and skipped. Returns every question line of the run directory, the lines
-    carried from earlier sessions included. Cancellation (Ctrl-C) writes what is known
-    and re-raises: the checkpoints already hold every completed step.
-
-    With ``claims`` (a shared store, ``runner.claims``) a thread runs here only once
-    claimed, those claimed elsewhere are waited for at the end, and the run directory's
-    files hold the lines of the threads this worker stopped (the store holds them all).
-    """
+    """Run every task to a stop, writing outputs as questions finish; once ``budget`` is
+    spent, no question starts. Returns every line of the run directory. Cancellation
+    (Ctrl-C) writes what is known and re-raises: the checkpoints hold every completed step.
+    With ``claims`` (``runner.claims``) a thread runs here only once claimed, and the files
+    hold the lines of the threads this worker stopped (the store holds them all)."""
     for task in tasks:
         progress.queued(task.label)
     running = 0  # questions spawned and not ended: each may yet find its thread claimed elsewhere
@@ -156,10 +142,9 @@ async def drive(
             admission.leave(held.answers)
 
     async def skip(found: Sequence[tuple[Task, QuestionLine]]) -> None:
-        """Count threads found finished. The run directory keeps their lines: every one
-        without a store (kept as planned); with one, those the store says are this
-        machine's (a line it lacked, as after an outage of the store that ended a run, is
-        restored)."""
+        """Count threads found finished. The run directory keeps their lines: all without a
+        store; with one, those the store says are this machine's (one it lacked, as after
+        an outage, is restored)."""
         mine = None if claims is None else await claims.found_finished(found)
         for task, line in found:
             keep = mine is None or task.thread_id in mine
@@ -230,7 +215,7 @@ def held_answers(step: Plan) -> int:
 @dataclass
 class HeldAnswers:
     """A running question's answer events, passed on to the progress display and counted
-    against the memory budget of the questions in flight (``Admission.answered``)."""
+    against the memory budget (``Admission.answered``)."""
 
     progress: Events
     admission: Admission
@@ -248,27 +233,11 @@ def report(progress: Answers, task: Task, event: Any) -> None:
         progress.answer(task.label, event, task.thread_id)
 
 
-async def run_all(jobs: Sequence[Coroutine[Any, Any, None]]) -> None:
-    """Await every job in a ``TaskGroup`` (``run_group``)."""
-
-    async def start(group: asyncio.TaskGroup) -> None:
-        for job in jobs:
-            group.create_task(_cancelled_stays_cancelled(job))
-
-    await run_group(start)
-
-
 async def run_group(start: Callable[[asyncio.TaskGroup], Coroutine[Any, Any, None]]) -> None:
-    """Run ``start``, and every job it adds to the group, in a ``TaskGroup``; the first
-    failure is re-raised as it was.
-
-    The group ends every job before it returns or raises (``asyncio.gather`` would
-    leave them running, and the caller would close the checkpointer under them). It
-    reports failures as an exception group; the drive loop's callers name one failure
-    (a refused endpoint, a full disk), so the first is raised alone. A job that fails
-    while it is being cancelled counts as cancelled (``_cancelled_stays_cancelled``), so
-    Ctrl-C ends the run as an interruption whatever the jobs raise on their way out.
-    """
+    """Run ``start``, and every job it adds, in a ``TaskGroup``, which ends every job before
+    it returns (``asyncio.gather`` would leave them running while the caller closes the
+    checkpointer); the first failure is re-raised alone, since callers name one. A job that
+    fails while cancelled counts as cancelled, so Ctrl-C ends the run as an interruption."""
     try:
         async with asyncio.TaskGroup() as group:
             group.create_task(_cancelled_stays_cancelled(start(group)))
@@ -277,9 +246,8 @@ async def run_group(start: Callable[[asyncio.TaskGroup], Coroutine[Any, Any, Non
 
 
 def _spawn(group: asyncio.TaskGroup, job: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Start ``job()`` in ``group``. The coroutine is made when the task first runs: a
-    task the group cancels before that (a failure elsewhere, Ctrl-C) leaves no coroutine
-    that was never awaited."""
+    """Start ``job()`` in ``group``, making the coroutine when the task first runs, so a task
+    cancelled before that leaves no coroutine that was never awaited."""
 
     async def started() -> None:
         await _cancelled_stays_cancelled(job())

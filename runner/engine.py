@@ -1,12 +1,9 @@
 """``run(spec)``: one session of a run, from the checks to the summary.
 
-Every check of the specification and of the run directory comes before the first
-write (``prepare``). Then the run directory's recorder (``record.recorder``) holds its
-lock, and ``execute`` starts the session in it, brings every thread of the session to a
-stop (skipped when finished, continued, retried) with the drive loop on the local graph
-or on a LangGraph server, the recorder's lines and ledger (with the run's budget) taking
-what the questions do, and ends the session in it: the lines of earlier sessions kept,
-the totals and spending recorded.
+Every check of the specification and of the run directory comes before the first write
+(``prepare``). Then, holding the run directory's lock (``record.recorder``), ``execute``
+brings every thread to a stop with the drive loop, locally or on a LangGraph server, and
+ends the session: earlier sessions' lines kept, totals and spending recorded.
 """
 
 from __future__ import annotations
@@ -46,8 +43,8 @@ from aidanbench.services import OpenAIServices, ServicesFactory, clients
 
 @dataclass(frozen=True)
 class RunResult:
-    """What a session leaves: the run directory's lines and metadata, as written, and
-    what every view shows of them, computed from them here (nothing is read back)."""
+    """What a session leaves: the run directory's lines and metadata as written, and what
+    every view shows of them, computed here (nothing is read back)."""
 
     run_dir: Path
     lines: list[QuestionLine]
@@ -63,8 +60,8 @@ class RunResult:
 
     @property
     def totals(self) -> RunTotals:
-        """As recorded in ``metadata.json``: questions, answers, score; API calls, tokens
-        and dollars as sent (the usage ledger's) on a local run."""
+        """As recorded in ``metadata.json`` (calls, tokens and dollars as the usage ledger
+        has them, on a local run)."""
         return self.metadata.totals or RunTotals()
 
     @property
@@ -103,17 +100,10 @@ class Prepared:
 async def prepare(
     spec: RunSpec, *, cells: Collection[tuple[str, float, str]] | None = None
 ) -> Prepared:
-    """Every check of the session, before anything is written.
-
-    ``cells`` (model, temperature, question) keep only those of the grid's threads (every
-    one by default).
-
-    Raises ``UsageError`` with one line: a scoring setting changed for a model already in
-    the run, a damaged checkpoint file, a thread measured otherwise, a missing key, or
-    what the endpoint checks refuse (``runner.preflight``: an unreachable endpoint, an
-    unknown or retired model, a refused key). The checks' only requests are ``GET
-    /models`` and, where that does not name a model, one minimal request of its role.
-    """
+    """Every check of the session, before anything is written; ``cells`` (model,
+    temperature, question) keep only those of the grid's threads. ``UsageError`` (one line):
+    a scoring setting changed, a damaged checkpoint file, a thread measured otherwise, a
+    missing key, or what ``runner.preflight`` refuses (the checks' only requests)."""
     if spec.store is not None:
         if spec.server is not None:
             raise UsageError("a run uses --store or --server, not both")
@@ -243,10 +233,8 @@ async def backend(
     budget: UsageLedger | None = None,
     outage: campaign.Outage | None = None,
 ) -> AsyncIterator[Questions]:
-    """The local graph (HTTP pools closed at the end, holding ``share`` of each
-    endpoint: ``runner.workers``, every request recorded in the run's ledger ``budget``,
-    which stops questions once spent) or the server named by the spec; the live table
-    shows the local endpoints' adaptive limits."""
+    """The local graph (its HTTP pools holding ``share`` of each endpoint, every request in
+    the ledger ``budget``, which stops questions once spent) or the spec's server."""
     if spec.server is not None:
         from aidanbench.runner.remote import remote_questions
 
@@ -276,11 +264,8 @@ async def run(
     progress: Progress | None = None,
     services: ServicesFactory | None = None,
 ) -> RunResult:
-    """Run (or resume, or grow) the run directory of ``spec``; returns its summary.
-
-    ``progress`` defaults to a live table on a terminal and log lines otherwise;
-    ``services`` to OpenAI-compatible clients on aiohttp pools, closed when the run ends.
-    """
+    """Run (or resume, or grow) the run directory of ``spec``; ``progress`` defaults to a
+    live table on a terminal, ``services`` to OpenAI-compatible clients closed at the end."""
     return await execute(await prepare(spec), progress=progress, services=services)
 
 

@@ -1,18 +1,13 @@
 """``forget(run_dir, models)``: take models out of a run directory, as if never run.
 
-A model is in a run through its question threads (``checkpoints.sqlite``), its question
-lines (``questions.jsonl``, ``answers.jsonl``, the results files) and its entries in
-``metadata.json`` (``spec.models``, ``scoring_settings``). All of them go, under the run
-directory's lock. What the model's requests cost stays in the usage ledger
-(``usage.jsonl``): that money was spent, the run's dollar totals and its ``--max-cost``
-budget count it, and ``metadata.json`` records what was forgotten, when, and the spend
-kept.
+The model's threads, question lines and metadata entries go, under the run directory's
+lock. What its requests cost stays in the usage ledger: that money was spent, and the run's
+dollar totals and ``--max-cost`` budget count it; ``metadata.json`` records what was
+forgotten, when, and the spend kept.
 
-Nothing is half done: every decision is taken before the first write, and each write is
-whole or absent (the threads go in one SQLite transaction, then the run directory's
-recorder, ``record.recorder``, replaces the results files behind their manifest and the
-metadata atomically), in an order that running the same command again completes if the
-process dies in between.
+Nothing is half done: every decision is taken before the first write, each write is whole or
+absent (the threads in one SQLite transaction, then the files and metadata through
+``record.recorder``), in an order that running the same command again completes.
 """
 
 from __future__ import annotations
@@ -54,11 +49,8 @@ class Forgotten:
 
 
 def forget(run_dir: Path, models: Sequence[str]) -> list[Forgotten]:
-    """Remove ``models`` from ``run_dir`` (see the module docstring).
-
-    Raises ``UsageError`` with one line when the directory is not a run directory, is
-    in use, has results files from an interrupted write, or when a model is not in it.
-    """
+    """Remove ``models`` from ``run_dir`` (module docstring); ``UsageError`` (one line) when
+    it is not a run directory, is in use or half written, or a model is not in it."""
     if not run_dir.is_dir() or not (
         (run_dir / files.METADATA).exists() or (run_dir / files.CHECKPOINTS).exists()
     ):
@@ -115,8 +107,8 @@ def models_in(
 def without(
     meta: Metadata, forgotten: Sequence[Forgotten], kept: Sequence[QuestionLine]
 ) -> Metadata:
-    """``meta`` with the forgotten models out of its model lists and totals, and a record
-    of the forgetting. Ledger figures (requests sent, tokens, dollars) are kept whole."""
+    """``meta`` without the forgotten models, recording the forgetting; the ledger's
+    figures (requests sent, tokens, dollars) are kept whole."""
     meta = meta.model_copy(deep=True)
     drop_models_without_lines(meta, [f.model for f in forgotten], kept)
     counted = run_totals(totals(results_of(kept, meta)[0])).model_dump(exclude_unset=True)
@@ -151,9 +143,8 @@ def without(
 
 
 def _spend(ledger_path: Path, model: str) -> tuple[int, float | None]:
-    """How many ledger lines were spent on ``model``'s questions (its own requests, and
-    the judge's for its threads; embeddings are batched across models, so they name
-    none) and the dollars they record."""
+    """Ledger lines of ``model``'s questions and their dollars (embeddings are batched
+    across models, so they name none)."""
     count = 0
     dollars: float | None = 0.0
     for line in read_ledger(ledger_path):

@@ -34,9 +34,7 @@ from aidanbench.runner.tasks import Task, is_finished, start_input
 from aidanbench.services import OpenAIServices, ServicesFactory, default_services
 
 DURABILITY: Durability = "sync"
-"""Each step's checkpoint is committed before the next step starts, so a killed run
-redoes at most the step in flight (``async`` lets the next step start first; ``exit``
-writes nothing until the thread stops)."""
+"""Each step's checkpoint is committed before the next starts (why: ``open_checkpointer``)."""
 
 
 def _config(task: Task) -> RunnableConfig:
@@ -94,18 +92,17 @@ class LocalQuestions:
 async def local_questions(
     run_dir: Path, services: ServicesFactory = default_services, budget: Budget | None = None
 ) -> AsyncIterator[LocalQuestions]:
-    """The local backend on ``run_dir``'s checkpoints, its questions stopped once the
-    run's ``budget`` is spent; closed when the block ends."""
+    """The local backend on ``run_dir``'s checkpoints (``budget`` stops the questions),
+    closed when the block ends."""
     async with open_checkpointer(run_dir / files.CHECKPOINTS) as saver:
         graph = build_question_graph(services, budget=budget).compile(checkpointer=saver)
         yield LocalQuestions(graph, services)
 
 
 def lines_from_checkpoints(run_dir: Path) -> list[QuestionLine]:
-    """Every thread of ``run_dir``'s checkpoints as its question line, read only: what a
-    run directory's line files hold, rebuilt when they cannot be read
-    (``record.recorder.stored_lines``). A thread killed before its first step recorded
-    anything has no line."""
+    """Every thread of ``run_dir``'s checkpoints as its line, read only, to rebuild line
+    files (``record.recorder.stored_lines``); a thread killed before its first step has
+    none."""
     path = run_dir / files.CHECKPOINTS
     if not path.exists():
         return []
@@ -136,11 +133,8 @@ def lines_from_checkpoints(run_dir: Path) -> list[QuestionLine]:
 
 
 async def check_recorded_measurements(tasks: Sequence[Task], checkpoints: Path) -> None:
-    """Compare each task with its thread's record, reading the checkpoints only.
-
-    Used when a run directory has checkpoints but no ``metadata.json``: the threads'
-    own records then decide, before anything is written.
-    """
+    """Compare each task with its thread's record, read only: for a run directory with
+    checkpoints but no recorded scoring settings."""
     async with aiosqlite.connect(files.read_only_uri(checkpoints), uri=True) as conn:
         saver = AsyncSqliteSaver(conn, serde=checkpoint_serde())
         graph = build_question_graph(default_services).compile(checkpointer=saver)
@@ -156,10 +150,9 @@ async def drive_local(
     progress: Events,
     services: ServicesFactory = default_services,
 ) -> list[QuestionLine]:
-    """The drive loop on this machine, without the session around it (no lock, no
-    metadata): for callers that keep their own run directory (the demo, benchmarks).
-    ``concurrency`` None admits as many tasks as the machine keeps up with, up to the
-    memory ceiling (``runner.admission``), as a session does."""
+    """The drive loop without the session around it (no lock, no metadata), for callers
+    that keep their own run directory (the demo, benchmarks); ``concurrency`` as a
+    session's (``runner.admission``)."""
     gate = admission(concurrency, len(tasks))
     async with local_questions(run_dir, services) as questions:
         return await drive(tasks, questions, RunLines(run_dir), admission=gate, progress=progress)

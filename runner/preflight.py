@@ -1,31 +1,25 @@
 """Checks before a run writes anything: is every role's model there, and does it answer?
 
 A mistyped model, a retired one or a refused key would otherwise be found out question by
-question. Before the run directory is touched, every distinct endpoint of the session
-(model under test, judge, embeddings) is asked once for ``GET /models``:
+question. Before the run directory is touched, every distinct endpoint of the session is
+asked once for ``GET /models``:
 
-* no answer at all: the endpoint is unreachable, one line naming the flags that set each
-  role's URL (and ``OPENAI_BASE_URL``);
-* 401 or 403: the list is refused; each role gets its minimal request instead (below),
-  since some gateways refuse the list to keys that may use their models. A key refused
-  there too is one line naming the variable that holds it; otherwise a warning says the
-  list was refused;
-* a model list (read to its last page): each model of a role there is looked up.
-  Listed with a ``shutdown_date`` already past, it is refused (name and date); one that
-  falls before the run's likely end (``LIKELY_RUN_DAYS`` from today) is a warning.
+* no answer: unreachable, one line naming the flags that set each role's URL;
+* 401 or 403: each role gets its minimal request instead, since some gateways refuse the
+  list to keys that may use their models; a key refused there too is one line naming its
+  variable, else a warning;
+* a model list: a listed model whose ``shutdown_date`` is past is refused; one before the
+  run's likely end (``LIKELY_RUN_DAYS``) is a warning.
 
-A model the list does not name, or an endpoint without a model list (404, 405, not JSON:
-many OpenAI-compatible servers list only some models, or none), gets one minimal request
-of its role instead (``services.endpoint_check``): a 404 means unknown, 401/403 a refused
-key, 2xx fine; any other answer is a warning and the run goes on. On OpenAI's own API a
-model no longer listed whose shutdown date in the bundled table (``services.lifecycle``)
-is past is refused without a request: OpenAI stops listing a model once it is shut down.
+A model the list does not name, or an endpoint without a list (many OpenAI-compatible
+servers list only some models, or none), gets one minimal request (``services.
+endpoint_check``): 404 is unknown, 401/403 a refused key, any other failure a warning. On
+OpenAI's own API a model past its shutdown date in the bundled table (``services.
+lifecycle``) is refused without a request: OpenAI stops listing a model once it is shut down.
 
-Everything is asked concurrently and bounded (``LIST_LIMIT_S``, then ``ASK_LIMIT_S``), so
-a refusal comes within ten seconds. The minimal requests cost tokens: they are kept in
-memory and written to the run's usage ledger once the run goes ahead (``Preflight.
-record``); a refused run writes nothing, so what those few requests cost is then not
-recorded anywhere.
+Everything is asked concurrently and bounded (``LIST_LIMIT_S``, then ``ASK_LIMIT_S``). The
+minimal requests cost tokens: they are written to the usage ledger once the run goes ahead
+(``Preflight.record``); a refused run writes nothing, so their cost is then not recorded.
 """
 
 from __future__ import annotations
@@ -69,9 +63,8 @@ ASK_LIMIT_S = 5.0
 """Seconds one minimal request may take, all of it."""
 
 LIKELY_RUN_DAYS = 30
-"""How far ahead a shutdown date is warned of: the run's likely end. A campaign grows and
-resumes one run directory over days to weeks (more models, repeats, reruns of errors);
-a model that goes away in that window leaves the directory impossible to finish or grow."""
+"""How far ahead a shutdown date is warned of: a campaign grows and resumes one run directory
+over weeks, and a model gone in that window leaves it impossible to finish or grow."""
 
 Flag = Callable[[str, Literal["model", "base_url", "api_key_env"]], str]
 """Names what sets a role's model, base URL or key variable (``core.settings.role_flag``)."""
@@ -81,8 +74,7 @@ BENCHMARK_JUDGE = Settings.model_fields["judge_model"].default
 
 
 def roles_of(settings: Iterable[Settings]) -> list[Endpoint]:
-    """Every distinct role endpoint of the session's settings, a judge panel's included
-    (local embeddings reach nothing), each with the base URL it reaches."""
+    """Every distinct remote role endpoint (a judge panel's included), with the URL it reaches."""
     found: dict[Endpoint, None] = {}
     for s in settings:
         for endpoint in s.endpoints():
@@ -105,8 +97,7 @@ class Preflight:
     """Each minimal request sent, by role, to be written to the usage ledger."""
 
     def record(self, ledger: UsageLedger, prices_path: str | None) -> None:
-        """Write every minimal request to the run's usage ledger (node ``preflight``): a
-        ``sent`` line each, and its usage when it was answered."""
+        """Write every minimal request to the usage ledger (node ``preflight``)."""
         table = price_table(prices_path)
         for endpoint, answer in self.asked.items():
             where = {"thread": None, "node": "preflight"}
@@ -174,15 +165,11 @@ async def check(
     flag: Flag = role_flag,
     keys: Mapping[str, str] = os.environ,
 ) -> Preflight:
-    """Check every role of ``settings`` (see the module docstring).
-
-    Raises ``UsageError`` with one line for the first refusal (in the order model under
-    test, judge, embeddings); prints warnings to stderr and returns them with the requests
-    made. ``sources`` says where each role's URL came from
-    (``core.base_url.environment_base_urls``), for the unreachable-endpoint line. ``flag``
-    names what sets a role's model, URL or key variable where the user typed it (``run``'s
-    flags by default; the seed's ``vf-eval`` has its own), and ``keys`` holds the keys by
-    variable name.
+    """Check every role of ``settings`` (module docstring): ``UsageError`` for the first
+    refusal (model under test, judge, embeddings), warnings to stderr. ``sources`` says
+    where each role's URL came from (``core.base_url.environment_base_urls``); ``flag``
+    names what sets a role's model, URL or key variable where the user typed it (the seed's
+    ``vf-eval`` has its own).
     """
     today = datetime.date.today()
     endpoints: dict[tuple[str, str], _Server] = {}
@@ -204,7 +191,6 @@ async def check(
 
 
 async def _look(endpoint: _Server, table: Shutdowns, today: datetime.date) -> None:
-    """Ask the endpoint for its model list, then each unlisted model for one answer."""
     client = endpoint_client(endpoint.base_url, endpoint.key, max(LIST_LIMIT_S, ASK_LIMIT_S))
     try:
         endpoint.listing = await list_models(client, LIST_LIMIT_S)
@@ -224,14 +210,13 @@ async def _look(endpoint: _Server, table: Shutdowns, today: datetime.date) -> No
 
 
 async def _ask(client: openai.AsyncOpenAI, role: Endpoint, table: Shutdowns) -> Answer:
-    """The minimal request of the role's kind."""
     if request_kind(role) == "embeddings":
         return await minimal_embeddings(client, role.model, ASK_LIMIT_S)
     return await minimal_chat(client, role.model, ASK_LIMIT_S, openai_api=table.serves(role.host))
 
 
 def _retired_at_provider(role: Endpoint, table: Shutdowns, today: datetime.date) -> bool:
-    """A model the provider's own table says is shut down, on the provider's own API."""
+    """A model shut down by the provider's table, on the provider's own API."""
     shutdown = table.date_of(role.model)
     return table.serves(role.host) and shutdown is not None and shutdown <= today
 
@@ -244,8 +229,7 @@ def _verdicts(
     result: Preflight,
     flag: Flag,
 ) -> list[tuple[int, str]]:
-    """The refusals of one endpoint (with the order of their role); warnings and
-    requests are added to ``result``."""
+    """The refusals of one endpoint, with their role's order; warnings go to ``result``."""
     order = {role: ("model", "judge", "embeddings").index(role.role) for role in endpoint.roles}
     listing = endpoint.listing
     assert listing is not None

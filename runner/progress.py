@@ -1,23 +1,16 @@
 """Live progress of a run: a rich table on a terminal, plain log lines otherwise.
 
-The live table is built when rich draws it (four times a second), not when an answer
-arrives: its elapsed time keeps moving while every question waits on a slow model, and
-a run with thousands of answers does not build a table per answer.
+The live table is built when rich draws it, not when an answer arrives: its elapsed time
+keeps moving while every question waits on a slow model, and thousands of answers do not
+build a table each.
 
-A row counts what is stored: a question found finished (an earlier session's work) or
-one that just stopped contributes its stored line, and the row's figures are
-``record.results.totals`` of those lines, the function behind the summary, ``report`` and
-the metadata; the answer events of a question still running are shown on top until it
-stops, when they are replaced by its line. So the table ends equal to the summary
-whatever was resumed, retried or discarded as a look-ahead. Every outside string (model
-names, questions) is printed through ``printable``.
+A row's figures are ``record.results.totals`` of the stored lines (as the summary's), with
+running questions' answer events on top until their line replaces them, so the table ends
+equal to the summary whatever was resumed, retried or discarded as a look-ahead.
 
-Requests that wait longer than a few seconds (a ``Retry-After``, a back-off, the
-``--requests-per-minute`` window: ``services.waits``) are shown while they wait: under
-the table, each endpoint's line says how many wait, for what, and the seconds left; in
-the log a watcher thread reads the same record every ``WATCH_EVERY_S`` and prints a line
-when new waits start (at most one per endpoint every ``NEW_WAITS_EVERY_S``), again every
-``STILL_WAITING_EVERY_S`` while they last, and once per endpoint when it asked for a
+Long waits (a ``Retry-After``, a back-off, the ``--requests-per-minute`` window:
+``services.waits``) are shown under the table per endpoint; in the log a watcher thread
+prints a line when new waits start, again while they last, and once per endpoint for a
 ``Retry-After`` above the cap.
 """
 
@@ -51,17 +44,15 @@ WATCH_EVERY_S = 0.5
 
 NEW_WAITS_EVERY_S = 4.0
 """At most one log line per endpoint this often for waits that start: a 429 storm is one
-line every few seconds, and a wait is still logged within ``NEW_WAITS_EVERY_S +
-WATCH_EVERY_S`` of its start."""
+line every few seconds."""
 
 STILL_WAITING_EVERY_S = 30.0
 """While an endpoint's requests wait, the log says so again this often."""
 
 
 class Events(Protocol):
-    """What the drive loop reports of its questions: the live table (``Progress``) or,
-    in a worker process, the reports it sends to its parent (``runner.workers``).
-    ``key`` is the question's thread id."""
+    """What the drive loop reports: to the live table (``Progress``) or a worker's parent
+    (``runner.workers``). ``key`` is the question's thread id."""
 
     def queued(self, label: str, count: int = 1) -> None: ...
 
@@ -98,8 +89,7 @@ class ModelProgress:
     """Answer events of each running question, until its line replaces them."""
 
     def figures(self) -> LineCounts:
-        """Answers, score, calls, tokens and dollars as of now: ``record.results.totals`` of
-        the lines (what ``report`` shows of them), plus the answers still in flight."""
+        """``record.results.totals`` of the lines, plus the answers still in flight."""
         counted = totals(list(self.lines.values()))
         total = LineCounts(
             answers=counted.answers,
@@ -123,14 +113,11 @@ class Progress:
     rows: dict[str, ModelProgress] = field(default_factory=lambda: defaultdict(ModelProgress))
     started: float = field(default_factory=time.monotonic)
     endpoints: Callable[[], Mapping[str, EndpointStats]] | None = None
-    """Each endpoint's limit and 429s now (``OpenAIServices.endpoint_stats``), shown
-    under the table."""
+    """Each endpoint's limit and 429s now (``OpenAIServices.endpoint_stats``)."""
     waiting_elsewhere: int = 0
-    """Questions claimed by live workers elsewhere (a shared store, ``runner.claims``),
-    waited for at the end of this worker's list."""
+    """Questions claimed by live workers elsewhere (``runner.claims``)."""
     store_outage: str | None = None
-    """What the run waits for while the shared store does not answer
-    (``runner.campaign.Outage``), shown under the table; None while it answers."""
+    """What the run waits for while the shared store does not answer (None: it answers)."""
     _live: Live | None = None
     _watcher: threading.Thread | None = None
     _stop_watching: threading.Event = field(default_factory=threading.Event)
@@ -199,8 +186,7 @@ class Progress:
         )
 
     def requeued(self, label: str, key: str) -> None:
-        """A running question goes back to the queue (its worker process died; another
-        continues it from its checkpoint): its answer events are dropped."""
+        """A running question goes back to the queue (its worker died): its events are dropped."""
         row = self.rows[label]
         row.running -= 1
         row.queued += 1
@@ -209,9 +195,8 @@ class Progress:
     def skipped(
         self, label: str, line: QuestionLine, key: str | None = None, keep: bool = True
     ) -> None:
-        """A question finished in an earlier session (or on another machine of a shared
-        store, whose run directory keeps its line: ``keep`` false): counted from its line,
-        not run again."""
+        """A question finished earlier (or on another machine: ``keep`` false), counted from
+        its line."""
         row = self.rows[label]
         row.queued -= 1
         row.done += 1
@@ -222,14 +207,13 @@ class Progress:
         self.rows[label].lines[key if key is not None else label] = question_result(line)
 
     def elsewhere(self, count: int) -> None:
-        """``count`` questions are now claimed by other workers; logged when it changes."""
+        """``count`` questions are claimed by other workers; logged when it changes."""
         if count != self.waiting_elsewhere:
             self.waiting_elsewhere = count
             self._line(f"{count} question(s) running on other workers; waiting for them")
 
     def store(self, outage: str | None) -> None:
-        """The shared store stopped answering (``outage`` says what the run waits for) or
-        answers again (None): logged, and shown under the table while it lasts."""
+        """The shared store stopped answering (``outage``) or answers again (None)."""
         if outage is None and self.store_outage is not None:
             self.note("the store answers again; the questions go on")
         elif outage is not None:
@@ -289,8 +273,7 @@ class Progress:
                 self._line(printable(waiting_text(host, stats.waiting)))
 
     def _table(self, width: int | None = None) -> Group:
-        """The counters as of now; split into stacked tables, each naming the model, when
-        ``width`` (the terminal's, by default) is too narrow for them side by side."""
+        """The counters as of now, stacked when ``width`` is too narrow for one table."""
         elapsed = time.monotonic() - self.started
         rows = list(self.rows.items())  # one atomic copy: events may add rows
         counters = []

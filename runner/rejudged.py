@@ -1,27 +1,21 @@
 """``rescore --judge-model M``: the recorded answers judged again and the chains walked
-under the new judgments (``rejudge``), and with ``--into NEW_RUN`` a run directory of the
+under the new judgments (``rejudge``); with ``--into NEW_RUN``, a run directory of the
 re-judged chains, which ``aidanbench run`` continues.
 
-Each recorded chain, walked again under the new judge's judgments and the new
-thresholds (``analysis.rescore``), becomes one question thread of the new run directory,
-checkpointed as if the run had just decided its last answer:
+Each chain, walked under the new judgments and thresholds (``analysis.rescore``), becomes
+one thread checkpointed as if the run had just decided its last answer:
 
-* a chain that now stops earlier ends there (the answers after its new failing answer
-  are dropped: a run under the new rule would never have asked for them), finished;
-* a chain whose every recorded answer passes now (the recorded terminal answer included)
-  is left open: the thread's next step is ``generate``, so ``aidanbench run`` asks the
-  model for the answer after the last recorded one, and only for answers past it;
-* a chain the source run stopped on an error or a spending cap is left open the same way;
-  one it stopped at its answer cap stays stopped (the cap is a scoring setting kept).
+* a chain that now stops earlier ends there, finished (a run under the new rule would never
+  have asked for the answers after its new failing answer);
+* a chain whose every recorded answer now passes, or that the source stopped on an error or
+  a spending cap, is left open: ``aidanbench run`` asks only for answers past the last
+  recorded one; one stopped at its answer cap stays stopped (a scoring setting kept).
 
-Recorded answers are reused, never asked for again: their records keep the source's text,
-reply, novelty and generation cost, carry the new judgments (``coherence``, and
-``coherence_samples`` with several) and the flag ``rejudged``. Embedding vectors of a
-source run directory are copied with its cache (a results file has none: the run embeds
-the earlier answers once, on its first turn). The metadata records each model's scoring
-settings (the source's, with the new judge and thresholds), where the coherence threshold
-came from, and the source (``rejudged_from``), so ``run --use-stored-settings`` continues
-with exactly these settings.
+Recorded answers are never asked for again: they keep the source's text, reply, novelty and
+generation cost, with the new judgments and the flag ``rejudged``. A source run directory's
+vectors are copied with its cache (a results file has none: the run embeds the earlier
+answers once). The metadata records the scoring settings, the threshold's source and the
+source run (``rejudged_from``), so ``run --use-stored-settings`` continues with exactly them.
 """
 
 from __future__ import annotations
@@ -84,8 +78,8 @@ REJUDGED_FLAG = "rejudged"
 
 
 def copy_cache(source: Path, target: Path) -> bool:
-    """Copy a source run directory's ``cache.sqlite`` (its vectors) to ``target`` with
-    SQLite's backup, which is consistent even while the source is being written."""
+    """Copy a source run directory's vector cache to ``target`` with SQLite's backup,
+    consistent even while the source is being written."""
     found = source / files.CACHE
     if not source.is_dir() or not found.exists():
         return False
@@ -162,9 +156,8 @@ class Seeded:
     open: int
     """Threads left for ``run`` to continue."""
     question_sets: list[tuple[list[str], str]]
-    """Models that answered the same questions, and the name of the file listing them:
-    one ``run`` command each continues exactly their threads (a model given a question
-    it never answered would start that chain from scratch)."""
+    """Models that answered the same questions, and the file listing them: one ``run``
+    command each, since a model given a question it never answered would start it afresh."""
 
 
 async def seed_run(
@@ -174,9 +167,8 @@ async def seed_run(
     spec: RunSpec,
     provenance: Mapping[str, Any],
 ) -> Seeded:
-    """Write the re-judged run directory through its ``recorder`` (built anew,
-    ``Recorder.build``): checkpoints, question lines, metadata and the question sets.
-    ``settings_of`` gives each (model, temperature)'s settings."""
+    """Write the re-judged run directory through its ``recorder``; ``settings_of`` gives
+    each (model, temperature)'s settings."""
     tasks: list[Task] = []
     states: list[dict[str, Any]] = []
     for line in rescored:  # every chain checked before the first write
@@ -189,8 +181,7 @@ async def seed_run(
         for task, values in zip(tasks, states, strict=True):
             settings = task.settings
             # The routers read the settings from LangGraph's runtime, which update_state
-            # does not give them: it is passed as a run would (the first step after this
-            # one runs under the continuing run's own runtime).
+            # does not give them: it is passed as a run would.
             runtime = Runtime(context=settings)
             config: RunnableConfig = {
                 "configurable": {"thread_id": task.thread_id, CONFIG_KEY_RUNTIME: runtime}
@@ -211,7 +202,7 @@ async def seed_run(
 
 def question_sets(recorder: Recorder, lines: Sequence[QuestionLine]) -> list[tuple[list[str], str]]:
     """One questions file per set of models that answered the same questions
-    (``questions.json`` when every model did): the models, and the file's name."""
+    (``questions.json`` when every model did)."""
     asked: dict[str, list[str]] = {}
     for line in lines:
         listed = asked.setdefault(line.model, [])
@@ -252,12 +243,10 @@ def seed_into(
     judge_fields: Sequence[Mapping[str, Any]],
     thresholds: Thresholds,
 ) -> dict[str, Any]:
-    """Write the re-judged chains of ``origin`` as the run directory ``into`` through its
-    ``recorder`` (which may build it aside, ``Recorder.build``): the new judge (or judge
-    panel, the first judge first) and thresholds as each model's scoring settings, the
-    source recorded (``rejudged_from``). Complete it, and say how ``aidanbench run``
-    continues it: a command per set of models that answered the same questions.
-    ``ValueError`` (one line) when the settings or the chains are refused."""
+    """Write the re-judged chains of ``origin`` as the run directory ``into`` (the new judge
+    or panel, first judge first, and thresholds as each model's scoring settings), complete
+    it, and return the ``aidanbench run`` commands that continue it. ``ValueError`` (one
+    line) when the settings or the chains are refused."""
     stored = session.stored_scoring(read_metadata(origin) if origin.is_dir() else None)
     (settings, _, source), *panel = judges
     judge = {
@@ -336,8 +325,8 @@ def _aside(into: Path) -> Path:
 
 
 def judgment_cache(cache: Path | None, into: Path | None) -> Path:
-    """Where the judgments are cached: ``cache`` when given, else in the folder where the
-    run directory ``into`` is built (``Recorder.build``), else ``DEFAULT_CACHE``."""
+    """``cache``, else in the folder where ``into`` is built (``Recorder.build``), else
+    ``DEFAULT_CACHE``."""
     if cache is not None:
         return cache
     return DEFAULT_CACHE if into is None else _aside(into) / files.CACHE
@@ -365,11 +354,10 @@ def rejudge(
     into: Path | None,
     **judging: Any,
 ) -> Rejudged:
-    """The answers of ``results`` (read from ``origin``) judged again by each judge
-    (``analysis.rejudge.judge_all``, which takes ``judging``; cached in the judges'
-    ``cache_path``) and walked under ``thresholds``; with ``into``, the re-judged chains
-    written as a run directory (``seed_into``; nothing is written before every check).
-    ``Unjudged`` when answers could not be judged; a refused chain is one ``UsageError``."""
+    """The answers of ``results`` judged again by each judge (``analysis.rejudge.judge_all``
+    with ``judging``) and walked under ``thresholds``; with ``into``, written as a run
+    directory (``seed_into``) after every check. ``Unjudged`` when answers could not be
+    judged; a refused chain is one ``UsageError``."""
     cache = Path(str(judges[0][0].cache_path))
     if into is None:
         return _rejudged(results, judges, thresholds, UsageLedger(ledger_path(cache)), judging)

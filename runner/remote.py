@@ -1,23 +1,16 @@
 """Question threads run on a LangGraph server (``aidanbench run --server URL``).
 
 Scaling out without changing the benchmark: the server hosts the same
-``aidanbench_question`` graph (``langgraph.json`` is its deployment spec), keeps every
-question's thread and checkpoints, and spreads runs over its workers. The run engine's
-drive loop (``runner.drive``) schedules threads, shows progress and writes the same run
-directory files as a local run; this backend only runs one thread on the server.
+``aidanbench_question`` graph (``langgraph.json``), keeps the threads and checkpoints, and
+spreads runs over its workers; ``runner.drive`` schedules, shows progress and writes the run
+directory as for a local run. This backend only runs one thread on the server.
 
-Each task's thread has a deterministic UUID, so the same command run again finds it:
-finished threads are skipped, a run still going on the server (the client died, not the
-server) is joined, a thread stopped mid-step continues from its checkpoint, one stopped on
-an error is run again. Runs are started so that they go on when the client disconnects:
-killing the client loses no work.
+Each thread has a deterministic UUID, so the same command run again finds it as
+``runner.tasks`` says, and a run still going on the server is joined. Runs go on when the
+client disconnects: killing the client loses no work.
 
-A thread's id hashes its scoring settings only (``graph.setting_kinds``): a session that
-changes an operational setting (a rate limit, a timeout, the model's URL) finds the same
-threads and runs them with its own settings, sent as the run's context.
-
-Settings travel as each run's ``context``; API keys never do. The server reads them from
-its own environment, from the variables the settings name. The client authenticates to a
+Settings travel as each run's ``context``; API keys never do: the server reads them from its
+own environment, from the variables the settings name. The client authenticates to a
 deployed server with ``LANGSMITH_API_KEY`` (read by ``langgraph_sdk``), never a model key.
 """
 
@@ -58,22 +51,15 @@ class RemoteRunError(RuntimeError):
 
 
 def remote_context(task: Task) -> dict[str, Any]:
-    """The settings sent as the run's context: JSON, without the local cache path.
-
-    ``cache_path`` names a file on this machine; on the server it would be a path in the
-    server's file system, so the server keeps its own cache instead.
-    """
+    """The settings sent as the run's context, without ``cache_path`` (a file on this
+    machine: the server keeps its own cache)."""
     return task.settings.model_copy(update={"cache_path": None}).model_dump(mode="json")
 
 
 def server_thread_id(task: Task) -> str:
-    """A UUID5 of the task's thread id and its scoring settings.
-
-    Locally each run directory has its own checkpoint file; a server is shared, so the
-    scoring settings (thresholds, judge, sampling…) are part of the identity: two runs
-    that differ in any of them never share a thread, and two that agree in all of them
-    share the work, whatever their operational settings.
-    """
+    """A UUID5 of the task's thread id and its scoring settings: a server is shared, so runs
+    that differ in a scoring setting never share a thread, and runs that agree share the
+    work whatever their operational settings (each sent as the run's context)."""
     settings = json.dumps(scoring_settings(task.settings), sort_keys=True)
     digest = hashlib.sha256(settings.encode("utf-8")).hexdigest()[:16]
     return str(uuid.uuid5(THREAD_NAMESPACE, f"{task.thread_id}|s={digest}"))
@@ -157,11 +143,8 @@ def _events(client: LangGraphClient, task: Task, step: Plan) -> AsyncIterator[An
 
 
 async def follow(client: LangGraphClient, task: Task, step: Plan, progress: Answers) -> None:
-    """Start (or join) the thread's run and pass its answer events to ``progress``.
-
-    A run started meanwhile by someone else (another client on the same settings) is
-    joined instead of refused.
-    """
+    """Start (or join) the thread's run and pass its answer events to ``progress``; a run
+    another client started meanwhile is joined instead of refused."""
     failure: Any = None
     try:
         parts = _events(client, task, step)
@@ -197,11 +180,8 @@ class ServerLost(UsageError):
 
 
 def failed_run(values: dict[str, Any], exc: RemoteRunError) -> dict[str, Any]:
-    """A thread's values with the server-side failure recorded as the question's error.
-
-    Only the client's line says so; the thread on the server is left as the failed run
-    left it, so running the same command again invokes it again.
-    """
+    """A thread's values with the server-side failure as the question's error; the thread
+    on the server is left as it was, so the same command run again invokes it again."""
     error = {
         "kind": "error",
         "role": "server",
@@ -245,11 +225,8 @@ class RemoteQuestions:
 
 @asynccontextmanager
 async def remote_questions(server_url: str) -> AsyncIterator[RemoteQuestions]:
-    """The server backend; a lost server ends the block as one ``ServerLost`` line.
-
-    ``concurrency`` (the drive loop's) bounds the runs this client keeps in flight; the
-    server's own worker settings bound how many execute at once.
-    """
+    """The server backend; a lost server ends the block as one ``ServerLost`` line. The
+    drive loop bounds the runs this client follows; the server's workers, how many execute."""
     client = get_client(url=server_url)
     # A lost connection is reported once, as ServerLost, after the SDK's reconnects; its
     # warning about each reconnect would only add lines before it.

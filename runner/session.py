@@ -1,12 +1,10 @@
 """What a session may do to a run directory, and what it adds to the run's metadata.
 
-``metadata.json`` records the run as it has grown: every model, temperature and repeat
-ever asked for (``spec``), each model's scoring settings (``scoring_settings``, fixed
-once the model is in the run) and one entry per session in ``sessions`` with the
-operational settings that session applied (endpoints, limits, timeouts, server…),
-when it started and ended and how. This module decides those records from a session's
-specification (``grown_metadata``) and refuses a session that would change how a model
-already in the run is measured; the recorder (``record.recorder``) writes them.
+``metadata.json`` records the run as it has grown: the grid ever asked for (``spec``), each
+model's scoring settings (fixed once the model is in the run) and one entry per session with
+the operational settings it applied. This module decides those records (``grown_metadata``)
+and refuses a session that would change how a model in the run is measured; the recorder
+(``record.recorder``) writes them.
 """
 
 from __future__ import annotations
@@ -54,12 +52,8 @@ RESCORE_FIELDS = frozenset(
 
 
 def stored_scoring(stored: Metadata | None) -> dict[str, dict[str, Any]]:
-    """Each model's recorded scoring settings.
-
-    Directories written before the record existed are read from their ``spec`` (one set
-    of settings for every model); without a readable ``spec`` there is no record and
-    each thread's own (``measured``) is what a resumed thread is checked against.
-    """
+    """Each model's recorded scoring settings; an older directory without them is read from
+    its ``spec``, and without a readable one each thread's ``measured`` is checked instead."""
     if stored is None:
         return {}
     if stored.scoring_settings is not None:
@@ -99,12 +93,8 @@ def stored_operational(stored: Metadata | None) -> dict[str, Any]:
 
 
 def model_fields(spec: RunSpec, stored: Metadata | None) -> dict[str, dict[str, Any]]:
-    """The settings fields of each model of the session, stored ones filled in when asked.
-
-    With ``use_stored_settings`` a field the session leaves out takes the run's value: a
-    model's recorded scoring setting, or the latest session's operational one. A field
-    the session gives is always used (and checked, when it is a scoring one).
-    """
+    """The settings fields of each model; with ``use_stored_settings`` a field the session
+    leaves out takes the run's recorded value. A field given is always used (and checked)."""
     scoring = stored_scoring(stored)
     operational = stored_operational(stored) if spec.use_stored_settings else {}
     operational.pop("cache_path", None)
@@ -171,14 +161,9 @@ def scoring_change_line(run_dir: Path, model: str, name: str, stored: Any, given
 
 
 def stored_spellings(run_dir: Path) -> dict[str, str]:
-    """How the run directory's question lines spell each question, by its normal form.
-
-    A run made before questions were normalised may have threads for a question with a
-    trailing space or in another Unicode form; their ids hash that spelling, so the run
-    goes on asking it under that spelling (its earlier answers were generated with it).
-    Where two lines spell one question differently, the normal spelling wins, else the
-    first.
-    """
+    """How the run directory's lines spell each question, by its normal form: an older
+    run's thread ids may hash an unnormalised spelling its answers were generated with, so
+    the run goes on asking it. Where two lines differ, the normal spelling wins."""
     if not (run_dir / files.QUESTIONS).exists():
         return {}
     try:
@@ -204,9 +189,8 @@ def session_record(
     in_flight: int,
     sources: Mapping[str, str] | None = None,
 ) -> Session:
-    """What this session asked for and the operational settings it applied, with the
-    questions it keeps in flight (``in_flight``: ``runner.admission``), the base URL each
-    role reached and which roles took theirs from ``OPENAI_BASE_URL``."""
+    """What this session asked for and the operational settings it applied (``in_flight``:
+    ``runner.admission``; ``sources``: roles whose URL came from ``OPENAI_BASE_URL``)."""
     first = tasks[0].settings
     questions = spec.questions_list
     source = spec.coherence_threshold_source
@@ -286,8 +270,6 @@ def grown_metadata(
 def _grid_fields(
     old: Grid, spec: RunSpec, first: Settings, temperatures: list[float]
 ) -> dict[str, Any]:
-    """What a session makes of the run's grid: its models, temperatures and repeats
-    added, its settings over the earlier ones, its variants added."""
     return {
         "models": list(dict.fromkeys([*old.models, *spec.models])),
         "temperatures": temperatures,
@@ -324,10 +306,8 @@ def run_settings(first: Settings, temperatures: Sequence[float]) -> RunSettings:
 
 
 def judging_record(settings: Settings, spec: RunSpec) -> Judging:
-    """How a model's answers are judged, and where its coherence threshold came from: a
-    calibration file (its path and sha256), ``given`` on the command line, or
-    ``benchmark``, the published 15 (a cut on o1-mini's scale); a judge panel's other
-    judges each with theirs."""
+    """How a model's answers are judged and where each judge's coherence threshold came
+    from (``ThresholdSource``)."""
     source = spec.coherence_threshold_source
     record = Judging(
         judge_model=settings.judge_model,
@@ -351,10 +331,8 @@ def judging_record(settings: Settings, spec: RunSpec) -> Judging:
 
 
 def sqlite_problem(path: Path) -> str | None:
-    """What is wrong with the SQLite file at ``path`` (None when it reads as sound).
-
-    Opened read-only and immutable, so checking it writes nothing beside it.
-    """
+    """What is wrong with the SQLite file at ``path`` (None: sound), read-only and
+    immutable, so checking writes nothing beside it."""
     try:
         with closing(sqlite3.connect(files.read_only_uri(path), uri=True)) as db:
             db.execute("SELECT name FROM sqlite_master").fetchall()
@@ -397,8 +375,8 @@ def git_commit() -> str | None:
 
 
 def spending(spec: RunSpec, limits: Mapping[str, Any] | None) -> dict[str, Any]:
-    """What a finished session records beside what it spent: the price table its dollars
-    come from, its caps, and each endpoint's adaptive limit (``limits``, when known)."""
+    """What a finished session records beside what it spent: the price table, its caps, and
+    each endpoint's adaptive limit when known."""
     prices = spec.settings.get("prices_path")
     recorded: dict[str, Any] = {
         "prices": {**price_table(prices).describe(), "file": prices},

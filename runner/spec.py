@@ -1,10 +1,8 @@
 """A run's specification: what to measure, where to write it, and how to reach the models.
 
-``RunSpec`` is what the Python API takes and what ``aidanbench run`` builds from its
-arguments. ``settings`` holds the ``Settings`` fields given for this session (every one
-but ``model`` and ``temperature``, which the run multiplies out, and ``cache_path``, which
-the run directory decides); a field left out takes its default, or with
-``use_stored_settings`` the value the run directory recorded.
+``RunSpec`` is what the Python API takes and ``aidanbench run`` builds. ``settings`` holds
+the ``Settings`` fields given for this session (not ``RUN_FIELDS``); a field left out takes
+its default, or with ``use_stored_settings`` the run directory's recorded value.
 """
 
 from __future__ import annotations
@@ -157,8 +155,7 @@ class RunSpec(BaseModel):
     @field_validator("questions")
     @classmethod
     def _one_spelling(cls, value: list[str]) -> list[str]:
-        """Each question in its normal form (``record.lines.normal_text``); two
-        spellings of one are refused."""
+        """Each question in its normal form; two spellings of one are refused."""
         try:
             return validated(value, "questions")
         except QuestionSourceError as exc:
@@ -167,8 +164,7 @@ class RunSpec(BaseModel):
     @field_validator("models")
     @classmethod
     def _distinct_models(cls, value: list[str]) -> list[str]:
-        """Each model name in its normal form (``record.lines.normal_text``, as questions
-        are): two spellings of one name would make two rows of one model."""
+        """Each model name in its normal form: two spellings would make two rows of one model."""
         seen: dict[str, str] = {}
         for model in value:
             name = normal_text(model)
@@ -237,11 +233,8 @@ class RunSpec(BaseModel):
 
 
 def given_settings(values: dict[str, Any]) -> dict[str, Any]:
-    """Only the fields whose value differs from the ``Settings`` default.
-
-    The command line passes every flag's value; a value equal to its default is read as
-    not given, so ``--use-stored-settings`` can fill it from the run directory.
-    """
+    """Only the fields whose value differs from the ``Settings`` default: the command line
+    passes every flag, and ``--use-stored-settings`` fills the rest from the run directory."""
     given = {}
     for name, value in values.items():
         default = Settings.model_fields[name].get_default(call_default_factory=True)
@@ -256,9 +249,8 @@ def base_urls(settings: Settings) -> dict[str, str]:
 
 
 def run_fields(spec: RunSpec) -> dict[str, Any]:
-    """The settings a run sets itself from its directory: the cache and the price table's
-    whole path. A server run gets no prices file (a path on this machine): its dollars
-    come from the bundled prices."""
+    """The cache and the price table's whole path; a server run gets no prices file (a path
+    on this machine): its dollars come from the bundled prices."""
     local = spec.server is None
     prices = spec.settings.get("prices_path")
     return {
@@ -307,15 +299,10 @@ def validation_line(exc: ValidationError, flag: Callable[[str], str] = flag_of) 
 
 
 def check_prices(spec: RunSpec) -> None:
-    """Refuse an unreadable price table, or a dollar cap it cannot count (``UsageError``),
-    before anything is written.
-
-    A dollar cap needs a price for every model that spends: the models (priced by the
-    name they are sent as, a variant's NAME), the judge and, for ``--max-cost``, the
-    embedding model (unless local). Without one its dollars are unknown and the cap could
-    not count them. A provider that reports no usage does not need refusing: its tokens
-    are then estimated from above (``services.usage``).
-    """
+    """Refuse an unreadable price table, or a dollar cap it cannot count (``UsageError``):
+    a cap needs a price for every model that spends (the models as sent, the judge and, for
+    ``--max-cost``, a remote embedding model). A provider that reports no usage needs no
+    refusing: its tokens are estimated from above (``services.usage``)."""
     settings = Settings(model=spec.models[0], **spec.settings)
     try:
         table = price_table(settings.prices_path)

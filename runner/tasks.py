@@ -1,10 +1,8 @@
 """The unit of a run: one question thread, its line, and what counts as done.
 
-Every (model, temperature, question, repeat) is one checkpointed thread with a
-deterministic id, so running the same run again finds each thread where it was: finished
-ones are skipped, interrupted ones continue from their last completed step (``None``
-input), and ones that stopped on an error are invoked again, which retries only the
-failed part.
+Every (model, temperature, question, repeat) is one thread with a deterministic id, so the
+same run again finds each where it was: finished ones are skipped, interrupted ones continue,
+and ones stopped on an error are invoked again, which retries only the failed part.
 """
 
 from __future__ import annotations
@@ -44,11 +42,8 @@ class Task:
         return thread_id(self.settings.model, self.settings.temperature, self.repeat, self.question)
 
     def line(self, output: Mapping[str, Any]) -> QuestionLine:
-        """The task's question line (with its answers) from its thread's values.
-
-        Thresholds and embedding model are the ones the thread recorded when it started
-        (its ``measured``), so a line never labels old scores with this run's settings.
-        """
+        """The task's question line from its thread's values, with the thresholds and
+        embedding model the thread recorded (``measured``), never this run's settings."""
         return QuestionLine.from_output(
             output,
             measured=output.get("measured") or measured_by(self.settings),
@@ -65,12 +60,9 @@ def is_finished(values: Mapping[str, Any], pending: bool) -> bool:
 
 
 def start_input(task: Task, pending: bool) -> dict[str, Any] | None:
-    """What to invoke a thread with that is not finished.
-
-    ``None`` continues a thread stopped mid-step from its last checkpoint; the question
-    starts a new thread or re-invokes one that stopped on an error, where ``prepare``
-    clears the error so only the failed part runs again.
-    """
+    """``None`` continues a thread stopped mid-step; the question starts a new thread or
+    re-invokes one stopped on an error, where ``prepare`` clears the error so only the
+    failed part runs again."""
     return None if pending else {"question": task.question}
 
 

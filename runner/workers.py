@@ -1,39 +1,27 @@
 """Worker processes: one session's questions spread over the machine's cores.
 
-A run with thousands of chains in flight is bound by the CPU of its event loop, not by
-the providers (each turn costs milliseconds of LangGraph and client work), and one
-Python process uses one core. So a session of many chains (``worker_count``) runs in
-several processes, each with its own event loop, graph and HTTP pools: the session's
-own process, which also keeps what the session has once (the lock, the metadata, the
-output files, the live table), and ``N - 1`` worker processes.
+A run with thousands of chains in flight is bound by the CPU of its event loop, not by the
+providers, and one Python process uses one core. So a session of many chains
+(``worker_count``) runs in several processes, each with its own event loop, graph and HTTP
+pools: the session's own process, which also keeps what the session has once (the lock, the
+metadata, the output files, the live table), and ``N - 1`` workers.
 
-* **Shares.** The tasks, ordered as the drive loop orders them, are dealt out in turn, so
-  each process gets the same mix of models and of questions started before; this
-  process's share starts at once, while the workers start up (a second or two of
-  imports). Each runs the ordinary drive loop (``runner.drive``) on its share, on the
-  run directory's one checkpoint file (SQLite in WAL mode takes one writer at a time,
-  and a commit is a few milliseconds) and one usage ledger (each line one ``O_APPEND``
-  write).
-* **Limits.** Each process holds ``1/N`` of every endpoint's ceiling and request rate and
-  ``1/N`` of the memory budget for chains in flight (``OpenAIServices(share=N)``,
-  ``runner.admission``); its adaptive limits halve on their own 429s, so together they
-  settle at fair shares of what the endpoint takes, as TCP flows sharing a link do. The
-  run's budget (``--max-cost``) is shared through the ledger: each worker reads what
-  the others appended every ``FOLLOW_S`` (``UsageLedger.catch_up``).
-* **Progress.** A worker sends what the drive loop reports (a question started, an
-  answer, a stored or finished line) in batches every ``SEND_EVERY_S``, with its
-  endpoints' limits; this process applies them to the live table and keeps the lines
-  (``Relay``), so the table, the files and the summary are made here once, as in a
-  single process.
+* **Shares.** The tasks, in the drive loop's order, are dealt out in turn, so each process
+  gets the same mix of models and of questions started before. Each runs ``runner.drive``
+  on the run directory's one checkpoint file (WAL mode) and one usage ledger (``O_APPEND``).
+* **Limits.** Each process holds ``1/N`` of every endpoint's ceiling and rate and of the
+  memory budget (``OpenAIServices(share=N)``, ``runner.admission``); its adaptive limits
+  halve on their own 429s, so together they settle at fair shares, as TCP flows sharing a
+  link do. The ``--max-cost`` budget is shared through the ledger (``FOLLOW_S``).
+* **Progress.** Workers send what the drive loop reports in batches; this process applies
+  them (``Relay``), so the table, the files and the summary are made here once.
 * **Stopping.** Ctrl-C reaches this process; it sends each worker ``SIGTERM`` (workers
-  ignore ``SIGINT``), which cancels the worker's drive loop as Ctrl-C does a single
-  process's, while its own drive loop stops; then it waits up to ``STOP_S`` for their
-  last reports and kills what is left: every completed step is already committed
-  (``durability="sync"``), so nothing is lost.
-* **A killed worker** loses nothing either: its share is started again in a new worker
-  (at most ``RESTARTS`` times a share), which skips the questions its checkpoints show
-  finished and continues the rest from their last completed step. A worker that fails
-  (a refused endpoint, a full disk) stops the others, and its error ends the session.
+  ignore ``SIGINT``), which cancels its drive loop as Ctrl-C does a single process's, waits
+  up to ``STOP_S`` for their last reports and kills what is left: every completed step is
+  committed (``durability="sync"``), so nothing is lost.
+* **A killed worker** loses nothing either: its share starts again in a new worker (at most
+  ``RESTARTS`` times), which resumes from the checkpoints. A worker that fails (a refused
+  endpoint, a full disk) stops the others, and its error ends the session.
 """
 
 from __future__ import annotations
@@ -70,9 +58,8 @@ from aidanbench.services import OpenAIServices, ServicesFactory, clients
 from aidanbench.services.limits import EndpointStats
 
 CHAINS_PER_WORKER = 256
-"""Chains a session has per worker process it starts by itself: below this a single
-event loop keeps up with the providers (a turn's CPU is milliseconds, a turn's wait
-seconds), and a worker costs a second or two of start-up and its own memory."""
+"""Chains per worker process a session starts by itself: below this one event loop keeps up
+with the providers, and a worker costs start-up time and its own memory."""
 
 SEND_EVERY_S = 0.2
 """How often a worker sends what it has to report."""
@@ -81,8 +68,7 @@ FOLLOW_S = 0.5
 """How often a worker reads the others' ledger lines (the budget they share)."""
 
 STOP_S = 1.0
-"""How long workers told to stop get to send their last reports before they are killed
-(every step they completed is committed already)."""
+"""How long workers told to stop get to send their last reports before they are killed."""
 
 RESTARTS = 3
 """How many times one share is started again after its worker died."""
@@ -97,9 +83,8 @@ def cores() -> int:
 
 
 def worker_count(requested: int | None, chains: int, *, remote: bool = False) -> int:
-    """Worker processes for a session of ``chains`` question threads: ``requested`` when
-    given (at most one per chain), else one per ``CHAINS_PER_WORKER`` chains up to the
-    cores; one for a run on a LangGraph server (its workers run the chains)."""
+    """``requested`` (at most one per chain), else one per ``CHAINS_PER_WORKER`` chains up to
+    the cores; one for a run on a LangGraph server (its workers run the chains)."""
     if remote or chains <= 1:
         return 1
     if requested is not None:
@@ -114,14 +99,12 @@ class Job:
     index: int
     count: int
     spec: RunSpec
-    """The session's specification (its store's URL, with its password if it has one,
-    is never shown: ``RunSpec.store``)."""
+    """The session's specification (its store URL's password is never shown: ``RunSpec.store``)."""
     tasks: list[Task]
 
 
 def process_gate(concurrency: int | None, chains: int, count: int) -> Admission:
-    """One of ``count`` processes' gate for its ``chains``: its share of the session's
-    ``concurrency`` (``runner.admission``)."""
+    """One of ``count`` processes' gate: its share of ``concurrency`` (``runner.admission``)."""
     requested = None if concurrency is None else math.ceil(concurrency / count)
     return admission(requested, chains, share=count)
 
@@ -245,26 +228,23 @@ def questions_here(
     budget: UsageLedger | None,
     outage: campaign.Outage | None = None,
 ) -> contextlib.AbstractAsyncContextManager[Any]:
-    """Threads run on this machine (a worker's, or the session's own): on the store's
-    checkpointer (an outage of it waited out through ``outage``), or the run directory's."""
+    """Threads run on this machine, on the store's checkpointer or the run directory's."""
     if store is not None:
         return campaign.store_questions(store, services, budget, outage)
     return local_questions(run_dir, services, budget)
 
 
 async def follow(ledger: UsageLedger) -> None:
-    """Read the other processes' ledger lines every ``FOLLOW_S`` (the budget they share),
-    until cancelled."""
+    """Read the other processes' ledger lines every ``FOLLOW_S``, until cancelled."""
     while True:
         await asyncio.sleep(FOLLOW_S)
         ledger.catch_up()
 
 
 def _die_with_parent() -> None:
-    """Be killed when the session's process dies, however it dies (Linux's
-    ``PR_SET_PDEATHSIG``): a worker left running would go on writing threads that the
-    next session, holding the run directory's lock, runs too. Its completed steps are
-    committed, so the kill loses nothing."""
+    """Be killed when the session's process dies, however it dies (``PR_SET_PDEATHSIG``): a
+    worker left running would write threads that the next session, holding the lock, runs
+    too."""
     parent = multiprocessing.parent_process()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -311,8 +291,8 @@ class Relay:
         self.progress.elsewhere(sum(self.waiting.values()))
 
     async def apply(self, worker: int, event: tuple[Any, ...], *, write: bool = True) -> None:
-        """Apply one report; a finished question rewrites the files when they are due,
-        unless ``write`` is off (the session is ending: they are written once after)."""
+        """Apply one report; a finished question rewrites the files when due, unless
+        ``write`` is off (the session is ending: they are written once after)."""
         kind = event[0]
         if kind == "endpoints":
             self.stats[worker] = event[1]
@@ -423,12 +403,9 @@ async def drive_workers(
     budget: UsageLedger,
     outage: campaign.Outage | None = None,
 ) -> list[QuestionLine]:
-    """Run every task to a stop over ``count`` processes: this one, on ``questions``
-    (built with ``OpenAIServices(share=count)``), and ``count - 1`` workers. Like
-    ``runner.drive.drive``, returns every question line of the run directory and writes
-    the outputs as questions finish (and once more at the end, whatever ends it). Every
-    process keeps the run's ``budget`` (the parent's is this session's ledger), catching
-    up with what the others spent."""
+    """``runner.drive.drive`` over ``count`` processes: this one, on ``questions`` (built
+    with ``OpenAIServices(share=count)``), and ``count - 1`` workers, every one keeping the
+    run's ``budget`` and catching up with what the others spent."""
     ordered = sorted(tasks, key=lambda task: lines.stopped_before(task.thread_id))
     mine, *theirs = shares(ordered, count)
     relay = Relay(progress, lines, {task.thread_id: task for task in tasks})
@@ -510,8 +487,8 @@ class Workers:
         threading.Thread(target=pump, name=f"{process.name}-reports", daemon=True).start()
 
     async def watch(self) -> None:
-        """Apply reports until every worker has ended its share; start a killed
-        worker's share again; raise a worker's failure."""
+        """Apply reports until every share has ended; restart a killed worker's share; raise
+        a worker's failure."""
         running = len(self.slots)
         while running:
             index, message = await self.inbox.get()
@@ -551,8 +528,7 @@ class Workers:
                     os.kill(slot.process.pid or 0, signal.SIGTERM)
 
     async def stop(self) -> None:
-        """Stop every worker still running: ``SIGTERM``, their last reports for up to
-        ``STOP_S`` after it, then ``SIGKILL``."""
+        """``SIGTERM``, their last reports for up to ``STOP_S``, then ``SIGKILL``."""
         alive = [slot for slot in self.slots.values() if slot.process.is_alive()]
         self.terminate()
         deadline = time.monotonic() + STOP_S

@@ -14,14 +14,14 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 
 import pytest
 
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.record import files
-from aidanbench.runner.drive import run_all
+from aidanbench.runner.drive import _spawn, run_group
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain, http_error, when
 
 from .builders import write_outputs
@@ -244,8 +244,18 @@ def test_provider_text_cannot_drive_the_terminal(
     assert not any(c in proc.stderr for c in "\x1b\x07\x9b"), repr(proc.stderr)
 
 
+async def run_all(jobs: list[Coroutine[None, None, None]]) -> None:
+    """The jobs spawned as the drive loop spawns its questions, in its ``run_group``."""
+
+    async def start(group: asyncio.TaskGroup) -> None:
+        for job in jobs:
+            _spawn(group, lambda job=job: job)  # type: ignore[misc]
+
+    await run_group(start)
+
+
 async def test_the_drive_loop_ends_every_job_and_raises_the_first_failure() -> None:
-    """``run_all`` returns or raises only once every job has ended (the caller closes the
+    """``run_group`` returns or raises only once every job has ended (the caller closes the
     checkpointer next), with the first failure itself, not a group of them; cancelled,
     it is cancelled, whatever a job raises on its way out."""
     ended: list[str] = []
