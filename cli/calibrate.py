@@ -1,22 +1,19 @@
 """``aidanbench calibrate``: a threshold for another embedding model or another judge.
 
-With ``--embedding-model``: replays a reference results file with that embedding model
-and reports the cut on its novelty scale that reproduces the reference's ``novelty >
-0.15`` decisions best, next to what 0.15 unchanged would give
-(``aidanbench.analysis.calibrate``).
+With ``--embedding-model``: replays a reference results file with that model and reports the cut on
+its novelty scale that best reproduces the reference's novelty decisions, beside the published
+threshold unchanged (``aidanbench.analysis.calibrate``).
 
-With ``--judge-model``: judges every answer of the reference again with the benchmark's
-coherence prompt and reports how that judge's scale relates to o1-mini's, the threshold
-that reproduces o1-mini's ``> 15`` decisions best, and what the published totals become
-(``aidanbench.analysis.judge_calibration``). It writes a calibration file, which ``run
---coherence-threshold FILE`` takes (recording the file's sha256 with the run).
+With ``--judge-model``: judges every answer of the reference again with the benchmark's coherence
+prompt and reports how that judge's scale relates to the reference judge's, the threshold that best
+reproduces its coherence decisions, and the published totals under it
+(``aidanbench.analysis.judge_calibration``); the calibration file it writes is what ``run
+--coherence-threshold FILE`` takes, recording its sha256.
 
-The reference is the bundled published run unless ``--reference`` names another.
-
-The embedding model is built by a factory looked up in ``EMBEDDING_FACTORIES`` (``local``
-is the bundled all-MiniLM-L6-v2); any other name is an OpenAI-compatible embeddings model.
-Tests register a fake factory there, which is the seam that keeps them free of torch and
-of the network.
+The reference is the bundled published run unless ``--reference`` names another. Embedding models
+come from ``EMBEDDING_FACTORIES`` (``local`` is the bundled all-MiniLM-L6-v2; any other name is
+OpenAI-compatible): tests register a fake there, the seam that keeps them free of torch and the
+network.
 """
 
 from __future__ import annotations
@@ -234,9 +231,9 @@ JUDGE_CENSORING_NOTE = (
 def calibrate_judges(
     args: argparse.Namespace, questions: list[QuestionResult], reference: Path, out: Path
 ) -> int:
-    """Judge, calibrate, plot, write the calibration file, print the figures: of each
-    judge, with ``--judge-model`` given several times (a panel), then what the panel's
-    majority of calibrated decisions makes of o1-mini's."""
+    """Judge, calibrate, plot, write the calibration file and print the figures of each judge
+    (several with ``--judge-model`` given again: a panel), then what the panel's majority of
+    calibrated decisions makes of the reference judge's."""
     found = []
     for judge in options.judges(args):
         settings = judging.judge_settings(judge, args.cache or out / "judge-cache.sqlite")
@@ -267,8 +264,8 @@ def calibrate_judges(
 def show(
     found: tuple[JudgeCalibration, dict[str, Any], Path], reference: Path, as_json: bool
 ) -> None:
-    """One judge's figures (as text unless ``as_json``) and a warning when other models
-    served its judgments."""
+    """One judge's figures (as text unless ``as_json``), with a warning when other models served its
+    judgments."""
     calibration, document, path = found
     figures = document["judging"]
     if not as_json:
@@ -283,7 +280,7 @@ def show(
 
 
 def panel_line(panel: dict[str, Any]) -> str:
-    """The panel's agreement with o1-mini, in one line."""
+    """The panel's agreement with the reference judge, in one line."""
     judges = " + ".join(panel["judges"])
     if panel["agreement"] is None:
         return f"judge panel {judges}: the judges left different answers undecided"

@@ -1,16 +1,14 @@
-"""``aidanbench rescore``: scores under other thresholds, or another judge, from the
-recorded chains.
+"""``aidanbench rescore``: scores under other thresholds, or another judge, from the recorded
+chains.
 
-Prints the shape ``report`` prints, plus each line's recorded score and whether it is
-truncated (see ``aidanbench.analysis.rescore``): under looser thresholds a recorded chain
-can end at an answer that now passes, and its score is then only a lower bound.
+Prints the shape ``report`` prints, plus each line's recorded score and whether it is truncated
+(``aidanbench.analysis.rescore``): under looser thresholds a recorded chain can end at an answer
+that now passes, so its score is only a lower bound.
 
-With ``--judge-model M`` every recorded answer is judged again by M first
-(``analysis.rejudge``: the benchmark's coherence prompt, cached, direct or batched) and
-the chains are walked under M's judgments: exact where a chain now stops earlier, a lower
-bound where a recorded failing answer now passes. ``--into NEW_RUN`` writes those
-re-judged chains as a run directory that ``aidanbench run`` continues
-(``runner.rejudged``).
+With ``--judge-model M`` every recorded answer is first judged again by M (``analysis.rejudge``) and
+the chains are walked under M's judgments: exact where a chain now stops earlier, a lower bound
+where a recorded failing answer now passes. ``--into NEW_RUN`` writes them as a run directory that
+``aidanbench run`` continues (``runner.rejudged``).
 """
 
 from __future__ import annotations
@@ -119,8 +117,8 @@ def _into(args: argparse.Namespace) -> Path | None:
 
 
 def judge_again(args: argparse.Namespace, thresholds: Thresholds) -> int:
-    """Judge again (one judge, or a panel: ``--judge-model`` given several times, each
-    with its own threshold), rescore, print; with ``--into`` write the run directory."""
+    """Judge again (one judge, or a panel: ``--judge-model`` given again, each with its own
+    threshold), rescore, print; with ``--into`` write the run directory."""
     if thresholds.llm_novelty is not None:
         raise UsageError(
             "--llm-novelty-threshold with --judge-model: similarity judgments are not "
@@ -265,10 +263,8 @@ def rescore_payload(
     reward_mode: str = "count",
     notes: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The ``report --json`` document with recorded scores and truncation added.
-
-    A run's ``original_score`` is per repeat, like its ``score``.
-    """
+    """The ``report --json`` document with recorded scores and truncation added; a run's
+    ``original_score`` is per repeat, like its ``score``."""
     results = [r.result for r in rescored]
     by_key = {line_key(r.result): r for r in rescored}
     question_fields = {
