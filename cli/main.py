@@ -1,14 +1,12 @@
 """Entry point of the ``aidanbench`` console script.
 
-Each command lives in its own module exposing ``register(subparsers)``, which adds a
-parser whose ``handler(args) -> int`` does the work. Errors a user can fix are raised as
-``UsageError`` and printed as one line on stderr with exit status 2; nothing written
-before them is removed.
+Each command module exposes ``register(subparsers)``, adding a parser whose ``handler(args) -> int``
+does the work. A ``UsageError`` is one line on stderr with exit status 2; nothing written before it
+is removed.
 
-Only the command being run is imported: the command modules pull in LangGraph, the
-OpenAI client, numpy and the rest, which took seconds before ``--help`` could print a
-line. The top-level parser lists every command from ``SUMMARIES`` instead, the one-line
-help each module's own parser takes too (``add_command``).
+Only the command being run is imported, because the command modules pull in LangGraph, the OpenAI
+client and numpy; the top-level parser lists the others from ``SUMMARIES``, the one-line help each
+module's parser takes too (``add_command``).
 """
 
 from __future__ import annotations
@@ -44,8 +42,8 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The command-line parser; with ``only``, just that command's module is imported and
-    the others are listed by name and summary (``None``: every command in full)."""
+    """The command-line parser; with ``only``, just that command's module is imported and the others
+    listed by summary (``None``: every command in full)."""
     parser = OneLineParser(
         prog="aidanbench",
         description="AidanBench creativity benchmark as a LangGraph workflow.",
@@ -63,8 +61,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def command_named(argv: Sequence[str]) -> str:
-    """The command ``argv`` asks for ("" when none: the top-level parser has no options
-    but ``--help``, so the first word that is not an option is the command)."""
+    """The command ``argv`` asks for ("" when none): the top-level parser has no option but
+    ``--help``, so it is the first word that is not an option."""
     for word in argv:
         if not word.startswith("-"):
             return word if word in COMMANDS else ""
