@@ -1,9 +1,9 @@
 """``aidanbench export``: runs in Inspect, Every Eval Ever or Hugging Face Hub format.
 
-Reads every input first (a bad one is one line and nothing is written), then writes the
-files under ``--out``, whole or not at all (``analysis.export``), prints their paths on
-stdout, one per line (for scripts), and says on stderr what it wrote and how to open it.
-The formats' libraries are the ``[export]`` extra (``aidanbench.analysis.export``).
+Every input is read first (a bad one is one line and nothing is written); the files under ``--out``
+are written whole or not at all (``analysis.export``, whose libraries are the ``[export]`` extra),
+their paths printed on stdout one per line for scripts, and stderr says what was written and how to
+open it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """``aidanbench report``: scores of run directories and original-schema results files.
 
-Several paths are read as one set of results (``aidanbench.analysis.inputs``). Text output
-is the summary table, each row's headline under the reward mode, a questions x models
-table of per-question scores, the errored questions with their errors, and warnings about
-totals that should not be compared. ``--json`` prints the same figures for programs.
-``rescore`` and ``plot`` reuse the pieces here, so the commands read and print one shape.
+Several paths are read as one set of results (``aidanbench.analysis.inputs``), printed as the
+summary table, each row's headline, the per-question scores, the errored questions and warnings
+about totals that should not be compared, or as ``--json``. ``rescore`` and ``plot`` reuse these
+pieces, so the commands read and print one shape.
 """
 
 from __future__ import annotations
@@ -100,13 +99,10 @@ def read_inputs(
 
 
 def make_console() -> Console:
-    """Console for reports, without highlighting (which colours numbers at random).
-
-    Output to a pipe or file gets ``PIPE_WIDTH`` columns unless ``COLUMNS`` says otherwise:
-    rich's default of 80 folds the tables into unreadable slivers. Markup is off: model
-    names and questions are shown as written, brackets included (``core.errors.printable``
-    escapes their control characters).
-    """
+    """Console for reports, without highlighting (which colours numbers at random) or markup
+    (brackets in names and questions are shown as written; ``core.errors.printable`` escapes control
+    characters). A pipe or file gets ``PIPE_WIDTH`` columns unless ``COLUMNS`` says otherwise:
+    rich's default of 80 folds the tables into slivers."""
     wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
     return Console(highlight=False, markup=False, width=PIPE_WIDTH if wide else None)
 
@@ -140,10 +136,9 @@ def _column_key(index: int) -> str:
 def question_table(results: Sequence[QuestionResult], width: int = PIPE_WIDTH) -> Table:
     """Per-question scores: one row per question, one column per model and temperature.
 
-    A cell holds the score of each repeat (``52/48``); ``!`` marks an errored line, ``≥``
-    any other line that did not finish (``QuestionResult.lower_bound``), ``–`` a question
-    the model did not run. Questions are cut to what ``width`` leaves after the score
-    columns, so the scores are never the ones squeezed.
+    A cell holds each repeat's score (``52/48``); ``!`` marks an errored line, ``≥`` any other
+    unfinished line (``QuestionResult.lower_bound``), ``–`` a question not run. Questions are cut to
+    what ``width`` leaves after the score columns, so the scores are never squeezed.
     """
     groups = group_results(results)
     temperatures = len({t for _, t in groups})
@@ -299,12 +294,9 @@ def report_payload(
     reward_mode: str = "count",
     notes: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The ``--json`` document; ``*_fields`` add keys to chosen runs or question lines.
-
-    Question lines carry their metrics under our names and the environment's; each run
-    carries ``rollout_means``, the environment metrics averaged over its lines as
-    ``vf-eval`` reports them (``aidanbench.analysis.environment_metrics``).
-    """
+    """The ``--json`` document; ``*_fields`` add keys to chosen runs or question lines. Question
+    lines carry their metrics under our names and the environment's; each run carries
+    ``rollout_means`` as ``vf-eval`` reports them (``aidanbench.analysis.environment_metrics``)."""
     numbers = {q: i for i, q in enumerate(question_order(results), 1)}
     groups = group_results(results)
     runs = []
@@ -401,9 +393,9 @@ def print_headline(
 
 
 def judging_lines(rows: Sequence[SummaryRow]) -> list[str]:
-    """Per row, who judged it: the judge asked for, the models that served it, where its
-    coherence threshold came from, and its noise when answers were judged several times.
-    Rows that record none of it (original-schema files) get no line."""
+    """Per row, who judged it: the judge asked for, the models that served it, its threshold's
+    source and its noise when answers were judged several times; none for rows that record none
+    (original-schema files)."""
     found = []
     for row in rows:
         parts = []
