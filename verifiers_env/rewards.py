@@ -1,10 +1,6 @@
-"""How a question's result becomes verifiers rewards and metrics.
-
-The question graph already computes the benchmark's numbers (``nodes.metrics``); this
-module only names them the way the community environment's users read them. A metric
-without a value (no valid answer to average, LLM novelty off) is left out, never
-recorded as a made-up 0.
-"""
+"""How a question's result becomes verifiers rewards and metrics: the graph computes the benchmark's
+numbers (``nodes.metrics``), named here as the community environment's users read them. A metric
+without a value (no valid answer to average, LLM novelty off) is left out, never a made-up 0."""
 
 from __future__ import annotations
 
