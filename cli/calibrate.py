@@ -1,19 +1,13 @@
 """``aidanbench calibrate``: a threshold for another embedding model or another judge.
 
-With ``--embedding-model``: replays a reference results file with that model and reports the cut on
-its novelty scale that best reproduces the reference's novelty decisions, beside the published
-threshold unchanged (``aidanbench.analysis.calibrate``).
+``--embedding-model`` replays a reference results file with that model
+(``aidanbench.analysis.calibrate``); ``--judge-model`` judges its answers again
+(``aidanbench.analysis.judge_calibration``) and writes the calibration file ``run
+--coherence-threshold FILE`` takes. The reference is the bundled published run unless
+``--reference`` names another.
 
-With ``--judge-model``: judges every answer of the reference again with the benchmark's coherence
-prompt and reports how that judge's scale relates to the reference judge's, the threshold that best
-reproduces its coherence decisions, and the published totals under it
-(``aidanbench.analysis.judge_calibration``); the calibration file it writes is what ``run
---coherence-threshold FILE`` takes, recording its sha256.
-
-The reference is the bundled published run unless ``--reference`` names another. Embedding models
-come from ``EMBEDDING_FACTORIES`` (``local`` is the bundled all-MiniLM-L6-v2; any other name is
-OpenAI-compatible): tests register a fake there, the seam that keeps them free of torch and the
-network.
+Embedding models come from ``EMBEDDING_FACTORIES`` (any other name is OpenAI-compatible): tests
+register a fake there, the seam that keeps them free of torch and the network.
 """
 
 from __future__ import annotations

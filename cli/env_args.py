@@ -1,16 +1,14 @@
 """The verifiers ``aidanbench`` environment's arguments on ``aidanbench run``.
 
 A seed command ``vf-eval aidanbench -m MODEL -n N -r R -T TEMP -a JSON`` ports by replacing
-``vf-eval aidanbench`` with ``aidanbench run``: ``-m``, ``-r``, ``-T``, ``-b`` and ``-k`` are short
-names ``run`` declares; ``-n`` is the number of questions run; ``-a`` takes exactly the
-environment's keys, each mapped onto the option that means the same. An unknown key is an error,
-never ignored, and so is a key that contradicts a flag given on the command line: letting one win
+``vf-eval aidanbench`` with ``aidanbench run``: ``-n`` is the number of questions run, and ``-a``
+takes exactly the environment's keys, each mapped onto the option that means the same. An unknown
+key is an error, and so is one that contradicts a flag given on the command line: letting one win
 silently would run something neither asked for.
 
-As in ``vf-eval``, ``num_questions`` limits the question set loaded and ``-n`` the examples
-evaluated from it, so the smaller wins (``-n 3`` of a 10-question set is 3). ``--questions N`` is
-our ``num_questions``: giving both, or ``-n`` and ``--questions``, with different values is a
-conflict.
+As in ``vf-eval``, ``num_questions`` (our ``--questions``) limits the set loaded and ``-n`` the
+examples evaluated, so the smaller wins; ``--questions`` and ``num_questions`` or ``-n`` with
+different values conflict.
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """The command line's settings flags, derived from ``Settings``' fields.
 
-Each field is one flag named after it (``judge_base_url`` is ``--judge-base-url``), typed from its
-annotation, with the field's default and description as help, so the command line cannot restate a
-default or a range that the settings then contradict. The departures, each with its reason:
-``RENAMED``, ``REPEATABLE``, ``SHORT`` and ``NO_FLAG`` (a test holds every field to a flag or a
-stated reason). Validation stays with ``Settings``; its errors name the flag, never the field
-(``validation_line``).
+Each field is one flag named after it, typed from its annotation, with the field's default and
+description as help, so the command line cannot restate a default or a range that the settings then
+contradict. The departures, each with its reason: ``RENAMED``, ``REPEATABLE``, ``SHORT`` and
+``NO_FLAG`` (a test holds every field to a flag or a stated reason). Validation stays with
+``Settings``; its errors name the flag (``validation_line``). ``rescore``'s ``--*-threshold``
+options are not made here: they are the targets of a rescore, not settings of a run.
 
-``rescore``'s ``--*-threshold`` options share names but not meaning (the required targets of a
-rescore of recorded answers, not settings of a run), so they are not made here.
-
-The question-set flags of ``run`` and ``estimate`` (``add_question_flags``, ``question_set``;
-``cli.env_args`` folds the environment's ``-a questions`` / ``questions_path`` / ``num_questions``
-into them first) only say which source ``graph.questions.load_question_set`` reads, and word its
-refusals after the flags.
+The question-set flags (``add_question_flags``, ``question_set``) only say which source
+``graph.questions.load_question_set`` reads, and word its refusals after the flags.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """``aidanbench rescore``: scores under other thresholds, or another judge, from the recorded
 chains.
 
-Prints the shape ``report`` prints, plus each line's recorded score and whether it is truncated
-(``aidanbench.analysis.rescore``): under looser thresholds a recorded chain can end at an answer
-that now passes, so its score is only a lower bound.
-
-With ``--judge-model M`` every recorded answer is first judged again by M (``analysis.rejudge``) and
-the chains are walked under M's judgments: exact where a chain now stops earlier, a lower bound
-where a recorded failing answer now passes. ``--into NEW_RUN`` writes them as a run directory that
-``aidanbench run`` continues (``runner.rejudged``).
+Prints ``report``'s shape plus each line's recorded score and whether it is truncated, i.e. only a
+lower bound (``aidanbench.analysis.rescore``). ``--judge-model M`` judges every recorded answer
+again first (``analysis.rejudge``); ``--into NEW_RUN`` writes the re-judged chains as a run
+directory that ``aidanbench run`` continues (``runner.rejudged``).
 """
 
 from __future__ import annotations

@@ -1,20 +1,15 @@
 """AidanBench on the verifiers 0.1 environment API: the seed's ``vf-eval`` command line.
 
-``vf-eval aidanbench -m MODEL -n N -r R -T TEMP -a JSON`` calls ``load_environment(**JSON)``. Each
-question (one rollout) runs through the project's per-question graph, as ``aidanbench run`` and the
-current-verifiers environment do; only the model under test is swapped: each answer is one
-``Environment.get_model_response`` call on ``vf-eval``'s client (``-b``, ``-k``) with its sampling
-arguments (``-T``, ``-t``, ``-S``), sent the answer's fresh prompt alone (never a growing chat).
+Each question (one rollout) runs through the project's per-question graph, as ``aidanbench run``
+does; only the model under test is swapped: each answer is one ``Environment.get_model_response``
+call on ``vf-eval``'s client with its sampling arguments, sent the answer's fresh prompt alone
+(never a growing chat). The state carries the question's result under ``aidanbench``; the rubric
+reports the seed's metric names.
 
-The completion reads as a multi-turn conversation (reply, next prompt, reply...); the state carries
-the question's result under ``aidanbench``; the rubric reports the seed's metric names. verifiers
-0.1 has no failed rollout, so a question stopped by an error (a call that failed after its retries,
-an unreadable judge) stops ``vf-eval`` with one line naming the cause and exit 1, instead of a
-reward of 0.
-
-Before any question every role is checked as ``aidanbench run`` checks it (``runner.preflight``;
-``OPENAI_BASE_URL`` included, as the OpenAI SDK reads it): a retired or unknown model, a refused key
-or an unreachable endpoint is one line naming its host and what sets it, and exit 2.
+verifiers 0.1 has no failed rollout, so a question stopped by an error stops ``vf-eval`` with one
+line naming the cause and exit 1, never a reward of 0. Before any question every role is checked as
+``aidanbench run`` checks it (``runner.preflight``): a refusal is one line naming its host and what
+sets it, and exit 2.
 """
 
 from __future__ import annotations
