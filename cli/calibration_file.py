@@ -1,10 +1,6 @@
-"""The judge calibration file: written by ``calibrate --judge-model``, read as
-``--coherence-threshold FILE`` by ``run`` and ``rescore``.
-
-A file gives its calibrated threshold (``judge.setting_value``), and the run records the file's
-path, sha256 and the judge it calibrated (``metadata.json``, ``judging``), shown by both reports
-beside the threshold.
-"""
+"""The judge calibration file: written by ``calibrate --judge-model``, read by ``run`` and
+``rescore`` as ``--coherence-threshold FILE``, which records the file's path, sha256 and judge in
+the run's metadata, so the reports can show where the threshold came from."""
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
 """``aidanbench demo``: the real run, offline and without a key, on the published run.
 
-A local OpenAI-compatible server (``aidanbench.testing.published``, in a child process so its work
-is not charged to the run) plays the models, judge and embedder of the bundled published 2024 run,
-and the run engine scores its 49 questions exactly as ``aidanbench run`` would
-(``run.run_session``). The published scores are known, so the demo compares every per-question score
-with them and exits 1 on any difference: a self-test of an installation as much as a showcase.
-Interrupted, it resumes like ``run``.
+A local server (``aidanbench.testing.published``, in a child process so its work is not charged to
+the run) plays every model of the bundled published 2024 run, and the run engine scores its 49
+questions exactly as ``aidanbench run`` would. The demo then compares every per-question score with
+the published one and exits 1 on any difference: a self-test of an installation as much as a
+showcase.
 """
 
 from __future__ import annotations

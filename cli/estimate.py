@@ -1,11 +1,9 @@
 """``aidanbench estimate``, and ``run``'s cost options: what a run would cost, and may.
 
-No API call is made and nothing is written: the prompts are rendered and priced with the price table
-and an answer-count distribution (``--answers-from``; the published 2024 run by default);
-``aidanbench.analysis.estimate`` states the model and its assumptions. ``run`` takes the same flags
-(``add_run_cost_flags``): ``--dry-run`` prints the estimate instead of running, and ``--max-cost``
-is the run-wide budget (armed on the usage ledger, ``services.usage``; a cap the price table cannot
-count is refused first, ``runner.spec.check_prices``).
+No API call is made and nothing is written (``aidanbench.analysis.estimate`` states the model and
+its assumptions). ``run`` takes the same flags: ``--dry-run`` prints the estimate instead of
+running, and ``--max-cost`` is the run-wide budget (armed on the usage ledger, ``services.usage``; a
+cap the price table cannot count is refused first, ``runner.spec.check_prices``).
 """
 
 from __future__ import annotations

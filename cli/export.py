@@ -1,9 +1,7 @@
 """``aidanbench export``: runs in Inspect, Every Eval Ever or Hugging Face Hub format.
 
-Every input is read first (a bad one is one line and nothing is written); the files under ``--out``
-are written whole or not at all (``analysis.export``, whose libraries are the ``[export]`` extra),
-their paths printed on stdout one per line for scripts, and stderr says what was written and how to
-open it.
+Every input is read first (a bad one is one line and nothing is written); files are written whole or
+not at all (``analysis.export``), their paths printed one per line on stdout for scripts.
 """
 
 from __future__ import annotations

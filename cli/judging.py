@@ -1,10 +1,7 @@
-"""What ``calibrate --judge-model`` and ``rescore --judge-model`` share: the judge's flags, its
-settings, progress on stderr, and the lines on cost and serving model.
-
-Judgments are cached in ``--cache`` (``services.cache``) and every request goes to a usage ledger
-beside it (``analysis.rejudge.ledger_path``), so a rerun asks for nothing already judged and the
-dollars spent are known across reruns.
-"""
+"""What ``calibrate --judge-model`` and ``rescore --judge-model`` share: the judge's flags,
+settings, progress and cost lines. Judgments are cached in ``--cache`` and every request goes to a
+usage ledger beside it (``analysis.rejudge.ledger_path``), so a rerun asks for nothing already
+judged and the dollars spent are known across reruns."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """Entry point of the ``aidanbench`` console script.
 
-Each command module exposes ``register(subparsers)``, adding a parser whose ``handler(args) -> int``
-does the work. A ``UsageError`` is one line on stderr with exit status 2; nothing written before it
-is removed.
-
-Only the command being run is imported, because the command modules pull in LangGraph, the OpenAI
-client and numpy; the top-level parser lists the others from ``SUMMARIES``, the one-line help each
-module's parser takes too (``add_command``).
+Each command module's ``register(subparsers)`` adds a parser whose ``handler(args) -> int`` does the
+work; a ``UsageError`` is one line on stderr with exit status 2, and nothing written before it is
+removed. Only the command being run is imported (the others pull in LangGraph, the OpenAI client and
+numpy); the top-level parser lists them from ``SUMMARIES``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """``aidanbench report``: scores of run directories and original-schema results files.
 
-Several paths are read as one set of results (``aidanbench.analysis.inputs``), printed as the
-summary table, each row's headline, the per-question scores, the errored questions and warnings
-about totals that should not be compared, or as ``--json``. ``rescore`` and ``plot`` reuse these
-pieces, so the commands read and print one shape.
+Several paths are read as one set of results (``aidanbench.analysis.inputs``). ``rescore`` and
+``plot`` reuse the pieces here, so the commands read and print one shape.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """``aidanbench run``: score one or more models on AidanBench, resumably.
 
-The arguments become a ``RunSpec`` and the run engine (``aidanbench.runner``) does the rest. The
-same command on the same run directory resumes (finished questions skipped, unfinished ones
-continued from their last step, errored ones retried); more models, temperatures, questions or
-repeats grow the run.
+The arguments become a ``RunSpec`` and the run engine (``aidanbench.runner``) does the rest: the
+same command on the same run directory resumes, and more models, temperatures, questions or repeats
+grow the run.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """AidanBench as a verifiers environment: ``vf-eval aidanbench`` (``[verifiers]`` extra).
 
-verifiers finds these through the ``aidanbench`` package's ``__all__``, resolved from here on first
-access: ``AidanBenchTaskset`` (one task per question, with the scoring settings,
-``--env.taskset.*``), ``AidanBenchEnv`` (the project's per-question graph with the policy as the
-model under test) and ``AidanBenchHarness`` (one streamed chat request per answer, of its fresh
-prompt alone).
+verifiers finds ``AidanBenchTaskset``, ``AidanBenchEnv`` and ``AidanBenchHarness`` through the
+``aidanbench`` package's ``__all__``, resolved from here on first access.
 """
 
 from __future__ import annotations

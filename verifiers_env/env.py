@@ -1,13 +1,9 @@
 """The AidanBench environment: one question per episode, run by the project's own graph.
 
-Each episode runs the per-question workflow (``build_question_graph``) with the policy agent as the
-model under test: prompts, judging, novelty and the pass rule (``graph.thresholds``) are the
-graph's, nothing of the benchmark re-implemented; only the model under test is swapped for a
-verifiers turn.
-
-The whole question is one policy trace (one turn per answer); the task's ``@vf.reward`` reads the
-score left on it when the rollout closes. A failed call (after its retries) or an unreadable judge
-fails the rollout through verifiers' error mechanism: the episode is an error, never a reward of 0.
+Each episode runs the per-question graph (``build_question_graph``) with only the model under test
+swapped for a verifiers turn; nothing of the benchmark is re-implemented. The whole question is one
+policy trace, whose score the task's ``@vf.reward`` reads when the rollout closes; a failed call or
+an unreadable judge fails the rollout through verifiers' error mechanism, never a reward of 0.
 """
 
 from __future__ import annotations

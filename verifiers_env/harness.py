@@ -1,13 +1,10 @@
 """The policy side of an episode: one chat request per answer, with nothing but its prompt.
 
-AidanBench sends a fresh prompt for every answer, never a growing chat, while verifiers' own chat
-harnesses resume a turn on the whole conversation; so this one answers each segment from its own
-messages alone (the first from the task's prompt, each later one from the environment's message).
-
-It runs in-process (no program, no ``uv``, nothing to download), which the ``Harness`` contract
-allows as long as every model call goes through the rollout's interception endpoint: verifiers then
-owns the policy call (model, endpoint, key, sampling, retries) and records it on the trace. The
-request is streamed, as verifiers' own chat program does.
+AidanBench sends a fresh prompt for every answer, while verifiers' chat harnesses resume a turn on
+the whole conversation, so this one answers each segment from its own messages alone. It runs
+in-process, which the ``Harness`` contract allows as long as every model call goes through the
+rollout's interception endpoint: verifiers then owns the policy call (model, endpoint, key,
+sampling, retries) and records it on the trace.
 """
 
 from __future__ import annotations
