@@ -225,9 +225,8 @@ JUDGE_CENSORING_NOTE = (
 def calibrate_judges(
     args: argparse.Namespace, questions: list[QuestionResult], reference: Path, out: Path
 ) -> int:
-    """Judge, calibrate, plot, write the calibration file and print the figures of each judge
-    (several with ``--judge-model`` given again: a panel), then what the panel's majority of
-    calibrated decisions makes of the reference judge's."""
+    """Calibrate each judge (several: a panel), then say what the panel's majority of calibrated
+    decisions makes of the reference judge's."""
     found = []
     for judge in options.judges(args):
         settings = judging.judge_settings(judge, args.cache or out / "judge-cache.sqlite")
@@ -258,8 +257,7 @@ def calibrate_judges(
 def show(
     found: tuple[JudgeCalibration, dict[str, Any], Path], reference: Path, as_json: bool
 ) -> None:
-    """One judge's figures (as text unless ``as_json``), with a warning when other models served its
-    judgments."""
+    """One judge's figures, warning when other models served its judgments."""
     calibration, document, path = found
     figures = document["judging"]
     if not as_json:
@@ -293,8 +291,8 @@ def _agreement(rule: RuleFigures, whole: int) -> str:
 def judge_report(
     calibration: JudgeCalibration, reference: Path, plot: Path, file: Path, distinct: int
 ) -> str:
-    """The figures as plain text; ``distinct`` answers were judged (an answer that repeats
-    an earlier one of its question word for word is one prompt, judged once)."""
+    """The figures as plain text; ``distinct`` answers were judged (a word-for-word repeat is judged
+    once)."""
     cal, ref = calibration.calibrated, calibration.at_reference
     model = calibration.judge_model
     n = int(calibration.recorded.size)

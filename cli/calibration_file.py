@@ -71,8 +71,8 @@ def coherence_threshold(text: str) -> float:
 
 
 def threshold_source(value: Any, judge_model: str) -> dict[str, Any] | None:
-    """The source a ``--coherence-threshold`` value records (None: a number); a
-    ``ValueError`` when the file calibrated another judge than the one used."""
+    """The source a ``--coherence-threshold`` value records (None: a number); ``ValueError`` when
+    the file calibrated another judge."""
     if not isinstance(value, CalibratedThreshold):
         return None
     calibrated = value.source["judge_model"]
@@ -85,8 +85,7 @@ def threshold_source(value: Any, judge_model: str) -> dict[str, Any] | None:
 
 
 def threshold_value(text: str, option: str, upper: float) -> float:
-    """``text`` as a finite number in ``[0, upper]``, else ``UsageError``; novelty allows up to 2
-    because cosine similarity can be negative."""
+    """``text`` as a finite number in ``[0, upper]`` (novelty's is 2: cosines can be negative)."""
     try:
         value = float(text)
     except ValueError:
@@ -97,8 +96,7 @@ def threshold_value(text: str, option: str, upper: float) -> float:
 
 
 def coherence_value(text: str) -> float:
-    """``--coherence-threshold``: a number in [0, 100] or a calibration file's
-    ``CalibratedThreshold``."""
+    """``--coherence-threshold``: a number in [0, 100], or a calibration file's threshold."""
     try:
         value = coherence_threshold(text)
     except argparse.ArgumentTypeError as exc:

@@ -40,8 +40,8 @@ SOURCE = {
     "file": reference.PUBLISHED_RUN,
     "sha256": reference.SHA256[reference.PUBLISHED_RUN],
 }
-"""Where the demo's questions come from, as its metadata records them: a run directory that records
-another source holds another run."""
+"""The demo's question source as metadata records it: a directory recording another holds another
+run."""
 
 Expected = dict[str, dict[str, int]]
 """Model -> question -> score."""
@@ -107,8 +107,7 @@ def read_expected(path: Path) -> Expected:
 def demo_spec(
     chains: Sequence[QuestionResult], base_url: str, run_dir: Path, concurrency: int | None
 ) -> RunSpec:
-    """The published run's grid, every role at the local server (its port is operational: each
-    session records its own)."""
+    """The published run's grid, every role at the local server (its port is per session)."""
     settings: dict[str, Any] = {"judge_model": REFERENCE_JUDGE}
     settings["embedding_model"] = REFERENCE_EMBEDDING_MODEL
     for role in ("", "judge_", "embedding_"):
@@ -125,14 +124,12 @@ def demo_spec(
 
 
 def published_cells(chains: Sequence[QuestionResult]) -> set[tuple[str, float, str]]:
-    """(model, temperature, question) of each published chain: the demo's grid, which lacks a
-    question of one model."""
+    """(model, temperature, question) of each published chain (one model lacks a question)."""
     return {(c.model, c.temperature, c.question) for c in chains}
 
 
 def demo_tasks(chains: Sequence[QuestionResult], base_url: str, run_dir: Path) -> list[Task]:
-    """The tasks the run engine makes of the demo, for tests and benchmarks that drive them without
-    a session."""
+    """The demo's tasks, for tests and benchmarks that drive them without a session."""
     spec = demo_spec(chains, base_url, run_dir, None)
     fields = {model: spec.settings for model in spec.models}
     cells = published_cells(chains)

@@ -95,8 +95,7 @@ def add_reasoning_tokens(p: argparse.ArgumentParser) -> None:
 def model_settings(
     models: Sequence[str], model_kwargs: dict[str, Any], variants: dict[str, dict[str, Any]]
 ) -> dict[str, Settings]:
-    """Each model's name as sent and priced, and its request fields (a ``UsageError`` line for bad
-    ones)."""
+    """Each model's name as sent and priced, and its request fields (``UsageError``: bad ones)."""
     found = {}
     for model in models:
         label = variant_label(model)
@@ -116,9 +115,8 @@ def plan_estimate(
     repeats: int,
     variants: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
-    """The estimate of ``models`` (their ``variants``) on ``questions`` under ``settings``, each
-    question line ``repeats`` times; ``UsageError`` on a bad prices file, distribution or
-    assumption."""
+    """The estimate of ``models`` on ``questions``, each line ``repeats`` times; ``UsageError`` on a
+    bad prices file, distribution or assumption."""
     for name in REASONING_FLAGS:
         assumed = getattr(args, name, None)
         if assumed is not None and not (math.isfinite(assumed) and assumed >= 0):
@@ -212,8 +210,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def add_run_cost_flags(p: argparse.ArgumentParser) -> None:
-    """Add ``run``'s cost flags: the run-wide budget and the dry run (the price table and
-    per-question caps are settings, flagged with the others)."""
+    """Add ``run``'s ``--max-cost`` and ``--dry-run`` (prices and caps are settings)."""
     p.add_argument(
         "--max-cost",
         type=float,

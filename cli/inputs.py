@@ -65,9 +65,8 @@ def check_variable_names(args: argparse.Namespace) -> None:
 
 
 def check_base_url(flag: str, url: str | None) -> None:
-    """An http(s) URL with a host and a valid port, carrying no credential (it would be stored in
-    ``metadata.json`` and logged by HTTP clients; the message names the part that holds it, never
-    its value)."""
+    """An http(s) URL with a host and a valid port, and no credential: it would be stored in
+    ``metadata.json`` and logged by HTTP clients (the message names its part, not its value)."""
     if url is None:
         return
     parts = urlsplit(url)
@@ -137,9 +136,9 @@ def check_numbers(args: argparse.Namespace) -> None:
 
 
 def check_settings(args: argparse.Namespace) -> None:
-    """The settings of every (model, temperature) as ``Settings`` validates them, checked before the
-    run directory is read so a value out of range is named by its flag even when the directory holds
-    another run."""
+    """Every (model, temperature)'s settings as ``Settings`` validates them, before the run
+    directory is read, so a bad value is named by its flag even when the directory holds another
+    run."""
     values = options.settings_values(args)
     for model in args.model:
         for temperature in options.repeated(args, "temperature"):

@@ -64,8 +64,7 @@ def register(parser: argparse.ArgumentParser, *, required: bool = False) -> None
 
 
 def judge_settings(args: argparse.Namespace, cache: Path) -> Settings:
-    """The settings the judging runs with, judgments cached in ``cache``; a bad value is one line
-    naming the flag."""
+    """The judging's settings, cached in ``cache``; a bad value is one line naming the flag."""
     if args.batch_poll_seconds <= 0:
         raise UsageError(f"--batch-poll-seconds must be above 0, got {args.batch_poll_seconds:g}")
     values: dict[str, Any] = {field: getattr(args, field) for field in JUDGE_FIELDS}

@@ -39,8 +39,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The command-line parser; with ``only``, just that command's module is imported and the others
-    listed by summary (``None``: every command in full)."""
+    """The parser; with ``only``, only that command's module is imported (``None``: every one)."""
     parser = OneLineParser(
         prog="aidanbench",
         description="AidanBench creativity benchmark as a LangGraph workflow.",
@@ -58,8 +57,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def command_named(argv: Sequence[str]) -> str:
-    """The command ``argv`` asks for ("" when none): the top-level parser has no option but
-    ``--help``, so it is the first word that is not an option."""
+    """The command ``argv`` asks for, "" when none (the top-level parser's only option is
+    ``--help``)."""
     for word in argv:
         if not word.startswith("-"):
             return word if word in COMMANDS else ""

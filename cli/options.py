@@ -272,8 +272,8 @@ def variant_arg(text: str) -> tuple[str, dict[str, Any]]:
 
 
 def add_variant_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """``--variant LABEL=JSON`` (repeatable): the request fields of the models named
-    ``NAME@LABEL`` (``variants`` reads them back)."""
+    """``--variant LABEL=JSON``: request fields of the models named ``NAME@LABEL`` (see
+    ``variants``)."""
     parser.add_argument(
         "--variant",
         dest="variant",
@@ -366,8 +366,8 @@ def judges(args: argparse.Namespace) -> list[argparse.Namespace]:
 
 
 class PanelFlag(argparse.Action):
-    """A judge's flag (``PANEL``): its first value is the field's, so a single judge reads
-    as any other flag; every value given, in order, is kept for ``listed``."""
+    """A judge's flag: the first value is the field's, so one judge reads as any flag; all are kept
+    in order for ``listed``."""
 
     def __call__(
         self,
@@ -387,8 +387,7 @@ PANEL_GIVEN = "panel_given"
 
 
 def listed(args: argparse.Namespace, field: str) -> list[Any]:
-    """The values of a judge's flag (``PANEL``): each as given (once, or once per judge),
-    else the one the field holds (its default, or set by ``-a``)."""
+    """A judge's flag's values as given (once, or once per judge), else the field's value."""
     given = getattr(args, PANEL_GIVEN, {}).get(field)
     return list(given) if given else [getattr(args, field, Settings.model_fields[field].default)]
 
@@ -443,8 +442,8 @@ def add_question_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def question_set(args: argparse.Namespace) -> QuestionSet:
-    """The question set the flags ask for, validated, with its source record (and the
-    ``limit`` asked for); a bad set or flag is one ``UsageError`` line."""
+    """The question set the flags ask for, validated, with its source record and ``limit``; a bad
+    set or flag is one ``UsageError`` line."""
     limit: int | None = args.questions
     inline: list[str] | None = getattr(args, "questions_list", None)
     path: Path | None = args.questions_file

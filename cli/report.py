@@ -203,8 +203,7 @@ def print_errors(results: Sequence[QuestionResult], console: Console) -> None:
 
 
 def recorded_settings(paths: Sequence[str]) -> Metadata:
-    """The scoring settings the inputs' run directories recorded, by model, as one
-    metadata document (``token_limit_field_of`` reads it)."""
+    """The run directories' recorded scoring settings, by model, as one metadata document."""
     scoring: dict[str, dict[str, Any]] = {}
     for path in paths:
         found = read_metadata(Path(path)) if Path(path).is_dir() else None
@@ -366,8 +365,8 @@ def print_headline(
     console: Console,
     results: Sequence[QuestionResult] = (),
 ) -> None:
-    """Each row's headline under the reward mode, with its interval when repeated; with
-    repeats, beside it the per-rollout mean ``vf-eval`` prints for the same lines."""
+    """Each row's headline under the reward mode, with its interval and, beside it, ``vf-eval``'s
+    per-rollout mean when repeated."""
     groups = group_results(results)
     both = False
     for row in rows:
@@ -422,9 +421,8 @@ def print_judging(rows: Sequence[SummaryRow], console: Console) -> None:
 
 
 def store_inputs(url: str, reward_mode: str | None) -> tuple[Inputs, list[cost.RunCost], Metadata]:
-    """The campaign in a shared store (``run --store``) as one input, what each of its
-    machines' ledgers recorded sending, and the campaign's metadata (``Campaign``);
-    ``UsageError`` when it holds no results."""
+    """A shared store's campaign (``run --store``) as one input, with each machine's ledger costs
+    and its metadata; ``UsageError`` when it holds no results."""
     import asyncio
 
     from aidanbench.record.results import results_of
@@ -483,7 +481,7 @@ def run(args: argparse.Namespace) -> int:
 
 def add_common_arguments(parser: argparse.ArgumentParser, optional: bool = False) -> None:
     """``PATH…``, ``--json`` and ``--reward-mode``, shared with ``rescore`` and ``plot``
-    (``optional``: no path needed, for ``report --store``)."""
+    (``optional``: for ``report --store``)."""
     parser.add_argument(
         "paths",
         nargs="*" if optional else "+",

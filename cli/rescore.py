@@ -98,8 +98,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _into(args: argparse.Namespace) -> Path | None:
-    """``--into``: a new directory (an interrupted rescore left none, only the folder
-    beside it where it is built, ``Recorder.build``)."""
+    """``--into``: a new directory (an interrupted rescore leaves only its build folder,
+    ``Recorder.build``)."""
     into: Path | None = args.into
     if into is None:
         return None
@@ -113,8 +113,7 @@ def _into(args: argparse.Namespace) -> Path | None:
 
 
 def judge_again(args: argparse.Namespace, thresholds: Thresholds) -> int:
-    """Judge again (one judge, or a panel: ``--judge-model`` given again, each with its own
-    threshold), rescore, print; with ``--into`` write the run directory."""
+    """Judge again (one judge or a panel), rescore, print; with ``--into``, write the run."""
     if thresholds.llm_novelty is not None:
         raise UsageError(
             "--llm-novelty-threshold with --judge-model: similarity judgments are not "
@@ -222,8 +221,8 @@ def truncation_note(rescored: Sequence[RescoredQuestion]) -> str:
 
 
 def change_table(rescored: Sequence[RescoredQuestion], reward_mode: str = "count") -> Table:
-    """Recorded and rescored headlines side by side, per model and temperature (per repeat
-    with repeats, as the summary shows them)."""
+    """Recorded and rescored headlines side by side, per model and temperature (per repeat as the
+    summary shows them)."""
     table = Table(title="Recorded vs rescored totals")
     for name in ("model", "temp", "recorded", "rescored", "change", "truncated"):
         table.add_column(name, justify="left" if name == "model" else "right")
@@ -259,8 +258,8 @@ def rescore_payload(
     reward_mode: str = "count",
     notes: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The ``report --json`` document with recorded scores and truncation added; a run's
-    ``original_score`` is per repeat, like its ``score``."""
+    """``report --json`` plus recorded scores and truncation; ``original_score`` is per repeat, like
+    ``score``."""
     results = [r.result for r in rescored]
     by_key = {line_key(r.result): r for r in rescored}
     question_fields = {

@@ -213,8 +213,8 @@ def print_failed(result: RunResult) -> None:
 
 
 def show_result(result: RunResult) -> None:
-    """The summary, the cost section and the HTML report of a session that ended, from what it hands
-    back (nothing is read again from the run directory)."""
+    """The summary, the cost section and the HTML report, from what the session hands back (nothing
+    is read again)."""
     from aidanbench.analysis.cost import cost_lines, run_cost
     from aidanbench.analysis.view import Source, write_page  # after the run: not on its start-up
     from aidanbench.cli.report import make_console
@@ -289,8 +289,8 @@ class Terminated(Exception):
 
 
 async def until_terminated(work: Awaitable[T]) -> T:
-    """``await work``; SIGTERM cancels it like Ctrl-C and raises ``Terminated``, so the driver
-    writes what is known and closes the checkpointer rather than dying at once."""
+    """``await work``; SIGTERM cancels it as Ctrl-C does (raising ``Terminated``), so the driver
+    writes what is known and closes the checkpointer."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
@@ -315,8 +315,7 @@ async def until_terminated(work: Awaitable[T]) -> T:
 
 
 def _print_summary(rows: list[SummaryRow], reward_mode: str, run_dir: Path) -> None:
-    """The summary table, the headline score of each row under the reward mode, and the
-    rows with answers cut by the token limit (``report``'s lines)."""
+    """The summary table, each row's headline and the rows the token limit cut (as ``report``)."""
     from aidanbench.analysis.summary import render_summary
     from aidanbench.cli.report import make_console, print_truncation
 

@@ -65,8 +65,8 @@ class AidanBenchError(RuntimeError):
 
 
 class ClientPolicy(PromptModel):
-    """The model under test as the question graph sees it: each call is one
-    ``get_model_response`` of the rollout's client, recorded on the rollout's state."""
+    """The model under test: each call is one ``get_model_response`` of the rollout's client,
+    recorded on its state."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -253,8 +253,8 @@ def seed_flag(role: str, which: str) -> str:
 
 
 def key_variable(argv: list[str]) -> str:
-    """The variable ``vf-eval``'s ``-k`` names (verifiers 0.1 hands the environment the
-    client, not the variable): the messages name it."""
+    """The variable ``-k`` names, for messages (verifiers 0.1 hands the environment the client
+    only)."""
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("-k", "--api-key-var", default="OPENAI_API_KEY")
     return str(parser.parse_known_args(argv)[0].api_key_var)
