@@ -41,11 +41,8 @@ class NotGiven:
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    """Add ``-n`` and ``-a`` to ``run``, and mark defaults so explicit flags can be told apart.
-
-    Call after every other option is added: the defaults of options ``-a`` can set are wrapped in
-    ``NotGiven`` and unwrapped by ``apply``.
-    """
+    """Add ``-n`` and ``-a`` to ``run``, after every other option: defaults ``-a`` can set are
+    wrapped in ``NotGiven`` (unwrapped by ``apply``), so explicit flags can be told apart."""
     parser.add_argument(
         "-n",
         "--num-examples",
@@ -69,10 +66,9 @@ def register(parser: argparse.ArgumentParser) -> None:
 def apply(args: argparse.Namespace) -> None:
     """Fold ``-a`` into the options it maps onto, in place; check ``-n`` and conflicts.
 
-    Then every option holds a plain value, ``args.questions`` is the question limit,
-    ``args.questions_list`` the ``questions`` key's list (or None), and ``args.given_as`` maps each
-    destination ``-a`` set to its key (so an invalid value is reported as typed). Idempotent:
-    ``run_spec`` applies it for callers that parse arguments themselves.
+    Then every option holds a plain value, ``args.questions_list`` the ``questions`` key's list (or
+    None), and ``args.given_as`` maps each destination ``-a`` set to its key, so an invalid value is
+    reported as typed. Idempotent (``run_spec`` applies it too).
     """
     if getattr(args, "env_args_applied", False):
         return

@@ -214,10 +214,8 @@ def add_settings_flags(
     only: Iterable[str] | None = None,
     required: Collection[str] = (),
 ) -> None:
-    """Add the settings flags (or ``only`` those) to ``parser``; ``required`` ones have no default.
-
-    Each flag's destination is its field's name, so ``settings_values`` needs no table of names.
-    """
+    """Add the settings flags (or ``only`` those) to ``parser``, each flag's destination its field's
+    name; ``required`` ones have no default."""
     chosen = None if only is None else set(only)
     for flag in flags():
         if chosen is not None and flag.field not in chosen:

@@ -134,9 +134,8 @@ def _column_key(index: int) -> str:
 def question_table(results: Sequence[QuestionResult], width: int = PIPE_WIDTH) -> Table:
     """Per-question scores: one row per question, one column per model and temperature.
 
-    A cell holds each repeat's score (``52/48``); ``!`` marks an errored line, ``≥`` any other
-    unfinished line (``QuestionResult.lower_bound``), ``–`` a question not run. Questions are cut to
-    what ``width`` leaves after the score columns, so the scores are never squeezed.
+    A cell holds each repeat's score (``52/48``); ``!`` marks an errored line, ``≥`` another
+    unfinished one, ``–`` a question not run. Questions, not scores, are cut to fit ``width``.
     """
     groups = group_results(results)
     temperatures = len({t for _, t in groups})

@@ -168,9 +168,9 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
 def handle(args: argparse.Namespace, services: ServicesFactory | None = None) -> int:
     """Run (or resume, or grow) the benchmark through the run engine; print the summary.
 
-    ``services`` defaults to OpenAI-compatible clients on aiohttp pools, closed when the run ends
-    (``services.clients`` and ``services.chat`` say why). Every check comes before the first write;
-    a directory another run holds is refused first, before the run engine is imported.
+    ``services`` defaults to OpenAI-compatible clients (``services.clients`` says why), closed when
+    the run ends. Every check comes before the first write; a directory another run holds is refused
+    before the run engine is even imported.
     """
     env_args.apply(args)
     check_run_args(args)

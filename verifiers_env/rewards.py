@@ -16,8 +16,8 @@ INFO_KEY = "aidanbench"
 
 
 def summary(out: QuestionOutput | dict[str, Any], reward_mode: RewardMode) -> dict[str, Any]:
-    """The question's result as kept on the trace (JSON-ready): every answer with its
-    scores, the stop reason, the metrics, and the reward mode it is scored under."""
+    """The question's result as kept on the trace (JSON-ready): answers, scores, stop, metrics,
+    mode."""
     keys = ("stop_reason", *RUBRIC.values())
     return {
         "reward_mode": reward_mode,

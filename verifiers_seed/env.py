@@ -110,11 +110,11 @@ class ClientPolicy(PromptModel):
 
 
 class AidanBenchRubric(vf.Rubric):
-    """The seed's metrics, read from the question's result on the rollout's state.
+    """The seed's metrics, read from the question's result on the rollout's state; the reward is the
+    mode's metric alone.
 
-    The reward is the mode's metric alone. A metric without a value (no valid answer to average) is
-    NaN, never 0: verifiers 0.1 keeps one float per metric and rollout, so its average is then NaN
-    too. ``avg_llm_novelty`` is reported only when the similarity judge is on.
+    A metric without a value (no valid answer to average) is NaN, never 0, so its average over
+    rollouts is NaN too. ``avg_llm_novelty`` is reported only when the similarity judge is on.
     """
 
     def __init__(self, reward_mode: str, use_llm_similarity: bool) -> None:
