@@ -1,5 +1,4 @@
-"""The ``aidanbench`` command: run, estimate, demo, report, view, rescore, plot, calibrate,
-export, forget."""
+"""The ``aidanbench`` command line: one module per command, listed in ``COMMANDS``."""
 
 from __future__ import annotations
 

@@ -225,8 +225,7 @@ JUDGE_CENSORING_NOTE = (
 def calibrate_judges(
     args: argparse.Namespace, questions: list[QuestionResult], reference: Path, out: Path
 ) -> int:
-    """Calibrate each judge (several: a panel), then say what the panel's majority of calibrated
-    decisions makes of the reference judge's."""
+    """Calibrate, plot, write and print each judge; then a panel's majority vs the reference."""
     found = []
     for judge in options.judges(args):
         settings = judging.judge_settings(judge, args.cache or out / "judge-cache.sqlite")

@@ -92,9 +92,9 @@ def check_base_url(flag: str, url: str | None) -> None:
 
 
 def check_model_kwargs(kwargs: Mapping[str, Any]) -> None:
-    """``--model-kwargs`` are recorded in metadata, so a credential there is refused; nor may they
-    set a field the request is built from (``REQUEST_FIELDS``): merged last, it would send one thing
-    while the results record another."""
+    """``--model-kwargs`` are recorded in metadata, so a credential there is refused, and merged
+    last into the request, so a field it is built from (``REQUEST_FIELDS``) would differ from the
+    one recorded."""
     found = next(secret_paths(kwargs), None)
     if found is not None:
         raise UsageError(
@@ -136,9 +136,8 @@ def check_numbers(args: argparse.Namespace) -> None:
 
 
 def check_settings(args: argparse.Namespace) -> None:
-    """Every (model, temperature)'s settings as ``Settings`` validates them, before the run
-    directory is read, so a bad value is named by its flag even when the directory holds another
-    run."""
+    """Every (model, temperature)'s settings, validated before the run directory is read, so a bad
+    value is named by its flag even when the directory holds another run."""
     values = options.settings_values(args)
     for model in args.model:
         for temperature in options.repeated(args, "temperature"):
@@ -162,9 +161,9 @@ def check_local_extra(embedding_model: str) -> None:
 
 
 def check_run_dir(run_dir: Path) -> None:
-    """A directory this process can write, or a path where one can be made. Refused before anything
-    is written: an empty or blank path (empty would mean the current directory), an existing
-    non-directory, a path below a file, kernel pseudo file systems, and read-only places."""
+    """A directory this process can write, or a path where one can be made; refused before anything
+    is written: an empty or blank path (the current directory), a non-directory, a path below a
+    file, kernel pseudo file systems and read-only places."""
     if str(run_dir).strip() in ("", "."):
         raise UsageError("--run-dir is empty; name a directory (for example runs/mine)")
     absolute = Path(os.path.abspath(run_dir))

@@ -59,9 +59,9 @@ RENAMED: dict[str, str] = {
     "pipeline": "--no-pipeline",
     "prices_path": "--prices",
 }
-"""Flags not named after their field: ``max_concurrency`` is per endpoint (``run``'s
-``--concurrency`` is questions in flight), ``pipeline`` is on by default, and ``--prices`` names a
-file as the other commands' flags do."""
+"""Flags not named after their field: ``max_concurrency`` is per endpoint (``--concurrency`` is
+questions in flight), ``pipeline`` is on by default (so its flag turns it off), ``--prices`` names a
+file."""
 
 SHORT: dict[str, str] = {"model": "-m", "temperature": "-T", "base_url": "-b", "api_key_env": "-k"}
 """Short names: the verifiers environment's (``vf-eval``) for the same options."""
@@ -75,9 +75,8 @@ PANEL: tuple[str, ...] = (
     "judge_api_key_env",
     "coherence_threshold",
 )
-"""A judge's flags: ``--judge-model`` given again names one more judge of a panel
-(``Settings.judge_panel``); the others are given once for every judge or once per judge, in order
-(``judges``), a panel's thresholds once per judge, each on its judge's scale."""
+"""A judge's flags: ``--judge-model`` again names one more judge of a panel
+(``Settings.judge_panel``), the others are given once or once per judge in order (``judges``)."""
 
 METAVARS: dict[str, str] = {
     "request_timeout": "SECONDS",
@@ -307,9 +306,8 @@ def variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 
 def settings_values(args: argparse.Namespace) -> dict[str, Any]:
-    """The value of every flagged field that takes one value per run (a calibration file's threshold
-    as the plain number), the first judge's in the judge's fields and the others as the panel
-    (``judges``)."""
+    """Every single-valued flagged field's value (a calibration file's threshold as its number), the
+    first judge's in the judge's fields, the others as the panel (``judges``)."""
     values = {
         flag.field: getattr(args, flag.field)
         for flag in flags()
@@ -337,9 +335,9 @@ def _plain(judge: argparse.Namespace) -> dict[str, Any]:
 
 
 def judges(args: argparse.Namespace) -> list[argparse.Namespace]:
-    """``args`` once per judge, each with that judge's flags (``PANEL``) alone, the first judge's
-    first. A flag given neither once nor once per judge, or a panel without a threshold per judge,
-    is one ``UsageError`` line."""
+    """``args`` once per judge (the first judge's first), each with that judge's flags alone; a flag
+    given neither once nor once per judge, or a panel without a threshold per judge, is one
+    ``UsageError`` line."""
     models = listed(args, "judge_model")
     found = [argparse.Namespace(**vars(args)) for _ in models]
     for field in PANEL:

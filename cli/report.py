@@ -97,10 +97,9 @@ def read_inputs(
 
 
 def make_console() -> Console:
-    """Console for reports, without highlighting (which colours numbers at random) or markup
-    (brackets in names and questions are shown as written; ``core.errors.printable`` escapes control
-    characters). A pipe or file gets ``PIPE_WIDTH`` columns unless ``COLUMNS`` says otherwise:
-    rich's default of 80 folds the tables into slivers."""
+    """Console for reports without highlighting (it colours numbers at random) or markup (names and
+    questions show as written, brackets included). A pipe or file gets ``PIPE_WIDTH`` columns unless
+    ``COLUMNS`` is set: rich's default of 80 folds the tables into slivers."""
     wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
     return Console(highlight=False, markup=False, width=PIPE_WIDTH if wide else None)
 

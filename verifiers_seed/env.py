@@ -176,9 +176,8 @@ class AidanBenchSeedEnv(vf.Environment):
     async def generate(
         self, inputs: Any, client: Any, model: str, sampling_args: Any = None, **kwargs: Any
     ) -> Any:
-        """Check every role first (see the module docstring), then run; a refusal or a question
-        stopped by an error ends ``vf-eval`` with one line. Rollouts that failed beside the first
-        are not reported again (their errors are the loop's, never retrieved by verifiers)."""
+        """Check every role first (see the module docstring), then run. The first question stopped
+        by an error ends ``vf-eval`` with one line; the loop's other errors are never retrieved."""
         key_env = key_variable(sys.argv[1:])
         settings = seed_settings(
             self.args, model, base_url=str(client.base_url), api_key_env=key_env
