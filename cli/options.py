@@ -389,8 +389,7 @@ def listed(args: argparse.Namespace, field: str) -> list[Any]:
 
 
 def threshold_sources(args: argparse.Namespace) -> list[dict[str, Any] | None]:
-    """Where each judge's coherence threshold came from (a calibration file's path and sha256; None
-    for a number); a file that calibrated another judge is one ``UsageError`` line."""
+    """Each judge's threshold source; a file that calibrated another judge is a ``UsageError``."""
     try:
         return [
             calibration_file.threshold_source(judge.coherence_threshold, judge.judge_model)
@@ -407,8 +406,7 @@ def repeated(args: argparse.Namespace, field: str) -> list[Any]:
 
 
 def validation_line(exc: ValidationError, given_as: Mapping[str, str] | None = None) -> str:
-    """The first error of ``Settings`` as one line (``runner.spec.validation_line``) naming what was
-    typed: the flag, or ``given_as[field]`` (e.g. ``-a thresholds.coherence_score``)."""
+    """``Settings``' first error as one line naming what was typed: its flag or ``given_as``."""
     from aidanbench.runner.spec import validation_line as line
 
     return line(exc, lambda field: (given_as or {}).get(field) or flag_of(field))

@@ -221,8 +221,7 @@ def truncation_note(rescored: Sequence[RescoredQuestion]) -> str:
 
 
 def change_table(rescored: Sequence[RescoredQuestion], reward_mode: str = "count") -> Table:
-    """Recorded and rescored headlines side by side, per model and temperature (per repeat as the
-    summary shows them)."""
+    """Recorded and rescored headlines side by side, per row as the summary shows them."""
     table = Table(title="Recorded vs rescored totals")
     for name in ("model", "temp", "recorded", "rescored", "change", "truncated"):
         table.add_column(name, justify="left" if name == "model" else "right")
