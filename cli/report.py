@@ -387,9 +387,9 @@ def print_headline(
         console.print(ROLLOUT_NOTE, markup=False)
 
 
-def judging_lines(rows: Sequence[SummaryRow]) -> list[str]:
-    """Per row, who judged it: the judge asked for, the models that served it, its threshold's
-    source and its noise when answers were judged several times; none for rows that record none
+def print_judging(rows: Sequence[SummaryRow], console: Console) -> None:
+    """Print who judged each row: the judge asked for, the models that served it, its threshold's
+    source and its noise when answers were judged several times; nothing for rows that record none
     (original-schema files)."""
     found = []
     for row in rows:
@@ -409,12 +409,7 @@ def judging_lines(rows: Sequence[SummaryRow]) -> list[str]:
             found.append(f"  {panel_text(row.judge_panel)}")
         if row.judge_noise is not None:
             found.append(f"  {noise_text(row.judge_noise)}")
-    return found
-
-
-def print_judging(rows: Sequence[SummaryRow], console: Console) -> None:
-    """``judging_lines``, printed."""
-    for text in judging_lines(rows):
+    for text in found:
         console.print(printable(text), markup=False)
 
 
