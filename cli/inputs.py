@@ -92,9 +92,9 @@ def check_base_url(flag: str, url: str | None) -> None:
 
 
 def check_model_kwargs(kwargs: Mapping[str, Any]) -> None:
-    """``--model-kwargs`` are recorded in metadata, so a credential there is refused, and merged
-    last into the request, so a field it is built from (``REQUEST_FIELDS``) would differ from the
-    one recorded."""
+    """``--model-kwargs`` are recorded in metadata, so a credential there is refused; so is a field
+    the request is built from (``REQUEST_FIELDS``): merged last, it would send one thing while the
+    results record another."""
     found = next(secret_paths(kwargs), None)
     if found is not None:
         raise UsageError(

@@ -389,7 +389,7 @@ def listed(args: argparse.Namespace, field: str) -> list[Any]:
 
 
 def threshold_sources(args: argparse.Namespace) -> list[dict[str, Any] | None]:
-    """Each judge's threshold source; a file that calibrated another judge is a ``UsageError``."""
+    """Each judge's threshold source (None: a number); another judge's file is a ``UsageError``."""
     try:
         return [
             calibration_file.threshold_source(judge.coherence_threshold, judge.judge_model)

@@ -1,5 +1,4 @@
-"""``aidanbench rescore``: scores under other thresholds, or another judge, from the recorded
-chains.
+"""``aidanbench rescore``: scores under other thresholds or another judge, from recorded chains.
 
 Prints ``report``'s shape plus each line's recorded score and whether it is truncated, i.e. only a
 lower bound (``aidanbench.analysis.rescore``). ``--judge-model M`` judges every recorded answer
