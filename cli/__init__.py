@@ -1,5 +1,4 @@
-"""The ``aidanbench`` command: run, estimate, demo, report, view, rescore, plot, calibrate,
-export, forget."""
+"""The ``aidanbench`` command line: one module per command, listed in ``COMMANDS``."""
 
 from __future__ import annotations
 
@@ -31,11 +30,9 @@ SUMMARIES = {
     "export": "write runs as Inspect logs, Every Eval Ever records or Hub eval results",
     "forget": "remove a model's threads and results from a run directory",
 }
-"""Each command's one-line help (shown by ``--help``), for its own parser and the
-top-level list alike."""
+"""Each command's one-line help, for its own parser and the top-level list alike."""
 
 
 def add_command(subparsers: Any, name: str, description: str) -> Any:
-    """The parser of command ``name`` (its one-line help from ``SUMMARIES``), for the
-    command module's ``register`` to add its arguments to."""
+    """The parser of command ``name``, with its summary, for the module's ``register`` to fill."""
     return subparsers.add_parser(name, help=SUMMARIES[name], description=description)

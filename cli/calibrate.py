@@ -1,22 +1,13 @@
 """``aidanbench calibrate``: a threshold for another embedding model or another judge.
 
-With ``--embedding-model``: replays a reference results file with that embedding model
-and reports the cut on its novelty scale that reproduces the reference's ``novelty >
-0.15`` decisions best, next to what 0.15 unchanged would give
-(``aidanbench.analysis.calibrate``).
+``--embedding-model`` replays a reference results file with that model
+(``aidanbench.analysis.calibrate``); ``--judge-model`` judges its answers again
+(``aidanbench.analysis.judge_calibration``) and writes the calibration file ``run
+--coherence-threshold FILE`` takes. The reference is the bundled published run unless
+``--reference`` names another.
 
-With ``--judge-model``: judges every answer of the reference again with the benchmark's
-coherence prompt and reports how that judge's scale relates to o1-mini's, the threshold
-that reproduces o1-mini's ``> 15`` decisions best, and what the published totals become
-(``aidanbench.analysis.judge_calibration``). It writes a calibration file, which ``run
---coherence-threshold FILE`` takes (recording the file's sha256 with the run).
-
-The reference is the bundled published run unless ``--reference`` names another.
-
-The embedding model is built by a factory looked up in ``EMBEDDING_FACTORIES`` (``local``
-is the bundled all-MiniLM-L6-v2); any other name is an OpenAI-compatible embeddings model.
-Tests register a fake factory there, which is the seam that keeps them free of torch and
-of the network.
+Embedding models come from ``EMBEDDING_FACTORIES`` (any other name is OpenAI-compatible): tests
+register a fake there, the seam that keeps them free of torch and the network.
 """
 
 from __future__ import annotations
@@ -234,9 +225,7 @@ JUDGE_CENSORING_NOTE = (
 def calibrate_judges(
     args: argparse.Namespace, questions: list[QuestionResult], reference: Path, out: Path
 ) -> int:
-    """Judge, calibrate, plot, write the calibration file, print the figures: of each
-    judge, with ``--judge-model`` given several times (a panel), then what the panel's
-    majority of calibrated decisions makes of o1-mini's."""
+    """Calibrate, plot, write and print each judge; then a panel's majority vs the reference."""
     found = []
     for judge in options.judges(args):
         settings = judging.judge_settings(judge, args.cache or out / "judge-cache.sqlite")
@@ -267,8 +256,7 @@ def calibrate_judges(
 def show(
     found: tuple[JudgeCalibration, dict[str, Any], Path], reference: Path, as_json: bool
 ) -> None:
-    """One judge's figures (as text unless ``as_json``) and a warning when other models
-    served its judgments."""
+    """One judge's figures, warning when other models served its judgments."""
     calibration, document, path = found
     figures = document["judging"]
     if not as_json:
@@ -283,7 +271,7 @@ def show(
 
 
 def panel_line(panel: dict[str, Any]) -> str:
-    """The panel's agreement with o1-mini, in one line."""
+    """The panel's agreement with the reference judge, in one line."""
     judges = " + ".join(panel["judges"])
     if panel["agreement"] is None:
         return f"judge panel {judges}: the judges left different answers undecided"
@@ -302,8 +290,8 @@ def _agreement(rule: RuleFigures, whole: int) -> str:
 def judge_report(
     calibration: JudgeCalibration, reference: Path, plot: Path, file: Path, distinct: int
 ) -> str:
-    """The figures as plain text; ``distinct`` answers were judged (an answer that repeats
-    an earlier one of its question word for word is one prompt, judged once)."""
+    """The figures as plain text; ``distinct`` answers were judged (a word-for-word repeat is judged
+    once)."""
     cal, ref = calibration.calibrated, calibration.at_reference
     model = calibration.judge_model
     n = int(calibration.recorded.size)

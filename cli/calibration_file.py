@@ -1,11 +1,6 @@
 """The judge calibration file: written by ``calibrate --judge-model``, read by ``run`` and
-``rescore`` as ``--coherence-threshold FILE``.
-
-``--coherence-threshold`` takes a number or such a file. A file gives its calibrated
-threshold (``judge.setting_value``) and the run records where it came from: the file's
-path and sha256 and the judge it calibrated (``metadata.json``, ``judging``), which
-``report`` and the HTML report show beside the threshold.
-"""
+``rescore`` as ``--coherence-threshold FILE``, which records the file's path, sha256 and judge in
+the run's metadata, so the reports can show where the threshold came from."""
 
 from __future__ import annotations
 
@@ -31,8 +26,7 @@ class CalibratedThreshold(float):
 
 
 def coherence_threshold(text: str) -> float:
-    """``--coherence-threshold``'s value: a number, or a calibration file's threshold
-    (a ``CalibratedThreshold`` carrying the file's path, sha256 and judge)."""
+    """``--coherence-threshold``'s value: a number, or a file's ``CalibratedThreshold``."""
     try:
         return float(text)
     except ValueError:
@@ -77,8 +71,8 @@ def coherence_threshold(text: str) -> float:
 
 
 def threshold_source(value: Any, judge_model: str) -> dict[str, Any] | None:
-    """The source a ``--coherence-threshold`` value records (None: a number); a
-    ``ValueError`` when the file calibrated another judge than the one used."""
+    """The source a ``--coherence-threshold`` value records (None: a number); ``ValueError`` when
+    the file calibrated another judge."""
     if not isinstance(value, CalibratedThreshold):
         return None
     calibrated = value.source["judge_model"]
@@ -91,10 +85,7 @@ def threshold_source(value: Any, judge_model: str) -> dict[str, Any] | None:
 
 
 def threshold_value(text: str, option: str, upper: float) -> float:
-    """``text`` as a finite number in ``[0, upper]``; a ``UsageError`` otherwise.
-
-    Novelty allows up to 2 because cosine similarity can be negative.
-    """
+    """``text`` as a finite number in ``[0, upper]`` (novelty's is 2: cosines can be negative)."""
     try:
         value = float(text)
     except ValueError:
@@ -105,8 +96,7 @@ def threshold_value(text: str, option: str, upper: float) -> float:
 
 
 def coherence_value(text: str) -> float:
-    """``--coherence-threshold``: a number in [0, 100] or a judge calibration file's
-    threshold (a ``CalibratedThreshold``, which records the file)."""
+    """``--coherence-threshold``: a number in [0, 100], or a calibration file's threshold."""
     try:
         value = coherence_threshold(text)
     except argparse.ArgumentTypeError as exc:

@@ -1,13 +1,10 @@
 """``aidanbench demo``: the real run, offline and without a key, on the published run.
 
-A local OpenAI-compatible server (``aidanbench.testing.published``, in a child process so
-its work is not charged to the run) plays the five models, the judge and the embedder of
-the bundled published 2024 run, and the run engine scores all 49 questions through it
-exactly as ``aidanbench run`` would (``run.run_session``): preflight, lock, metadata,
-checkpoints, live table, run directory, summary, cost and HTML report. The published
-scores are known, so the demo ends by comparing every per-question score with them and
-exits 1 on any difference: it is a self-test of an installation as much as a showcase.
-Interrupted, it resumes like ``run``: the same command continues where it stopped.
+A local server (``aidanbench.testing.published``, in a child process so its work is not charged to
+the run) plays every model of the bundled published 2024 run, and the run engine scores its 49
+questions exactly as ``aidanbench run`` would. The demo then compares every per-question score with
+the published one and exits 1 on any difference: a self-test of an installation as much as a
+showcase.
 """
 
 from __future__ import annotations
@@ -43,8 +40,8 @@ SOURCE = {
     "file": reference.PUBLISHED_RUN,
     "sha256": reference.SHA256[reference.PUBLISHED_RUN],
 }
-"""Where the demo's questions come from, as its metadata records them: a run directory
-that records another source holds another run."""
+"""The demo's question source as metadata records it: a directory recording another holds another
+run."""
 
 Expected = dict[str, dict[str, int]]
 """Model -> question -> score."""
@@ -110,8 +107,7 @@ def read_expected(path: Path) -> Expected:
 def demo_spec(
     chains: Sequence[QuestionResult], base_url: str, run_dir: Path, concurrency: int | None
 ) -> RunSpec:
-    """The published run's grid, every role at the local server (its port is an
-    operational setting: each session records its own)."""
+    """The published run's grid, every role at the local server (its port is per session)."""
     settings: dict[str, Any] = {"judge_model": REFERENCE_JUDGE}
     settings["embedding_model"] = REFERENCE_EMBEDDING_MODEL
     for role in ("", "judge_", "embedding_"):
@@ -128,14 +124,12 @@ def demo_spec(
 
 
 def published_cells(chains: Sequence[QuestionResult]) -> set[tuple[str, float, str]]:
-    """(model, temperature, question) of each published chain: the demo's grid, which
-    lacks a question of one model."""
+    """(model, temperature, question) of each published chain (one model lacks a question)."""
     return {(c.model, c.temperature, c.question) for c in chains}
 
 
 def demo_tasks(chains: Sequence[QuestionResult], base_url: str, run_dir: Path) -> list[Task]:
-    """The tasks the run engine makes of the demo, for callers that drive them without a
-    session around them (tests and benchmarks)."""
+    """The demo's tasks, for tests and benchmarks that drive them without a session."""
     spec = demo_spec(chains, base_url, run_dir, None)
     fields = {model: spec.settings for model in spec.models}
     cells = published_cells(chains)
@@ -159,10 +153,9 @@ def refuse_another_run(run_dir: Path) -> None:
 def served(
     module: str, args: Sequence[str], *, cwd: Path | None = None, kill: bool = False
 ) -> Iterator[str]:
-    """``python -m module args`` in a child process, in a session of its own: a local
-    server that prints its URL (yielded) and serves until its stdin closes. A Ctrl-C
-    reaches only this process, which closes it; with ``kill`` the child is killed (a
-    server holding requests that never finish)."""
+    """``python -m module args`` in a child process of its own session: a local server that prints
+    its URL (yielded) and serves until its stdin closes, so a Ctrl-C reaches only this process,
+    which closes it; ``kill`` kills the child (a server holding requests that never finish)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", module, *args],
         stdin=subprocess.PIPE,

@@ -1,18 +1,14 @@
 """The verifiers ``aidanbench`` environment's arguments on ``aidanbench run``.
 
-Users know the benchmark as ``vf-eval aidanbench -m MODEL -n N -r R -T TEMP -a JSON``. A
-seed command ports by replacing ``vf-eval aidanbench`` with ``aidanbench run``: ``-m``,
-``-r``, ``-T``, ``-b`` and ``-k`` are short names of ``--model``, ``--repeats``,
-``--temperature``, ``--base-url`` and ``--api-key-env`` (``run`` declares them);
-``-n`` is the number of questions run; ``-a`` takes exactly the environment's keys and
-maps each onto the option that means the same. A key the environment does not have is an
-error, never ignored, and so is a key that contradicts a flag given on the command line:
-silently letting one win would run something other than what either asked for.
+A seed command ``vf-eval aidanbench -m MODEL -n N -r R -T TEMP -a JSON`` ports by replacing
+``vf-eval aidanbench`` with ``aidanbench run``: ``-n`` is the number of questions run, and ``-a``
+takes exactly the environment's keys, each mapped onto the option that means the same. An unknown
+key is an error, and so is one that contradicts a flag given on the command line: letting one win
+silently would run something neither asked for.
 
-As in ``vf-eval``, ``num_questions`` limits the question set loaded and ``-n`` the
-examples evaluated from it, so both may be given and the smaller wins (``-n 3`` of a
-10-question set is 3 questions). ``--questions N`` is our name for ``num_questions``:
-giving both, or ``-n`` and ``--questions``, with different values is a conflict.
+As in ``vf-eval``, ``num_questions`` (our ``--questions``) limits the set loaded and ``-n`` the
+examples evaluated, so the smaller wins; ``--questions`` and ``num_questions`` or ``-n`` with
+different values conflict.
 """
 
 from __future__ import annotations
@@ -45,11 +41,8 @@ class NotGiven:
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    """Add ``-n`` and ``-a`` to ``run``, and mark defaults so explicit flags can be told apart.
-
-    Call after every other option is added: defaults of the options ``-a`` can set are
-    wrapped in ``NotGiven`` and unwrapped by ``apply``.
-    """
+    """Add ``-n`` and ``-a`` to ``run``, after every other option: defaults ``-a`` can set are
+    wrapped in ``NotGiven`` (unwrapped by ``apply``), so explicit flags can be told apart."""
     parser.add_argument(
         "-n",
         "--num-examples",
@@ -73,11 +66,9 @@ def register(parser: argparse.ArgumentParser) -> None:
 def apply(args: argparse.Namespace) -> None:
     """Fold ``-a`` into the options it maps onto, in place; check ``-n`` and conflicts.
 
-    After this, every option holds a plain value, ``args.questions_list`` holds the
-    ``questions`` key's list (or None) and ``args.given_as`` maps each destination set by
-    ``-a`` to the key that set it (so an invalid value is reported as the key typed).
-    ``args.questions`` is the question limit. Applying twice changes nothing (``run_spec``
-    applies it for callers that parse arguments themselves).
+    Then every option holds a plain value, ``args.questions_list`` the ``questions`` key's list (or
+    None), and ``args.given_as`` maps each destination ``-a`` set to its key, so an invalid value is
+    reported as typed. Idempotent (``run_spec`` applies it too).
     """
     if getattr(args, "env_args_applied", False):
         return

@@ -1,14 +1,9 @@
 """``aidanbench estimate``, and ``run``'s cost options: what a run would cost, and may.
 
-No API call is made and nothing is written: the prompts are rendered here and priced
-with the price table (``--prices`` overrides it) and an answer-count distribution
-(``--answers-from`` a run directory or results file; the published 2024 run by
-default). See ``aidanbench.analysis.estimate`` for the model and its assumptions.
-
-``run`` takes the same price table and distribution flags (``add_run_cost_flags``):
-``--dry-run`` prints this estimate instead of running, and ``--max-cost`` sets the
-run-wide budget (the run engine arms it on the usage ledger, ``services.usage``; a cap
-the price table cannot count is refused first, ``runner.spec.check_prices``).
+No API call is made and nothing is written (``aidanbench.analysis.estimate`` states the model and
+its assumptions). ``run`` takes the same flags: ``--dry-run`` prints the estimate instead of
+running, and ``--max-cost`` is the run-wide budget (armed on the usage ledger, ``services.usage``; a
+cap the price table cannot count is refused first, ``runner.spec.check_prices``).
 """
 
 from __future__ import annotations
@@ -100,8 +95,7 @@ def add_reasoning_tokens(p: argparse.ArgumentParser) -> None:
 def model_settings(
     models: Sequence[str], model_kwargs: dict[str, Any], variants: dict[str, dict[str, Any]]
 ) -> dict[str, Settings]:
-    """Each model's settings as far as the estimate needs them: the name it is sent and
-    priced as, and its request fields (a ``UsageError`` line for bad ones)."""
+    """Each model's name as sent and priced, and its request fields (``UsageError``: bad ones)."""
     found = {}
     for model in models:
         label = variant_label(model)
@@ -121,9 +115,8 @@ def plan_estimate(
     repeats: int,
     variants: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
-    """The estimate of ``models`` (their ``variants``) on ``questions`` under ``settings``,
-    each question line ``repeats`` times (``UsageError`` on a bad prices file,
-    distribution or assumption)."""
+    """The estimate of ``models`` on ``questions``, each line ``repeats`` times; ``UsageError`` on a
+    bad prices file, distribution or assumption."""
     for name in REASONING_FLAGS:
         assumed = getattr(args, name, None)
         if assumed is not None and not (math.isfinite(assumed) and assumed >= 0):
@@ -217,8 +210,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def add_run_cost_flags(p: argparse.ArgumentParser) -> None:
-    """Add ``run``'s cost flags: the run-wide budget and the dry run (the price table and
-    the per-question caps are settings, whose flags come with the others)."""
+    """Add ``run``'s ``--max-cost`` and ``--dry-run`` (prices and caps are settings)."""
     p.add_argument(
         "--max-cost",
         type=float,

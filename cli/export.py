@@ -1,9 +1,7 @@
 """``aidanbench export``: runs in Inspect, Every Eval Ever or Hugging Face Hub format.
 
-Reads every input first (a bad one is one line and nothing is written), then writes the
-files under ``--out``, whole or not at all (``analysis.export``), prints their paths on
-stdout, one per line (for scripts), and says on stderr what it wrote and how to open it.
-The formats' libraries are the ``[export]`` extra (``aidanbench.analysis.export``).
+Every input is read first (a bad one is one line and nothing is written); files are written whole or
+not at all (``analysis.export``), their paths printed one per line on stdout for scripts.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """``aidanbench forget RUN --model M``: take a model out of a run directory.
 
-Its question threads, its lines in every results file and its entries in
-``metadata.json`` are removed (``runner.forget``), so no summary, report or view shows
-it again; the usage ledger keeps what its requests cost, because that money was spent.
-``report.html`` is rewritten when the directory has one (removed when nothing is left).
+Its threads, results lines and ``metadata.json`` entries are removed (``runner.forget``), so no view
+shows it again, and ``report.html`` is rewritten (removed when nothing is left); the usage ledger
+keeps what its requests cost, because that money was spent.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Checks of ``aidanbench run``'s arguments, made before anything is written or sent.
 
-Each bad value is reported as one ``UsageError`` line. Values that may be secrets (a key
-pasted where a variable name belongs, a credential inside a URL or ``--model-kwargs``) are
-never echoed: the message names the option and what is wrong with it instead.
+Each bad value is one ``UsageError`` line. Values that may be secrets (a key pasted where a variable
+name belongs, a credential in a URL or ``--model-kwargs``) are never echoed: the message names the
+option and what is wrong instead.
 """
 
 from __future__ import annotations
@@ -65,11 +65,8 @@ def check_variable_names(args: argparse.Namespace) -> None:
 
 
 def check_base_url(flag: str, url: str | None) -> None:
-    """An http(s) URL with a host and a valid port, carrying no credential.
-
-    A key in a URL would be stored in ``metadata.json`` and logged by HTTP clients; the
-    message names the part that holds it, never its value.
-    """
+    """An http(s) URL with a host and a valid port, and no credential: it would be stored in
+    ``metadata.json`` and logged by HTTP clients (the message names its part, not its value)."""
     if url is None:
         return
     parts = urlsplit(url)
@@ -95,11 +92,9 @@ def check_base_url(flag: str, url: str | None) -> None:
 
 
 def check_model_kwargs(kwargs: Mapping[str, Any]) -> None:
-    """``--model-kwargs`` are recorded in metadata, so a credential there is refused.
-
-    Nor may they set a field the request is built from (``REQUEST_FIELDS``): merged last
-    into the request, such a key would send one thing while the results record another.
-    """
+    """``--model-kwargs`` are recorded in metadata, so a credential there is refused; so is a field
+    the request is built from (``REQUEST_FIELDS``): merged last, it would send one thing while the
+    results record another."""
     found = next(secret_paths(kwargs), None)
     if found is not None:
         raise UsageError(
@@ -113,10 +108,8 @@ def check_model_kwargs(kwargs: Mapping[str, Any]) -> None:
 
 
 def check_models(models: Sequence[str], temperatures: Sequence[float] | None) -> None:
-    """Named, distinct models and distinct temperatures.
-
-    A model or temperature given twice would drive the same question thread twice at once.
-    """
+    """Named, distinct models and distinct temperatures: one given twice would drive the same
+    question thread twice at once."""
     seen: set[str] = set()
     for model in models:
         if not model.strip():
@@ -143,11 +136,8 @@ def check_numbers(args: argparse.Namespace) -> None:
 
 
 def check_settings(args: argparse.Namespace) -> None:
-    """The settings of every (model, temperature) as ``Settings`` validates them.
-
-    Checked here, before the run directory is read, so that a value out of range is
-    named by its flag even when the directory holds another run.
-    """
+    """Every (model, temperature)'s settings, validated before the run directory is read, so a bad
+    value is named by its flag even when the directory holds another run."""
     values = options.settings_values(args)
     for model in args.model:
         for temperature in options.repeated(args, "temperature"):
@@ -171,12 +161,9 @@ def check_local_extra(embedding_model: str) -> None:
 
 
 def check_run_dir(run_dir: Path) -> None:
-    """A directory this process can write, or a path where one can be made.
-
-    Refuses before anything is written: an empty or blank path (an empty one would mean
-    the current directory), an existing non-directory, a path below a file, kernel pseudo file
-    systems, and read-only places.
-    """
+    """A directory this process can write, or a path where one can be made; refused before anything
+    is written: an empty or blank path (the current directory), a non-directory, a path below a
+    file, kernel pseudo file systems and read-only places."""
     if str(run_dir).strip() in ("", "."):
         raise UsageError("--run-dir is empty; name a directory (for example runs/mine)")
     absolute = Path(os.path.abspath(run_dir))

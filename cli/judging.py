@@ -1,11 +1,7 @@
-"""What ``calibrate --judge-model`` and ``rescore --judge-model`` share: the judge's
-flags, the settings they make, the judging's progress on stderr, and the lines saying
-what it cost and which model served it.
-
-Judgments are cached in ``--cache`` (a score cache, ``services.cache``) and every request
-is written to a usage ledger beside it, as a run's are (``analysis.rejudge.ledger_path``),
-so a rerun asks for nothing already judged and the dollars spent are known across reruns.
-"""
+"""What ``calibrate --judge-model`` and ``rescore --judge-model`` share: the judge's flags,
+settings, progress and cost lines. Judgments are cached in ``--cache`` and every request goes to a
+usage ledger beside it (``analysis.rejudge.ledger_path``), so a rerun asks for nothing already
+judged and the dollars spent are known across reruns."""
 
 from __future__ import annotations
 
@@ -68,8 +64,7 @@ def register(parser: argparse.ArgumentParser, *, required: bool = False) -> None
 
 
 def judge_settings(args: argparse.Namespace, cache: Path) -> Settings:
-    """The settings the judging runs with, its judgments cached in ``cache``; a bad value
-    is one line naming the flag."""
+    """The judging's settings, cached in ``cache``; a bad value is one line naming the flag."""
     if args.batch_poll_seconds <= 0:
         raise UsageError(f"--batch-poll-seconds must be above 0, got {args.batch_poll_seconds:g}")
     values: dict[str, Any] = {field: getattr(args, field) for field in JUDGE_FIELDS}
@@ -108,15 +103,13 @@ def _show_batch(status: BatchStatus) -> None:
 
 
 def progress(args: argparse.Namespace) -> dict[str, Any]:
-    """How ``analysis.rejudge.judge_all`` asks (``--batch``) and says how far it got
-    (on stderr)."""
+    """How ``analysis.rejudge.judge_all`` asks (``--batch``) and reports progress (stderr)."""
     poll = args.batch_poll_seconds if args.batch else None
     return {"batch_poll_seconds": poll, "progress": _show, "batch_progress": _show_batch}
 
 
 def refusals_line(judging: Mapping[str, Any]) -> str:
-    """The judge's unreadable replies and the answers it refused every time (a judging's
-    ``unreadable`` and ``refused`` figures), in one line."""
+    """The judge's unreadable replies and the answers it always refused, in one line."""
     parts = [unreadable_text(judging["unreadable"])] if judging["unreadable"] else []
     if count := judging["refused"]:
         parts.append(

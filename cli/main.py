@@ -1,14 +1,9 @@
 """Entry point of the ``aidanbench`` console script.
 
-Each command lives in its own module exposing ``register(subparsers)``, which adds a
-parser whose ``handler(args) -> int`` does the work. Errors a user can fix are raised as
-``UsageError`` and printed as one line on stderr with exit status 2; nothing written
-before them is removed.
-
-Only the command being run is imported: the command modules pull in LangGraph, the
-OpenAI client, numpy and the rest, which took seconds before ``--help`` could print a
-line. The top-level parser lists every command from ``SUMMARIES`` instead, the one-line
-help each module's own parser takes too (``add_command``).
+Each command module's ``register(subparsers)`` adds a parser whose ``handler(args) -> int`` does the
+work; a ``UsageError`` is one line on stderr with exit status 2, and nothing written before it is
+removed. Only the command being run is imported (the others pull in LangGraph, the OpenAI client and
+numpy); the top-level parser lists them from ``SUMMARIES``.
 """
 
 from __future__ import annotations
@@ -44,8 +39,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The command-line parser; with ``only``, just that command's module is imported and
-    the others are listed by name and summary (``None``: every command in full)."""
+    """The parser; with ``only``, only that command's module is imported (``None``: every one)."""
     parser = OneLineParser(
         prog="aidanbench",
         description="AidanBench creativity benchmark as a LangGraph workflow.",
@@ -63,8 +57,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def command_named(argv: Sequence[str]) -> str:
-    """The command ``argv`` asks for ("" when none: the top-level parser has no options
-    but ``--help``, so the first word that is not an option is the command)."""
+    """The command ``argv`` asks for, "" when none (the top-level parser's only option is
+    ``--help``)."""
     for word in argv:
         if not word.startswith("-"):
             return word if word in COMMANDS else ""

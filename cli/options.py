@@ -1,25 +1,13 @@
 """The command line's settings flags, derived from ``Settings``' fields.
 
-Each field of ``Settings`` is one flag named after it (``judge_base_url`` is
-``--judge-base-url``), typed from its annotation, with the field's default and its
-description as help, so the command line cannot restate a default or a range that the
-settings then contradict. The few departures from that rule are listed here with their
-reason: a flag named otherwise (``RENAMED``), a flag given several times (``REPEATABLE``),
-short names (``SHORT``), and fields that have no flag at all (``NO_FLAG``). A test holds
-every field to this: a flag, or a stated reason for having none.
+Each field is one flag named after it, typed from its annotation, with the field's default and
+description as help, so the command line cannot restate a default or a range that the settings then
+contradict. The departures, each with its reason: ``RENAMED``, ``REPEATABLE``, ``SHORT`` and
+``NO_FLAG`` (a test holds every field to a flag or a stated reason). Validation stays with
+``Settings``; its errors name the flag (``validation_line``). ``rescore``'s ``--*-threshold``
+options are not made here: they are the targets of a rescore, not settings of a run.
 
-Validation stays with ``Settings``: its errors are turned into one line naming the flag,
-never the field (``validation_line``).
-
-``run`` takes every flag; ``calibrate`` takes the embedding endpoint's. ``rescore``'s
-``--*-threshold`` options share names but not meaning: they are the required targets of a
-rescore of recorded answers, not settings of a run, so they are not made here.
-
-The question-set flags of ``run`` and ``estimate`` are here too (``add_question_flags``,
-``question_set``): ``--questions N`` (the first N bundled), ``--questions-file``,
-``--questions-dataset`` with ``--questions-split`` and ``--questions-field``, and the
-environment's ``-a questions`` / ``questions_path`` / ``num_questions`` with ``-n``
-(``cli.env_args`` folds those into the same options first). They only say which source
+The question-set flags (``add_question_flags``, ``question_set``) only say which source
 ``graph.questions.load_question_set`` reads, and word its refusals after the flags.
 """
 
@@ -71,12 +59,9 @@ RENAMED: dict[str, str] = {
     "pipeline": "--no-pipeline",
     "prices_path": "--prices",
 }
-"""Flags not named after their field.
-
-``max_concurrency`` is a limit per endpoint, and ``run`` has its own ``--concurrency``
-(questions in flight); ``pipeline`` is on by default, so its flag turns it off;
-``--prices`` names a file as the other commands' flags do.
-"""
+"""Flags not named after their field: ``max_concurrency`` is per endpoint (``--concurrency`` is
+questions in flight), ``pipeline`` is on by default (so its flag turns it off), ``--prices`` names a
+file."""
 
 SHORT: dict[str, str] = {"model": "-m", "temperature": "-T", "base_url": "-b", "api_key_env": "-k"}
 """Short names: the verifiers environment's (``vf-eval``) for the same options."""
@@ -90,10 +75,8 @@ PANEL: tuple[str, ...] = (
     "judge_api_key_env",
     "coherence_threshold",
 )
-"""A judge's flags: ``--judge-model`` given again names one more judge of a panel
-(``Settings.judge_panel``), and the others are given once for every judge or once per
-judge, in the same order (``judges``); a panel's thresholds once per judge, each on its
-judge's own scale."""
+"""A judge's flags: ``--judge-model`` again names one more judge of a panel
+(``Settings.judge_panel``), the others are given once or once per judge in order (``judges``)."""
 
 METAVARS: dict[str, str] = {
     "request_timeout": "SECONDS",
@@ -109,9 +92,8 @@ WIDER: dict[str, tuple[Callable[[str], Any], str]] = {
         "with the file's path and sha256 recorded in the run's metadata.",
     ),
 }
-"""Flags that take more than their field's type, with the parser and the help it adds:
-the coherence threshold of a successor judge is measured, and the run records where it
-came from (``cli.calibration_file``)."""
+"""Flags that take more than their field's type, with the parser and the help it adds: a successor
+judge's coherence threshold is measured, and the run records where it came from."""
 
 
 @dataclass(frozen=True)
@@ -231,11 +213,8 @@ def add_settings_flags(
     only: Iterable[str] | None = None,
     required: Collection[str] = (),
 ) -> None:
-    """Add the settings flags (or ``only`` those) to ``parser``; ``required`` ones have no default.
-
-    Each flag's destination is its field's name, so ``settings_values`` reads them back
-    without a table of names.
-    """
+    """Add the settings flags (or ``only`` those) to ``parser``, each flag's destination its field's
+    name; ``required`` ones have no default."""
     chosen = None if only is None else set(only)
     for flag in flags():
         if chosen is not None and flag.field not in chosen:
@@ -290,8 +269,8 @@ def variant_arg(text: str) -> tuple[str, dict[str, Any]]:
 
 
 def add_variant_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """``--variant LABEL=JSON`` (repeatable): the request fields of the models named
-    ``NAME@LABEL`` (``variants`` reads them back)."""
+    """``--variant LABEL=JSON``: request fields of the models named ``NAME@LABEL`` (see
+    ``variants``)."""
     parser.add_argument(
         "--variant",
         dest="variant",
@@ -306,9 +285,9 @@ def add_variant_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) 
 
 
 def variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """The ``--variant`` definitions by label; a label given twice, bad fields or a label
-    no ``-m NAME@LABEL`` uses are one ``UsageError`` line (fields are never echoed: they
-    may hold a pasted key)."""
+    """The ``--variant`` definitions by label; a label given twice, bad fields or a label no ``-m
+    NAME@LABEL`` uses are one ``UsageError`` line (fields are never echoed: they may hold a pasted
+    key)."""
     found: dict[str, dict[str, Any]] = {}
     for label, fields in getattr(args, "variant", None) or []:
         if label in found:
@@ -327,9 +306,8 @@ def variants(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 
 def settings_values(args: argparse.Namespace) -> dict[str, Any]:
-    """The value of every flagged field that takes one value per run, read from ``args``
-    (a threshold read from a calibration file as the plain number), the first judge's
-    in the judge's fields and the others as the panel (``judges``)."""
+    """Every single-valued flagged field's value (a calibration file's threshold as its number), the
+    first judge's in the judge's fields, the others as the panel (``judges``)."""
     values = {
         flag.field: getattr(args, flag.field)
         for flag in flags()
@@ -357,10 +335,9 @@ def _plain(judge: argparse.Namespace) -> dict[str, Any]:
 
 
 def judges(args: argparse.Namespace) -> list[argparse.Namespace]:
-    """``args`` once per judge, each with that judge's flags (``PANEL``) alone, the first
-    judge's first; one judge unless ``--judge-model`` was given several times. A flag
-    given neither once nor once per judge is one ``UsageError`` line, and so is a panel
-    without a threshold per judge."""
+    """``args`` once per judge (the first judge's first), each with that judge's flags alone; a flag
+    given neither once nor once per judge, or a panel without a threshold per judge, is one
+    ``UsageError`` line."""
     models = listed(args, "judge_model")
     found = [argparse.Namespace(**vars(args)) for _ in models]
     for field in PANEL:
@@ -385,8 +362,8 @@ def judges(args: argparse.Namespace) -> list[argparse.Namespace]:
 
 
 class PanelFlag(argparse.Action):
-    """A judge's flag (``PANEL``): its first value is the field's, so a single judge reads
-    as any other flag; every value given, in order, is kept for ``listed``."""
+    """A judge's flag: the first value is the field's, so one judge reads as any flag; all are kept
+    in order for ``listed``."""
 
     def __call__(
         self,
@@ -406,16 +383,13 @@ PANEL_GIVEN = "panel_given"
 
 
 def listed(args: argparse.Namespace, field: str) -> list[Any]:
-    """The values of a judge's flag (``PANEL``): each as given (once, or once per judge),
-    else the one the field holds (its default, or set by ``-a``)."""
+    """A judge's flag's values as given (once, or once per judge), else the field's value."""
     given = getattr(args, PANEL_GIVEN, {}).get(field)
     return list(given) if given else [getattr(args, field, Settings.model_fields[field].default)]
 
 
 def threshold_sources(args: argparse.Namespace) -> list[dict[str, Any] | None]:
-    """Where each judge's coherence threshold came from (``calibration_file``: a file
-    records its path and sha256; a number None); a file that calibrated another judge is
-    one ``UsageError`` line."""
+    """Each judge's threshold source (None: a number); another judge's file is a ``UsageError``."""
     try:
         return [
             calibration_file.threshold_source(judge.coherence_threshold, judge.judge_model)
@@ -432,9 +406,7 @@ def repeated(args: argparse.Namespace, field: str) -> list[Any]:
 
 
 def validation_line(exc: ValidationError, given_as: Mapping[str, str] | None = None) -> str:
-    """The first error of ``Settings`` as one line naming the flag (``runner.spec.
-    validation_line``), or how the user gave the field when that was not its flag
-    (``given_as``: ``-a thresholds.coherence_score``), so the line names what was typed."""
+    """``Settings``' first error as one line naming what was typed: its flag or ``given_as``."""
     from aidanbench.runner.spec import validation_line as line
 
     return line(exc, lambda field: (given_as or {}).get(field) or flag_of(field))
@@ -464,8 +436,8 @@ def add_question_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def question_set(args: argparse.Namespace) -> QuestionSet:
-    """The question set the flags ask for, validated, with its source record (and the
-    ``limit`` asked for); a bad set or flag is one ``UsageError`` line."""
+    """The question set the flags ask for, validated, with its source record and ``limit``; a bad
+    set or flag is one ``UsageError`` line."""
     limit: int | None = args.questions
     inline: list[str] | None = getattr(args, "questions_list", None)
     path: Path | None = args.questions_file

@@ -1,9 +1,6 @@
-"""``aidanbench plot``: PNG charts of run directories and original-schema results files.
-
-Writes ``scores.png``, ``questions.png``, ``trajectory.png`` and ``stop_reasons.png``
-(see ``aidanbench.analysis.plots``), and for a run directory with known dollars
-``cost_vs_score.png``, and prints their paths, one per line.
-"""
+"""``aidanbench plot``: PNG charts of run directories and original-schema results files
+(``aidanbench.analysis.plots``), with ``cost_vs_score.png`` for a run directory with known dollars;
+their paths are printed one per line."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """``aidanbench report``: scores of run directories and original-schema results files.
 
-Several paths are read as one set of results (``aidanbench.analysis.inputs``). Text output
-is the summary table, each row's headline under the reward mode, a questions x models
-table of per-question scores, the errored questions with their errors, and warnings about
-totals that should not be compared. ``--json`` prints the same figures for programs.
-``rescore`` and ``plot`` reuse the pieces here, so the commands read and print one shape.
+Several paths are read as one set of results (``aidanbench.analysis.inputs``). ``rescore`` and
+``plot`` reuse the pieces here, so the commands read and print one shape.
 """
 
 from __future__ import annotations
@@ -100,13 +97,9 @@ def read_inputs(
 
 
 def make_console() -> Console:
-    """Console for reports, without highlighting (which colours numbers at random).
-
-    Output to a pipe or file gets ``PIPE_WIDTH`` columns unless ``COLUMNS`` says otherwise:
-    rich's default of 80 folds the tables into unreadable slivers. Markup is off: model
-    names and questions are shown as written, brackets included (``core.errors.printable``
-    escapes their control characters).
-    """
+    """Console for reports without highlighting (it colours numbers at random) or markup (names and
+    questions show as written, brackets included). A pipe or file gets ``PIPE_WIDTH`` columns unless
+    ``COLUMNS`` is set: rich's default of 80 folds the tables into slivers."""
     wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
     return Console(highlight=False, markup=False, width=PIPE_WIDTH if wide else None)
 
@@ -140,10 +133,8 @@ def _column_key(index: int) -> str:
 def question_table(results: Sequence[QuestionResult], width: int = PIPE_WIDTH) -> Table:
     """Per-question scores: one row per question, one column per model and temperature.
 
-    A cell holds the score of each repeat (``52/48``); ``!`` marks an errored line, ``≥``
-    any other line that did not finish (``QuestionResult.lower_bound``), ``–`` a question
-    the model did not run. Questions are cut to what ``width`` leaves after the score
-    columns, so the scores are never the ones squeezed.
+    A cell holds each repeat's score (``52/48``); ``!`` marks an errored line, ``≥`` another
+    unfinished one, ``–`` a question not run. Questions, not scores, are cut to fit ``width``.
     """
     groups = group_results(results)
     temperatures = len({t for _, t in groups})
@@ -210,8 +201,7 @@ def print_errors(results: Sequence[QuestionResult], console: Console) -> None:
 
 
 def recorded_settings(paths: Sequence[str]) -> Metadata:
-    """The scoring settings the inputs' run directories recorded, by model, as one
-    metadata document (``token_limit_field_of`` reads it)."""
+    """The run directories' recorded scoring settings, by model, as one metadata document."""
     scoring: dict[str, dict[str, Any]] = {}
     for path in paths:
         found = read_metadata(Path(path)) if Path(path).is_dir() else None
@@ -299,12 +289,9 @@ def report_payload(
     reward_mode: str = "count",
     notes: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The ``--json`` document; ``*_fields`` add keys to chosen runs or question lines.
-
-    Question lines carry their metrics under our names and the environment's; each run
-    carries ``rollout_means``, the environment metrics averaged over its lines as
-    ``vf-eval`` reports them (``aidanbench.analysis.environment_metrics``).
-    """
+    """The ``--json`` document; ``*_fields`` add keys to chosen runs or question lines. Question
+    lines carry their metrics under our names and the environment's; each run carries
+    ``rollout_means`` as ``vf-eval`` reports them (``aidanbench.analysis.environment_metrics``)."""
     numbers = {q: i for i, q in enumerate(question_order(results), 1)}
     groups = group_results(results)
     runs = []
@@ -376,8 +363,8 @@ def print_headline(
     console: Console,
     results: Sequence[QuestionResult] = (),
 ) -> None:
-    """Each row's headline under the reward mode, with its interval when repeated; with
-    repeats, beside it the per-rollout mean ``vf-eval`` prints for the same lines."""
+    """Each row's headline under the reward mode, with its interval and, beside it, ``vf-eval``'s
+    per-rollout mean when repeated."""
     groups = group_results(results)
     both = False
     for row in rows:
@@ -400,10 +387,10 @@ def print_headline(
         console.print(ROLLOUT_NOTE, markup=False)
 
 
-def judging_lines(rows: Sequence[SummaryRow]) -> list[str]:
-    """Per row, who judged it: the judge asked for, the models that served it, where its
-    coherence threshold came from, and its noise when answers were judged several times.
-    Rows that record none of it (original-schema files) get no line."""
+def print_judging(rows: Sequence[SummaryRow], console: Console) -> None:
+    """Print who judged each row: the judge asked for, the models that served it, its threshold's
+    source and its noise when answers were judged several times; nothing for rows that record none
+    (original-schema files)."""
     found = []
     for row in rows:
         parts = []
@@ -422,19 +409,13 @@ def judging_lines(rows: Sequence[SummaryRow]) -> list[str]:
             found.append(f"  {panel_text(row.judge_panel)}")
         if row.judge_noise is not None:
             found.append(f"  {noise_text(row.judge_noise)}")
-    return found
-
-
-def print_judging(rows: Sequence[SummaryRow], console: Console) -> None:
-    """``judging_lines``, printed."""
-    for text in judging_lines(rows):
+    for text in found:
         console.print(printable(text), markup=False)
 
 
 def store_inputs(url: str, reward_mode: str | None) -> tuple[Inputs, list[cost.RunCost], Metadata]:
-    """The campaign in a shared store (``run --store``) as one input, what each of its
-    machines' ledgers recorded sending, and the campaign's metadata (``Campaign``);
-    ``UsageError`` when it holds no results."""
+    """A shared store's campaign (``run --store``) as one input, with each machine's ledger costs
+    and its metadata; ``UsageError`` when it holds no results."""
     import asyncio
 
     from aidanbench.record.results import results_of
@@ -493,7 +474,7 @@ def run(args: argparse.Namespace) -> int:
 
 def add_common_arguments(parser: argparse.ArgumentParser, optional: bool = False) -> None:
     """``PATH…``, ``--json`` and ``--reward-mode``, shared with ``rescore`` and ``plot``
-    (``optional``: no path needed, for ``report --store``)."""
+    (``optional``: for ``report --store``)."""
     parser.add_argument(
         "paths",
         nargs="*" if optional else "+",

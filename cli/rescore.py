@@ -1,16 +1,9 @@
-"""``aidanbench rescore``: scores under other thresholds, or another judge, from the
-recorded chains.
+"""``aidanbench rescore``: scores under other thresholds or another judge, from recorded chains.
 
-Prints the shape ``report`` prints, plus each line's recorded score and whether it is
-truncated (see ``aidanbench.analysis.rescore``): under looser thresholds a recorded chain
-can end at an answer that now passes, and its score is then only a lower bound.
-
-With ``--judge-model M`` every recorded answer is judged again by M first
-(``analysis.rejudge``: the benchmark's coherence prompt, cached, direct or batched) and
-the chains are walked under M's judgments: exact where a chain now stops earlier, a lower
-bound where a recorded failing answer now passes. ``--into NEW_RUN`` writes those
-re-judged chains as a run directory that ``aidanbench run`` continues
-(``runner.rejudged``).
+Prints ``report``'s shape plus each line's recorded score and whether it is truncated, i.e. only a
+lower bound (``aidanbench.analysis.rescore``). ``--judge-model M`` judges every recorded answer
+again first (``analysis.rejudge``); ``--into NEW_RUN`` writes the re-judged chains as a run
+directory that ``aidanbench run`` continues (``runner.rejudged``).
 """
 
 from __future__ import annotations
@@ -104,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _into(args: argparse.Namespace) -> Path | None:
-    """``--into``: a new directory (an interrupted rescore left none, only the folder
-    beside it where it is built, ``Recorder.build``)."""
+    """``--into``: a new directory (an interrupted rescore leaves only its build folder,
+    ``Recorder.build``)."""
     into: Path | None = args.into
     if into is None:
         return None
@@ -119,8 +112,7 @@ def _into(args: argparse.Namespace) -> Path | None:
 
 
 def judge_again(args: argparse.Namespace, thresholds: Thresholds) -> int:
-    """Judge again (one judge, or a panel: ``--judge-model`` given several times, each
-    with its own threshold), rescore, print; with ``--into`` write the run directory."""
+    """Judge again (one judge or a panel), rescore, print; with ``--into``, write the run."""
     if thresholds.llm_novelty is not None:
         raise UsageError(
             "--llm-novelty-threshold with --judge-model: similarity judgments are not "
@@ -228,8 +220,7 @@ def truncation_note(rescored: Sequence[RescoredQuestion]) -> str:
 
 
 def change_table(rescored: Sequence[RescoredQuestion], reward_mode: str = "count") -> Table:
-    """Recorded and rescored headlines side by side, per model and temperature (per repeat
-    with repeats, as the summary shows them)."""
+    """Recorded and rescored headlines side by side, per row as the summary shows them."""
     table = Table(title="Recorded vs rescored totals")
     for name in ("model", "temp", "recorded", "rescored", "change", "truncated"):
         table.add_column(name, justify="left" if name == "model" else "right")
@@ -265,10 +256,8 @@ def rescore_payload(
     reward_mode: str = "count",
     notes: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The ``report --json`` document with recorded scores and truncation added.
-
-    A run's ``original_score`` is per repeat, like its ``score``.
-    """
+    """``report --json`` plus recorded scores and truncation; ``original_score`` is per repeat, like
+    ``score``."""
     results = [r.result for r in rescored]
     by_key = {line_key(r.result): r for r in rescored}
     question_fields = {

@@ -1,9 +1,8 @@
 """``aidanbench run``: score one or more models on AidanBench, resumably.
 
-The arguments become a ``RunSpec`` and the run engine (``aidanbench.runner``) does the
-rest. The same command on the same run directory resumes: finished questions are skipped,
-unfinished ones continue from their last completed step, errored ones are retried; a
-command with more models, temperatures, questions or repeats grows the run.
+The arguments become a ``RunSpec`` and the run engine (``aidanbench.runner``) does the rest: the
+same command on the same run directory resumes, and more models, temperatures, questions or repeats
+grow the run.
 """
 
 from __future__ import annotations
@@ -123,12 +122,9 @@ def register(subparsers: Any) -> None:
 
 
 def run_spec(args: argparse.Namespace) -> RunSpec:
-    """The run's specification from the command line: what the Python API takes.
-
-    Settings equal to their defaults count as not given, so ``--use-stored-settings``
-    fills them from the run directory; every other value is applied (operational) or
-    checked against the run (scoring).
-    """
+    """The run's specification from the command line, as the Python API takes it. Settings equal to
+    their defaults count as not given, so ``--use-stored-settings`` fills them from the run
+    directory; every other value is applied (operational) or checked against the run (scoring)."""
     from aidanbench.runner.spec import RunSpec, given_settings
 
     env_args.apply(args)
@@ -172,11 +168,9 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
 def handle(args: argparse.Namespace, services: ServicesFactory | None = None) -> int:
     """Run (or resume, or grow) the benchmark through the run engine; print the summary.
 
-    ``services`` defaults to OpenAI-compatible clients on aiohttp pools, closed when the
-    run ends, with ``OpenAIChat`` for the chat roles (``services.clients`` and
-    ``services.chat`` say why these here). Every check of the arguments and of the run
-    directory comes before the first write; a directory another run holds is refused
-    first, before the run engine is even imported.
+    ``services`` defaults to OpenAI-compatible clients (``services.clients`` says why), closed when
+    the run ends. Every check comes before the first write; a directory another run holds is refused
+    before the run engine is even imported.
     """
     env_args.apply(args)
     check_run_args(args)
@@ -219,8 +213,8 @@ def print_failed(result: RunResult) -> None:
 
 
 def show_result(result: RunResult) -> None:
-    """The summary, the cost section and the HTML report of a session that ended, all
-    from what it hands back (nothing is read again from the run directory)."""
+    """The summary, the cost section and the HTML report, from what the session hands back (nothing
+    is read again)."""
     from aidanbench.analysis.cost import cost_lines, run_cost
     from aidanbench.analysis.view import Source, write_page  # after the run: not on its start-up
     from aidanbench.cli.report import make_console
@@ -240,13 +234,10 @@ def run_session(
     services: ServicesFactory | None = None,
     cells: Collection[tuple[str, float, str]] | None = None,
 ) -> RunResult | int:
-    """Check, then run one session through the run engine, as ``run`` does (every
-    refusal comes before the live table appears); ``cells`` as ``runner.engine.prepare``
-    takes them.
-
-    Ctrl-C or SIGTERM is the one line saying how to resume, returned as the exit status
-    (130, 143); a full disk is a ``UsageError``.
-    """
+    """Check, then run one session through the run engine as ``run`` does (every refusal before the
+    live table appears); ``cells`` as ``runner.engine.prepare`` takes them. Ctrl-C or SIGTERM is the
+    one line saying how to resume, returned as the exit status (130, 143); a full disk is a
+    ``UsageError``."""
     from aidanbench.runner.engine import execute, prepare
 
     async def session() -> RunResult:
@@ -298,11 +289,8 @@ class Terminated(Exception):
 
 
 async def until_terminated(work: Awaitable[T]) -> T:
-    """``await work``; SIGTERM cancels it like Ctrl-C does and raises ``Terminated``.
-
-    Cancelling (rather than dying at once) lets the driver write what is known and close
-    the checkpointer, as it does on Ctrl-C.
-    """
+    """``await work``; SIGTERM cancels it as Ctrl-C does (raising ``Terminated``), so the driver
+    writes what is known and closes the checkpointer."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
@@ -327,8 +315,7 @@ async def until_terminated(work: Awaitable[T]) -> T:
 
 
 def _print_summary(rows: list[SummaryRow], reward_mode: str, run_dir: Path) -> None:
-    """The summary table, the headline score of each row under the reward mode, and the
-    rows with answers cut by the token limit (``report``'s lines)."""
+    """The summary table, each row's headline and the rows the token limit cut (as ``report``)."""
     from aidanbench.analysis.summary import render_summary
     from aidanbench.cli.report import make_console, print_truncation
 

@@ -1,8 +1,6 @@
-"""``aidanbench view``: one self-contained HTML report of run directories and results files.
-
-The page (``aidanbench.analysis.view``) opens from ``file://`` with no network, so it can
-be mailed or attached to an issue as it is.
-"""
+"""``aidanbench view``: one self-contained HTML report of run directories and results files. The
+page (``aidanbench.analysis.view``) opens from ``file://`` with no network, so it can be mailed or
+attached to an issue as it is."""
 
 from __future__ import annotations
 

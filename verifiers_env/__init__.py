@@ -1,13 +1,7 @@
 """AidanBench as a verifiers environment: ``vf-eval aidanbench`` (``[verifiers]`` extra).
 
-verifiers finds the taskset, the environment and the harness through the ``aidanbench``
-package's ``__all__``, which resolves them from here on first access.
-
-- ``AidanBenchTaskset``: one task per question (the bundled 63 or the user's), with the
-  judge, embedding, threshold and reward settings (``--env.taskset.*``).
-- ``AidanBenchEnv``: runs the project's per-question graph with the policy agent as the
-  model under test, then records the reward and metrics.
-- ``AidanBenchHarness``: one streamed chat request per answer, of its fresh prompt alone.
+verifiers finds ``AidanBenchTaskset``, ``AidanBenchEnv`` and ``AidanBenchHarness`` through the
+``aidanbench`` package's ``__all__``, resolved from here on first access.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """The AidanBench environment: one question per episode, run by the project's own graph.
 
-Each episode runs the per-question LangGraph workflow (``build_question_graph``) with the
-policy agent as the model under test: the graph renders each answer's prompt from the
-benchmark's template, the judge scores coherence, the embedding model novelty, and
-``decide`` applies the pass rule (``graph.thresholds``), ending at the first invalid
-answer. Nothing of the benchmark is re-implemented here; only the model under test is
-swapped for a verifiers turn.
-
-The whole question is one policy trace (one rollout, one turn per answer): the result is
-left on the trace, and the task's own ``@vf.reward`` reads the question's score from it
-when the rollout closes. A failed call (policy, judge or embeddings, after their retries)
-or an unreadable judge fails the rollout before it is scored, through verifiers' error
-mechanism: the episode is an error, never a reward of 0.
+Each episode runs the per-question graph (``build_question_graph``) with only the model under test
+swapped for a verifiers turn; nothing of the benchmark is re-implemented. The whole question is one
+policy trace, whose score the task's ``@vf.reward`` reads when the rollout closes; a failed call or
+an unreadable judge fails the rollout through verifiers' error mechanism, never a reward of 0.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """The policy side of an episode: one chat request per answer, with nothing but its prompt.
 
-AidanBench sends a fresh prompt for every answer (the question and the earlier valid
-answers, rendered by the benchmark's template), never a growing chat. verifiers' own
-chat harnesses resume a turn on the whole conversation so far, so this harness answers
-each segment from its own messages alone: the first from the task's prompt, each later
-one from the message the environment sends.
-
-It runs in-process (no program, no ``uv``, nothing to download), which the ``Harness``
-contract allows as long as every model call goes through the rollout's interception
-endpoint: verifiers then owns the policy call — the model name, its base URL and key,
-the sampling settings and the retries upstream — and records it on the trace. The
-request is streamed, like verifiers' own chat program does.
+AidanBench sends a fresh prompt for every answer, while verifiers' chat harnesses resume a turn on
+the whole conversation, so this one answers each segment from its own messages alone. It runs
+in-process, which the ``Harness`` contract allows as long as every model call goes through the
+rollout's interception endpoint: verifiers then owns the policy call (model, endpoint, key,
+sampling, retries) and records it on the trace.
 """
 
 from __future__ import annotations

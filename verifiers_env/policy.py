@@ -1,9 +1,8 @@
 """The model under test as the question graph sees it: a chat model over a verifiers turn.
 
-The graph's ``generate`` node asks ``services.model`` for each answer with the
-benchmark's prompt. Here that model is one open verifiers ``Interaction``: each call is
-one turn of the policy agent, so the policy call itself (model, endpoint, key, sampling)
-is verifiers', and the prompt reaches it unchanged.
+The ``generate`` node asks ``services.model`` for each answer; here that model is one open verifiers
+``Interaction``, each call one turn of the policy agent, so the policy call is verifiers' and the
+prompt reaches it unchanged.
 """
 
 from __future__ import annotations
@@ -18,20 +17,15 @@ from aidanbench.services.prompt_model import PromptModel
 
 
 class PolicyRunEnded(RuntimeError):
-    """The policy's run ended without answering (an error, a limit or a ``@stop``).
-
-    Not one of the graph's recoverable API errors, so it leaves the graph and fails the
-    episode, where verifiers records it: an error, never a score.
-    """
+    """The policy's run ended without answering (an error, a limit or a ``@stop``). Not one of the
+    graph's recoverable API errors, so it fails the episode, where verifiers records it: an error,
+    never a score."""
 
 
 class InteractionModel(PromptModel):
-    """A chat model whose every call is one turn of ``interaction``.
-
-    The task's own prompt opens the exchange (a prompted task speaks first), so the
-    first call must ask exactly that prompt; each later call sends its prompt as the
-    next user turn, which the harness answers from that message alone.
-    """
+    """A chat model whose every call is one turn of ``interaction``. A prompted task speaks first,
+    so the first call must ask exactly the task's prompt; each later prompt is the next user turn,
+    answered from that message alone."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 

@@ -1,10 +1,6 @@
-"""How a question's result becomes verifiers rewards and metrics.
-
-The question graph already computes the benchmark's numbers (``nodes.metrics``); this
-module only names them the way the community environment's users read them. A metric
-without a value (no valid answer to average, LLM novelty off) is left out, never
-recorded as a made-up 0.
-"""
+"""How a question's result becomes verifiers rewards and metrics: the graph computes the benchmark's
+numbers (``nodes.metrics``), named here as the community environment's users read them. A metric
+without a value (no valid answer to average, LLM novelty off) is left out, never a made-up 0."""
 
 from __future__ import annotations
 
@@ -20,8 +16,8 @@ INFO_KEY = "aidanbench"
 
 
 def summary(out: QuestionOutput | dict[str, Any], reward_mode: RewardMode) -> dict[str, Any]:
-    """The question's result as kept on the trace (JSON-ready): every answer with its
-    scores, the stop reason, the metrics, and the reward mode it is scored under."""
+    """The question's result as kept on the trace (JSON-ready): answers, scores, stop, metrics,
+    mode."""
     keys = ("stop_reason", *RUBRIC.values())
     return {
         "reward_mode": reward_mode,

@@ -1,9 +1,8 @@
 """The AidanBench taskset: one task per question, and the run's scoring settings.
 
-The settings carry the names the community environment's users know (``judge_model``,
-``judge_api_base_url``, ``thresholds.coherence_score``…) and are set on the command line
-as ``--env.taskset.<name>``. They describe the judge and the embedding model only: the
-model under test, its endpoint, key and sampling belong to verifiers (``-m``,
+The settings carry the community environment's names (``judge_model``,
+``thresholds.coherence_score``…), set as ``--env.taskset.<name>``, and describe the judge and the
+embedding model only: the model under test, its endpoint, key and sampling are verifiers' (``-m``,
 ``--client.*``, ``--sampling.*``).
 """
 
@@ -39,9 +38,8 @@ class AidanBenchTaskData(vf.TaskData):
 
 
 class AidanBenchTask(vf.Task[AidanBenchTaskData, vf.State, vf.TaskConfig]):
-    """A question. Its answers are scored by the environment as they arrive (the next
-    prompt depends on the verdict); the rollout's reward and metrics are read from the
-    result the environment leaves on the trace."""
+    """A question, its answers scored by the environment as they arrive (the next prompt depends on
+    the verdict); reward and metrics are read from the result left on the trace."""
 
     @property
     def key(self) -> str:

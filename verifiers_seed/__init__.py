@@ -1,10 +1,9 @@
 """AidanBench for the verifiers 0.1 command line (``[verifiers-seed]`` extra).
 
-The seed's quickstart, ``vf-eval aidanbench -m MODEL -n N -r R -T TEMP -a JSON`` (with
-``-b`` and ``-k``), is the command line of verifiers 0.1, which loads an environment by
-importing the module named by the id and calling its ``load_environment``. The
-``aidanbench`` package root resolves that name from here on first access. The
-current-verifiers environment (``--env.taskset.*``) is ``aidanbench.verifiers_env``.
+The seed's quickstart, ``vf-eval aidanbench -m MODEL -n N -r R -T TEMP -a JSON`` (with ``-b`` and
+``-k``), imports the module the id names and calls its ``load_environment``; the ``aidanbench``
+package root resolves that name from here on first access. The current-verifiers environment is
+``aidanbench.verifiers_env``.
 """
 
 from __future__ import annotations

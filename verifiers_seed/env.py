@@ -1,27 +1,15 @@
 """AidanBench on the verifiers 0.1 environment API: the seed's ``vf-eval`` command line.
 
-``vf-eval aidanbench -m MODEL -n N -r R -T TEMP -a JSON`` imports the module
-``aidanbench`` and calls its ``load_environment(**JSON)``. The environment runs each
-question (one rollout) through the project's per-question graph, exactly as
-``aidanbench run`` and the current-verifiers environment do: the prompts, the ``<answer>``
-parsing, the judge, the embeddings, the pass rule and the stop at the first invalid
-answer are the graph's. Only the model under test is swapped: each answer is one
-``Environment.get_model_response`` call on the client ``vf-eval`` built from ``-b`` and
-``-k``, with its sampling arguments (``-T``, ``-t``, ``-S``), sent the answer's fresh
-prompt alone (never a growing chat).
+Each question (one rollout) runs through the project's per-question graph, as ``aidanbench run``
+does; only the model under test is swapped: each answer is one ``Environment.get_model_response``
+call on ``vf-eval``'s client with its sampling arguments, sent the answer's fresh prompt alone
+(never a growing chat). The state carries the question's result under ``aidanbench``; the rubric
+reports the seed's metric names.
 
-The rollout's completion reads as the conversation a multi-turn environment shows
-(reply, next prompt, reply...), and its state carries the question's result under
-``aidanbench``. The rubric reports the seed's metric names. verifiers 0.1 has no failed
-rollout: a question that stops on an error (a policy, judge or embedding call that
-failed after its retries, an unreadable judge) stops ``vf-eval`` with one line naming the
-cause and exit 1, instead of printing a reward of 0.
-
-Before any question, every role is checked as ``aidanbench run`` checks it
-(``runner.preflight``): the policy at ``-b`` with ``-k``'s key, the judge and the
-embeddings where they are sent (``OPENAI_BASE_URL`` included, as the OpenAI SDK reads it).
-A retired or unknown model, a refused key or an unreachable endpoint is one line naming
-its host and what sets it, and exit 2.
+verifiers 0.1 has no failed rollout, so a question stopped by an error stops ``vf-eval`` with one
+line naming the cause and exit 1, never a reward of 0. Before any question every role is checked as
+``aidanbench run`` checks it (``runner.preflight``): a refusal is one line naming its host and what
+sets it, and exit 2.
 """
 
 from __future__ import annotations
@@ -64,11 +52,10 @@ SEED_FLAGS = {
 
 
 class EnvArgs(SeedArgs):
-    """``-a``'s keys (``core.seed_args``): a key the environment does not have, or a
-    value of the wrong kind (``"10"`` for a number), is an error naming it, never ignored
-    and never converted. ``max_turns`` and ``reasoning_effort`` are refused: the benchmark
-    has no turn cap (``max_answers`` caps valid answers), and the model's request fields
-    belong to ``vf-eval`` (``-S '{"reasoning_effort": ...}'``)."""
+    """``-a``'s keys (``core.seed_args``): an unknown key or a value of the wrong kind (``"10"`` for
+    a number) is an error naming it, never ignored or converted. ``max_turns`` and
+    ``reasoning_effort`` are refused: the benchmark has no turn cap (``max_answers`` caps valid
+    answers), and request fields belong to ``vf-eval`` (``-S '{"reasoning_effort": ...}'``)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -78,8 +65,8 @@ class AidanBenchError(RuntimeError):
 
 
 class ClientPolicy(PromptModel):
-    """The model under test as the question graph sees it: each call is one
-    ``get_model_response`` of the rollout's client, recorded on the rollout's state."""
+    """The model under test: each call is one ``get_model_response`` of the rollout's client,
+    recorded on its state."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -123,12 +110,11 @@ class ClientPolicy(PromptModel):
 
 
 class AidanBenchRubric(vf.Rubric):
-    """The seed's metrics, read from the question's result on the rollout's state.
+    """The seed's metrics, read from the question's result on the rollout's state; the reward is the
+    mode's metric alone.
 
-    The reward is the mode's metric alone. A metric without a value (no valid answer
-    to average) is NaN, never 0: verifiers 0.1 keeps one float per metric and rollout,
-    so its average over rollouts is then NaN too. ``avg_llm_novelty`` is reported only
-    when the similarity judge is on.
+    A metric without a value (no valid answer to average) is NaN, never 0, so its average over
+    rollouts is NaN too. ``avg_llm_novelty`` is reported only when the similarity judge is on.
     """
 
     def __init__(self, reward_mode: str, use_llm_similarity: bool) -> None:
@@ -190,12 +176,8 @@ class AidanBenchSeedEnv(vf.Environment):
     async def generate(
         self, inputs: Any, client: Any, model: str, sampling_args: Any = None, **kwargs: Any
     ) -> Any:
-        """Check every role first (see the module docstring), then run; a refusal or a
-        question stopped by an error ends ``vf-eval`` with one line.
-
-        The first failed question ends the evaluation; rollouts that failed beside it are
-        not reported again (their errors are the loop's, never retrieved by verifiers).
-        """
+        """Check every role first (see the module docstring), then run. The first question stopped
+        by an error ends ``vf-eval`` with one line; the loop's other errors are never retrieved."""
         key_env = key_variable(sys.argv[1:])
         settings = seed_settings(
             self.args, model, base_url=str(client.base_url), api_key_env=key_env
@@ -252,10 +234,9 @@ class AidanBenchSeedEnv(vf.Environment):
 
 
 def seed_settings(args: EnvArgs, model: str, **fields: Any) -> Settings:
-    """The settings ``args`` choose, with ``OPENAI_BASE_URL`` as the base URL of a role
-    given none: the OpenAI SDK sends it there, so the run and its messages name that host.
-    ``model`` and a temperature in ``fields`` only label the results: the policy request
-    itself is ``vf-eval``'s."""
+    """The settings ``args`` choose, with ``OPENAI_BASE_URL`` as the base URL of a role given none
+    (the SDK sends it there, so messages name that host). ``model`` and a temperature in ``fields``
+    only label the results: the policy request is ``vf-eval``'s."""
     resolved, _ = environment_base_urls(args.settings(model, **fields).model_dump(), os.environ)
     return Settings(**resolved)
 
@@ -271,8 +252,8 @@ def seed_flag(role: str, which: str) -> str:
 
 
 def key_variable(argv: list[str]) -> str:
-    """The variable ``vf-eval``'s ``-k`` names (verifiers 0.1 hands the environment the
-    client, not the variable): the messages name it."""
+    """The variable ``-k`` names, for messages (verifiers 0.1 hands the environment the client
+    only)."""
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("-k", "--api-key-var", default="OPENAI_API_KEY")
     return str(parser.parse_known_args(argv)[0].api_key_var)
