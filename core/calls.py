@@ -1,9 +1,8 @@
 """What an answer's calls add up to: requests, tokens and dollars.
 
-An answer record keeps one ``CallStats`` per role (``core.state``); these functions sum
-them, for a node deciding a cap, for a question line and for every total built from
-lines. An unknown part (a reply without usage, a model without a price) makes the sum
-unknown (None), never a smaller number.
+An answer record keeps one ``CallStats`` per role (``core.state``); these sum them for the
+caps, a question line and every total built from lines. An unknown part (a reply without
+usage, a model without a price) makes the sum unknown (None), never a smaller number.
 """
 
 from __future__ import annotations
@@ -95,7 +94,6 @@ def usage_missing(calls: Mapping[str, Mapping[str, Any]] | None) -> int:
 
 
 def call_count(calls: Mapping[str, Mapping[str, Any]] | None) -> int:
-    """Chat requests over a ``{role: CallStats}`` mapping: the requests whose tokens
-    ``call_tokens`` counts. An answer's embedding is left out: it is a text in a request
-    shared with other answers, and the run's embedding requests are the ledger's."""
+    """Chat requests over a ``{role: CallStats}`` mapping: those whose tokens ``call_tokens``
+    counts (embeddings apart, see ``PER_ANSWER_ROLES``)."""
     return sum(int(stats.get("calls", 0)) for stats in _roles(calls))
