@@ -18,10 +18,9 @@ def environment_base_urls(
     """``fields`` with ``OPENAI_BASE_URL`` as the base URL of every role given none, and
     which roles took it (role: the variable's name).
 
-    Resolved at the edges that build settings (``run``, the seed's ``vf-eval``), so the URL
-    a role uses is a setting the run records (``operational``, ``endpoint_sources``) and
-    messages name, never a fallback hidden in a client. Keys need nothing of the kind: every
-    key variable already defaults to ``OPENAI_API_KEY``.
+    Resolved at the edges (``run``, the seed's ``vf-eval``), so the URL a role uses is a
+    setting the run records and messages name, never a fallback hidden in a client. Keys
+    need nothing of the kind: every key variable defaults to ``OPENAI_API_KEY``.
     """
     url = environ.get(BASE_URL_VARIABLE, "").strip()
     if not url:

@@ -32,10 +32,8 @@ def add_dollars(a: float | None, b: float | None) -> float | None:
 
 
 def stats_dollars(stats: Mapping[str, Any] | None, *, estimate: bool = False) -> float | None:
-    """Dollars of one role's ``CallStats``: 0 without calls, None when unknown.
-
-    With ``estimate``, calls that reported no usage count at their estimate (the caps).
-    """
+    """Dollars of one role's ``CallStats``: 0 without calls, None when unknown; with
+    ``estimate``, calls that reported no usage count at their estimate (the caps)."""
     if not stats or not stats.get("calls"):
         return 0.0
     cost = stats.get("cost_usd")

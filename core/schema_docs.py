@@ -1,9 +1,8 @@
 """Field docstrings as JSON-schema descriptions, for LangGraph Studio's forms.
 
-LangGraph reports a graph's input and output schemas through pydantic, which reads a
-TypedDict's field docstrings only when asked (``use_attribute_docstrings``) and never
-those of inherited fields. ``documented`` asks, and copies inherited fields' docstrings
-from the bases' source.
+LangGraph reports a graph's schemas through pydantic, which reads a TypedDict's field
+docstrings only when asked (``use_attribute_docstrings``) and never inherited ones:
+``documented`` asks, and copies inherited fields' docstrings from the bases' source.
 """
 
 from __future__ import annotations

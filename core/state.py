@@ -92,11 +92,9 @@ class Candidate(TypedDict):
     call: NotRequired[CallStats]
     """Cost of the generation."""
     finish_reason: NotRequired[str | None]
-    """Why the provider stopped generating (``stop``, ``length``…); None when the reply
-    said nothing."""
+    """Why the provider stopped generating (``stop``, ``length``…); None when it said none."""
     reasoning_tokens: NotRequired[int | None]
-    """Hidden reasoning tokens of the generation; None when the provider reported none
-    (no usage, or no ``completion_tokens_details``)."""
+    """Hidden reasoning tokens of the generation; None when the provider did not say."""
     error: NotRequired[ErrorInfo]
     """Set instead of the fields above when generation failed."""
 
@@ -114,11 +112,9 @@ class ScoreOutcome(TypedDict):
     flags: NotRequired[list[str]]
     """Notes on the scoring, e.g. ``judge_markup_neutralised``."""
     samples: NotRequired[list[float]]
-    """Every coherence judgment when several were asked (``judge_samples``): the deciding
-    one (``value``) first, the others as they were asked."""
+    """Every coherence judgment when several were asked, the deciding one (``value``) first."""
     panel: NotRequired[list[PanelJudgment]]
-    """A judge panel's judgments (``Settings.judge_panel``), the first judge's first:
-    their majority decides coherence (``core.thresholds.panel_passes``)."""
+    """A judge panel's judgments, the first judge's first: their majority decides coherence."""
     error: NotRequired[ErrorInfo]
     """Set instead of ``value`` when scoring failed."""
 

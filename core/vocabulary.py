@@ -15,8 +15,7 @@ ThresholdStop = Literal["coherence", "novelty", "llm_novelty"]
 threshold stop (``is_threshold_stop``), so a score added to ``core.scores`` is one too."""
 
 CapStop = Literal["max_answers"]
-"""The answer cap (a scoring setting, part of what is measured) ended the question: its
-score is the cap, final for the run's settings."""
+"""The answer cap (a scoring setting, part of what is measured) ended the question: final."""
 
 BudgetStop = Literal["budget", "max_question_cost", "max_question_seconds"]
 """A spending cap (operational) ended the question: its score is a lower bound, and a rerun
@@ -41,8 +40,7 @@ def is_threshold_stop(stop_reason: str | None) -> bool:
 
 
 def is_final(stop_reason: str | None) -> bool:
-    """Whether the question's score stands (a threshold or the answer cap ended it):
-    rerunning with the same settings changes nothing."""
+    """Whether a threshold or the answer cap ended the question: a rerun changes nothing."""
     return is_threshold_stop(stop_reason) or stop_reason in CAP_STOPS
 
 
@@ -52,8 +50,7 @@ def is_error_stop(stop_reason: str | None) -> bool:
 
 
 def is_censored(stop_reason: str | None) -> bool:
-    """Whether the question's score is a lower bound (*censored*): a spending cap ended
-    it, not the rule, and a higher cap would continue it."""
+    """Whether a spending cap, not the rule, ended the question: its score is a lower bound."""
     return stop_reason in BUDGET_STOPS
 
 
