@@ -1,8 +1,5 @@
 """Where a role given no base URL goes: ``OPENAI_BASE_URL`` when it is set, as the OpenAI
-SDK reads it, else OpenAI. The edges that build settings (``run``, the seed's
-``vf-eval``) resolve it into the settings, so the URL a role uses is recorded and named
-in every message; ``--help`` names the variable.
-"""
+SDK reads it, else OpenAI."""
 
 from __future__ import annotations
 
@@ -18,13 +15,12 @@ BASE_URL_VARIABLE = "OPENAI_BASE_URL"
 def environment_base_urls(
     fields: dict[str, Any], environ: Mapping[str, str]
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """``fields`` with ``OPENAI_BASE_URL`` as the base URL of every role given none, as
-    the OpenAI SDK does, and which roles took it (role: the variable's name).
+    """``fields`` with ``OPENAI_BASE_URL`` as the base URL of every role given none, and
+    which roles took it (role: the variable's name).
 
-    Resolved here, at the edge, so the URL a role uses is a setting the run records
-    (each session's ``operational`` and ``endpoint_sources``), never a fallback hidden in
-    a client. Keys need nothing of the kind: every role's key variable already defaults
-    to ``OPENAI_API_KEY``.
+    Resolved at the edges (``run``, the seed's ``vf-eval``), so the URL a role uses is a
+    setting the run records and messages name, never a fallback hidden in a client. Keys
+    need nothing of the kind: every key variable defaults to ``OPENAI_API_KEY``.
     """
     url = environ.get(BASE_URL_VARIABLE, "").strip()
     if not url:

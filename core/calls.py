@@ -1,9 +1,8 @@
 """What an answer's calls add up to: requests, tokens and dollars.
 
-An answer record keeps one ``CallStats`` per role (``core.state``); these functions sum
-them, for a node deciding a cap, for a question line and for every total built from
-lines. An unknown part (a reply without usage, a model without a price) makes the sum
-unknown (None), never a smaller number.
+An answer record keeps one ``CallStats`` per role (``core.state``); these sum them for the
+caps, a question line and every total built from lines. An unknown part (a reply without
+usage, a model without a price) makes the sum unknown (None), never a smaller number.
 """
 
 from __future__ import annotations
@@ -33,10 +32,8 @@ def add_dollars(a: float | None, b: float | None) -> float | None:
 
 
 def stats_dollars(stats: Mapping[str, Any] | None, *, estimate: bool = False) -> float | None:
-    """Dollars of one role's ``CallStats``: 0 without calls, None when unknown.
-
-    With ``estimate``, calls that reported no usage count at their estimate (the caps).
-    """
+    """Dollars of one role's ``CallStats``: 0 without calls, None when unknown; with
+    ``estimate``, calls that reported no usage count at their estimate (the caps)."""
     if not stats or not stats.get("calls"):
         return 0.0
     cost = stats.get("cost_usd")
@@ -95,7 +92,6 @@ def usage_missing(calls: Mapping[str, Mapping[str, Any]] | None) -> int:
 
 
 def call_count(calls: Mapping[str, Mapping[str, Any]] | None) -> int:
-    """Chat requests over a ``{role: CallStats}`` mapping: the requests whose tokens
-    ``call_tokens`` counts. An answer's embedding is left out: it is a text in a request
-    shared with other answers, and the run's embedding requests are the ledger's."""
+    """Chat requests over a ``{role: CallStats}`` mapping: those whose tokens ``call_tokens``
+    counts (embeddings apart, see ``PER_ANSWER_ROLES``)."""
     return sum(int(stats.get("calls", 0)) for stats in _roles(calls))

@@ -3,8 +3,8 @@
 Settings hold names, never secrets: they are recorded in ``metadata.json``, sent as a
 server run's context, and logged by HTTP clients (a base URL). A key pasted into a base
 URL, into ``model_kwargs`` or where a variable name belongs is refused, and messages name
-the place that holds it, never its value. The tests err towards secrecy: a false
-positive costs only a refusal naming what to do instead.
+the place that holds it, never its value. The tests err towards secrecy: a false positive
+costs only a refusal naming what to do instead.
 """
 
 from __future__ import annotations
@@ -26,11 +26,8 @@ SECRET_NAME = re.compile(
 
 
 def looks_like_key(value: str) -> bool:
-    """True for text that may be an API key: a known prefix, or a long random-looking token.
-
-    Environment variable names are words joined by underscores; keys are long runs of mixed
-    letters and digits. The test errs towards secrecy: a false positive only costs an echo.
-    """
+    """True for text that may be an API key: a known prefix, or a long random-looking token
+    (keys are long runs of mixed letters and digits; variable names are words and ``_``)."""
     text = value.strip()
     if text.lower().startswith(KEY_PREFIXES):
         return True

@@ -1,8 +1,7 @@
 """Failures of the outside world, as exception types and as the record state keeps.
 
-Kept apart from the clients that raise them so that any layer can name them (a node
-catching an unreadable judge reply, the driver deciding what to rerun, a summary counting
-errors) without importing an HTTP client.
+Kept apart from the clients that raise them so that any layer can name them (a node, the
+driver deciding what to rerun, a summary counting errors) without importing an HTTP client.
 """
 
 from __future__ import annotations
@@ -37,18 +36,13 @@ class ConfigError(Exception):
 
 
 class MalformedReply(Exception):
-    """A 200 reply the client could not use: not JSON, HTML, no choices, an ``error``
-    object in a 200, embeddings with missing or duplicate indices, or a vector that is
-    not finite, all zeros or of the wrong length. Transient as far as anyone can tell:
-    retried, then recorded as a retryable ``error``."""
+    """A 200 reply the client could not use (not JSON, no choices, an ``error`` object, a bad
+    embedding). Transient as far as anyone can tell: retried, then a retryable ``error``."""
 
 
 class ScoreParseError(ValueError):
-    """A judge reply without exactly one integer score in range.
-
-    ``reason`` is one of ``empty``, ``missing``, ``multiple``, ``not_integer``,
-    ``out_of_range``.
-    """
+    """A judge reply without exactly one integer score in range; ``reason`` is ``empty``,
+    ``missing``, ``multiple``, ``not_integer`` or ``out_of_range``."""
 
     def __init__(self, reason: str, tag: str, reply: str) -> None:
         self.reason = reason
@@ -71,18 +65,15 @@ class UsageError(Exception):
 
 
 class EndpointRefused(UsageError, ValueError):
-    """An endpoint refuses a role itself, not one request: an unknown model (404), a
-    refused key (401, 403), a 400 that a content-free request of the role gets too. No
-    retry can fix it, so it is not recorded as a question's error: it is raised out of
-    the graph, which leaves the step it interrupted pending, the run stops at once, and a
-    corrected rerun continues every thread where it stopped.
+    """An endpoint refuses a role itself, not one request: an unknown model (404), a refused
+    key (401, 403), a 400 that a content-free request of the role gets too. No retry can fix
+    it, so it is raised out of the graph, not recorded as a question's error: the step it
+    interrupted stays pending, the run stops, and a corrected rerun continues every thread.
 
-    A ``ValueError`` too (a setting's value the endpoint refuses): a LangGraph server
-    passes the message of a ``ValueError`` on to its client and hides any other
-    exception's behind "An internal error occurred", and a ``--server`` run prints it.
-
-    The message says what the run does about it; ``reason`` is the refusal alone, for
-    commands that are not a run (``calibrate``, ``rescore``) to say in their own words."""
+    A ``ValueError`` too: a LangGraph server passes only a ``ValueError``'s message on to its
+    client (others become "An internal error occurred"), and a ``--server`` run prints it.
+    ``reason`` is the refusal alone, without what the run does about it, for commands that
+    are not a run (``calibrate``, ``rescore``)."""
 
     def __init__(self, message: str, reason: str | None = None) -> None:
         super().__init__(message)
@@ -98,15 +89,12 @@ separators, and the bidirectional controls that reorder what a terminal shows.""
 def printable(text: str) -> str:
     """``text`` with control characters escaped (``\\x1b`` for ESC), safe for a terminal.
 
-    The one escaping function for every string from outside (questions, answers, model
-    names, provider errors, file contents) on its way to a terminal. Such text is not
-    ours: raw escape sequences in it could recolour, move or rewrite the user's terminal
-    or plant a link (OSC 8), a newline would forge a log line or break the
-    one-line-per-error rule, and bidirectional controls reorder what is shown. Lone
-    surrogates are escaped too, so printing never fails. Rich markup (``[bold]``,
-    ``[link=…]``) is left as text: every console that prints outside text is made with
-    ``markup=False`` (``cli.report.make_console``, the live table), so brackets are shown
-    as they are.
+    The one escaping function for text from outside (questions, answers, model names,
+    provider errors, file contents) on its way to a terminal: escape sequences could
+    recolour, move or rewrite the terminal or plant a link (OSC 8), a newline would forge a
+    log line or break the one-line-per-error rule, bidirectional controls reorder what is
+    shown. Lone surrogates are escaped so printing never fails. Rich markup is left as text:
+    every console printing outside text has ``markup=False`` (``cli.report.make_console``).
     """
     escaped = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
     return escaped.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -1,12 +1,9 @@
 """The verifiers ``aidanbench`` environment's metric names, as aliases of ours.
 
-Users of that environment read ``reward``, ``format_reward``, ``avg_coherence``,
-``avg_embedding_novelty``, ``sum_embedding_novelty`` and ``avg_llm_novelty``. Every output
-that carries our metrics (the question graph's output, ``questions.jsonl``,
-``report --json``) carries these names beside them, each holding exactly the value of
-the metric it aliases. ``reward`` is the score, or the novelty sum under the
-``novelty_sum`` reward mode, as the environment's rubric weights choose. Kept apart from
-the graph's modules so the analysis code can use it without loading LangGraph.
+Every output that carries our metrics (the question graph's output, ``questions.jsonl``,
+``report --json``) carries the names that environment's users read beside them, each
+holding exactly the value of the metric it aliases. Kept apart from the graph's modules so
+the analysis code can use it without loading LangGraph.
 """
 
 from __future__ import annotations
@@ -24,7 +21,8 @@ ENVIRONMENT_NAMES = {
 """The environment's metric name → ours (``reward`` depends on the reward mode)."""
 
 REWARD_OF = {"count": "score", "novelty_sum": "novelty_sum"}
-"""Reward mode → the metric that ``reward`` aliases."""
+"""Reward mode → the metric that ``reward`` aliases, as the environment's rubric weights
+choose."""
 
 ENVIRONMENT_METRICS = ("reward", *ENVIRONMENT_NAMES)
 """Every environment metric name, in the environment's order."""

@@ -1,9 +1,8 @@
 """Field docstrings as JSON-schema descriptions, for LangGraph Studio's forms.
 
-LangGraph reports a graph's input and output schemas through pydantic, which reads a
-TypedDict's field docstrings only when asked (``use_attribute_docstrings``) and never
-those of inherited fields. ``documented`` asks, and copies inherited fields' docstrings
-from the bases' source.
+LangGraph reports a graph's schemas through pydantic, which reads a TypedDict's field
+docstrings only when asked (``use_attribute_docstrings``) and never inherited ones:
+``documented`` asks, and copies inherited fields' docstrings from the bases' source.
 """
 
 from __future__ import annotations
@@ -18,11 +17,8 @@ from pydantic import ConfigDict, with_config
 
 
 def field_docstrings(cls: type) -> dict[str, str]:
-    """The docstrings written under the fields of ``cls``'s own class body.
-
-    Empty when the source is not available (pydantic's own extraction does the same), so
-    a schema loses descriptions rather than failing.
-    """
+    """The docstrings under the fields of ``cls``'s own body; empty without its source (as
+    pydantic's own extraction), so a schema loses descriptions rather than failing."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     except (OSError, TypeError, SyntaxError):
@@ -54,8 +50,4 @@ def _inherited_descriptions(schema: dict[str, Any], cls: type) -> None:
 documented = with_config(
     ConfigDict(use_attribute_docstrings=True, json_schema_extra=_inherited_descriptions)
 )
-"""Class decorator: field docstrings become JSON-schema descriptions (Studio's forms).
-
-Pydantic reads only a TypedDict's own field docstrings, and LangGraph reports input and
-output schemas through pydantic; inherited fields get theirs from the base's source.
-"""
+"""Class decorator: field docstrings, inherited ones too, become JSON-schema descriptions."""

@@ -1,8 +1,7 @@
 """The scores an answer gets, each declared once (``Score``) in one table (``SCORES``).
 
-The pass rule (``core.thresholds``), the graph, its routing and ``decide``, the thread's
-recorded thresholds and the views read the table, so a new score is a node and one entry
-(docs/development.md, "Adding a score").
+The pass rule, the graph, its routing, ``decide``, the recorded thresholds and the views
+read the table, so a new score is a node and one entry (docs/development.md).
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """The verifiers ``aidanbench`` environment's arguments, as the run settings they choose.
 
-The seed's users set the judge, the embeddings and the pass rule with the environment's
-own names (``judge_api_base_url``, ``thresholds.coherence_score``…). Both verifiers
-environments accept exactly those names (``aidanbench.verifiers_env``'s taskset on the
-current verifiers, ``aidanbench.verifiers_seed``'s ``-a`` on verifiers 0.1): both declare
-them with ``SeedArgs`` and turn them into settings here, so one name means one setting in
-each. Each setting's default, bounds and description are ``Settings``' own field, so no
-default is written twice.
+Both verifiers environments (``verifiers_env``'s taskset on the current verifiers,
+``verifiers_seed``'s ``-a`` on verifiers 0.1) take the seed's own names
+(``judge_api_base_url``, ``thresholds.coherence_score``…): both declare them with
+``SeedArgs`` and turn them into settings here, so one name means one setting in each. Each
+field's default, bounds and description are ``Settings``' own, so no default is written twice.
 """
 
 from __future__ import annotations
@@ -43,8 +41,7 @@ THRESHOLD_FIELDS = {
 
 
 def like(key: str) -> Any:
-    """The ``Settings`` field the environment's ``key`` sets: its default, bounds and
-    description."""
+    """The ``Settings`` field (default, bounds, description) the environment's ``key`` sets."""
     return Settings.model_fields[{**SEED_FIELDS, **THRESHOLD_FIELDS}.get(key, key)]
 
 
@@ -97,13 +94,9 @@ class SeedArgs(BaseModel):
         return self.questions if self.questions is not None else self.questions_path
 
     def settings(self, model: str, **fields: Any) -> Settings:
-        """The run settings these arguments choose for ``model`` (which only names the
-        policy), with ``fields`` set by the adapter itself (labels, endpoints).
-
-        Pipelining is off: the next answer is asked for only once the current one has
-        passed, so the policy is never sampled on a prompt whose answer is then thrown away
-        (and a verifiers interaction is never asked for two turns at once).
-        """
+        """The run settings for ``model`` (which only names the policy), with ``fields`` set
+        by the adapter itself (labels, endpoints). Pipelining is off, so the policy is never
+        sampled on a prompt whose answer is thrown away, nor asked for two turns at once."""
         named = self.model_dump(include={*SEED_FIELDS, *ADDED_FIELDS})
         chosen = {SEED_FIELDS.get(k, k): v for k, v in named.items()}
         chosen |= {THRESHOLD_FIELDS[k]: v for k, v in self.thresholds.model_dump().items()}

@@ -1,13 +1,12 @@
 """Which settings decide a question's scores and which only decide how they are reached.
 
-A question thread's identity is what its scores depend on: the model and how it is
-sampled, the judge and how it is asked, the embedding model, the pass rule, the prompts.
-Changing any of those in the middle of a run would mix two measurements, so a run refuses
-it. Everything else is operational: where the endpoints are, which variables hold the
-keys, timeouts, retries, limits, pipelining, caching, pauses. Those may change between
-the sessions of a run (an endpoint moves, a rate limit is lowered after 429s) and each
-session applies its own. Every field of ``Settings`` is in exactly one of the two sets;
-a test holds them to the model's fields, so a new field cannot go unclassified.
+A question thread's identity is what its scores depend on (the model and its sampling, the
+judge, the embedding model, the pass rule, the prompts): changing any of those mid-run would
+mix two measurements, so a run refuses it. Everything else is operational (endpoints, key
+variables, timeouts, retries, limits, caching, pauses): it may change between the sessions
+of a run (an endpoint moves, a rate limit is lowered after 429s), each applying its own.
+Every ``Settings`` field is in exactly one of the two sets; a test holds them to the
+model's fields, so a new field cannot go unclassified.
 """
 
 from __future__ import annotations
@@ -62,25 +61,19 @@ OPERATIONAL_FIELDS: frozenset[str] = frozenset(
 )
 """Fields that decide only how the scores are reached: each session of a run sets its own.
 
-``pipeline`` is here because a look-ahead answer is discarded, never counted, when the
-current one fails: the chain is the same with it on or off. The spending caps are here
-because a question they stop is continued, not redone, when a later session raises them
-(its score is shown as a lower bound meanwhile). ``judge_samples`` is here because the
-first of the judgments decides, exactly as the benchmark's one judgment does: the others
-only measure the judge's noise, so no score depends on how many were asked."""
+``pipeline``: a look-ahead answer is discarded, never counted, when the current one fails,
+so the chain is the same either way. The spending caps: a question they stop is continued,
+not redone, when a later session raises them (a lower bound meanwhile). ``judge_samples``:
+the first judgment decides, as the benchmark's one does; the others only measure noise."""
 
 PER_THREAD_FIELDS: frozenset[str] = frozenset({"model", "temperature"})
 """Scoring fields that are part of a thread's key rather than of its model's record."""
 
 
 def scoring_settings(settings: Settings) -> dict[str, Any]:
-    """The scoring fields of ``settings`` as JSON values, thresholds resolved, a judge
-    panel without its endpoints (``panel_record``).
-
-    ``novelty_threshold`` is stored resolved (``None`` means the embedding model's
-    default), so a run started on the default and continued with the same number written
-    out is the same measurement.
-    """
+    """The scoring fields of ``settings`` as JSON values, a judge panel without its
+    endpoints (``panel_record``), ``novelty_threshold`` resolved: a run started on the
+    default and continued with the same number written out is the same measurement."""
     values = settings.model_dump(mode="json", include=set(SCORING_FIELDS - PER_THREAD_FIELDS))
     values["novelty_threshold"] = settings.resolved_novelty_threshold
     values["judge_panel"] = panel_record(settings)

@@ -1,9 +1,8 @@
 """Run settings: the graphs' ``context_schema``.
 
 One frozen, documented model so LangGraph Studio renders it as a form and a run can be
-reproduced from it. It holds names, never secrets: each role (model under test, judge,
-embeddings) names the environment variable its API key is read from, and clients are
-built from these settings outside the graph state.
+reproduced from it. It holds names, never secrets: each role names the environment variable
+its API key is read from, and clients are built from these settings outside the graph.
 """
 
 from __future__ import annotations
@@ -43,11 +42,8 @@ REQUEST_FIELDS: dict[str, str] = {
     "stream": "the reply is read whole, with its token usage",
     "stream_options": "the reply is read whole, with its token usage",
 }
-"""Fields of the chat request the graph sets itself, with why ``model_kwargs`` may not.
-
-``model_kwargs`` are merged into the request body last, so any of these would override
-what was asked and make the results record one request while another was sent.
-"""
+"""Fields of the chat request the graph sets itself, with why ``model_kwargs`` (merged into
+the body last) may not: the results would record one request while another was sent."""
 
 
 class PanelJudge(BaseModel):
@@ -219,9 +215,7 @@ class Settings(BaseModel):
         description="SQLite file caching embeddings and similarity judgements across "
         "restarts; None keeps them in memory.",
     )
-    # Cost: prices, the usage ledger and the per-question caps (services.pricing,
-    # services.usage, nodes.decide). A capped question's score is a lower bound; raising
-    # a cap and running again continues it.
+    # Cost: prices and the per-question caps (services.pricing, services.usage, nodes.decide).
     prices_path: str | None = Field(
         default=None,
         description="JSON price table (docs/cost.md) whose models replace the bundled "
@@ -298,9 +292,8 @@ class Settings(BaseModel):
         return Thresholds(**{score.name: score.limit(self) for score in declared()})
 
     def endpoint(self, role: str) -> Endpoint:
-        """Where ``role`` goes: the model it asks for (a variant's NAME for the model under
-        test), its base URL and the variable holding its key. Every caller that reaches,
-        names or checks a role's endpoint asks here."""
+        """Where ``role`` goes (a variant's NAME for the model under test). Every caller that
+        reaches, names or checks a role's endpoint asks here."""
         fields = ROLE_FIELDS[role]
         model = self.provider_model if role == "model" else str(getattr(self, fields.model))
         return Endpoint(
@@ -309,8 +302,8 @@ class Settings(BaseModel):
 
     @property
     def judges(self) -> list[Settings]:
-        """The panel of coherence judges, each as these settings with that judge in the
-        judge's fields (``judge_model`` first, as it is): one, without a panel."""
+        """The coherence judges, each as these settings with that judge in the judge's fields
+        (``judge_model`` first, as it is): one, without a panel."""
         seats = [self]
         for seat in self.judge_panel:
             fields = {
@@ -353,9 +346,8 @@ def http_url(value: str | None) -> str | None:
 
 
 def extra_fields_problem(fields: dict[str, Any]) -> str | None:
-    """Why request fields given by the user (``model_kwargs``, a variant's) cannot be
-    sent, or None: a credential (they are recorded in metadata) or a field the request is
-    built from (``REQUEST_FIELDS``)."""
+    """Why user-given request fields (``model_kwargs``, a variant's) cannot be sent, or None:
+    a credential (they are recorded in metadata) or one of ``REQUEST_FIELDS``."""
     found = next(secret_paths(fields), None)
     if found is not None:
         return (
@@ -377,9 +369,8 @@ OPENAI_REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 
 
 def token_limit_field(model: str, fields: Mapping[str, Any]) -> str:
-    """The request field that raises ``model``'s token limit: the one its request fields
-    already set, else ``max_completion_tokens`` for OpenAI's reasoning models, else
-    ``max_tokens``."""
+    """The request field that raises ``model``'s token limit: the one ``fields`` already set,
+    else ``TOKEN_LIMIT_FIELDS``' choice for the model."""
     for name in TOKEN_LIMIT_FIELDS:
         if name in fields:
             return name
@@ -427,18 +418,10 @@ def default_novelty_threshold(embedding_model: str) -> float:
 
 
 ROLES = ("model", "judge", "embeddings")
-"""Every role of a run (the model under test, the judge, the embedding model), in the
-order messages and checks take them."""
+"""Every role of a run, in the order messages and checks take them."""
 
 OPENAI_URL = "https://api.openai.com/v1"
 """Where a role with no base URL goes (the OpenAI SDK's default)."""
-
-
-def host_of(url: str | None) -> str:
-    """The host (and port) of an endpoint URL, for messages; ``api.openai.com`` for None."""
-    if not url:
-        return "api.openai.com"
-    return urlsplit(url).netloc or url
 
 
 @dataclass(frozen=True)
@@ -467,7 +450,11 @@ class Endpoint:
     @property
     def host(self) -> str:
         """The endpoint's host (and port) for messages; ``local`` for local embeddings."""
-        return "local" if self.local else host_of(self.base_url)
+        if self.local:
+            return "local"
+        if not self.base_url:
+            return "api.openai.com"
+        return urlsplit(self.base_url).netloc or self.base_url
 
 
 @dataclass(frozen=True)
@@ -495,8 +482,7 @@ ROLE_NAMES: dict[str, str] = {
 
 
 def flag_of(field: str) -> str:
-    """The ``aidanbench run`` flag of a settings field (``judge_base_url`` →
-    ``--judge-base-url``), as ``cli.options`` makes them."""
+    """The ``aidanbench run`` flag of a settings field, as ``cli.options`` makes them."""
     return "--" + field.replace("_", "-")
 
 

@@ -1,15 +1,13 @@
 """State of the per-question graph, and its public input and output schemas.
 
-Embedding vectors are never kept here: they live in a content-addressed cache (see
-``aidanbench.services.cache``), because every checkpoint would carry every vector. The
-growing ``answers`` list is a ``DeltaChannel``: each checkpoint stores only the answers
-added in that step, so checkpoint storage grows linearly with the number of answers
-instead of quadratically.
+Embedding vectors live in a content-addressed cache (``services.cache``), not here: every
+checkpoint would carry every vector. ``answers`` is a ``DeltaChannel`` (see
+``ANSWER_SNAPSHOT_EVERY``), so checkpoint storage grows linearly with the answers.
 
 Work in flight is kept as *outcomes* keyed by the candidate's index: each scoring branch
-writes its own key (so parallel branches never collide), holding either a value or an
-``error``. ``decide`` combines them; after an error they stay in state, and a later
-invocation of the thread re-runs only the missing or failed parts.
+writes its own key (so parallel branches never collide), holding a value or an ``error``.
+``decide`` combines them; after an error they stay, and invoking the thread again re-runs
+only the missing or failed parts.
 """
 
 from __future__ import annotations
@@ -42,7 +40,7 @@ class CallStats(TypedDict):
     """Requests made (judge re-asks and per-pair similarity calls count; cache hits do not)."""
     cached_input_tokens: NotRequired[int | None]
     """Of ``input_tokens``, those read from the provider's prompt cache
-    (``prompt_tokens_details.cached_tokens``); absent in records made before it was kept."""
+    (``prompt_tokens_details.cached_tokens``); absent in older records."""
     reasoning_tokens: NotRequired[int | None]
     """Of ``output_tokens``, those spent reasoning
     (``completion_tokens_details.reasoning_tokens``)."""
@@ -55,14 +53,11 @@ class CallStats(TypedDict):
     """How many of ``calls`` reported no token counts (their tokens and dollars are
     unknown); absent when every call reported them."""
     estimated_cost_usd: NotRequired[float | None]
-    """Present with ``usage_missing``: dollars with those calls' tokens estimated from
-    above (UTF-8 bytes of prompt and reply, ``services.usage``), which the per-question
-    dollar cap counts; None without a price."""
+    """Present with ``usage_missing``: dollars with those calls' tokens estimated from above
+    (``services.usage``), which the per-question dollar cap counts; None without a price."""
     unreadable: NotRequired[dict[str, int]]
-    """Judge replies that held no readable score, each asked again, by why
-    (``core.errors.ScoreParseError``: ``missing``, a reply without the score tag, as a
-    refusal is; ``out_of_range``; ``not_integer``; ``multiple``; ``empty``); absent when
-    every reply could be read."""
+    """Judge replies without a readable score, each asked again, by ``ScoreParseError.reason``
+    (a refusal counts as ``missing``); absent when every reply could be read."""
 
 
 class PanelJudgment(TypedDict):
@@ -79,8 +74,7 @@ class PanelJudgment(TypedDict):
     samples: NotRequired[list[float]]
     """Its every judgment when several were asked (the deciding one first)."""
     cost_usd: NotRequired[float | None]
-    """What its judgments of the answer cost (None: unknown; the answer's ``calls``
-    ``judge`` holds every judge's together)."""
+    """What its judgments of the answer cost (None: unknown); ``calls.judge`` sums them all."""
 
 
 @documented
@@ -98,11 +92,9 @@ class Candidate(TypedDict):
     call: NotRequired[CallStats]
     """Cost of the generation."""
     finish_reason: NotRequired[str | None]
-    """Why the provider stopped generating (``stop``, ``length``…); None when the reply
-    said nothing."""
+    """Why the provider stopped generating (``stop``, ``length``…); None when it said none."""
     reasoning_tokens: NotRequired[int | None]
-    """Hidden reasoning tokens of the generation; None when the provider reported none
-    (no usage, or no ``completion_tokens_details``)."""
+    """Hidden reasoning tokens of the generation; None when the provider did not say."""
     error: NotRequired[ErrorInfo]
     """Set instead of the fields above when generation failed."""
 
@@ -120,11 +112,9 @@ class ScoreOutcome(TypedDict):
     flags: NotRequired[list[str]]
     """Notes on the scoring, e.g. ``judge_markup_neutralised``."""
     samples: NotRequired[list[float]]
-    """Every coherence judgment when several were asked (``judge_samples``): the deciding
-    one (``value``) first, the others as they were asked."""
+    """Every coherence judgment when several were asked, the deciding one (``value``) first."""
     panel: NotRequired[list[PanelJudgment]]
-    """A judge panel's judgments (``Settings.judge_panel``), the first judge's first:
-    their majority decides coherence (``core.thresholds.panel_passes``)."""
+    """A judge panel's judgments, the first judge's first: their majority decides coherence."""
     error: NotRequired[ErrorInfo]
     """Set instead of ``value`` when scoring failed."""
 
@@ -160,8 +150,7 @@ class AnswerRecord(TypedDict):
     """Notes such as ``judge_markup_neutralised`` (answer tried to speak to the judge)."""
     finish_reason: NotRequired[str | None]
     """Why the provider stopped the generation: ``stop``, ``length`` (the token limit),
-    ``content_filter``…; None when the reply gave none. Absent in records made before
-    it was kept."""
+    ``content_filter``…; None when the reply gave none, absent in older records."""
     truncated: NotRequired[bool | None]
     """Cut by the token limit (``finish_reason`` ``length``): the text was scored as it
     came, as the benchmark does; None when the finish reason is unknown."""
@@ -170,18 +159,16 @@ class AnswerRecord(TypedDict):
     reasoning_tokens: NotRequired[int | None]
     """Hidden reasoning tokens of the generation; None when the provider did not say."""
     coherence_samples: NotRequired[list[float]]
-    """Every coherence judgment when several were asked (``judge_samples`` > 1): the one
-    that decided (``coherence``) first, the others as they were asked."""
+    """Every coherence judgment when several were asked (``judge_samples``), the deciding one
+    (``coherence``) first."""
     judges: NotRequired[list[PanelJudgment]]
-    """A judge panel's judgments, its first judge's (``coherence``) first: the majority of
-    their decisions decided coherence."""
+    """A judge panel's judgments, the first judge's first: their majority decided coherence."""
 
 
 ANSWER_SNAPSHOT_EVERY = 10_000
 """Answers between full snapshots of the ``answers`` channel. LangGraph's default (100)
-writes the whole list again every 100 answers, a quadratic term that the storage
-benchmark shows; a question never comes near 10,000 answers, so every checkpoint stores
-only the answers its step added and resuming replays them from the writes table."""
+rewrites the whole list every 100 answers, a quadratic term; no question comes near 10,000,
+so each checkpoint stores only its step's answers and resuming replays the writes table."""
 
 
 def append_answers(current: list[AnswerRecord], writes: Sequence[Any]) -> list[AnswerRecord]:
@@ -197,11 +184,8 @@ def append_answers(current: list[AnswerRecord], writes: Sequence[Any]) -> list[A
 
 @documented
 class Measured(TypedDict):
-    """What a thread's scores mean: the settings it was measured with, recorded once.
-
-    Kept with the thread (not only in a run's ``metadata.json``) so that no later run and
-    no missing file can label its scores with other thresholds or models.
-    """
+    """What a thread's scores mean: the settings it was measured with, recorded once with
+    the thread, so no later run and no missing ``metadata.json`` can relabel its scores."""
 
     model: str
     """Model under test."""
@@ -241,10 +225,8 @@ class _QuestionProgress(TypedDict):
     question: str
     """The question."""
     stop_reason: StopReason | None
-    """``coherence``, ``novelty``, ``llm_novelty``, ``max_answers``, a cap (``budget``,
-    ``max_question_cost``, ``max_question_seconds``: the score is a lower bound, and a
-    higher cap continues the question), ``judge_error`` or ``error``; None while the
-    question is still running."""
+    """Why the chain ended: a failed score's name, ``max_answers``, a spending cap (the score
+    is a lower bound), ``judge_error`` or ``error``; None while the question runs."""
     error: ErrorInfo | None
     """Details when ``stop_reason`` is an error kind; the thread can be invoked again."""
     score: int

@@ -1,10 +1,8 @@
 """The pass rule of AidanBench, in one place.
 
-An answer is valid when every score that is on is strictly above its threshold
-(``core.scores``: coherence > the coherence threshold AND embedding novelty > the novelty
-threshold AND, when that judge is on, LLM novelty > its threshold). Strictly greater: an
-answer exactly at a threshold fails. The first failing answer ends the question; it is
-recorded but not counted.
+An answer is valid when every score that is on (``core.scores``) is strictly above its
+threshold: an answer exactly at a threshold fails. The first failing answer ends the
+question; it is recorded but not counted.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The words a run is described in, defined once: stop reasons, error kinds, roles.
 
-Every package reads these names from here (the state, the nodes that decide a stop, the
-driver that decides what to rerun, the summaries and the viewer), so a new stop reason
-is added in one place and every reader learns of it (a score's stop reason is its name,
-declared with it in ``core.scores``).
+Every package reads these names from here, so a new stop reason is added in one place and
+every reader learns of it (a score's stop reason is its name, declared in ``core.scores``).
 """
 
 from __future__ import annotations
@@ -13,23 +11,19 @@ from typing import Literal, get_args
 from aidanbench.core.scores import declared
 
 ThresholdStop = Literal["coherence", "novelty", "llm_novelty"]
-"""The benchmark's own rule ended the question: the recorded answer failed a threshold.
-For typing only: a stop is a threshold stop when it names a declared score
-(``is_threshold_stop``), so a score added to ``core.scores`` is one too."""
+"""The recorded answer failed a threshold. For typing only: any declared score's name is a
+threshold stop (``is_threshold_stop``), so a score added to ``core.scores`` is one too."""
 
 CapStop = Literal["max_answers"]
-"""The answer cap (a scoring setting, part of what is measured) ended the question: its
-score is the cap, final for the run's settings."""
+"""The answer cap (a scoring setting, part of what is measured) ended the question: final."""
 
 BudgetStop = Literal["budget", "max_question_cost", "max_question_seconds"]
-"""A spending cap (operational: ``--max-cost``, ``--max-question-cost``,
-``--max-question-seconds``) ended the question: its score is a lower bound, and a rerun
+"""A spending cap (operational) ended the question: its score is a lower bound, and a rerun
 with a higher cap continues it from where it stopped."""
 
 ErrorKind = Literal["error", "judge_error"]
-"""A failure ended the question: ``error`` (an API or configuration failure) or
-``judge_error`` (a judge reply unreadable after every attempt). Never a score: invoking
-the thread again retries."""
+"""A failure ended the question: ``error`` (API or configuration) or ``judge_error`` (a
+judge reply unreadable after every attempt). Never a score: invoking the thread retries."""
 
 StopReason = Literal[ThresholdStop, CapStop, BudgetStop, ErrorKind]
 """Why a question's chain ended."""
@@ -46,8 +40,7 @@ def is_threshold_stop(stop_reason: str | None) -> bool:
 
 
 def is_final(stop_reason: str | None) -> bool:
-    """Whether the question's score stands (a threshold or the answer cap ended it):
-    rerunning with the same settings changes nothing."""
+    """Whether a threshold or the answer cap ended the question: a rerun changes nothing."""
     return is_threshold_stop(stop_reason) or stop_reason in CAP_STOPS
 
 
@@ -57,8 +50,7 @@ def is_error_stop(stop_reason: str | None) -> bool:
 
 
 def is_censored(stop_reason: str | None) -> bool:
-    """Whether the question's score is a lower bound (*censored*): a spending cap ended
-    it, not the rule, and a higher cap would continue it."""
+    """Whether a spending cap, not the rule, ended the question: its score is a lower bound."""
     return stop_reason in BUDGET_STOPS
 
 
