@@ -1,13 +1,9 @@
 """The batch side of ``OpenAIStub``: files and batches as OpenAI's Batch API serves them.
 
-``POST /v1/files`` takes a multipart upload (``purpose=batch``) and keeps its bytes;
-``POST /v1/batches`` creates a batch of an uploaded file (``endpoint``
-``/v1/chat/completions``, ``completion_window`` ``24h``); ``GET /v1/batches/{id}`` reports
-it (``validating``, then ``in_progress``, then ``completed`` once ``batch_seconds`` have
-passed since its creation), and when it completes every line is answered by the stub's
-brain, as a direct request would be, into an output file (status 200 lines) and an error
-file (the rest); ``GET /v1/files/{id}/content`` downloads either. What a batch holds is
-kept for the stub's lifetime, so a client killed while polling finds its batch again.
+A batch goes ``validating``, ``in_progress``, then ``completed`` once ``batch_seconds`` have
+passed since its creation; then every line is answered by the stub's brain as a direct
+request would be, into an output file (200 lines) and an error file (the rest). Batches live
+as long as the stub, so a client killed while polling finds its batch again.
 """
 
 from __future__ import annotations
