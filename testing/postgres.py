@@ -1,9 +1,8 @@
 """A throwaway PostgreSQL server on 127.0.0.1, for tests and benchmarks of ``run --store``.
 
-Debian's PostgreSQL 15 (``/usr/lib/postgresql/15/bin``): ``initdb`` in a temporary
-directory with password authentication, ``pg_ctl start`` on a free port (about a second),
-stopped and deleted at the end. Run as root (as the tests are), the server runs as the
-``postgres`` user through ``runuser``.
+Debian's PostgreSQL 15: ``initdb`` in a temporary directory with password authentication,
+``pg_ctl start`` on a free port, deleted at the end. Run as root (as the tests are), the
+server runs as ``postgres`` through ``runuser``.
 """
 
 from __future__ import annotations
@@ -25,8 +24,7 @@ USER = "postgres"
 
 @dataclass(frozen=True)
 class LocalPostgres:
-    """A running server: its port and the password of its ``postgres`` user; ``stop``
-    and ``start`` it again on the same port and data (an outage)."""
+    """A running server; ``stop`` and ``start`` it again on the same port and data (an outage)."""
 
     port: int
     password: str

@@ -20,11 +20,8 @@ def stub_flags(base_url: str) -> list[str]:
 
 
 def stub_settings(base_url: str, **overrides: Any) -> Settings:
-    """Model, judge and embeddings all at ``base_url``, keyed by ``TEST_KEY_VARIABLE``.
-
-    The model names are distinct (``model-under-test``, ``judge-model``,
-    ``embedding-model``) so request bodies show which role sent them.
-    """
+    """Model, judge and embeddings all at ``base_url``, keyed by ``TEST_KEY_VARIABLE``, with
+    distinct model names so request bodies show which role sent them."""
     fields: dict[str, Any] = {
         "model": "model-under-test",
         "base_url": base_url,
