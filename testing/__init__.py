@@ -1,9 +1,7 @@
 """A local OpenAI-compatible server for tests, benchmarks and notebooks.
 
-``OpenAIStub`` answers on 127.0.0.1 from a ``Brain``: ``ScriptedBrain`` plays model, judge
-and embedder along a per-question chain plan (so a run has known scores), ``ReasoningBrain`` a
-reasoning model. ``Latency`` and fault hooks (``faults``) make calls slow or fail as a remote
-API's do::
+``OpenAIStub`` answers on 127.0.0.1 from a ``Brain`` (``ScriptedBrain``'s chain plan gives a run
+known scores), slowed by ``Latency`` or failed by fault hooks (``faults``) as a remote API is::
 
     with OpenAIStub(ScriptedBrain({"What is art?": 5})) as stub:
         chat = ChatOpenAI(model="m", base_url=stub.base_url, api_key="test-key", timeout=5)

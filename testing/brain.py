@@ -101,9 +101,12 @@ def unit_vector(text: str, dim: int = 256) -> list[float]:
     return normalised
 
 
+CHARS_PER_TOKEN = 4
+
+
 def default_tokens(text: str) -> int:
-    """A rough token count (4 characters per token), enough for usage bookkeeping."""
-    return len(text) // 4 + 1
+    """A rough token count (``CHARS_PER_TOKEN`` characters each), enough for usage bookkeeping."""
+    return len(text) // CHARS_PER_TOKEN + 1
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,6 @@ def _words(seed: str, count: int) -> list[str]:
 
 
 def _pad(text: str, size: int, seed: str) -> str:
-    """Lengthen ``text`` with deterministic filler words to at least ``size`` characters."""
     if len(text) >= size:
         return text
     filler = _words(seed + "/pad", (size - len(text)) // 4 + 2)

@@ -169,7 +169,6 @@ class Handler(BaseHTTPRequestHandler):
     def _route(
         self, stub: OpenAIStub, method: str, path: str, raw: bytes, draft: Draft
     ) -> tuple[int, Any]:
-        """Check, count, consult the fault hook, wait, then ask the brain."""
         expected = None if stub.api_key is None else f"Bearer {stub.api_key}"
         given = self.headers.get("Authorization")
         if expected is not None and given != expected:
@@ -240,7 +239,6 @@ class Handler(BaseHTTPRequestHandler):
     def _answer(
         self, stub: OpenAIStub, draft: Draft, model: str, body: dict[str, Any], key: str
     ) -> tuple[int, Any]:
-        """The brain's normal answer to a counted request."""
         if draft.kind == "embed":
             vectors = stub.brain.embed(model, draft.texts)
             return 200, protocol.embeddings_response(

@@ -1,11 +1,10 @@
 """Stand-in successor judges for the published run: scores that follow the recorded judge's.
 
 ``RecordedJudge`` answers a coherence prompt about a recorded answer with a ``Rule`` of its
-recorded score (``affine``, ``noisy``); every other request goes to ``inner``. Noise needs
-different replies to one prompt, so the n-th request for a prompt gets the n-th draw, a pure
-function of (prompt, n); a run asks an answer's first judgment alone before the others
-(``nodes.judge_calls.sample_judgments``), so the first reply holds whatever the concurrency.
-``served_model`` makes every judgment claim that model, as a substituting provider would.
+recorded score; every other request goes to ``inner``. Noise needs different replies to one
+prompt: the n-th request for a prompt gets the n-th draw, a pure function of (prompt, n). A run
+asks an answer's first judgment alone (``nodes.judge_calls.sample_judgments``), so the first
+reply holds whatever the concurrency.
 """
 
 from __future__ import annotations
@@ -45,7 +44,8 @@ def noisy(width: float) -> Rule:
 
 
 class RecordedJudge:
-    """A judge scoring a recorded run's answers by ``rule``; everything else to ``inner``."""
+    """A judge scoring a recorded run's answers by ``rule``; everything else to ``inner``.
+    ``served_model`` makes every judgment claim that model, as a substituting provider would."""
 
     def __init__(
         self,

@@ -1,8 +1,7 @@
 """A throwaway PostgreSQL server on 127.0.0.1, for tests and benchmarks of ``run --store``.
 
-Debian's PostgreSQL 15: ``initdb`` in a temporary directory with password authentication,
-``pg_ctl start`` on a free port, deleted at the end. Run as root (as the tests are), the
-server runs as ``postgres`` through ``runuser``.
+Debian's PostgreSQL 15 in a temporary directory with password authentication, on a free
+port; run as root (as the tests are), the server runs as ``postgres`` through ``runuser``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""A brain that replays recorded AidanBench runs, answer for answer, for every model at once.
+"""A brain that replays recorded AidanBench runs, answer for answer, for every model at once:
+the graph run against it must reproduce the recorded per-question scores (the golden test).
 
 The model "answers" each chain's recorded texts in order, the judge gives the recorded
 coherence, and the embeddings make the graph's novelty equal the recorded dissimilarity: each
@@ -11,9 +12,6 @@ Generate requests are answered by model name; coherence and embeddings by text, 
 no published answer occurs under two models. Each model's vectors span their own axes,
 zero-padded to one length, so one batch may mix models. A generate request can wait its
 recorded time (cumulative ``processing_time`` less the previous answer's) times a scale.
-
-Running the graph against this brain must reproduce the recorded per-question scores: the
-golden test of the whole pipeline.
 """
 
 from __future__ import annotations

@@ -243,7 +243,6 @@ class OpenAIStub:
             self._records.append(record)
 
     def _served_models(self) -> dict[str, str | None]:
-        """The models ``GET /v1/models`` lists, with their shutdown dates."""
         if self.catalogue is not None:
             return dict(sorted(self.catalogue.items()))
         with self._lock:
