@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .brain import Reply, default_tokens
+from .faults import error_body
 
 
 class HTTPError(Exception):
@@ -213,14 +214,8 @@ def models_list(
 
 def model_not_found(model: str) -> dict[str, Any]:
     """OpenAI's 404 body for a model that does not exist or has been shut down."""
-    return {
-        "error": {
-            "message": f"The model `{model}` does not exist or you do not have access to it.",
-            "type": "invalid_request_error",
-            "param": None,
-            "code": "model_not_found",
-        }
-    }
+    message = f"The model `{model}` does not exist or you do not have access to it."
+    return error_body(404, message, "model_not_found")
 
 
 KEYS_PAGE = "https://platform.openai.com/account/api-keys"
