@@ -1,9 +1,8 @@
 """What the stub server answers: prompt parsing and the deterministic ``ScriptedBrain``.
 
-Requests arrive concurrently (judge and embedding overlap, questions run in parallel), so
-every reply is a pure function of the request content (prompt kind, question, number of
-previous answers), never of call order or kept state: a run against the stub is reproducible
-to the byte, however the graph schedules its calls.
+Requests arrive concurrently (judge and embedding overlap, questions run in parallel), so every
+reply is a pure function of the request content (prompt kind, question, number of previous
+answers), never of call order or kept state: a run against the stub is reproducible to the byte.
 
 The parsers read the exact layout of the published ``prompts.json``; a test renders prompts
 from that file and parses them back, so any drift shows up there.
@@ -192,10 +191,9 @@ class ScriptedBrain:
     gibberish k`` (judge gives 5), ``llm_novelty`` rewords idea 1 (similarity judge gives 100;
     without that check the chain never stops, so cap the run's answers).
 
-    ``no_tag_questions`` are answered without ``<answer>`` tags. ``coherence_scores`` maps
-    answer substrings to the judge's score, ``judge_replies`` to a raw reply both judges send
-    verbatim (unparseable-reply tests); the first matching substring wins.
-    """
+    ``no_tag_questions`` are answered without ``<answer>`` tags. ``coherence_scores`` maps answer
+    substrings to the judge's score, ``judge_replies`` to a raw reply both judges send verbatim
+    (unparseable-reply tests); the first matching substring wins."""
 
     def __init__(
         self,

@@ -45,15 +45,12 @@ class RequestInfo:
 
 @dataclass(frozen=True)
 class Fault:
-    """What to do instead of a normal answer.
-
-    First wait ``delay`` seconds (a hang; ``stop()`` cuts it short). Then ``reset`` closes the
-    socket without a response; else ``raw`` sends those bytes (``status`` or 200,
-    ``content_type``); else ``status`` sends that HTTP error with ``headers`` and ``body`` (with
-    ``echo_key``, a message quoting the request's ``Authorization``, as some providers do);
-    else the normal answer, through ``rewrite`` when given. ``drip`` sends the body one byte
-    every ``drip`` seconds.
-    """
+    """What to do instead of a normal answer: first wait ``delay`` seconds (a hang; ``stop()``
+    cuts it short), then ``reset`` closes the socket without a response; else ``raw`` sends those
+    bytes (``status`` or 200, ``content_type``); else ``status`` sends that HTTP error with
+    ``headers`` and ``body`` (``echo_key``: a message quoting the request's ``Authorization``, as
+    some providers do); else the normal answer, through ``rewrite`` when given. ``drip`` sends
+    the body one byte every ``drip`` seconds."""
 
     status: int | None = None
     headers: Mapping[str, str] = field(default_factory=dict)

@@ -72,8 +72,7 @@ class OpenAIStub:
     ``list_models=False`` plays a server without ``GET /v1/models``, ``"refused"`` a gateway
     answering it 401; ``models_page`` pages that list as OpenAI does (``after``). The Batch API
     (``testing.batches``) completes a batch ``batch_seconds`` after its creation;
-    ``batch_api=False`` plays an endpoint without one (404).
-    """
+    ``batch_api=False`` plays an endpoint without one (404)."""
 
     def __init__(
         self,
