@@ -124,11 +124,7 @@ class BatchStore:
             raise protocol.HTTPError(400, "expected a 'file' and purpose 'batch'")
         filename, data = fields["file"]
         with self._lock:
-            stored = StoredFile(
-                self._id("file"), filename or "upload.jsonl", "batch", data, int(time.time())
-            )
-            self.files[stored.id] = stored
-        return stored.describe()
+            return self._keep(filename or "upload.jsonl", "batch", data).describe()
 
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /v1/batches``."""
@@ -190,22 +186,21 @@ class BatchStore:
                 "error": None,
             }
             (output if status == 200 else errors).append(json.dumps(line))
-        for lines, kind in ((output, "output"), (errors, "error")):
-            if not lines:
-                continue
-            stored = StoredFile(
-                self._id("file"),
-                f"batch_{batch.id}_{kind}.jsonl",
-                "batch_output",
-                ("\n".join(lines) + "\n").encode("utf-8"),
-                int(time.time()),
-            )
-            self.files[stored.id] = stored
-            if kind == "output":
-                batch.output_file_id = stored.id
-            else:
-                batch.error_file_id = stored.id
+        batch.output_file_id = self._keep_lines(batch, "output", output)
+        batch.error_file_id = self._keep_lines(batch, "error", errors)
         batch.completed, batch.failed = len(output), len(errors)
+
+    def _keep(self, filename: str, purpose: str, data: bytes) -> StoredFile:
+        """A new stored file; the caller holds the lock."""
+        stored = StoredFile(self._id("file"), filename, purpose, data, int(time.time()))
+        self.files[stored.id] = stored
+        return stored
+
+    def _keep_lines(self, batch: StoredBatch, kind: str, lines: list[str]) -> str | None:
+        if not lines:
+            return None
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+        return self._keep(f"batch_{batch.id}_{kind}.jsonl", "batch_output", data).id
 
 
 def answer_line(stub: OpenAIStub, request: dict[str, Any], response_id: str) -> tuple[int, Any]:
