@@ -176,23 +176,21 @@ class OpenAIStub:
         with self._lock:
             return list(self._records)
 
-    def of_kind(self, kind: Kind) -> list[RecordedRequest]:
-        """The finished requests of one kind."""
-        return [r for r in self.requests if r.kind == kind]
+    def of_kind(self, kind: Kind | None = None) -> list[RecordedRequest]:
+        """The finished requests of one kind, or all."""
+        return [r for r in self.requests if kind is None or r.kind == kind]
 
     def count(self, kind: Kind | None = None) -> int:
         """How many requests (of ``kind``, or all) have finished."""
-        return len(self.requests if kind is None else self.of_kind(kind))
+        return len(self.of_kind(kind))
 
     def asked(self, kind: Kind | None = None) -> int:
         """How many chat and embedding requests (of ``kind``, or all) came: what a run pays for."""
-        return sum(
-            r.method == "POST" for r in (self.requests if kind is None else self.of_kind(kind))
-        )
+        return sum(r.method == "POST" for r in self.of_kind(kind))
 
     def max_concurrency(self, kind: Kind | None = None) -> int:
         """The most requests (of ``kind``, or all) that were in the server at once."""
-        chosen = self.requests if kind is None else self.of_kind(kind)
+        chosen = self.of_kind(kind)
         events = sorted([(r.started, 1) for r in chosen] + [(r.ended, -1) for r in chosen])
         best = level = 0
         for _, step in events:  # at equal times -1 sorts first: touching is not overlap
