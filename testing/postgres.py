@@ -69,9 +69,8 @@ def free_port() -> int:
 
 @contextmanager
 def local_postgres(password: str, durable: bool = False) -> Iterator[LocalPostgres]:
-    """Start a server for the block; stop it and delete its files at the end.
-
-    ``durable`` keeps PostgreSQL's fsync (benchmarks); tests turn it off."""
+    """Start a server for the block; stop it and delete its files at the end. ``durable``
+    keeps PostgreSQL's fsync (benchmarks); tests turn it off."""
     as_postgres = ["runuser", "-u", USER, "--"] if os.geteuid() == 0 else []
     root = Path(tempfile.mkdtemp(prefix="aidanbench-pg-"))
     pwfile = root / "pw"

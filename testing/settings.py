@@ -11,8 +11,7 @@ TEST_KEY_VARIABLE = "AIDANBENCH_TEST_KEY"
 
 
 def stub_flags(base_url: str) -> list[str]:
-    """``aidanbench run`` flags pointing every role at ``base_url`` with the test key: the
-    command line's ``stub_settings``."""
+    """``aidanbench run`` flags pointing every role at ``base_url``: ``stub_settings`` as flags."""
     flags = []
     for role in ("", "judge-", "embedding-"):
         flags += [f"--{role}base-url", base_url, f"--{role}api-key-env", TEST_KEY_VARIABLE]
