@@ -1,13 +1,7 @@
 """A local OpenAI-compatible server for tests, benchmarks and notebooks.
 
-``OpenAIStub`` answers chat completions and embeddings on 127.0.0.1 from a ``Brain``; the
-default ``ScriptedBrain`` plays a model, a judge and an embedder whose answers follow a
-per-question chain plan, so a benchmark run against it has known scores; ``ReasoningBrain``
-answers as a reasoning model does (hidden reasoning, the token limit, content filters,
-text only in a reasoning field). ``Latency`` makes
-calls take time (in parallel threads, as a remote API would) and fault hooks inject
-HTTP errors, connection resets, hangs, malformed 200 replies, reordered or damaged
-embeddings, bodies dripping in byte by byte and errors quoting the caller's key::
+``OpenAIStub`` answers on 127.0.0.1 from a ``Brain`` (``ScriptedBrain``'s chain plan gives a run
+known scores), slowed by ``Latency`` or failed by fault hooks (``faults``) as a remote API is::
 
     with OpenAIStub(ScriptedBrain({"What is art?": 5})) as stub:
         chat = ChatOpenAI(model="m", base_url=stub.base_url, api_key="test-key", timeout=5)
@@ -17,7 +11,6 @@ from .brain import (
     COHERENCE_MARKER,
     GENERATE_MARKER,
     INCOHERENT,
-    KINDS,
     RESTATEMENT,
     SIMILARITY_MARKER,
     Brain,
@@ -61,7 +54,6 @@ __all__ = [
     "COHERENCE_MARKER",
     "GENERATE_MARKER",
     "INCOHERENT",
-    "KINDS",
     "RESTATEMENT",
     "SIMILARITY_MARKER",
     "BadVector",

@@ -1,13 +1,9 @@
 """The batch side of ``OpenAIStub``: files and batches as OpenAI's Batch API serves them.
 
-``POST /v1/files`` takes a multipart upload (``purpose=batch``) and keeps its bytes;
-``POST /v1/batches`` creates a batch of an uploaded file (``endpoint``
-``/v1/chat/completions``, ``completion_window`` ``24h``); ``GET /v1/batches/{id}`` reports
-it (``validating``, then ``in_progress``, then ``completed`` once ``batch_seconds`` have
-passed since its creation), and when it completes every line is answered by the stub's
-brain, as a direct request would be, into an output file (status 200 lines) and an error
-file (the rest); ``GET /v1/files/{id}/content`` downloads either. What a batch holds is
-kept for the stub's lifetime, so a client killed while polling finds its batch again.
+A batch goes ``validating``, ``in_progress``, then ``completed`` once ``batch_seconds`` have
+passed since its creation; then every line is answered by the stub's brain as a direct
+request would be, into an output file (200 lines) and an error file (the rest). Batches live
+as long as the stub, so a client killed while polling finds its batch again.
 """
 
 from __future__ import annotations
@@ -128,11 +124,7 @@ class BatchStore:
             raise protocol.HTTPError(400, "expected a 'file' and purpose 'batch'")
         filename, data = fields["file"]
         with self._lock:
-            stored = StoredFile(
-                self._id("file"), filename or "upload.jsonl", "batch", data, int(time.time())
-            )
-            self.files[stored.id] = stored
-        return stored.describe()
+            return self._keep(filename or "upload.jsonl", "batch", data).describe()
 
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /v1/batches``."""
@@ -194,22 +186,21 @@ class BatchStore:
                 "error": None,
             }
             (output if status == 200 else errors).append(json.dumps(line))
-        for lines, kind in ((output, "output"), (errors, "error")):
-            if not lines:
-                continue
-            stored = StoredFile(
-                self._id("file"),
-                f"batch_{batch.id}_{kind}.jsonl",
-                "batch_output",
-                ("\n".join(lines) + "\n").encode("utf-8"),
-                int(time.time()),
-            )
-            self.files[stored.id] = stored
-            if kind == "output":
-                batch.output_file_id = stored.id
-            else:
-                batch.error_file_id = stored.id
+        batch.output_file_id = self._keep_lines(batch, "output", output)
+        batch.error_file_id = self._keep_lines(batch, "error", errors)
         batch.completed, batch.failed = len(output), len(errors)
+
+    def _keep(self, filename: str, purpose: str, data: bytes) -> StoredFile:
+        """A new stored file; the caller holds the lock."""
+        stored = StoredFile(self._id("file"), filename, purpose, data, int(time.time()))
+        self.files[stored.id] = stored
+        return stored
+
+    def _keep_lines(self, batch: StoredBatch, kind: str, lines: list[str]) -> str | None:
+        if not lines:
+            return None
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+        return self._keep(f"batch_{batch.id}_{kind}.jsonl", "batch_output", data).id
 
 
 def answer_line(stub: OpenAIStub, request: dict[str, Any], response_id: str) -> tuple[int, Any]:

@@ -1,14 +1,11 @@
 """What the stub server answers: prompt parsing and the deterministic ``ScriptedBrain``.
 
-Requests reach the stub concurrently (judge and embedding overlap, questions run in
-parallel), so nothing here may depend on call order or on state kept between calls. Every
-reply is a pure function of the request content: the kind of prompt, the question, and
-how many previous answers the prompt lists. That is what makes a whole benchmark run
-against the stub reproducible to the byte, however the graph schedules its calls.
+Requests arrive concurrently (judge and embedding overlap, questions run in parallel), so every
+reply is a pure function of the request content (prompt kind, question, number of previous
+answers), never of call order or kept state: a run against the stub is reproducible to the byte.
 
-The parsers read the exact layout of the benchmark's ``prompts.json`` (the published
-AidanBench texts); a test renders prompts from that file and parses them back, so any drift
-between the two shows up there.
+The parsers read the exact layout of the published ``prompts.json``; a test renders prompts
+from that file and parses them back, so any drift shows up there.
 """
 
 from __future__ import annotations
@@ -25,8 +22,6 @@ import numpy as np
 Kind = Literal["generate", "coherence", "similarity", "embed", "other"]
 """What a request is for; ``embed`` is the embeddings endpoint, the rest are chat prompts."""
 
-KINDS: tuple[Kind, ...] = get_args(Kind)
-
 Ending = Literal["novelty", "coherence", "llm_novelty"]
 """Which check ends a scripted chain: repeated text, gibberish, or a reworded repeat."""
 
@@ -42,11 +37,8 @@ RESTATEMENT = "again in other words"
 
 
 def classify(prompt: str) -> Kind:
-    """Tell a chat prompt's purpose from its content, never from call order.
-
-    The judge markers are checked first because they sit in the fixed tail of the judge
-    templates, after the answer being judged, which could quote anything.
-    """
+    """Tell a chat prompt's purpose from its content. Judge markers go first: they sit in the
+    judge templates' fixed tail, after the judged answer, which could quote anything."""
     if SIMILARITY_MARKER in prompt:
         return "similarity"
     if COHERENCE_MARKER in prompt:
@@ -71,10 +63,7 @@ _SIMILARITY = re.compile(
 
 
 def parse_generate_prompt(prompt: str) -> tuple[str, list[str]]:
-    """Return the question and the previous answers listed in a generate prompt.
-
-    Raises ``ValueError`` when the prompt has no ``<question>`` tag.
-    """
+    """The question and previous answers of a generate prompt (``ValueError`` if none)."""
     found = _QUESTION.search(prompt)
     if found is None:
         raise ValueError("generate prompt without <question> tag")
@@ -103,20 +92,20 @@ def question_id(question: str) -> str:
 
 
 def unit_vector(text: str, dim: int = 256) -> list[float]:
-    """A deterministic unit vector for ``text``, seeded from its sha256.
-
-    Identical texts give identical vectors (cosine 1, novelty 0); different texts give
-    independent Gaussian directions, nearly orthogonal at this size (novelty near 1).
-    """
+    """A unit vector seeded from ``text``'s sha256: identical texts give cosine 1 (novelty 0),
+    different ones nearly orthogonal Gaussian directions (novelty near 1)."""
     seed = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest(), "big")
     vector = np.random.default_rng(seed).standard_normal(dim)
     normalised: list[float] = (vector / np.linalg.norm(vector)).tolist()
     return normalised
 
 
+CHARS_PER_TOKEN = 4
+
+
 def default_tokens(text: str) -> int:
-    """A rough token count (4 characters per token), enough for usage bookkeeping."""
-    return len(text) // 4 + 1
+    """A rough token count (``CHARS_PER_TOKEN`` characters each), enough for usage bookkeeping."""
+    return len(text) // CHARS_PER_TOKEN + 1
 
 
 @dataclass(frozen=True)
@@ -138,8 +127,7 @@ class Reply:
     reasoning: str | None = None
     """Sent as ``message.reasoning`` (OpenRouter's reasoning text) when set."""
     blocks: tuple[Mapping[str, Any], ...] | None = None
-    """Sent as the message's content instead of ``text`` (unstreamed replies): a list of
-    content blocks (reasoning blocks, as Mistral's thinking models send)."""
+    """Sent as the content instead of ``text`` (unstreamed): Mistral-style thinking blocks."""
     refusal: str | None = None
     """Sent as ``message.refusal`` (OpenAI's refusal text)."""
 
@@ -179,7 +167,6 @@ def _words(seed: str, count: int) -> list[str]:
 
 
 def _pad(text: str, size: int, seed: str) -> str:
-    """Lengthen ``text`` with deterministic filler words to at least ``size`` characters."""
     if len(text) >= size:
         return text
     filler = _words(seed + "/pad", (size - len(text)) // 4 + 2)
@@ -197,22 +184,16 @@ _IDEA = re.compile(r"Idea (\d+) (?:for |again in other words)")
 class ScriptedBrain:
     """The default brain: a planned chain of distinct answers per question, then a failure.
 
-    For a question planned at length ``n``, the k-th answer (k = previous answers + 1) is a
-    distinct ``Idea k for <qid>: ...`` while ``k <= n``. Past the plan, the ``ending``
-    decides which check fails: ``novelty`` repeats the first previous answer verbatim
-    (embedding novelty 0), ``coherence`` answers ``INCOHERENT gibberish k`` (judge gives
-    5), ``llm_novelty`` rewords idea 1 (new text, but the similarity judge rates it 100).
-    A ``novelty`` ending with no previous answer to repeat (``n == 0``) falls back to the
-    incoherent reply, the only way a first answer can fail.
+    The k-th answer (k = previous answers + 1) of a question planned at length ``n`` is a
+    distinct ``Idea k for <qid>: ...`` while ``k <= n``; then ``ending`` picks the failing
+    check: ``novelty`` repeats the first previous answer (novelty 0; with none, ``n == 0``, the
+    incoherent reply, the only way a first answer fails), ``coherence`` answers ``INCOHERENT
+    gibberish k`` (judge gives 5), ``llm_novelty`` rewords idea 1 (similarity judge gives 100;
+    without that check the chain never stops, so cap the run's answers).
 
-    Without an LLM-novelty check the ``llm_novelty`` ending never stops a chain, so cap
-    the run's answers when using it that way.
-
-    Questions in ``no_tag_questions`` are answered without ``<answer>`` tags (format
-    adherence). ``coherence_scores`` maps answer substrings to the judge's score;
-    ``judge_replies`` maps answer substrings to a raw judge reply used verbatim by both
-    judges (for unparseable-reply tests). The first matching substring wins.
-    """
+    ``no_tag_questions`` are answered without ``<answer>`` tags. ``coherence_scores`` maps answer
+    substrings to the judge's score, ``judge_replies`` to a raw reply both judges send verbatim
+    (unparseable-reply tests); the first matching substring wins."""
 
     def __init__(
         self,
@@ -333,12 +314,8 @@ class Metered:
 
 
 class MeteredBrain:
-    """Another brain's answers, with the usage ``meters`` fixes per model name.
-
-    Every reply of a model named in ``meters`` reports exactly that usage (cached and
-    reasoning tokens, and ``usage.cost`` when given), so a test knows to the token and
-    the cent what each call costs; other models keep the inner brain's usage.
-    """
+    """Another brain's answers, each model named in ``meters`` reporting exactly that usage, so
+    a test knows each call's cost to the token and the cent; other models keep the inner's."""
 
     def __init__(self, inner: Brain, meters: Mapping[str, Metered]) -> None:
         self.inner = inner

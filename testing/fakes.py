@@ -1,9 +1,7 @@
 """In-process fakes of the three roles, for tests and examples without any server.
 
-``FunctionChatModel`` answers each prompt with a function of its text (never of call
-order, since parallel branches reorder calls); ``FunctionEmbeddings`` does the same for
-embeddings. ``fake_services`` wraps them as a ``ServicesFactory`` for
-``build_question_graph``; ``brain_services`` does so for a stub-server ``Brain``.
+Chat and embeddings answer with a function of the text (never of call order: parallel
+branches reorder calls), wrapped as a ``ServicesFactory`` for ``build_question_graph``.
 """
 
 from __future__ import annotations
@@ -112,11 +110,8 @@ def fake_services(
     embeddings: Embeddings,
     cache: ScoreCache | None = None,
 ) -> ServicesFactory:
-    """A services factory returning these clients whatever the settings say.
-
-    The cache defaults to the file the settings name (``cache_path``), as in real runs,
-    or else to a fresh in-memory cache of this factory's own, so tests do not share one.
-    """
+    """A services factory returning these clients whatever the settings say. The cache is the
+    settings' ``cache_path`` file, as in real runs, else this factory's own in-memory one."""
     own_cache = cache if cache is not None else ScoreCache()
 
     def factory(settings: Settings) -> Services:
@@ -144,11 +139,8 @@ def brain_services(
     events: list[tuple[str, float, float]] | None = None,
 ) -> ServicesFactory:
     """In-process services answering from a ``Brain`` (the stub server's logic, no HTTP).
-
-    ``delays`` gives seconds per request kind (``generate``, ``coherence``,
-    ``similarity``, ``embed``) so concurrency can be observed; ``events``, when given,
-    receives ``(kind, start, end)`` monotonic times of every call.
-    """
+    ``delays`` gives seconds per request kind, so concurrency shows; ``events`` receives
+    ``(kind, start, end)`` monotonic times of every call."""
     wait = dict(delays or {})
 
     class _TimedChat(FunctionChatModel):

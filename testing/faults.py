@@ -1,9 +1,9 @@
 """Injected failures: HTTP errors, connection resets, hangs and bad replies, per request.
 
-A fault hook sees a ``RequestInfo`` before the brain does and may return a ``Fault``.
-Calls arrive concurrently, so "fail the first two attempts" cannot mean "the first two
-calls the server sees": ``attempt`` counts earlier requests with the same kind, model and
-content, which makes such rules deterministic whatever the scheduling.
+A fault hook sees a ``RequestInfo`` before the brain and may return a ``Fault``. Calls arrive
+concurrently, so ``attempt`` counts earlier requests with the same kind, model and content,
+never the calls the server happened to see first: "fail the first two attempts" stays
+deterministic whatever the scheduling.
 """
 
 from __future__ import annotations
@@ -45,17 +45,12 @@ class RequestInfo:
 
 @dataclass(frozen=True)
 class Fault:
-    """What to do instead of a normal answer.
-
-    First wait ``delay`` seconds (a hang; ``stop()`` cuts it short). Then: ``reset`` closes
-    the socket without a response (the client sees a connection error); else ``raw``
-    sends those exact bytes (status ``status`` or 200, ``content_type``); else ``status``
-    sends that HTTP error with ``headers`` and an OpenAI-shaped ``body`` (with
-    ``echo_key``, its message quotes the request's ``Authorization`` header, as some
-    providers do); else (no status) the request is answered normally, only late, passed
-    through ``rewrite`` first when given (reordered or damaged embeddings, a damaged chat
-    reply). ``drip`` sends the response body one byte every ``drip`` seconds.
-    """
+    """What to do instead of a normal answer: first wait ``delay`` seconds (a hang; ``stop()``
+    cuts it short), then ``reset`` closes the socket without a response; else ``raw`` sends those
+    bytes (``status`` or 200, ``content_type``); else ``status`` sends that HTTP error with
+    ``headers`` and ``body`` (``echo_key``: a message quoting the request's ``Authorization``, as
+    some providers do); else the normal answer, through ``rewrite`` when given. ``drip`` sends
+    the body one byte every ``drip`` seconds."""
 
     status: int | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -137,11 +132,8 @@ def when(
     times: int | None = None,
     match: str | None = None,
 ) -> FaultHook:
-    """A hook applying ``fault`` to matching requests.
-
-    Matches requests of ``kind`` (any kind when ``None``) whose prompt or inputs contain
-    ``match`` (when given), for their first ``times`` attempts (always when ``None``).
-    """
+    """A hook applying ``fault`` to requests of ``kind`` (any when ``None``) whose prompt or
+    inputs contain ``match`` (when given), for their first ``times`` attempts (all if ``None``)."""
 
     def hook(info: RequestInfo) -> Fault | None:
         if kind is not None and info.kind != kind:
@@ -181,14 +173,10 @@ Malformed = Literal["empty-choices", "truncated", "html", "error-200", "surrogat
 
 
 def malformed(shape: Malformed) -> Fault:
-    """A 200 reply the client cannot use.
-
-    ``empty-choices``: a completion without choices; ``truncated``: JSON cut off midway;
-    ``html``: a proxy's HTML page; ``error-200``: ``{"error": ...}`` with status 200 (as
-    OpenRouter sends upstream failures); ``surrogate``: a chat reply whose answer ends in a
-    lone UTF-16 surrogate (valid JSON, invalid Unicode); ``no-data``: an embeddings list
-    without ``data``.
-    """
+    """A 200 reply the client cannot use: ``empty-choices``, ``truncated`` JSON, a proxy's
+    ``html`` page, ``error-200`` (``{"error": ...}``, as OpenRouter sends upstream failures),
+    ``surrogate`` (an answer ending in a lone UTF-16 surrogate: valid JSON, invalid Unicode),
+    ``no-data`` (embeddings without ``data``)."""
     if shape == "truncated":
         return Fault(raw=b'{"id": "chatcmpl-cut", "object": "chat.completion", "choi')
     if shape == "html":
@@ -218,10 +206,8 @@ def malformed(shape: Malformed) -> Fault:
 
 
 def reordered_embeddings() -> Fault:
-    """Embeddings whose ``data`` list is reversed, each item keeping its own ``index``.
-
-    The API does not promise list order; a client that ignores ``index`` swaps vectors.
-    """
+    """Embeddings reversed in ``data``, each keeping its ``index``: the API promises no order,
+    and a client that ignores ``index`` swaps vectors."""
 
     def rewrite(payload: dict[str, Any], info: RequestInfo) -> Any:
         return {**payload, "data": list(reversed(payload["data"]))}
@@ -234,12 +220,9 @@ BadVector = Literal["nan", "inf", "zero", "short", "missing", "null"]
 
 
 def bad_vector(how: BadVector, match: str) -> Fault:
-    """Damage the vector of every input containing ``match`` in an embeddings reply.
-
-    ``nan``/``inf``: one component not finite; ``zero``: all zeros; ``short``: one
-    component fewer than the others; ``missing``: the item left out of ``data``; ``null``:
-    ``"embedding": null``. Float and base64 encodings are both rewritten in kind.
-    """
+    """Damage the vector of each input containing ``match``: ``nan``/``inf`` (one component),
+    ``zero``, ``short`` (one component fewer), ``missing`` (left out of ``data``), ``null``;
+    float and base64 encodings alike."""
 
     def damage(vector: np.ndarray) -> np.ndarray:
         if how == "nan":

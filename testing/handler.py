@@ -1,10 +1,7 @@
 """The socket side of ``OpenAIStub``: a threading HTTP/1.1 server and its handler.
 
-One thread per connection (keep-alive, so a client's pool reuses it), each request
-validated, counted, offered to the fault hook, delayed and answered from the stub's brain.
-The server remembers its handler threads and sockets because ``ThreadingHTTPServer``
-forgets daemon threads: without that, ``stop()`` would leave keep-alive connections
-still being served by a server that is supposedly gone.
+One thread per keep-alive connection; each request is validated, counted, offered to the fault
+hook, delayed and answered from the stub's brain.
 """
 
 from __future__ import annotations
@@ -65,7 +62,8 @@ class Reset(Exception):
 
 
 class StubServer(ThreadingHTTPServer):
-    """Tracks handler threads and their sockets so ``stop()`` can end keep-alive ones."""
+    """Tracks its handler threads and sockets, which ``ThreadingHTTPServer`` forgets for daemon
+    threads, so ``stop()`` ends keep-alive connections instead of leaving them served."""
 
     daemon_threads = True
     request_queue_size = 256  # the default 5 drops bursts of connects (1 s SYN retry)
@@ -154,7 +152,6 @@ class Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # a brain or hook bug: show it to the client as a 500
             _log.exception("stub failed answering %s %s", method, path)
             status, payload = 500, error_body(500, f"{type(exc).__name__}: {exc}")
-        # Recorded before answering: once a client holds its response, the record exists.
         stub._record(
             draft,
             method=method,
@@ -172,7 +169,6 @@ class Handler(BaseHTTPRequestHandler):
     def _route(
         self, stub: OpenAIStub, method: str, path: str, raw: bytes, draft: Draft
     ) -> tuple[int, Any]:
-        """Check, count, consult the fault hook, wait, then ask the brain."""
         expected = None if stub.api_key is None else f"Bearer {stub.api_key}"
         given = self.headers.get("Authorization")
         if expected is not None and given != expected:
@@ -243,7 +239,6 @@ class Handler(BaseHTTPRequestHandler):
     def _answer(
         self, stub: OpenAIStub, draft: Draft, model: str, body: dict[str, Any], key: str
     ) -> tuple[int, Any]:
-        """The brain's normal answer to a counted request."""
         if draft.kind == "embed":
             vectors = stub.brain.embed(model, draft.texts)
             return 200, protocol.embeddings_response(

@@ -1,16 +1,10 @@
-"""Stand-in successor judges for the published run: scores that follow o1-mini's.
+"""Stand-in successor judges for the published run: scores that follow the recorded judge's.
 
-``RecordedJudge`` answers a coherence prompt about an answer of a recorded run with a
-function of the score o1-mini gave that answer: ``affine(0.5, 40)`` rescales it
-(``floor(0.5 · recorded + 40)``), ``noisy(20)`` adds uniform noise of ±20 points. Noise
-needs different replies to the same prompt: the n-th request for a prompt gets the n-th
-draw, a pure function of (prompt, n). A run asks the first judgment of an answer alone
-before the others (``nodes.judge_calls.sample_judgments``), so the first reply is the same
-whatever the concurrency (the others, asked together, may swap). Every other request (the model
-under test, embeddings, answers the recording does not have) goes to ``inner``.
-
-``served_model`` makes every judgment claim to come from that model, as a provider that
-substitutes one would.
+``RecordedJudge`` answers a coherence prompt about a recorded answer with a ``Rule`` of its
+recorded score; every other request goes to ``inner``. Noise needs different replies to one
+prompt: the n-th request for a prompt gets the n-th draw, a pure function of (prompt, n). A run
+asks an answer's first judgment alone (``nodes.judge_calls.sample_judgments``), so the first
+reply holds whatever the concurrency.
 """
 
 from __future__ import annotations
@@ -39,8 +33,7 @@ def affine(slope: float, intercept: float) -> Rule:
 
 
 def noisy(width: float) -> Rule:
-    """The recorded score plus noise uniform in ±``width``, rounded and clipped to 0-100;
-    the n-th request for a prompt gets the n-th draw of that prompt."""
+    """The recorded score plus noise uniform in ±``width``, rounded and clipped to 0-100."""
 
     def rule(recorded: float, prompt: str, n: int) -> int:
         digest = hashlib.sha256(f"{n}|{prompt}".encode()).digest()
@@ -51,7 +44,8 @@ def noisy(width: float) -> Rule:
 
 
 class RecordedJudge:
-    """A judge scoring a recorded run's answers by ``rule``; everything else to ``inner``."""
+    """A judge scoring a recorded run's answers by ``rule``; everything else to ``inner``.
+    ``served_model`` makes every judgment claim that model, as a substituting provider would."""
 
     def __init__(
         self,

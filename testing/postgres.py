@@ -1,9 +1,7 @@
 """A throwaway PostgreSQL server on 127.0.0.1, for tests and benchmarks of ``run --store``.
 
-Debian's PostgreSQL 15 (``/usr/lib/postgresql/15/bin``): ``initdb`` in a temporary
-directory with password authentication, ``pg_ctl start`` on a free port (about a second),
-stopped and deleted at the end. Run as root (as the tests are), the server runs as the
-``postgres`` user through ``runuser``.
+Debian's PostgreSQL 15 in a temporary directory with password authentication, on a free
+port; run as root (as the tests are), the server runs as ``postgres`` through ``runuser``.
 """
 
 from __future__ import annotations
@@ -25,8 +23,7 @@ USER = "postgres"
 
 @dataclass(frozen=True)
 class LocalPostgres:
-    """A running server: its port and the password of its ``postgres`` user; ``stop``
-    and ``start`` it again on the same port and data (an outage)."""
+    """A running server; ``stop`` and ``start`` it again on the same port and data (an outage)."""
 
     port: int
     password: str
@@ -72,9 +69,8 @@ def free_port() -> int:
 
 @contextmanager
 def local_postgres(password: str, durable: bool = False) -> Iterator[LocalPostgres]:
-    """Start a server for the block; stop it and delete its files at the end.
-
-    ``durable`` keeps PostgreSQL's fsync (benchmarks); tests turn it off."""
+    """Start a server for the block; stop it and delete its files at the end. ``durable``
+    keeps PostgreSQL's fsync (benchmarks); tests turn it off."""
     as_postgres = ["runuser", "-u", USER, "--"] if os.geteuid() == 0 else []
     root = Path(tempfile.mkdtemp(prefix="aidanbench-pg-"))
     pwfile = root / "pw"

@@ -1,9 +1,7 @@
 """The OpenAI wire format the stub speaks: request validation and response shapes.
 
-Kept apart from the socket code so the shapes can be read (and checked against the real
-API) on their own. Only what the benchmark's clients send is accepted; anything else is a
-400 with an OpenAI-shaped error, the way the real API would refuse it, so a client bug
-shows up in tests instead of being silently absorbed.
+Only what the benchmark's clients send is accepted; anything else is a 400 with an
+OpenAI-shaped error, as the real API would refuse it, so a client bug shows up in tests.
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .brain import Reply, default_tokens
+from .faults import error_body
 
 
 class HTTPError(Exception):
@@ -68,10 +67,8 @@ def _text_of(content: Any) -> str:
 
 
 def chat_prompt(body: dict[str, Any]) -> str:
-    """The text of the last user message: the benchmark sends one prompt per call.
-
-    Falls back to all message texts joined when there is no user message.
-    """
+    """The last user message's text (the benchmark sends one prompt per call), else all the
+    messages' texts joined."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise HTTPError(400, "'messages' must be a non-empty array")
@@ -84,11 +81,8 @@ def chat_prompt(body: dict[str, Any]) -> str:
 
 
 def embedding_inputs(body: dict[str, Any]) -> tuple[str, ...]:
-    """The texts to embed; token-id arrays and empty strings are refused as by OpenAI.
-
-    The benchmark always sends strings (``check_embedding_ctx_length=False``): token ids
-    here mean a client was built without it, which would also fail offline.
-    """
+    """The texts to embed; empty strings are refused as by OpenAI, and token ids, which mean a
+    client built without ``check_embedding_ctx_length=False`` (the benchmark sends strings)."""
     value = body.get("input")
     texts: Any = [value] if isinstance(value, str) else value
     if not isinstance(texts, list) or not texts:
@@ -167,11 +161,8 @@ def embeddings_response(
     encoding_format: Any = None,
     dimensions: Any = None,
 ) -> dict[str, Any]:
-    """A ``list`` of ``embedding`` objects, as floats or base64 float32 as asked.
-
-    The openai client asks for base64 unless told otherwise and decodes it itself.
-    ``dimensions`` shortens each vector and renormalises it, like the v3 models.
-    """
+    """A ``list`` of ``embedding`` objects, as floats or base64 float32 (the openai client's
+    default); ``dimensions`` shortens and renormalises each vector, like the v3 models."""
     if encoding_format not in (None, "float", "base64"):
         raise HTTPError(400, f"unknown encoding_format {encoding_format!r}")
     if len(vectors) != len(texts):
@@ -223,14 +214,8 @@ def models_list(
 
 def model_not_found(model: str) -> dict[str, Any]:
     """OpenAI's 404 body for a model that does not exist or has been shut down."""
-    return {
-        "error": {
-            "message": f"The model `{model}` does not exist or you do not have access to it.",
-            "type": "invalid_request_error",
-            "param": None,
-            "code": "model_not_found",
-        }
-    }
+    message = f"The model `{model}` does not exist or you do not have access to it."
+    return error_body(404, message, "model_not_found")
 
 
 KEYS_PAGE = "https://platform.openai.com/account/api-keys"

@@ -1,14 +1,9 @@
-"""The published AidanBench run as a local API: every model, judge and embedder at once.
+"""The published AidanBench run as a local API, for ``aidanbench demo``: a ``ReplayBrain`` over
+every model of the bundled run, generate requests taking the published time times a scale.
 
-``aidanbench demo`` runs the real pipeline against this: a ``ReplayBrain`` over all five
-models of the bundled published run, whose generate requests take the published time
-times a scale.
-
-Run as ``python -m aidanbench.testing.published SCALE [MODEL…]``: serves on 127.0.0.1
-(``GET /v1/models`` lists the run's models and the MODELs named, the judge and embedding
-model the caller uses), prints the base URL on the first line of stdout and stops when
-stdin closes. In its own process the
-server's work is not charged to the run it serves.
+``python -m aidanbench.testing.published SCALE [MODEL…]`` serves on 127.0.0.1 (listing the
+run's models and the MODELs named, the caller's judge and embedder), prints the base URL on
+stdout's first line and stops when stdin closes: its work is not charged to the run it serves.
 """
 
 from __future__ import annotations

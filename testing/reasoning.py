@@ -1,23 +1,18 @@
 """Answers as reasoning models give them: hidden reasoning, the token limit, filters.
 
-``ReasoningBrain`` wraps another brain and plays, for the models it is given, what a
-2026 reasoning model does with the inner brain's answer:
+``ReasoningBrain`` wraps another brain and, for the models given, plays a reasoning model. Each
+reply spends hidden reasoning tokens by the request's effort (``reasoning_effort`` or
+OpenRouter's ``reasoning.effort``), counted in ``completion_tokens`` and reported as
+``reasoning_tokens`` unless ``report_reasoning=False`` (as some providers do). Reasoning counts
+against ``max_completion_tokens`` (else ``max_tokens``) as OpenAI's does: a limit it uses up
+gives ``finish_reason: "length"`` and empty content, one the answer overruns cuts the answer at
+the limit (closing tag lost), also ``length``.
 
-- It reasons first: each reply spends hidden reasoning tokens set by the request's effort
-  (``reasoning_effort``, or OpenRouter's ``reasoning.effort``; ``effort_tokens``), reported
-  as ``usage.completion_tokens_details.reasoning_tokens`` (or not at all, as some
-  providers do, with ``report_reasoning=False``) and counted in ``completion_tokens``.
-- It obeys the request's token limit as OpenAI's reasoning models do: reasoning counts
-  against ``max_completion_tokens`` (else ``max_tokens``), so a limit the reasoning uses
-  up gives ``finish_reason: "length"`` and empty content, and one the answer overruns
-  gives the answer cut at the limit (its closing tag lost), also ``length``.
-- Rules keyed by text the inner answer contains (content, never call order, so
-  concurrent calls stay deterministic): ``cut`` answers are cut in half (``length``),
-  ``filtered`` ones stopped by the content filter (``content_filter``, empty content),
-  ``reasoning_only`` ones come back with empty content and the answer in the reasoning.
-- ``style`` says where visible reasoning goes: ``None`` nowhere (OpenAI), ``"field"``
-  ``message.reasoning`` (OpenRouter), ``"blocks"`` a thinking content block before the
-  text block (Mistral's thinking models).
+Rules keyed by the answer's text (never call order): ``cut`` answers are halved (``length``),
+``filtered`` ones stopped (``content_filter``, empty content), ``reasoning_only`` ones come back
+empty with the answer in the reasoning. ``style`` places visible reasoning: ``None`` nowhere
+(OpenAI), ``"field"`` in ``message.reasoning`` (OpenRouter), ``"blocks"`` a thinking block
+before the text block (Mistral's thinking models).
 """
 
 from __future__ import annotations
@@ -27,15 +22,12 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Literal
 
-from .brain import Brain, Kind, Reply, default_tokens
+from .brain import CHARS_PER_TOKEN, Brain, Kind, Reply, default_tokens
 
 Style = Literal["field", "blocks"]
 
 EFFORT_TOKENS: Mapping[str, int] = MappingProxyType({"low": 8, "medium": 32, "high": 128})
 """Reasoning tokens per reply at each effort: small, so tests can set limits around them."""
-
-CHARS_PER_TOKEN = 4
-"""The stub counts a text's tokens as characters / 4 (``brain.default_tokens``)."""
 
 
 def effort_of(body: Mapping[str, Any]) -> str | None:

@@ -1,24 +1,17 @@
-"""A brain that replays recorded AidanBench runs, answer for answer, for every model at once.
+"""A brain that replays recorded AidanBench runs, answer for answer, for every model at once:
+the graph run against it must reproduce the recorded per-question scores (the golden test).
 
-For each recorded chain the model "answers" the recorded texts in order, the judge gives
-the recorded coherence, and the embeddings are built so that the novelty the graph
-computes equals the recorded dissimilarity: each answer's vector is
-``s·(previous answer's vector) + sqrt(1 − s²)·(a fresh orthogonal unit vector)`` with
-``s = 1 − recorded dissimilarity``. Its cosine with the previous answer is ``s``, and with
-any earlier answer ``s`` times something at most 1, so the maximum is ``s``. A text seen
-before reuses its vector (in the reference run that only happens for a chain's terminal
-repeat, whose recorded dissimilarity is 0 either way).
+The model "answers" each chain's recorded texts in order, the judge gives the recorded
+coherence, and the embeddings make the graph's novelty equal the recorded dissimilarity: each
+answer's vector is ``s·(previous vector) + sqrt(1 − s²)·(a fresh orthogonal unit vector)``
+with ``s = 1 − recorded dissimilarity``, so its cosine with the previous answer is ``s`` and
+with any earlier one at most ``s``. A text seen before reuses its vector (in the reference
+run only a chain's terminal repeat, whose dissimilarity is 0 either way).
 
-Generate requests are answered by the request's model name; coherence requests and
-embeddings are looked up by text, which is safe because no answer text of the published
-run occurs under two models. Each model's vectors span their own axes, zero-padded to one
-length, so every cosine within a chain is kept and one batch may hold texts of several
-models. A generate request can wait as long as that answer took in the recording (its
-cumulative ``processing_time`` less the previous answer's), times a scale, so a run's
-progress follows the recorded timings.
-
-Running the graph against this brain must reproduce the recorded per-question scores:
-the golden test of the whole pipeline.
+Generate requests are answered by model name; coherence and embeddings by text, safe because
+no published answer occurs under two models. Each model's vectors span their own axes,
+zero-padded to one length, so one batch may mix models. A generate request can wait its
+recorded time (cumulative ``processing_time`` less the previous answer's) times a scale.
 """
 
 from __future__ import annotations
@@ -83,9 +76,8 @@ class ReplayBrain:
         self._beyond = np.full(self.dimensions, 1.0 / math.sqrt(self.dimensions))
 
     def chat(self, kind: Kind, model: str, prompt: str, body: Mapping[str, Any]) -> Reply:
-        """The model's recorded answer (after its recorded time), recorded coherence, or
-        100/0 similarity by identity; any other message (a preflight's one-line request)
-        gets a plain ``OK``."""
+        """The recorded answer (after its recorded time), recorded coherence, 100/0 similarity
+        by identity, or ``OK`` to any other message (a preflight's)."""
         if kind == "generate":
             question, previous = parse_generate_prompt(prompt)
             chain = self.chains.get((model, question))

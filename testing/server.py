@@ -1,10 +1,9 @@
 """``OpenAIStub``: a real OpenAI-compatible HTTP server on 127.0.0.1 for tests and demos.
 
-Mocks that patch the HTTP client stop intercepting when its transport changes (openai 3.x
-moved to ``httpx2``), and fake chat models skip the code that matters: request bodies,
-retries, timeouts, connection pools. A real socket exercises all of it, offline. Each
-request is handled in its own thread, so latencies overlap the way a remote API's do and
-the benchmark's concurrency is actually measured, not simulated.
+Mocks that patch the HTTP client stop intercepting when its transport changes, and fake chat
+models skip what matters (request bodies, retries, timeouts, connection pools); a real socket
+exercises it all, offline. Each request has its own thread, so latencies overlap as a remote
+API's do and the benchmark's concurrency is measured, not simulated.
 """
 
 from __future__ import annotations
@@ -42,11 +41,9 @@ class Latency:
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """One request as the server saw it; times are ``time.monotonic()`` seconds.
-
-    ``status`` is ``None`` when the connection was reset instead of answered; ``attempt``
-    is 0 for requests rejected before they were counted (bad JSON, unknown path).
-    """
+    """One request as the server saw it; times are ``time.monotonic()`` seconds. ``status`` is
+    ``None`` for a reset connection; ``attempt`` is 0 for requests refused before being counted
+    (bad JSON, unknown path)."""
 
     kind: Kind
     method: str
@@ -68,20 +65,14 @@ class OpenAIStub:
 
     Use ``with OpenAIStub() as stub:`` or ``start()``/``stop()``; point clients at
     ``stub.base_url``. ``brain``, ``latency`` and ``faults`` may be replaced while it runs.
-    Setting ``api_key`` makes it answer 401 to requests without that bearer token, with
-    OpenAI's body. By default it serves any model name: ``models`` are listed by ``GET
-    /v1/models`` along with every model requested so far. A ``catalogue`` (model id to its
-    ``shutdown_date``, ``YYYY-MM-DD`` or None) makes it answer as OpenAI does today: it
-    lists exactly those models, each with its shutdown date where one is set, and answers
-    a request for any other model with 404 ``model_not_found``. ``list_models=False``
-    plays a server without ``GET /v1/models`` (404, as for any unknown path);
-    ``list_models="refused"`` a gateway that answers it 401 while its chat and embeddings
-    take the key; ``models_page`` a list served that many models a page (``has_more`` and
-    ``last_id``, the next page asked with ``after``, as OpenAI's paginated lists). It also
-    speaks OpenAI's Batch API (``testing.batches``): a batch completes ``batch_seconds``
-    after it was created, its lines answered by the same brain; ``batch_api=False`` plays
-    an endpoint without one (404 on its paths, as for any unknown path).
-    """
+    ``api_key`` makes it answer 401, with OpenAI's body, to requests without that bearer token.
+    It serves any model name, listing ``models`` and every model asked for so far; a
+    ``catalogue`` (id to ``shutdown_date``, ``YYYY-MM-DD`` or None) answers as OpenAI does
+    today: those models only, with their shutdown dates, 404 ``model_not_found`` for others.
+    ``list_models=False`` plays a server without ``GET /v1/models``, ``"refused"`` a gateway
+    answering it 401; ``models_page`` pages that list as OpenAI does (``after``). The Batch API
+    (``testing.batches``) completes a batch ``batch_seconds`` after its creation;
+    ``batch_api=False`` plays an endpoint without one (404)."""
 
     def __init__(
         self,
@@ -113,8 +104,6 @@ class OpenAIStub:
         self._server: StubServer | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
-
-    # lifecycle -----------------------------------------------------------------------
 
     def start(self) -> Self:
         """Bind a free port on 127.0.0.1 and serve in a daemon thread (idempotent)."""
@@ -180,36 +169,28 @@ class OpenAIStub:
         """``http://127.0.0.1:PORT/v1``, what OpenAI clients take as ``base_url``."""
         return f"{self.url}/v1"
 
-    # recorded requests ------------------------------------------------------------
-
     @property
     def requests(self) -> list[RecordedRequest]:
-        """A snapshot of every finished request, in completion order.
-
-        A request is recorded just before its response is sent, so a client that has its
-        answer (or its error) always finds the request here.
-        """
+        """Every finished request, in completion order. Each is recorded just before its response
+        is sent, so a client holding its answer (or error) finds the request here."""
         with self._lock:
             return list(self._records)
 
-    def of_kind(self, kind: Kind) -> list[RecordedRequest]:
-        """The finished requests of one kind."""
-        return [r for r in self.requests if r.kind == kind]
+    def of_kind(self, kind: Kind | None = None) -> list[RecordedRequest]:
+        """The finished requests of one kind, or all."""
+        return [r for r in self.requests if kind is None or r.kind == kind]
 
     def count(self, kind: Kind | None = None) -> int:
         """How many requests (of ``kind``, or all) have finished."""
-        return len(self.requests if kind is None else self.of_kind(kind))
+        return len(self.of_kind(kind))
 
     def asked(self, kind: Kind | None = None) -> int:
-        """How many requests asked a model something (chat completions and embeddings,
-        of ``kind`` or all): what a run pays for. ``GET /v1/models`` is not one."""
-        return sum(
-            r.method == "POST" for r in (self.requests if kind is None else self.of_kind(kind))
-        )
+        """How many chat and embedding requests (of ``kind``, or all) came: what a run pays for."""
+        return sum(r.method == "POST" for r in self.of_kind(kind))
 
     def max_concurrency(self, kind: Kind | None = None) -> int:
         """The most requests (of ``kind``, or all) that were in the server at once."""
-        chosen = self.requests if kind is None else self.of_kind(kind)
+        chosen = self.of_kind(kind)
         events = sorted([(r.started, 1) for r in chosen] + [(r.ended, -1) for r in chosen])
         best = level = 0
         for _, step in events:  # at equal times -1 sorts first: touching is not overlap
@@ -222,8 +203,6 @@ class OpenAIStub:
         with self._lock:
             self._records.clear()
             self._attempts.clear()
-
-    # used by the handler ----------------------------------------------------------
 
     def _next_attempt(self, kind: Kind, key: str) -> int:
         with self._lock:
@@ -261,7 +240,6 @@ class OpenAIStub:
             self._records.append(record)
 
     def _served_models(self) -> dict[str, str | None]:
-        """The models ``GET /v1/models`` lists, with their shutdown dates."""
         if self.catalogue is not None:
             return dict(sorted(self.catalogue.items()))
         with self._lock:

@@ -11,8 +11,7 @@ TEST_KEY_VARIABLE = "AIDANBENCH_TEST_KEY"
 
 
 def stub_flags(base_url: str) -> list[str]:
-    """``aidanbench run`` flags pointing every role at ``base_url`` with the test key: the
-    command line's ``stub_settings``."""
+    """``aidanbench run`` flags pointing every role at ``base_url``: ``stub_settings`` as flags."""
     flags = []
     for role in ("", "judge-", "embedding-"):
         flags += [f"--{role}base-url", base_url, f"--{role}api-key-env", TEST_KEY_VARIABLE]
@@ -20,11 +19,8 @@ def stub_flags(base_url: str) -> list[str]:
 
 
 def stub_settings(base_url: str, **overrides: Any) -> Settings:
-    """Model, judge and embeddings all at ``base_url``, keyed by ``TEST_KEY_VARIABLE``.
-
-    The model names are distinct (``model-under-test``, ``judge-model``,
-    ``embedding-model``) so request bodies show which role sent them.
-    """
+    """Model, judge and embeddings all at ``base_url``, keyed by ``TEST_KEY_VARIABLE``, with
+    distinct model names so request bodies show which role sent them."""
     fields: dict[str, Any] = {
         "model": "model-under-test",
         "base_url": base_url,
