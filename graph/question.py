@@ -8,16 +8,13 @@
                      └→ END (thread already finished)
 
 ``prepare``, ``generate`` and ``decide`` each have their own router (``nodes.routing``)
-over the one state-only rule: score the candidate in parallel (judge, embedding novelty
-and, when on, LLM novelty), generate the next answer meanwhile when pipelining, then
-decide. ``decide`` loops back to the scorers of the look-ahead answer (pipelined) or to
-``generate`` (not pipelined), or ends at the first invalid answer, an error or the answer
-cap. Each router's destinations are only those its source can lead to, so the drawn graph
-is the graph that runs.
-
-Nodes get LangGraph's ``Runtime`` themselves; the builder binds the services factory to
-the nodes that make calls, and the run's budget to the two that apply it.
+over the one state-only rule: score the candidate in parallel, generate the next answer
+meanwhile when pipelining, then decide. ``decide`` loops back to the scorers of the
+look-ahead answer (pipelined) or to ``generate``, or ends at the first invalid answer, an
+error or a cap. Each router's destinations are only those its source can lead to, so the
+drawn graph is the graph that runs.
 """
+
 
 from __future__ import annotations
 

@@ -43,12 +43,10 @@ def previous_answers(state: QuestionState) -> list[str]:
 
 
 def empty_answer(ctx: NodeContext, reply: AIMessage, raw: str) -> ErrorInfo:
-    """The error of a reply with nothing to score, naming why it is empty.
+    """The error of a reply with nothing to score, naming why it is empty. An empty answer
+    cannot be embedded (every embeddings endpoint refuses empty input), so it is a failed,
+    retryable generation, never recorded as an answer or a score."""
 
-    An empty answer cannot be embedded (every embeddings endpoint refuses empty input)
-    and so can never be scored: it is a failed generation, retryable, and invoking the
-    thread again asks the model again. It is never recorded as an answer or a score.
-    """
     return ErrorInfo(
         kind="error",
         role="model",

@@ -1,13 +1,8 @@
 """What runs next: one rule, and one router per source node with its own destinations.
 
-The next steps follow from state alone: with no candidate, generate one; with a
-candidate, run every scoring branch that has no outcome for it yet, plus the look-ahead
-generation when pipelining; with nothing left to do, decide. A stop reason ends the
-graph. Because the rule reads only state, resuming after an error re-runs exactly the
-missing work.
-
-Each source gets a router whose destinations (``destinations``) are only the steps the
-rule can give after it, so the compiled graph (what Studio draws) has exactly the
+The next steps follow from state alone (``next_steps``), so resuming after an error re-runs
+exactly the missing work. Each source gets a router whose ``destinations`` are only the
+steps the rule can give after it, so the compiled graph (what Studio draws) has exactly the
 possible edges:
 
 - after ``prepare`` anything can follow, since it runs on whatever state a thread holds
@@ -21,10 +16,10 @@ possible edges:
 A router that meets a step its source cannot lead to raises, naming it: that state is a
 bug, not something to route around.
 
-The routers are plain functions (callers and tests use them as such); the graph gets them
-through ``on_event_loop``, because LangGraph runs a plain function of an async graph in a
-worker thread, a hop there and back on every step that costs more CPU than the rule.
+The graph gets the plain routers through ``on_event_loop``: LangGraph runs a plain function
+of an async graph in a worker thread, a hop that costs more CPU than the rule.
 """
+
 
 from __future__ import annotations
 
