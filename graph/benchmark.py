@@ -71,8 +71,8 @@ class BenchmarkState(TypedDict):
 
 
 async def plan(state: BenchmarkState) -> dict[str, Any]:
-    """Resolve the question set: the input's, or the bundled one, checked as every
-    source's (``graph.questions.validated``)."""
+    """The input's question set, or the bundled one, checked as every source's is."""
+
     questions = state.get("questions") or bundled_questions()
     limit = state.get("question_limit")
     return {"questions": validated(questions, "benchmark input questions", limit)}

@@ -40,8 +40,8 @@ HF_EXTRA_HINT = "pip install 'aidanbench[hf]'"
 def read_dataset(
     name_or_path: str, *, split: str | None, question_field: str
 ) -> tuple[list[object], str, dict[str, Any]]:
-    """One split and column of a Hugging Face dataset (hub name or local): its values (to
-    validate), what to call it in a refusal, and its source record."""
+    """One split and column of a dataset: its values, its name for a refusal, its record."""
+
     datasets = _import_datasets()
     path = Path(name_or_path)
     revision: str | None = None

@@ -15,7 +15,6 @@ error or a cap. Each router's destinations are only those its source can lead to
 drawn graph is the graph that runs.
 """
 
-
 from __future__ import annotations
 
 from functools import partial
@@ -40,12 +39,12 @@ def build_question_graph(
 ) -> StateGraph[QuestionState, Settings, QuestionInput, QuestionOutput]:
     """The uncompiled per-question graph; compile it with the checkpointer you want.
 
-    ``services`` turns settings into clients; the default reaches OpenAI-compatible
-    endpoints with keys from the environment. Pass another factory to use other chat
-    model classes or fakes. ``budget`` is a run's spending cap (``nodes.caps.Budget``,
-    the run's usage ledger): once it is spent, each question stops at its next turn.
-    Each declared score (``core.scores``) is a node between ``generate`` and ``decide``.
+    ``services`` turns settings into clients (pass another factory for other chat model
+    classes or fakes). ``budget`` is a run's spending cap (``nodes.caps.Budget``): once it is
+    spent, each question stops at its next turn. Each declared score (``core.scores``) is a
+    node between ``generate`` and ``decide``.
     """
+
     graph = StateGraph(
         state_schema(declared()),
         context_schema=Settings,

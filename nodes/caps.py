@@ -20,8 +20,7 @@ from aidanbench.core.state import ErrorInfo
 
 
 class Budget(Protocol):
-    """The run's budget (``record.usage.UsageLedger``): whether spending reached
-    ``--max-cost``."""
+    """The run's budget (``record.usage.UsageLedger``): whether spending hit ``--max-cost``."""
 
     @property
     def exhausted(self) -> bool: ...

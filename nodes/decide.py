@@ -150,8 +150,7 @@ def capped(
 def decided(
     state: QuestionState, settings: Settings, now: float, *, budget_spent: bool = False
 ) -> tuple[dict[str, Any], AnswerRecord | None]:
-    """The update ``decide`` returns, and the answer it records (None on an error stop);
-    ``now`` (wall-clock) gives the answer's elapsed time."""
+    """The update ``decide`` returns, and the answer it records (None on an error stop)."""
     keys = [score.outcome_key for score in scoring(settings)]
     candidate = state.get("candidate")
     if candidate is None:
@@ -189,8 +188,8 @@ def changes(state: QuestionState, update: dict[str, Any]) -> dict[str, Any]:
 async def decide(
     state: QuestionState, runtime: Runtime[Settings], *, budget: Budget | None = None
 ) -> dict[str, Any]:
-    """Record the scored candidate; stop on the first failure, an error, a cap, or the
-    run's ``budget`` spent."""
+    """Record the scored candidate; stop on a failure, an error, a cap or a spent ``budget``."""
+
     settings = settings_of(runtime)
     update, record = decided(state, settings, time.time(), budget_spent=spent(budget))
     if record is None:

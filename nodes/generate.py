@@ -1,13 +1,10 @@
 """``generate`` and ``generate_next``: ask the model under test for a new answer.
 
-The prompt lists every earlier valid answer, exactly as the benchmark's text does.
 ``generate_next`` is the pipelined look-ahead: the prompt for answer i+1 depends only on
 answers 1..i, not on answer i's scores, so it is asked while answer i is scored, as if
-answer i were valid. When answer i fails, ``decide`` discards the look-ahead unseen; when
-it fails before the look-ahead's request is sent (the request waits for a slot, or a
-score was known without a request), the request is withdrawn unsent
-(``services.lookahead``) and there is no look-ahead: either way, the same prompt asked
-again gives the next answer.
+answer i were valid. When answer i fails, ``decide`` discards the look-ahead unseen, or its
+request is withdrawn unsent if it has not gone yet (``services.lookahead``): either way, the
+same prompt asked again gives the next answer.
 """
 
 from __future__ import annotations
@@ -58,8 +55,8 @@ def empty_answer(ctx: NodeContext, reply: AIMessage, raw: str) -> ErrorInfo:
 
 
 def empty_cause(reply: AIMessage, raw: str, limit_field: str) -> str:
-    """Why a reply has no answer text: the token limit (and the request field raising
-    it), the content filter, a refusal, text only in the reply's reasoning, or nothing."""
+    """Why a reply has no answer text, and what to change when the token limit cut it."""
+
     finish = finish_reason(reply)
     spent = reply_usage(reply).reasoning_tokens
     reasoning = reasoning_text(reply)

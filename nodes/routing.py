@@ -20,7 +20,6 @@ The graph gets the plain routers through ``on_event_loop``: LangGraph runs a pla
 of an async graph in a worker thread, a hop that costs more CPU than the rule.
 """
 
-
 from __future__ import annotations
 
 import functools
