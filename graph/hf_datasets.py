@@ -34,8 +34,6 @@ DATA_FILE_BUILDERS = {
 HUB_PROBE_TIMEOUT = httpx.Timeout(10.0, connect=5.0)
 """How long the hub is given to answer before a name is declared unreachable."""
 
-HF_EXTRA_HINT = "pip install 'aidanbench[hf]'"
-
 
 def read_dataset(
     name_or_path: str, *, split: str | None, question_field: str
@@ -77,7 +75,7 @@ def _import_datasets() -> Any:
         import datasets
     except ImportError:
         raise QuestionSourceError(
-            f"reading Hugging Face datasets needs the [hf] extra: {HF_EXTRA_HINT}"
+            "reading Hugging Face datasets needs the [hf] extra: pip install 'aidanbench[hf]'"
         ) from None
     return datasets
 
@@ -159,17 +157,11 @@ def _load_hub(datasets: Any, name: str) -> tuple[Any, str | None]:
         raise QuestionSourceError(f"cannot load dataset {name}: {short(str(exc), 300)}") from None
 
 
-def hub_endpoint() -> str:
-    """The hub's base URL, as ``huggingface_hub`` reads it (``HF_ENDPOINT``)."""
-    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
-
-
 def _probe_hub(name: str) -> str | None:
     """One request to the hub's dataset API: the dataset's commit, if the answer names it.
     Raises at once when the hub does not answer; any HTTP answer tells a live network (a
     missing or private dataset is for ``datasets`` to report, with the user's token)."""
-
-    endpoint = hub_endpoint()
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
     host = urlsplit(endpoint).netloc or endpoint
     advice = "set HF_HUB_OFFLINE=1 to use only datasets already in the local cache"
     try:
