@@ -177,7 +177,6 @@ def build_wrapped_agent(
         }
 
     async def give_verdict(state: WrappedAgentState) -> dict[str, Any]:
-        """Judge the check's score against the agent's bar."""
         return {"verdict": verdict(state["creativity"], state["check_stopped"], state["min_ideas"])}
 
     graph = StateGraph(

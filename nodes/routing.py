@@ -5,9 +5,8 @@ exactly the missing work. Each source gets a router whose ``destinations`` are o
 steps the rule can give after it, so the compiled graph (what Studio draws) has exactly the
 possible edges:
 
-- after ``prepare`` anything can follow, since it runs on whatever state a thread holds
-  (new, finished, stopped by an error with some outcomes kept, or paused before
-  ``decide``);
+- after ``prepare`` anything can follow: it runs on whatever state a thread holds (new,
+  finished, stopped by an error with some outcomes kept, or paused before ``decide``);
 - after ``generate`` there is a candidate and no stop reason: score it, look ahead, or
   decide at once when the generation failed; never ``generate`` again or the end;
 - after ``decide`` either the question stopped, or the outcomes are cleared and the
