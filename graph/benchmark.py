@@ -72,7 +72,6 @@ class BenchmarkState(TypedDict):
 
 async def plan(state: BenchmarkState) -> dict[str, Any]:
     """The input's question set, or the bundled one, checked as every source's is."""
-
     questions = state.get("questions") or bundled_questions()
     limit = state.get("question_limit")
     return {"questions": validated(questions, "benchmark input questions", limit)}

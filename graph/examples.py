@@ -56,7 +56,6 @@ def frame(topic: str) -> str:
 def verdict(score: int, stop_reason: str | None, min_ideas: int) -> str:
     """``creative``, ``repetitive`` or, when the check itself failed, ``unknown``: an API
     error says nothing about the model."""
-
     if stop_reason is None or stop_reason in ERROR_KINDS:
         return "unknown"
     return "creative" if score >= min_ideas else "repetitive"

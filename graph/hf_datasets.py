@@ -39,7 +39,6 @@ def read_dataset(
     name_or_path: str, *, split: str | None, question_field: str
 ) -> tuple[list[object], str, dict[str, Any]]:
     """One split and column of a dataset: its values, its name for a refusal, its record."""
-
     datasets = _import_datasets()
     path = Path(name_or_path)
     revision: str | None = None

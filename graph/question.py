@@ -44,7 +44,6 @@ def build_question_graph(
     spent, each question stops at its next turn. Each declared score (``core.scores``) is a
     node between ``generate`` and ``decide``.
     """
-
     graph = StateGraph(
         state_schema(declared()),
         context_schema=Settings,

@@ -110,7 +110,6 @@ def validated(questions: Sequence[object], where: str, limit: int | None = None)
     """The first ``limit`` questions, each checked and put in its normal form
     (``record.lines.normal_text``). Every question is checked before the limit applies, so
     a set is valid or not whatever part of it a run asks for."""
-
     if limit is not None and limit < 1:
         raise QuestionSourceError(f"the number of questions must be at least 1, got {limit}")
     if not questions:

@@ -40,7 +40,6 @@ def cap_reached(
 ) -> str | None:
     """The cap that stops a question with these answers, or None; ``unpriced`` when a cost
     cap cannot be applied (no price known)."""
-
     if budget_spent:
         return "budget"
     cost_cap = settings.max_question_cost

@@ -216,7 +216,6 @@ def stopwatch() -> Iterator[Callable[[], float]]:
 def finish_reason(message: AIMessage) -> str | None:
     """Why the provider stopped the reply (``stop``, ``length``, ``content_filter``…), or
     None when it gave none."""
-
     found = message.response_metadata.get("finish_reason")
     return found if isinstance(found, str) and found else None
 

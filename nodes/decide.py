@@ -6,7 +6,6 @@ answer is recorded with ``valid: false`` and its reason, ends the question and i
 counted. A failed branch stops the question with its error kind, recording nothing for the
 candidate: an error is never a score.
 
-
 ``decided`` is the whole decision as a pure function; the node only reads the clock, pauses
 when asked and emits events.
 """
@@ -177,7 +176,6 @@ def changes(state: QuestionState, update: dict[str, Any]) -> dict[str, Any]:
     """``update`` without the keys whose value ``state`` already holds: each key returned
     is a write LangGraph versions and checkpoints, and most metrics keep their value on a
     turn. ``answers`` is always kept: its writes append."""
-
     return {
         key: value
         for key, value in update.items()
@@ -189,7 +187,6 @@ async def decide(
     state: QuestionState, runtime: Runtime[Settings], *, budget: Budget | None = None
 ) -> dict[str, Any]:
     """Record the scored candidate; stop on a failure, an error, a cap or a spent ``budget``."""
-
     settings = settings_of(runtime)
     update, record = decided(state, settings, time.time(), budget_spent=spent(budget))
     if record is None:

@@ -43,7 +43,6 @@ def empty_answer(ctx: NodeContext, reply: AIMessage, raw: str) -> ErrorInfo:
     """The error of a reply with nothing to score, naming why it is empty. An empty answer
     cannot be embedded (every embeddings endpoint refuses empty input), so it is a failed,
     retryable generation, never recorded as an answer or a score."""
-
     return ErrorInfo(
         kind="error",
         role="model",
@@ -56,7 +55,6 @@ def empty_answer(ctx: NodeContext, reply: AIMessage, raw: str) -> ErrorInfo:
 
 def empty_cause(reply: AIMessage, raw: str, limit_field: str) -> str:
     """Why a reply has no answer text, and what to change when the token limit cut it."""
-
     finish = finish_reason(reply)
     spent = reply_usage(reply).reasoning_tokens
     reasoning = reasoning_text(reply)

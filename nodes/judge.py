@@ -67,7 +67,6 @@ def panel_judgment(
     seat: Settings, scores: list[int], samples: int, call: CallStats
 ) -> PanelJudgment:
     """One panel judge's judgment, its decision at its threshold and what it cost."""
-
     found = PanelJudgment(
         judge=seat.judge_model,
         score=float(scores[0]),

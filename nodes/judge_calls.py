@@ -105,7 +105,6 @@ async def sample_judgments(
     order asked (never sorted, so ``analysis.judge_calibration`` can compare draws). Any
     failure fails the whole judgment: an error is never a score.
     """
-
     first, total = await judge_once()
     if samples == 1:
         return [first], total

@@ -17,7 +17,6 @@ def chain_metrics(answers: Sequence[AnswerRecord], reward_mode: str = "count") -
     """Score, novelty sum and means over valid answers, format adherence (over the answers
     whose reply was recorded), with the environment's names beside them; ``reward_mode``
     chooses what ``reward`` is."""
-
     valid = [a for a in answers if a["valid"]]
     tagged = [a for a in answers if a["used_answer_tag"] is not None]
     llm = [a["llm_novelty"] for a in valid if a["llm_novelty"] is not None]

@@ -20,7 +20,6 @@ def unit(vector: ArrayLike) -> np.ndarray:
 def cosine_novelty(vector: ArrayLike, previous: Sequence[ArrayLike]) -> float:
     """Cosine novelty of ``vector`` (need not be normalised) against ``previous``, as the
     benchmark computes it: 1.0 when there is nothing before it."""
-
     if len(previous) == 0:
         return 1.0
     new = unit(vector)

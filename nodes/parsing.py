@@ -29,7 +29,6 @@ _INTEGER = re.compile(r"\s*[+]?(\d+)\s*")
 def parse_score(reply: str, tag: str, *, low: int = 0, high: int = 100) -> int:
     """The integer inside the single ``<tag>`` of a judge reply. Raises ``ScoreParseError``
     for an empty reply, no tag or several, or a value not a whole number in ``[low, high]``."""
-
     if not reply.strip():
         raise ScoreParseError("empty", tag, reply)
     found = re.findall(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", reply, re.DOTALL)

@@ -105,7 +105,6 @@ def measured_by(settings: Settings) -> Measured:
 def measurement_differences(recorded: Mapping[str, Any] | None, settings: Settings) -> list[str]:
     """Names of what ``settings`` would measure differently from a thread's record (none
     when the thread has no record: nothing to compare with)."""
-
     if not recorded:
         return []
     current = measured_by(settings)

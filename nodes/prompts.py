@@ -59,7 +59,6 @@ class _PreviousAnswersLayout:
         """The listed answers, numbered from 1. The item is kept pre-split at its two
         placeholders: the prompt is rebuilt every turn from every earlier answer, so a regex
         pass per answer would make long chains pay for their length on every turn."""
-
         head, middle, tail = self.item_head, self.item_middle, self.item_tail
         return self.separator.join(
             f"{head}{i}{middle}{answer}{tail}" for i, answer in enumerate(previous, start=1)
