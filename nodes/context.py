@@ -225,8 +225,7 @@ REASONING_BLOCKS = ("reasoning", "thinking")
 
 
 def reasoning_text(message: AIMessage) -> str:
-    """Reasoning a reply carries apart from its answer: a provider's reasoning field
-    (kept by the chat clients in ``additional_kwargs``) or reasoning content blocks."""
+    """Reasoning a reply carries apart from its answer: a reasoning field or content blocks."""
     found = message.additional_kwargs.get("reasoning")
     parts = [found] if isinstance(found, str) else []
     if not isinstance(message.content, str):

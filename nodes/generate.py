@@ -116,11 +116,9 @@ async def generate(
 async def generate_next(
     state: QuestionState, runtime: Runtime[Settings], *, services: ServicesFactory
 ) -> dict[str, Any]:
-    """Ask for the answer after the candidate, assuming the candidate will be valid; none
-    when the candidate fails before the request is sent.
-
-    The scorers start first: one that needs no request (a cached vector) has its score
-    after one turn of the event loop, before the request is asked."""
+    """Ask for the answer after the candidate, assuming it will be valid; none when the
+    candidate fails before the request is sent. The scorers start first: one that needs no
+    request (a cached vector) has its score after one event-loop turn, before the request."""
     ctx = NodeContext(runtime, services)
     candidate = state.get("candidate")
     if candidate is None or "answer" not in candidate:

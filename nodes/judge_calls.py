@@ -59,10 +59,9 @@ async def read_judge(
     attempts: int,
     price_of: PriceOf,
 ) -> tuple[int, CallStats]:
-    """The integer score in ``<tag>``, re-asking an unreadable reply up to ``attempts``
-    times in all; raises the last ``ScoreParseError`` when none could be read. Each
-    unreadable reply is counted by why (``CallStats.unreadable``): a refusal is not asked
-    again unseen."""
+    """The integer score in ``<tag>``, asking up to ``attempts`` times in all, else the last
+    ``ScoreParseError``. Each unreadable reply is counted by why (``CallStats.unreadable``):
+    a refusal is not asked again unseen."""
     total = no_calls()
     failure: ScoreParseError | None = None
     for _ in range(attempts):

@@ -1,8 +1,7 @@
 """Reading model replies: the answer tag and the judges' score tags.
 
-A judge reply that cannot be read is an error, never a score: the caller asks again and,
-after a bounded number of tries, stops the question with ``judge_error``. Other ports
-score an unparseable reply as 0, which silently shortens chains.
+A judge reply that cannot be read is an error, never a score (``nodes.judge_calls`` asks
+again); other ports score it as 0, which silently shortens chains.
 """
 
 from __future__ import annotations

@@ -39,8 +39,7 @@ END_STEP = "__end__"
 
 
 def destinations(source: str) -> list[str]:
-    """The steps the rule can give after ``source`` (its router's path map), with every
-    declared score's node (``core.scores``)."""
+    """The steps the rule can give after ``source``: its router's path map."""
     scorers = [score.node for score in declared()]
     return {
         "prepare": ["generate", *scorers, "generate_next", "decide", END_STEP],
@@ -89,8 +88,7 @@ def router(source: str) -> Callable[[QuestionState, Runtime[Settings]], Sequence
 def on_event_loop(
     router: Callable[[QuestionState, Runtime[Settings]], R],
 ) -> Callable[[QuestionState, Runtime[Settings]], Awaitable[R]]:
-    """``router`` as a coroutine function (same name, parameters and return type), which
-    LangGraph calls on the event loop instead of in a worker thread."""
+    """``router`` as a coroutine function, which LangGraph calls on the event loop."""
 
     @functools.wraps(router)
     async def routed(state: QuestionState, runtime: Runtime[Settings]) -> R:
