@@ -9,25 +9,24 @@ Builders return *uncompiled* graphs, so the caller chooses persistence::
                                                         # ``question``, ``score``, ``answers``…
     out = await question.ainvoke({"question": "What is art?"}, context=Settings(...))
 
-- ``build_question_graph(services)``: one question, answered until an answer fails.
-  Input ``QuestionInput`` (``question``), output ``QuestionOutput`` (``score``,
-  ``answers``, ``stop_reason``, metrics); settings ``Settings`` go in the run's
-  ``context``. Added directly as a node it shares the parent's context, so the parent
-  should declare ``context_schema=Settings``; called from a wrapper node, pass
-  ``context=`` yourself (see ``aidanbench.graph.examples``).
-- ``build_benchmark_graph(services)``: a question set fanned out with ``Send``, totalled
-  in ``summary``.
+- ``build_question_graph(services)``: one question, answered until an answer fails. Input
+  ``QuestionInput`` (``question``), output ``QuestionOutput`` (``score``, ``answers``,
+  ``stop_reason``, metrics), settings ``Settings`` in the run's ``context``. Added directly
+  as a node it shares the parent's context, so the parent should declare
+  ``context_schema=Settings``; from a wrapper node, pass ``context=`` yourself (see
+  ``aidanbench.graph.examples``).
+- ``build_benchmark_graph(services)``: a question set fanned out with ``Send``, totalled in
+  ``summary``.
 - ``services`` turns settings into model clients; the default reaches OpenAI-compatible
   endpoints with keys read from the environment variables the settings name (never from
   state or context). ``aidanbench.testing.fakes`` has in-process fakes for tests.
 
-Either graph checkpoints under the parent's checkpointer in its own namespace, so a
-killed parent resumes without repeating the child's finished steps, and an ``interrupt()``
-in the child (``Settings.interrupt_on_reject`` / ``interrupt_every``) surfaces at the
-parent.
+Either graph checkpoints under the parent's checkpointer in its own namespace, so a killed
+parent resumes without repeating the child's finished steps, and an ``interrupt()`` in the
+child (``Settings.interrupt_on_reject`` / ``interrupt_every``) surfaces at the parent.
 
-Names are imported on first use: ``aidanbench.core.thresholds`` and ``settings`` are read
-by the analysis code, which should not pay for loading LangGraph and the model clients.
+Names are imported on first use: ``aidanbench.core.thresholds`` and ``settings`` are read by
+the analysis code, which should not pay for loading LangGraph and the model clients.
 """
 
 from __future__ import annotations

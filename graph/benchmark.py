@@ -2,11 +2,9 @@
 
     START → plan ──Send(question)──→ run_question (× N, in parallel) → summarize → END
 
-Each question runs the per-question graph as a subgraph, under the caller's checkpointer
-(each in its own namespace), so an interrupted benchmark resumes without repeating
-finished answers. ``summarize`` totals the question results. This is what LangGraph
-Studio shows as the whole benchmark; the command line drives question threads directly
-for resumability across many models, with the same per-question graph.
+Each question runs the per-question graph as a subgraph in its own checkpoint namespace,
+so an interrupted benchmark resumes without repeating finished answers. Studio shows this
+graph; the command line drives question threads directly, for resuming across many models.
 """
 
 from __future__ import annotations
@@ -73,11 +71,7 @@ class BenchmarkState(TypedDict):
 
 
 async def plan(state: BenchmarkState) -> dict[str, Any]:
-    """Resolve the question set: the input's, or the bundled one.
-
-    The input and its limit are checked as every question source's are
-    (``graph.questions.validated``): strings, not blank, distinct, not huge.
-    """
+    """The input's question set, or the bundled one, checked as every source's is."""
     questions = state.get("questions") or bundled_questions()
     limit = state.get("question_limit")
     return {"questions": validated(questions, "benchmark input questions", limit)}
@@ -89,8 +83,7 @@ def fan_out(state: BenchmarkState) -> list[Send]:
 
 
 def summarize_results(results: list[QuestionOutput]) -> dict[str, Any]:
-    """Totals over question outputs, counted as every report counts them
-    (``record.results.totals``)."""
+    """Totals over question outputs, counted as every report counts them."""
     lines = [question_result(_line(output)) for output in results]
     counted = totals(lines)
     return {
@@ -125,7 +118,6 @@ def build_benchmark_graph(
     question_graph = build_question_graph(services).compile()
 
     async def run_question(task: QuestionTask, runtime: Runtime[Settings]) -> dict[str, Any]:
-        """Run the per-question graph for one question, as a subgraph."""
         output = await question_graph.ainvoke(
             {"question": task["question"]}, context=settings_of(runtime)
         )

@@ -1,26 +1,21 @@
 """AidanBench as one step of a larger workflow: a "creativity check" in a brainstorm agent.
 
-The agent frames a topic as an open-ended question, asks the AidanBench question graph
-how many distinct, coherent ideas the model finds before it repeats itself or loses the
-thread, and turns that score into a verdict::
+The agent frames a topic as an open-ended question, asks the question graph how many
+distinct, coherent ideas the model finds, and turns that score into a verdict, wired in the
+two ways LangGraph offers::
 
     START → frame_question → creativity_check (AidanBench) → give_verdict → END   (direct)
     START → creativity_check (frame, AidanBench, map back) → give_verdict → END   (wrapped)
 
-It is wired in the two ways LangGraph offers:
+- ``build_direct_agent``: the compiled question graph *is* the node. Parent and child share
+  keys (``question`` in; ``score``, ``stop_reason``, ``answers`` out) and the parent's
+  context, so the parent declares ``context_schema=Settings``.
+- ``build_wrapped_agent``: a node maps the parent's state and context to the graph's input
+  and settings, and its output back: for parents that do not look like AidanBench.
 
-- ``build_direct_agent``: the compiled question graph *is* the node. Parent and child
-  communicate through the keys they share (``question`` in; ``score``, ``stop_reason``,
-  ``answers`` out), and the child sees the parent's context, so the parent declares
-  ``context_schema=Settings``.
-- ``build_wrapped_agent``: a node maps the parent's state to the question input, calls
-  the graph with settings taken from the parent's own context, and maps the output back
-  to the parent's keys. Use it when the parent's state or context do not look like
-  AidanBench's.
-
-Either way the child checkpoints under the parent's checkpointer in its own namespace
-(``creativity_check:<task id>``), so a parent killed mid-check resumes the check where it
-stopped, and a pause in the child (``Settings.interrupt_every``) pauses the parent.
+Either way the child checkpoints in its own namespace (``creativity_check:<task id>``), so
+a parent killed mid-check resumes the check where it stopped, and a pause in the child
+(``Settings.interrupt_every``) pauses the parent.
 """
 
 from __future__ import annotations
@@ -59,10 +54,8 @@ def frame(topic: str) -> str:
 
 
 def verdict(score: int, stop_reason: str | None, min_ideas: int) -> str:
-    """``creative``, ``repetitive`` or, when the check itself failed, ``unknown``.
-
-    A failed check is not a low score: an API error says nothing about the model.
-    """
+    """``creative``, ``repetitive`` or, when the check itself failed, ``unknown``: an API
+    error says nothing about the model."""
     if stop_reason is None or stop_reason in ERROR_KINDS:
         return "unknown"
     return "creative" if score >= min_ideas else "repetitive"
@@ -183,7 +176,6 @@ def build_wrapped_agent(
         }
 
     async def give_verdict(state: WrappedAgentState) -> dict[str, Any]:
-        """Judge the check's score against the agent's bar."""
         return {"verdict": verdict(state["creativity"], state["check_stopped"], state["min_ideas"])}
 
     graph = StateGraph(

@@ -1,17 +1,12 @@
 """Questions from a Hugging Face dataset: one split and column, a hub name or local data.
 
-``graph.questions.load_question_set`` comes here for a dataset: it is read through the
-``datasets`` library, an optional extra (``[hf]``): it is large, and only this module
-imports it, on first use. Hub names are downloaded and cached as ``datasets`` does; local
-parquet / JSON / CSV files, folders of data files and ``save_to_disk`` folders are read in
-place. The record of the source names the dataset, split, field, row count and revision
-or fingerprint; ``graph.questions`` validates the values as every source's.
+``datasets`` is an optional extra (``[hf]``) because it is large; only this module imports
+it, on first use. Local files and folders are read in place; ``graph.questions`` validates
+the values as every source's.
 
-A hub lookup on a network that drops packets would wait on ``datasets``' own time-outs
-and retries (about 25 s to the first ``ConnectionError``). Before asking ``datasets``
-for a hub name, one HTTP request to the hub's API with a short time-out says at once
-whether the hub answers, and the error names the endpoint and why; with
-``HF_HUB_OFFLINE=1`` no request is made and a name not in the cache fails at once.
+``datasets`` alone waits out its own time-outs and retries on a dead network (see
+``docs/questions.md``), so one short HTTP request to the hub's API comes first and says at
+once whether the hub answers; with ``HF_HUB_OFFLINE=1`` no request is made.
 """
 
 from __future__ import annotations
@@ -39,14 +34,11 @@ DATA_FILE_BUILDERS = {
 HUB_PROBE_TIMEOUT = httpx.Timeout(10.0, connect=5.0)
 """How long the hub is given to answer before a name is declared unreachable."""
 
-HF_EXTRA_HINT = "pip install 'aidanbench[hf]'"
-
 
 def read_dataset(
     name_or_path: str, *, split: str | None, question_field: str
 ) -> tuple[list[object], str, dict[str, Any]]:
-    """One split and column of a Hugging Face dataset (hub name or local): its values (to
-    validate), what to call it in a refusal, and its source record."""
+    """One split and column of a dataset: its values, its name for a refusal, its record."""
     datasets = _import_datasets()
     path = Path(name_or_path)
     revision: str | None = None
@@ -82,17 +74,14 @@ def _import_datasets() -> Any:
         import datasets
     except ImportError:
         raise QuestionSourceError(
-            f"reading Hugging Face datasets needs the [hf] extra: {HF_EXTRA_HINT}"
+            "reading Hugging Face datasets needs the [hf] extra: pip install 'aidanbench[hf]'"
         ) from None
     return datasets
 
 
 def quiet_datasets() -> None:
-    """Turn off ``datasets``' progress bars and notices, for callers whose stderr is for errors.
-
-    The command line calls it (its errors are one line on stderr); the graph API leaves a
-    library user's process as it was.
-    """
+    """Turn off ``datasets``' progress bars and notices, for callers whose stderr is for
+    errors (the command line); the graph API leaves a library user's process as it was."""
     try:
         import datasets
     except ImportError:
@@ -103,11 +92,7 @@ def quiet_datasets() -> None:
 
 def _load_local(datasets: Any, path: Path, split: str | None) -> tuple[Any, str | None]:
     """One split of a ``save_to_disk`` folder, a folder of data files, or one data file.
-
-    A saved ``DatasetDict`` is read one split at a time (each is a saved dataset), and
-    an empty saved dataset or data file is reported before ``datasets`` reads it: it
-    fails on empty data with errors that do not say so.
-    """
+    Empty data is refused before ``datasets`` reads it: its errors on it do not say so."""
     try:
         if (path / "dataset_dict.json").is_file():
             names = json.loads((path / "dataset_dict.json").read_text("utf-8"))["splits"]
@@ -156,11 +141,8 @@ def _empty_file(path: Path, builder: str) -> bool:
 
 
 def _load_hub(datasets: Any, name: str) -> tuple[Any, str | None]:
-    """A dataset by hub name, and the hub commit it was loaded at when known.
-
-    Offline it comes from the cache (revision unknown); online, after the hub has
-    answered, at the commit the hub named, so the recorded revision is the one read.
-    """
+    """A dataset by hub name, and the hub commit it was loaded at (unknown offline): the
+    commit the probe named, so the recorded revision is the one read."""
     offline = bool(datasets.config.HF_HUB_OFFLINE)
     revision = None if offline else _probe_hub(name)
     try:
@@ -174,19 +156,11 @@ def _load_hub(datasets: Any, name: str) -> tuple[Any, str | None]:
         raise QuestionSourceError(f"cannot load dataset {name}: {short(str(exc), 300)}") from None
 
 
-def hub_endpoint() -> str:
-    """The hub's base URL, as ``huggingface_hub`` reads it (``HF_ENDPOINT``)."""
-    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
-
-
 def _probe_hub(name: str) -> str | None:
     """One request to the hub's dataset API: the dataset's commit, if the answer names it.
-
-    Raises at once when the hub does not answer. Any HTTP answer will do otherwise (a
-    missing or private dataset is for ``datasets`` to report, with the user's token):
-    this tells a dead network from a live one.
-    """
-    endpoint = hub_endpoint()
+    Raises at once when the hub does not answer; any HTTP answer tells a live network (a
+    missing or private dataset is for ``datasets`` to report, with the user's token)."""
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
     host = urlsplit(endpoint).netloc or endpoint
     advice = "set HF_HUB_OFFLINE=1 to use only datasets already in the local cache"
     try:

@@ -8,15 +8,11 @@
                      └→ END (thread already finished)
 
 ``prepare``, ``generate`` and ``decide`` each have their own router (``nodes.routing``)
-over the one state-only rule: score the candidate in parallel (judge, embedding novelty
-and, when on, LLM novelty), generate the next answer meanwhile when pipelining, then
-decide. ``decide`` loops back to the scorers of the look-ahead answer (pipelined) or to
-``generate`` (not pipelined), or ends at the first invalid answer, an error or the answer
-cap. Each router's destinations are only those its source can lead to, so the drawn graph
-is the graph that runs.
-
-Nodes get LangGraph's ``Runtime`` themselves; the builder binds the services factory to
-the nodes that make calls, and the run's budget to the two that apply it.
+over the one state-only rule: score the candidate in parallel, generate the next answer
+meanwhile when pipelining, then decide. ``decide`` loops back to the scorers of the
+look-ahead answer (pipelined) or to ``generate``, or ends at the first invalid answer, an
+error or a cap. Each router's destinations are only those its source can lead to, so the
+drawn graph is the graph that runs.
 """
 
 from __future__ import annotations
@@ -43,11 +39,10 @@ def build_question_graph(
 ) -> StateGraph[QuestionState, Settings, QuestionInput, QuestionOutput]:
     """The uncompiled per-question graph; compile it with the checkpointer you want.
 
-    ``services`` turns settings into clients; the default reaches OpenAI-compatible
-    endpoints with keys from the environment. Pass another factory to use other chat
-    model classes or fakes. ``budget`` is a run's spending cap (``nodes.caps.Budget``,
-    the run's usage ledger): once it is spent, each question stops at its next turn.
-    Each declared score (``core.scores``) is a node between ``generate`` and ``decide``.
+    ``services`` turns settings into clients (pass another factory for other chat model
+    classes or fakes). ``budget`` is a run's spending cap (``nodes.caps.Budget``): once it is
+    spent, each question stops at its next turn. Each declared score (``core.scores``) is a
+    node between ``generate`` and ``decide``.
     """
     graph = StateGraph(
         state_schema(declared()),

@@ -1,19 +1,14 @@
 """Question sets, one loader and one validator: the bundled 63, a list, a file, a dataset.
 
-The benchmark's environment names three sources of questions (a list, a file, a dataset
-with a ``question`` field); the bundled set is the benchmark's own 63, in its order
-(``aidanbench.reference``). ``load_question_set`` turns any of them into a validated list
-and a record of where it came from (kind, path or name, split, field, revision or
-fingerprint), which a run stores beside the set's hash so the same set can be found
-again; the command line, the graph API and the verifiers environments all load through
-it.
+``load_question_set`` turns any source into a validated list and a record of where it came
+from, which a run stores beside the set's hash so the same set can be found again; the
+command line, the graph API and the verifiers environments all load through it.
 
-Accepted files: a JSON list of strings; JSONL or CSV with a ``question`` field; plain
-text with one question per line (ending at ``\n`` or ``\r\n`` only: a question may hold
-any other separator); parquet and arrow files are datasets
-(``graph.hf_datasets``). Anything else is an error, never a silent fallback to the
-bundled list. Blank, duplicate (in their normal form, ``record.lines.normal_text``)
-or absurdly long questions are errors too (``validated``): each would waste or skew a run.
+Accepted files: a JSON list of strings; JSONL or CSV with a ``question`` field; plain text
+with one question per line (ending at ``\n`` or ``\r\n`` only: a question may hold any other
+separator); parquet and arrow files are datasets (``graph.hf_datasets``). Anything else is
+an error, never a silent fallback to the bundled list, and so are blank, duplicate or
+absurdly long questions (``validated``): each would waste or skew a run.
 """
 
 from __future__ import annotations
@@ -86,13 +81,12 @@ def load_question_set(
 ) -> QuestionSet:
     """The first ``limit`` questions of ``source``, validated, and the source's record.
 
-    ``None`` is the bundled set; a list of strings is the list; a string or path naming
-    an existing file is a questions file (parquet and arrow files are datasets); an
-    existing folder is a dataset; any other string is a dataset name on the Hugging Face
-    Hub. With ``dataset``, a file is read as a dataset too (``split`` and
-    ``question_field`` apply to datasets only). Raises ``QuestionSourceError`` (one line)
-    when the source cannot be read or holds a non-string, blank, repeated or over-long
-    question.
+    ``None`` is the bundled set; a list of strings is the list; an existing file is a
+    questions file (parquet and arrow files are datasets); an existing folder is a dataset;
+    any other string is a dataset name on the Hugging Face Hub. With ``dataset``, a file is
+    read as a dataset too (``split`` and ``question_field`` apply to datasets only). Raises
+    ``QuestionSourceError`` (one line) when the source cannot be read or holds a non-string,
+    blank, repeated or over-long question.
     """
     if source is None:
         questions = validated(bundled_questions(), "bundled questions", limit)
@@ -113,13 +107,9 @@ def load_question_set(
 
 
 def validated(questions: Sequence[object], where: str, limit: int | None = None) -> list[str]:
-    """The first ``limit`` questions, each checked and put in its normal form: a string,
-    not blank, valid Unicode, not huge, and distinct from every other once normalised (a
-    repeat is refused naming both).
-
-    Every question is checked before the limit applies, so a set is valid or not
-    whatever part of it a run asks for.
-    """
+    """The first ``limit`` questions, each checked and put in its normal form
+    (``record.lines.normal_text``). Every question is checked before the limit applies, so
+    a set is valid or not whatever part of it a run asks for."""
     if limit is not None and limit < 1:
         raise QuestionSourceError(f"the number of questions must be at least 1, got {limit}")
     if not questions:

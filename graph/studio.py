@@ -1,8 +1,7 @@
 """Compiled graphs for ``langgraph.json`` (LangGraph Studio and the LangGraph server).
 
-Compiled without a checkpointer: the server supplies its own persistence and refuses a
-graph that brings one. Everyone else should call the builders and compile with the
-checkpointer they want.
+Compiled without a checkpointer: the server supplies its own persistence and refuses a graph
+that brings one; everyone else calls the builders and compiles with the checkpointer they want.
 """
 
 from __future__ import annotations

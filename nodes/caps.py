@@ -1,15 +1,12 @@
 """The per-question caps and the run's budget: when a question stops short of its end.
 
-A cap (``max_question_cost``, ``max_question_seconds``, or the run-wide budget, a
-``Budget`` the graph builder hands to ``prepare`` and ``decide``: the run's usage ledger)
-stops a question after a recorded answer, at a turn boundary, with
-the cap's name as its stop reason. Such a question is *censored*: the model had not yet
-failed, so its score is a lower bound. Unlike the benchmark's own stops it is not final:
-invoked again under a cap it no longer reaches, ``prepare`` clears the stop and the chain
-continues from its last answer (the discarded look-ahead is asked again).
+A cap (``max_question_cost``, ``max_question_seconds``, or the run's ``Budget``) stops a
+question after a recorded answer, with the cap's name as its stop reason. Such a question
+is *censored*: the model had not yet failed, so its score is a lower bound. It is not
+final: invoked again under a cap it no longer reaches, it continues from its last answer.
 
-Seconds are the question's running time, the recorded ``elapsed_s`` of its answers; a
-continued question's clock resumes where it stopped, so time between runs is not counted.
+Seconds are the recorded ``elapsed_s`` of the answers; a continued question's clock resumes
+where it stopped, so time between runs is not counted.
 """
 
 from __future__ import annotations
@@ -23,8 +20,7 @@ from aidanbench.core.state import ErrorInfo
 
 
 class Budget(Protocol):
-    """The run's budget (``record.usage.UsageLedger``): whether what was spent reached
-    ``--max-cost``."""
+    """The run's budget (``record.usage.UsageLedger``): whether spending hit ``--max-cost``."""
 
     @property
     def exhausted(self) -> bool: ...
@@ -42,10 +38,8 @@ def cap_reached(
     *,
     budget_spent: bool,
 ) -> str | None:
-    """The cap that stops a question with these answers, or None.
-
-    ``unpriced_cap`` tells apart a cost cap that cannot be applied (no price known).
-    """
+    """The cap that stops a question with these answers, or None; ``unpriced`` when a cost
+    cap cannot be applied (no price known)."""
     if budget_spent:
         return "budget"
     cost_cap = settings.max_question_cost

@@ -1,12 +1,8 @@
 """What a node's helpers need besides the state: settings, services and the stream writer.
 
-Nodes are LangGraph nodes, ``async def verb_noun(state, runtime, *, services) -> dict``:
-they get the ``Runtime`` itself (context, store, stream writer, previous return value) and
-the services factory the graph builder was given, bound by the builder. ``NodeContext``
-bundles the two for the helpers a node calls. Settings come from ``runtime.context``
-(LangGraph passes None when no context is given, so the schema's defaults apply).
-Keeping services out of ``runtime.context`` keeps the context a plain, serialisable
-settings form that Studio can render.
+Nodes are ``async def verb_noun(state, runtime, *, services) -> dict``, the services factory
+bound by the graph builder. Keeping services out of ``runtime.context`` keeps the context a
+plain, serialisable settings form that Studio can render.
 """
 
 from __future__ import annotations
@@ -53,19 +49,17 @@ class NodeContext:
 
     @cached_property
     def settings(self) -> Settings:
-        """The run's settings (``settings_of`` the runtime)."""
         return settings_of(self.runtime)
 
     @cached_property
     def services(self) -> Services:
-        """Services for these settings (resolved on first use, inside the node's error
-        handling, so a configuration error is recorded like any other)."""
+        """Resolved on first use, inside the node's error handling, so a configuration error
+        is recorded like any other."""
         return self.factory(self.settings)
 
     def price(self, role: str, served: str | None = None) -> Price | None:
         """The price of a call of ``role`` (``model``, ``judge``, ``embeddings``) served by
-        ``served`` (``PriceTable.served_price``: the served model's own price, the asked
-        model's for a dated snapshot of it, else None), or None when unknown."""
+        ``served`` (``PriceTable.served_price``), or None when unknown."""
         model = self.settings.endpoint(role).model
         return price_table(self.settings.prices_path).served_price(model, served)
 
@@ -99,12 +93,11 @@ async def scored(
     ask: Callable[[], Awaitable[T]],
     outcome: Callable[[T], ScoreOutcome],
 ) -> ScoreOutcome:
-    """A scoring node's outcome for the candidate: ``outcome`` of what ``ask`` (the calls
-    ``role`` makes) returns, or, when the calls fail in a way a node records
-    (``is_recoverable``), that failure: an error is never a score. Any other exception
-    is a bug and is raised. A ``score`` that fails its threshold fails the answer
-    whatever the others say (a judge panel's: its decision), so the answer's look-ahead
-    is told at once."""
+    """``outcome`` of what ``ask`` (the calls ``role`` makes) returns, or the failure when
+    the calls fail in a way a node records (``is_recoverable``): an error is never a score.
+    Any other exception is a bug and is raised. A ``score`` failing its threshold (a judge
+    panel's: its decision) fails the answer whatever the others say, so the answer's
+    look-ahead is told at once."""
     turn = scoring_turn(state)
     try:
         found = await ask()
@@ -141,12 +134,8 @@ def paid_aside(state: QuestionState, *drafts: str) -> CallStats:
 
 def add_calls(total: CallStats, more: CallStats) -> CallStats:
     """Two costs of the same role summed (re-asks, pairs); a count or dollars unknown in
-    either is unknown in the sum.
-
-    A role that made no request adds nothing (the other is returned as it is). Records
-    made before usage details were kept have none of them; two such records sum to one
-    without them, as before.
-    """
+    either is unknown in the sum. Two records without usage details (older ones) sum to
+    one without them."""
     for nothing, other in ((total, more), (more, total)):
         if nothing["calls"] == 0 and nothing["latency_s"] == 0 and not nothing["served_model"]:
             return CallStats(**other)
@@ -182,15 +171,10 @@ def add_calls(total: CallStats, more: CallStats) -> CallStats:
 def message_stats(
     message: AIMessage, latency_s: float, price: Price | None, prompt: str
 ) -> CallStats:
-    """Cost of one chat call, from the usage and model id the provider reported.
-
-    Tokens and dollars are the reply's ledger line (``services.usage.usage_line``), which
-    the client leaves on the message when the run keeps a ledger (``PRICED``) and which is
-    made here otherwise: a reply is priced once. Dollars are the provider's ``usage.cost``
-    when the reply carries one, else ``price`` applied to the tokens, else unknown (None).
-    A reply without token counts has them unknown too, and an estimate from ``prompt`` and
-    the reply's text for the caps.
-    """
+    """Cost of one chat call: the reply's ledger line (``services.usage.usage_line``), left
+    on the message by the client when the run keeps a ledger (``PRICED``), else made here: a
+    reply is priced once. A reply without token counts has them unknown, and an estimate
+    from ``prompt`` and the reply's text for the caps."""
     served = served_model(message)
     line = message.response_metadata.get(PRICED) or usage_line(
         "",
@@ -224,14 +208,14 @@ def message_stats(
 
 @contextmanager
 def stopwatch() -> Iterator[Callable[[], float]]:
-    """Yields a function returning seconds elapsed since entry."""
+    """Yields the seconds elapsed since entry, as a function."""
     start = time.perf_counter()
     yield lambda: time.perf_counter() - start
 
 
 def finish_reason(message: AIMessage) -> str | None:
-    """Why the provider stopped the reply (``stop``, ``length``, ``content_filter``…), as
-    both chat clients keep it in ``response_metadata``; None when the reply gave none."""
+    """Why the provider stopped the reply (``stop``, ``length``, ``content_filter``…), or
+    None when it gave none."""
     found = message.response_metadata.get("finish_reason")
     return found if isinstance(found, str) and found else None
 
@@ -241,8 +225,7 @@ REASONING_BLOCKS = ("reasoning", "thinking")
 
 
 def reasoning_text(message: AIMessage) -> str:
-    """Reasoning a reply carries apart from its answer: a provider's reasoning field
-    (kept by the chat clients in ``additional_kwargs``) or reasoning content blocks."""
+    """Reasoning a reply carries apart from its answer: a reasoning field or content blocks."""
     found = message.additional_kwargs.get("reasoning")
     parts = [found] if isinstance(found, str) else []
     if not isinstance(message.content, str):

@@ -1,13 +1,13 @@
 """``decide``: combine the candidate's scores, record it, and say whether to go on.
 
-Runs once every branch of the turn has finished (it is a deferred node). The rule is the
-benchmark's, from ``Thresholds``: valid when every score is strictly above its threshold.
-The first invalid answer is recorded with ``valid: false`` and its reason, and ends the
-question; it is never counted. A branch that failed stops the question with its error
-kind instead, recording nothing for the candidate: an error is never a score.
+A deferred node: it runs once every branch of the turn has finished. The rule is the
+benchmark's (``Thresholds``, every score strictly above its threshold): the first invalid
+answer is recorded with ``valid: false`` and its reason, ends the question and is never
+counted. A failed branch stops the question with its error kind, recording nothing for the
+candidate: an error is never a score.
 
-``decided`` is the whole decision as a pure function of the state, the settings and the
-time (passed in); the node only reads the clock, pauses when asked and emits events.
+``decided`` is the whole decision as a pure function; the node only reads the clock, pauses
+when asked and emits events.
 """
 
 from __future__ import annotations
@@ -96,12 +96,9 @@ def _record(
 
 
 def should_pause(record: AnswerRecord, settings: Settings) -> bool:
-    """Whether to pause for a person after this answer (Studio human-in-the-loop).
-
-    The pause comes before anything is written, and ``decide`` makes no API call, so
-    resuming re-runs it without repeating one (only the answer's elapsed time is read
-    again from the clock).
-    """
+    """Whether to pause for a person after this answer (Studio human-in-the-loop). The
+    pause comes before anything is written and ``decide`` makes no API call, so resuming
+    re-runs it without repeating one (only the elapsed time is read again)."""
     if settings.interrupt_on_reject and not record["valid"]:
         return True
     every = settings.interrupt_every
@@ -109,12 +106,9 @@ def should_pause(record: AnswerRecord, settings: Settings) -> bool:
 
 
 def _after(state: QuestionState, stop: str | None) -> dict[str, Any]:
-    """What follows a recorded answer: the stop, or the look-ahead as the next candidate.
-
-    A stop discards the look-ahead unseen (its cost is kept as ``speculative``); a failed
-    look-ahead stops the question with its error, to be regenerated on the next
-    invocation.
-    """
+    """The stop, or the look-ahead as the next candidate. A stop discards the look-ahead
+    unseen (its cost is kept as ``speculative``); a failed look-ahead stops the question
+    with its error, to be regenerated on the next invocation."""
     lookahead = state.get("lookahead")
     if stop is not None:
         update: dict[str, Any] = {"stop_reason": stop, "candidate": None, "lookahead": None}
@@ -146,11 +140,8 @@ def answer_event(record: AnswerRecord, score: int, stop: str | None) -> dict[str
 def capped(
     state: QuestionState, record: AnswerRecord, settings: Settings, budget_spent: bool
 ) -> str | None:
-    """The cap (``nodes.caps``) that stops the question after ``record``, or None.
-
-    The question's spend counts its recorded answers, the discarded look-aheads and the
-    look-ahead already generated for the next turn: all of it was paid for.
-    """
+    """The cap (``nodes.caps``) that stops the question after ``record``, or None. The
+    spend counts the discarded look-aheads and the next turn's too: all were paid for."""
     answers = [*state.get("answers", []), record]
     return cap_reached(answers, paid_aside(state, "lookahead"), settings, budget_spent=budget_spent)
 
@@ -158,11 +149,7 @@ def capped(
 def decided(
     state: QuestionState, settings: Settings, now: float, *, budget_spent: bool = False
 ) -> tuple[dict[str, Any], AnswerRecord | None]:
-    """The update ``decide`` returns, and the answer it records (None on an error stop).
-
-    ``now`` is the wall-clock time of the decision, which gives the answer's elapsed time;
-    ``budget_spent`` says the run's budget is spent (stop reason ``budget``).
-    """
+    """The update ``decide`` returns, and the answer it records (None on an error stop)."""
     keys = [score.outcome_key for score in scoring(settings)]
     candidate = state.get("candidate")
     if candidate is None:
@@ -186,13 +173,9 @@ def decided(
 
 
 def changes(state: QuestionState, update: dict[str, Any]) -> dict[str, Any]:
-    """``update`` without the keys whose value ``state`` already holds.
-
-    Each key a node returns is a write LangGraph applies, versions and checkpoints (a
-    row of the writes table); most of the twelve metrics keep their value on a turn (a
-    failing answer changes none), and leaving them out leaves the same state.
-    ``answers`` is always kept: its writes append.
-    """
+    """``update`` without the keys whose value ``state`` already holds: each key returned
+    is a write LangGraph versions and checkpoints, and most metrics keep their value on a
+    turn. ``answers`` is always kept: its writes append."""
     return {
         key: value
         for key, value in update.items()
@@ -203,8 +186,7 @@ def changes(state: QuestionState, update: dict[str, Any]) -> dict[str, Any]:
 async def decide(
     state: QuestionState, runtime: Runtime[Settings], *, budget: Budget | None = None
 ) -> dict[str, Any]:
-    """Record the scored candidate; stop on the first failure, an error, a cap, or the
-    run's ``budget`` spent."""
+    """Record the scored candidate; stop on a failure, an error, a cap or a spent ``budget``."""
     settings = settings_of(runtime)
     update, record = decided(state, settings, time.time(), budget_spent=spent(budget))
     if record is None:

@@ -1,10 +1,8 @@
 """``embed_novelty``: 1 − max cosine similarity of the candidate to earlier valid answers.
 
-Every vector comes from the score cache; only texts it has never seen under this
-embedding model and endpoint are sent, batched with other questions' texts waiting at
-the same time (``services.batching``), and only usable vectors are cached (a bad one is
-this question's retryable error). After a restart the earlier answers' vectors are read
-back from disk instead of being embedded again.
+Every vector comes from the score cache, so a restart embeds no earlier answer again; only
+unseen texts are sent, batched with other questions' (``services.batching``), and only
+usable vectors are cached (a bad one is this question's retryable error).
 """
 
 from __future__ import annotations

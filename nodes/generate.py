@@ -1,13 +1,10 @@
 """``generate`` and ``generate_next``: ask the model under test for a new answer.
 
-The prompt lists every earlier valid answer, exactly as the benchmark's text does.
 ``generate_next`` is the pipelined look-ahead: the prompt for answer i+1 depends only on
 answers 1..i, not on answer i's scores, so it is asked while answer i is scored, as if
-answer i were valid. When answer i fails, ``decide`` discards the look-ahead unseen; when
-it fails before the look-ahead's request is sent (the request waits for a slot, or a
-score was known without a request), the request is withdrawn unsent
-(``services.lookahead``) and there is no look-ahead: either way, the same prompt asked
-again gives the next answer.
+answer i were valid. When answer i fails, ``decide`` discards the look-ahead unseen, or its
+request is withdrawn unsent if it has not gone yet (``services.lookahead``): either way, the
+same prompt asked again gives the next answer.
 """
 
 from __future__ import annotations
@@ -43,12 +40,9 @@ def previous_answers(state: QuestionState) -> list[str]:
 
 
 def empty_answer(ctx: NodeContext, reply: AIMessage, raw: str) -> ErrorInfo:
-    """The error of a reply with nothing to score, naming why it is empty.
-
-    An empty answer cannot be embedded (every embeddings endpoint refuses empty input)
-    and so can never be scored: it is a failed generation, retryable, and invoking the
-    thread again asks the model again. It is never recorded as an answer or a score.
-    """
+    """The error of a reply with nothing to score, naming why it is empty. An empty answer
+    cannot be embedded (every embeddings endpoint refuses empty input), so it is a failed,
+    retryable generation, never recorded as an answer or a score."""
     return ErrorInfo(
         kind="error",
         role="model",
@@ -60,8 +54,7 @@ def empty_answer(ctx: NodeContext, reply: AIMessage, raw: str) -> ErrorInfo:
 
 
 def empty_cause(reply: AIMessage, raw: str, limit_field: str) -> str:
-    """Why a reply has no answer text: the token limit (and the request field raising
-    it), the content filter, a refusal, text only in the reply's reasoning, or nothing."""
+    """Why a reply has no answer text, and what to change when the token limit cut it."""
     finish = finish_reason(reply)
     spent = reply_usage(reply).reasoning_tokens
     reasoning = reasoning_text(reply)
@@ -123,11 +116,9 @@ async def generate(
 async def generate_next(
     state: QuestionState, runtime: Runtime[Settings], *, services: ServicesFactory
 ) -> dict[str, Any]:
-    """Ask for the answer after the candidate, assuming the candidate will be valid; none
-    when the candidate fails before the request is sent.
-
-    The scorers start first: one that needs no request (a cached vector) has its score
-    after one turn of the event loop, before the request is asked."""
+    """Ask for the answer after the candidate, assuming it will be valid; none when the
+    candidate fails before the request is sent. The scorers start first: one that needs no
+    request (a cached vector) has its score after one event-loop turn, before the request."""
     ctx = NodeContext(runtime, services)
     candidate = state.get("candidate")
     if candidate is None or "answer" not in candidate:

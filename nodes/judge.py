@@ -1,10 +1,9 @@
 """``judge``: the judge LLM's coherence and plausibility score (0-100) for the candidate.
 
-With ``judge_samples`` K > 1 the judge is asked K times; the first judgment is the score
-(the benchmark's definition: one judgment decides) and all K are kept as ``samples``.
-With a judge panel (``judge_panel``) every judge of it scores the candidate at once, each
-on its own endpoint: each judge's judgment is kept (``panel``), the first judge's is the
-score, and the majority of their decisions at their own thresholds decides coherence.
+With ``judge_samples`` K > 1 all K judgments are kept as ``samples``; the first is the score
+(``judge_calls.sample_judgments``). With a judge panel (``judge_panel``) every judge scores
+the candidate at once and is kept (``panel``); the first judge's is the score, and the
+majority of their decisions at their own thresholds decides coherence.
 """
 
 from __future__ import annotations
@@ -67,8 +66,7 @@ async def judge(
 def panel_judgment(
     seat: Settings, scores: list[int], samples: int, call: CallStats
 ) -> PanelJudgment:
-    """One panel judge's judgment of an answer, its decision at its threshold and what it
-    cost."""
+    """One panel judge's judgment, its decision at its threshold and what it cost."""
     found = PanelJudgment(
         judge=seat.judge_model,
         score=float(scores[0]),

@@ -1,8 +1,7 @@
 """``llm_novelty``: the judge rates similarity (0-100) to each earlier answer.
 
-LLM novelty is 1 − max(similarity)/100. Each (answer, earlier answer) pair is judged at
-most once: scores are cached by the rendered prompt, across restarts. The pairs of one
-turn are asked concurrently, bounded by the judge endpoint's limiter.
+LLM novelty is 1 − max(similarity)/100. Each pair is judged at most once (scores are cached
+by the rendered prompt, across restarts); a turn's pairs are asked concurrently.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""The per-question metrics of the output schema, computed from the answer records.
-
-Each also goes by the verifiers environment's name (``aidanbench.core.metric_names``).
-"""
+"""The per-question metrics of the output schema, computed from the answer records."""
 
 from __future__ import annotations
 
@@ -14,11 +11,9 @@ from aidanbench.core.state import AnswerRecord
 
 
 def chain_metrics(answers: Sequence[AnswerRecord], reward_mode: str = "count") -> dict[str, Any]:
-    """Score (valid answers), novelty sum and means over valid answers, format adherence
-    (over the answers whose reply was recorded).
-
-    With the environment's names beside them; ``reward_mode`` chooses what ``reward`` is.
-    """
+    """Score, novelty sum and means over valid answers, format adherence (over the answers
+    whose reply was recorded), each also under the verifiers environment's name
+    (``core.metric_names``); ``reward_mode`` chooses what ``reward`` is."""
     valid = [a for a in answers if a["valid"]]
     tagged = [a for a in answers if a["used_answer_tag"] is not None]
     llm = [a["llm_novelty"] for a in valid if a["llm_novelty"] is not None]

@@ -18,11 +18,8 @@ def unit(vector: ArrayLike) -> np.ndarray:
 
 
 def cosine_novelty(vector: ArrayLike, previous: Sequence[ArrayLike]) -> float:
-    """Novelty of ``vector`` against ``previous``: 1.0 when there is nothing before it.
-
-    Cosine similarity, as the benchmark computes it on text-embedding-3-large vectors;
-    vectors need not be normalised.
-    """
+    """Cosine novelty of ``vector`` (need not be normalised) against ``previous``, as the
+    benchmark computes it: 1.0 when there is nothing before it."""
     if len(previous) == 0:
         return 1.0
     new = unit(vector)

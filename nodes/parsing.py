@@ -1,8 +1,7 @@
 """Reading model replies: the answer tag and the judges' score tags.
 
-A judge reply that cannot be read is an error, never a score: the caller asks again and,
-after a bounded number of tries, stops the question with ``judge_error``. Other ports
-score an unparseable reply as 0, which silently shortens chains.
+A judge reply that cannot be read is an error, never a score (``nodes.judge_calls`` asks
+again); other ports score it as 0, which silently shortens chains.
 """
 
 from __future__ import annotations
@@ -15,11 +14,8 @@ _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 
 def extract_answer(reply: str) -> tuple[str, bool]:
-    """Return the text of the last ``<answer>`` tag and whether the tag was used.
-
-    Without a complete tag the whole reply (stripped) is the answer, as in the original
-    benchmark; the flag feeds the format-adherence metric.
-    """
+    """The text of the last ``<answer>`` tag and whether the tag was used. Without a complete
+    tag the whole reply is the answer, as in the original benchmark."""
     found = _ANSWER.findall(reply)
     if found:
         return found[-1].strip(), True
@@ -30,11 +26,8 @@ _INTEGER = re.compile(r"\s*[+]?(\d+)\s*")
 
 
 def parse_score(reply: str, tag: str, *, low: int = 0, high: int = 100) -> int:
-    """Return the integer inside the single ``<tag>`` of a judge reply.
-
-    Raises ``ScoreParseError`` for an empty reply, a missing tag, several tags, a value
-    that is not a whole number, or one outside ``[low, high]``.
-    """
+    """The integer inside the single ``<tag>`` of a judge reply. Raises ``ScoreParseError``
+    for an empty reply, no tag or several, or a value not a whole number in ``[low, high]``."""
     if not reply.strip():
         raise ScoreParseError("empty", tag, reply)
     found = re.findall(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", reply, re.DOTALL)

@@ -1,23 +1,15 @@
 """``prepare``: the first step of every invocation of a question thread.
 
-On a new thread it notes the start time, records what the thread measures with (its
-settings' thresholds, models and prompts, ``measured``) and fills every output key (an
-empty chain's metrics), so callers always get the whole output schema. A thread invoked
-again under settings that disagree with what it recorded is refused: continuing it would
-mix two measurements in one chain and label old scores with new thresholds. On a thread
-that stopped with an error it clears the error and every failed outcome, keeping
-whatever succeeded, so routing re-runs only the failed parts: a finished judge or
-embedding result is not recomputed. On a thread that finished by the benchmark's rule
-it changes nothing, and routing ends at once. On a thread stopped by a cap
-(``nodes.caps``) it clears the stop when the cap no longer holds, so the chain goes on.
+A new thread records what it measures with (``measured``) and fills every output key, so
+callers always get the whole output schema. A thread invoked again under settings that
+disagree with its record is refused: it would mix two measurements in one chain. After an
+error only the failed outcomes are cleared, so a finished judge or embedding result is not
+recomputed; a cap (``nodes.caps``) is lifted when it no longer holds.
 
-One failure is not retried as it stands: a candidate answer the embeddings endpoint
-refused for its content (a 400, 413 or 422 on that text alone: too long, refused by a
-filter). Sending the same text again would fail on every rerun and the question would
-never finish, so the candidate, its look-ahead (whose prompt listed it) and its scores
-are dropped, their generation cost is kept as ``speculative``, and the model is asked
-again. The candidate was never scored, so no score changes; it is as if its generation
-had failed.
+A candidate the embeddings endpoint refused for its content (400, 413 or 422: too long,
+filtered) would fail on every rerun, so it is dropped with its look-ahead (whose prompt
+listed it) and scores, their cost kept as ``speculative``, and the model is asked again: it
+was never scored, so it is as if its generation had failed.
 """
 
 from __future__ import annotations
@@ -111,11 +103,8 @@ def measured_by(settings: Settings) -> Measured:
 
 
 def measurement_differences(recorded: Mapping[str, Any] | None, settings: Settings) -> list[str]:
-    """Names of what ``settings`` would measure differently from a thread's record.
-
-    Empty when they agree, or when the thread has no record (started before threads
-    recorded it: nothing to compare with).
-    """
+    """Names of what ``settings`` would measure differently from a thread's record (none
+    when the thread has no record: nothing to compare with)."""
     if not recorded:
         return []
     current = measured_by(settings)

@@ -1,11 +1,9 @@
 """The benchmark's prompt texts, filled by name.
 
 The texts live in ``prompts.json`` (``aidanbench.reference``) exactly as the published
-AidanBench has them, and scores are only comparable with published ones when they are
-sent byte for byte. Nothing here rewrites them: the list of previous answers is cut out of
-the reference ``generate_with_previous`` text itself (its first item, the separator
-between items and what follows the list), so the rendering cannot drift from the data
-file.
+AidanBench has them, and scores are only comparable with published ones when they are sent
+byte for byte. Nothing here rewrites them: the list of previous answers is cut out of the
+reference ``generate_with_previous`` text itself, so the rendering cannot drift from it.
 
 Placeholders are filled in a single pass, so an answer that happens to contain
 ``{question}`` or ``{prev1}`` is inserted literally and never re-expanded.
@@ -58,12 +56,9 @@ class _PreviousAnswersLayout:
     closing: str
 
     def items(self, previous: Sequence[str]) -> str:
-        """The listed answers, numbered from 1.
-
-        The item is kept pre-split at its two placeholders: the prompt is rebuilt every
-        turn from every earlier answer, so a regex pass per answer would make long chains
-        pay for their length on every turn.
-        """
+        """The listed answers, numbered from 1. The item is kept pre-split at its two
+        placeholders: the prompt is rebuilt every turn from every earlier answer, so a regex
+        pass per answer would make long chains pay for their length on every turn."""
         head, middle, tail = self.item_head, self.item_middle, self.item_tail
         return self.separator.join(
             f"{head}{i}{middle}{answer}{tail}" for i, answer in enumerate(previous, start=1)

@@ -1,18 +1,12 @@
 """What runs next: one rule, and one router per source node with its own destinations.
 
-The next steps follow from state alone: with no candidate, generate one; with a
-candidate, run every scoring branch that has no outcome for it yet, plus the look-ahead
-generation when pipelining; with nothing left to do, decide. A stop reason ends the
-graph. Because the rule reads only state, resuming after an error re-runs exactly the
-missing work.
-
-Each source gets a router whose destinations (``destinations``) are only the steps the
-rule can give after it, so the compiled graph (what Studio draws) has exactly the
+The next steps follow from state alone (``next_steps``), so resuming after an error re-runs
+exactly the missing work. Each source gets a router whose ``destinations`` are only the
+steps the rule can give after it, so the compiled graph (what Studio draws) has exactly the
 possible edges:
 
-- after ``prepare`` anything can follow, since it runs on whatever state a thread holds
-  (new, finished, stopped by an error with some outcomes kept, or paused before
-  ``decide``);
+- after ``prepare`` anything can follow: it runs on whatever state a thread holds (new,
+  finished, stopped by an error with some outcomes kept, or paused before ``decide``);
 - after ``generate`` there is a candidate and no stop reason: score it, look ahead, or
   decide at once when the generation failed; never ``generate`` again or the end;
 - after ``decide`` either the question stopped, or the outcomes are cleared and the
@@ -21,9 +15,8 @@ possible edges:
 A router that meets a step its source cannot lead to raises, naming it: that state is a
 bug, not something to route around.
 
-The routers are plain functions (callers and tests use them as such); the graph gets them
-through ``on_event_loop``, because LangGraph runs a plain function of an async graph in a
-worker thread, a hop there and back on every step that costs more CPU than the rule.
+The graph gets the plain routers through ``on_event_loop``: LangGraph runs a plain function
+of an async graph in a worker thread, a hop that costs more CPU than the rule.
 """
 
 from __future__ import annotations
@@ -46,8 +39,7 @@ END_STEP = "__end__"
 
 
 def destinations(source: str) -> list[str]:
-    """The steps the rule can give after ``source`` (its router's path map), with every
-    declared score's node (``core.scores``)."""
+    """The steps the rule can give after ``source``: its router's path map."""
     scorers = [score.node for score in declared()]
     return {
         "prepare": ["generate", *scorers, "generate_next", "decide", END_STEP],
@@ -96,8 +88,7 @@ def router(source: str) -> Callable[[QuestionState, Runtime[Settings]], Sequence
 def on_event_loop(
     router: Callable[[QuestionState, Runtime[Settings]], R],
 ) -> Callable[[QuestionState, Runtime[Settings]], Awaitable[R]]:
-    """``router`` as a coroutine function (same name, parameters and return type), which
-    LangGraph calls on the event loop instead of in a worker thread."""
+    """``router`` as a coroutine function, which LangGraph calls on the event loop."""
 
     @functools.wraps(router)
     async def routed(state: QuestionState, runtime: Runtime[Settings]) -> R:
