@@ -181,10 +181,9 @@ class SummaryRow:
         data["repeat_scores"] = list(self.repeat_scores)
         data["repeat_novelty_sums"] = list(self.repeat_novelty_sums)
         data["reward"] = _whole(self.reward) if self.reward_mode == "count" else self.reward
-        for name in ("score_interval", "novelty_sum_interval"):
+        for name in ("score_interval", "novelty_sum_interval", "reward_interval"):
             value = getattr(self, name)
             data[name] = list(value) if value else None
-        data["reward_interval"] = list(self.reward_interval) if self.reward_interval else None
         data["judge_noise"] = None if self.judge_noise is None else self.judge_noise.to_dict()
         data["judge_panel"] = None if self.judge_panel is None else self.judge_panel.to_dict()
         data["lower_bound"] = self.lower_bound
