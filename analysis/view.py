@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import resources
@@ -71,10 +72,7 @@ def load_source(path: Path, thresholds: Thresholds | None = None) -> Source:
 def _distinct(sources: Sequence[Source]) -> list[list[QuestionResult]]:
     """Each source's results; a model that two sources share becomes ``MODEL [NAME]``, so two
     paths with the same model and temperature do not merge into one row."""
-    counts: dict[tuple[str, float], int] = {}
-    for source in sources:
-        for key in group_results(source.results):
-            counts[key] = counts.get(key, 0) + 1
+    counts = Counter(key for source in sources for key in group_results(source.results))
     return [
         [
             dataclasses.replace(r, model=f"{r.model} [{source.path.name}]")
