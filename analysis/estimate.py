@@ -220,29 +220,24 @@ def assumed_reasoning(model: str, fields: Mapping[str, Any], answer_tokens: floa
     return Reasoning(figures[0], figures[1], figures[2], basis)
 
 
-def model_reasoning(model: str, plan: PlannedRun, counts: AnswerCounts) -> Reasoning:
-    """Reasoning tokens per generation of ``model`` (module docstring)."""
-    measured = counts.reasoning.get(model)
+def reasoning(model: str, plan: PlannedRun, counts: AnswerCounts, judge: bool = False) -> Reasoning:
+    """Reasoning tokens per generation of ``model``, or per call of the judge ``model``
+    (module docstring)."""
+    measured = (counts.judge_reasoning if judge else counts.reasoning).get(model)
     if measured is not None:
         mean, n = measured
-        return Reasoning.one(mean, f"measured: mean of {n:,} answers in {counts.source}")
-    if plan.reasoning_tokens is not None:
-        return Reasoning.one(plan.reasoning_tokens, "given (--reasoning-tokens)")
+        calls = "judge calls" if judge else "answers"
+        return Reasoning.one(mean, f"measured: mean of {n:,} {calls} in {counts.source}")
+    given = plan.judge_reasoning_tokens if judge else plan.reasoning_tokens
+    flag = "--judge-reasoning-tokens" if judge else "--reasoning-tokens"
+    if given is not None:
+        return Reasoning.one(given, f"given ({flag})")
+    if judge:
+        return assumed_reasoning(model, {}, JUDGE_OUTPUT_TOKENS)
     settings = plan.settings_of(model)
     return assumed_reasoning(
         settings.provider_model, settings.request_fields, tokens(counts.answer_chars)
     )
-
-
-def judge_reasoning(plan: PlannedRun, counts: AnswerCounts) -> Reasoning:
-    """Reasoning tokens per judge call (measured, else assumed from the judge's name)."""
-    measured = counts.judge_reasoning.get(plan.settings.judge_model)
-    if measured is not None:
-        mean, n = measured
-        return Reasoning.one(mean, f"measured: mean of {n:,} judge calls in {counts.source}")
-    if plan.judge_reasoning_tokens is not None:
-        return Reasoning.one(plan.judge_reasoning_tokens, "given (--judge-reasoning-tokens)")
-    return assumed_reasoning(plan.settings.judge_model, {}, JUDGE_OUTPUT_TOKENS)
 
 
 @dataclass
@@ -328,9 +323,9 @@ def estimate(plan: PlannedRun, counts: AnswerCounts, prices: PriceTable) -> dict
     low, high = counts.quantile(0.1), counts.quantile(0.9)
     weights = {n: counts.lengths.count(n) / len(counts.lengths) for n in set(counts.lengths)}
     models = []
-    judged = judge_reasoning(plan, counts)
+    judged = reasoning(plan.settings.judge_model, plan, counts, judge=True)
     for model in plan.models:
-        thought = model_reasoning(model, plan, counts)
+        thought = reasoning(model, plan, counts)
         row: dict[str, Any] = {
             "model": model,
             "sent_as": plan.settings_of(model).provider_model,

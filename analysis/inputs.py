@@ -28,26 +28,30 @@ DEFAULT_REWARD_MODE = "count"
 
 
 @dataclass(frozen=True)
-class Input:
-    """Results read from one path, with the reward mode its run recorded."""
+class Source:
+    """Results read from one path, with what its run directory recorded about them."""
 
     path: Path
     results: list[QuestionResult]
-    reward_mode: str | None
-    """``count`` or ``novelty_sum`` as the run directory recorded it; None for a results file."""
-    notes: list[str] = dataclasses.field(default_factory=list)
+    metadata: Metadata | None
+    read_thresholds: Thresholds
+    """Thresholds validity was recomputed with where the file does not record them."""
+    notes: tuple[str, ...] = ()
     """Lines counted once for two spellings of one question (``records.distinct``)."""
 
+    @property
+    def reward_mode(self) -> str | None:
+        """``count`` or ``novelty_sum`` as the run directory recorded it; None for a file."""
+        spec = self.metadata.spec if self.metadata else None
+        return spec.reward_mode if spec and spec.reward_mode in REWARD_MODES else None
 
-def read_input(path: Path, thresholds: Thresholds | None = None) -> Input:
+
+def read_input(path: Path, thresholds: Thresholds | None = None) -> Source:
     """The results at ``path``; raises ``ValueError`` (``OSError``, ``KeyError``) naming why."""
-    results, notes = read_results_noted(path, thresholds)
-    mode = None
-    if path.is_dir():
-        metadata = read_metadata(path)
-        recorded = metadata.spec.reward_mode if metadata and metadata.spec else None
-        mode = recorded if recorded in REWARD_MODES else None
-    return Input(path, results, mode, notes)
+    read = thresholds or Thresholds()
+    results, notes = read_results_noted(path, read)
+    metadata = read_metadata(path) if path.is_dir() else None
+    return Source(path, results, metadata, read, tuple(notes))
 
 
 def token_limit_field_of(model: str, metadata: Metadata | None) -> str:
@@ -64,13 +68,13 @@ def token_limit_field_of(model: str, metadata: Metadata | None) -> str:
         return token_limit_field(model, {})
 
 
-def _names(inputs: Sequence[Input]) -> list[str]:
+def _names(inputs: Sequence[Source]) -> list[str]:
     """Short names of the inputs: the last path part, or the whole path when that repeats."""
     short = [i.path.name or str(i.path) for i in inputs]
     return short if len(set(short)) == len(short) else [str(i.path) for i in inputs]
 
 
-def combine(inputs: Sequence[Input]) -> list[QuestionResult]:
+def combine(inputs: Sequence[Source]) -> list[QuestionResult]:
     """Every input's lines in input order, models that clash named after their input."""
     owners: dict[tuple[str, float, str, int], set[int]] = {}
     for n, source in enumerate(inputs):
@@ -87,7 +91,7 @@ def combine(inputs: Sequence[Input]) -> list[QuestionResult]:
     return combined
 
 
-def reward_mode(inputs: Sequence[Input], chosen: str | None = None) -> tuple[str, list[str]]:
+def reward_mode(inputs: Sequence[Source], chosen: str | None = None) -> tuple[str, list[str]]:
     """The reward mode to report in (``chosen``, else the runs' shared one, else ``count``) and
     the warnings: the inputs' notes, then any disagreement."""
     spelled = [note for i in inputs for note in i.notes]

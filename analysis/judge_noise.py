@@ -39,12 +39,12 @@ from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.lines import AnswerLine
 from aidanbench.record.results import QuestionResult
 
-RESAMPLES = 10_000
-"""Bootstrap replicates (``summary.BOOTSTRAP_RESAMPLES``; a test holds them equal)."""
+BOOTSTRAP_RESAMPLES = 10_000
+"""Replicates per interval of every report; enough for stable 2.5 % and 97.5 % percentiles."""
 
-SEED = 20241
-"""Seed of the question draws (``summary.BOOTSTRAP_SEED``; a test holds them equal), so the
-question-only interval is ``summary.bootstrap_sum``'s; judgments use the next seed."""
+BOOTSTRAP_SEED = 20241
+"""Seed of the bootstrap generator, fixed so reports are reproducible; ``summary.bootstrap_sum``
+draws its questions with it as ``judge_noise`` does (judgments: the next seed)."""
 
 
 def judgments(answer: AnswerLine) -> list[float]:
@@ -122,7 +122,8 @@ def _walk(passes: np.ndarray) -> np.ndarray:
     return np.where(failed.any(axis=1), failed.argmax(axis=1), passes.shape[1])
 
 
-def _interval(totals: np.ndarray) -> tuple[float, float]:
+def percentile_interval(totals: np.ndarray) -> tuple[float, float]:
+    """The 2.5th to the 97.5th percentile of bootstrap totals."""
     low, high = np.percentile(totals, [2.5, 97.5])
     return float(low), float(high)
 
@@ -166,8 +167,8 @@ def judge_noise(
     lines: Sequence[QuestionResult],
     default: Thresholds | None = None,
     *,
-    resamples: int = RESAMPLES,
-    seed: int = SEED,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
 ) -> JudgeNoise | None:
     """The noise of one row's lines, or None when no answer was judged more than once; each
     line is walked under its own thresholds (``default`` when unrecorded)."""
@@ -228,10 +229,10 @@ def judge_noise(
         flips=sum(1 for s, t in multi if min(s) <= t < max(s)),
         threshold=threshold,
         score=float(deciding.sum()),
-        rejudged_interval=_interval(rejudged),
+        rejudged_interval=percentile_interval(rejudged),
         rejudged_sd=float(np.std(rejudged)),
-        question_interval=_interval(without),
-        judge_interval=_interval(with_judge),
+        question_interval=percentile_interval(without),
+        judge_interval=percentile_interval(with_judge),
         open_chains=open_chains,
     )
 

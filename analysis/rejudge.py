@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,12 +111,8 @@ class Rejudging:
 
     def served_counts(self) -> dict[str, int]:
         """Judgments by the model that served them ("not reported" when unnamed)."""
-        counts: dict[str, int] = {}
-        for judged in self.judgments.values():
-            for name in judged.served:
-                key = name or "not reported"
-                counts[key] = counts.get(key, 0) + 1
-        return dict(sorted(counts.items()))
+        served = (name for judged in self.judgments.values() for name in judged.served)
+        return dict(sorted(Counter(name or "not reported" for name in served).items()))
 
 
 class JudgeAborted(Exception):

@@ -24,10 +24,13 @@ from rich.table import Table
 
 from aidanbench.analysis.environment_metrics import answer_means
 from aidanbench.analysis.judge_noise import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
     JudgeNoise,
     JudgePanel,
     judge_noise,
     judge_panel,
+    percentile_interval,
     unreadable_of,
 )
 from aidanbench.analysis.tables import Column, fitted_tables, score_text, tokens_text
@@ -45,12 +48,6 @@ COUNTING = (
     "more per question)"
 )
 """How scores are counted, printed with every table and JSON report."""
-
-BOOTSTRAP_RESAMPLES = 10_000
-"""Replicates per interval; enough for stable 2.5 % and 97.5 % percentiles."""
-
-BOOTSTRAP_SEED = 20241
-"""Seed of the bootstrap generator, fixed so reports are reproducible."""
 
 INTERVAL_LEVEL = 0.95
 """Coverage of every interval: the 2.5th to the 97.5th percentile of the replicates."""
@@ -181,10 +178,9 @@ class SummaryRow:
         data["repeat_scores"] = list(self.repeat_scores)
         data["repeat_novelty_sums"] = list(self.repeat_novelty_sums)
         data["reward"] = _whole(self.reward) if self.reward_mode == "count" else self.reward
-        for name in ("score_interval", "novelty_sum_interval"):
+        for name in ("score_interval", "novelty_sum_interval", "reward_interval"):
             value = getattr(self, name)
             data[name] = list(value) if value else None
-        data["reward_interval"] = list(self.reward_interval) if self.reward_interval else None
         data["judge_noise"] = None if self.judge_noise is None else self.judge_noise.to_dict()
         data["judge_panel"] = None if self.judge_panel is None else self.judge_panel.to_dict()
         data["lower_bound"] = self.lower_bound
@@ -264,8 +260,7 @@ def bootstrap_sum(values: Sequence[float], seed: int = BOOTSTRAP_SEED) -> Interv
     data = np.asarray(values, dtype=np.float64)
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, len(data), size=(BOOTSTRAP_RESAMPLES, len(data)))
-    low, high = np.percentile(data[draws].sum(axis=1), [2.5, 97.5])
-    return float(low), float(high)
+    return percentile_interval(data[draws].sum(axis=1))
 
 
 def per_question_repeat_means(

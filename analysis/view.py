@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import resources
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from aidanbench.analysis.cost import dollars_text, tokens_text
-from aidanbench.analysis.inputs import token_limit_field_of
+from aidanbench.analysis.inputs import Source, read_input, token_limit_field_of
 from aidanbench.analysis.judge_noise import noise_text, panel_text
 from aidanbench.analysis.summary import (
     caption,
@@ -42,8 +43,8 @@ from aidanbench.core.scores import declared
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.files import atomic_write
 from aidanbench.record.lines import AnswerLine
-from aidanbench.record.metadata import Metadata, read_metadata
-from aidanbench.record.results import QuestionResult, read_results_noted
+from aidanbench.record.metadata import Metadata
+from aidanbench.record.results import QuestionResult
 
 TEMPLATE = "view_template.html"
 """The page's markup, styles and script; ``build_html`` fills its two slots."""
@@ -55,41 +56,23 @@ CHAINS_SLOT = "<!--CHAINS-->"
 """Where the per-group chain scripts go."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Source:
-    """Results read from one path, with what its run directory recorded about them."""
-
-    path: Path
-    results: list[QuestionResult]
-    metadata: Metadata | None
-    read_thresholds: Thresholds
-    """Thresholds validity was recomputed with where the file does not record them."""
-    notes: tuple[str, ...] = ()
-    """Lines counted once for two spellings of one question (``records.distinct``)."""
-
-
 def load_source(path: Path, thresholds: Thresholds | None = None) -> Source:
     """Results and metadata at ``path`` (a run directory or an original-schema file); raises
     ``ValueError`` naming the problem when the path cannot be read or holds nothing."""
-    read = thresholds or Thresholds()
     try:
-        results, notes = read_results_noted(path, read)
-        metadata = read_metadata(path) if path.is_dir() else None
+        source = read_input(path, thresholds)
     except (OSError, KeyError, TypeError, json.JSONDecodeError) as exc:
         detail = f"missing key {exc}" if isinstance(exc, KeyError) else " ".join(str(exc).split())
         raise ValueError(f"cannot read results at {path}: {detail}") from exc
-    if not results:
+    if not source.results:
         raise ValueError(f"no question results at {path}")
-    return Source(path, results, metadata, read, tuple(notes))
+    return source
 
 
 def _distinct(sources: Sequence[Source]) -> list[list[QuestionResult]]:
     """Each source's results; a model that two sources share becomes ``MODEL [NAME]``, so two
     paths with the same model and temperature do not merge into one row."""
-    counts: dict[tuple[str, float], int] = {}
-    for source in sources:
-        for key in group_results(source.results):
-            counts[key] = counts.get(key, 0) + 1
+    counts = Counter(key for source in sources for key in group_results(source.results))
     return [
         [
             dataclasses.replace(r, model=f"{r.model} [{source.path.name}]")

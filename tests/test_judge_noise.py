@@ -279,9 +279,9 @@ def test_the_estimate_counts_every_judgment(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_the_noise_bootstrap_is_the_summary_s() -> None:
-    """The question draws are ``summary.bootstrap_sum``'s: same seed, same count."""
-    from aidanbench.analysis import judge_noise as noise_module
-    from aidanbench.analysis import summary
-
-    assert noise_module.SEED == summary.BOOTSTRAP_SEED
-    assert noise_module.RESAMPLES == summary.BOOTSTRAP_RESAMPLES
+    """The question draws are ``summary.bootstrap_sum``'s (one seed and count, said in
+    ``judge_noise``): questions of unequal scores get the one interval."""
+    lines = [_line(f"q{n}", [[80, 80]] * (n % 4 + 1), novelty_fails_last=True) for n in range(10)]
+    noise = judge_noise(lines)
+    assert noise is not None
+    assert noise.question_interval == bootstrap_sum([float(n % 4) for n in range(10)])

@@ -19,7 +19,7 @@ from aidanbench.analysis.summary import COUNTING, INTERVAL_METHOD, SummaryRow, s
 from aidanbench.core.scores import declared
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.lines import AnswerLine
-from aidanbench.record.metadata import Metadata, question_set_hash, read_metadata
+from aidanbench.record.metadata import Metadata, question_set_hash
 from aidanbench.record.results import QuestionResult
 
 LineKey = tuple[str, float, str, int]
@@ -169,7 +169,7 @@ def read_run(path: Path) -> RunRecord:
     """The run at ``path``; raises ``ValueError`` (or ``OSError``) naming the problem."""
     source = read_input(path)
     reward_mode = source.reward_mode or "count"
-    metadata = read_metadata(path) if path.is_dir() else None
+    metadata = source.metadata
     questions = list(dict.fromkeys(line.question for line in source.results))
     order = {q: n for n, q in enumerate(questions)}
     by_key = cost.run_fields(source.results) if metadata is not None else {}
