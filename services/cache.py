@@ -2,13 +2,10 @@
 
 Vectors are kept out of checkpointed state (which they would make grow quadratically), keyed
 by (namespace, sha256 of the text), so each answer is embedded once per embedding model, even
-across restarts and by ``rescore``. The namespace is everything that decides a vector, endpoint
-and model (``embedding_namespace``), so a process serving several endpoints never hands one
-endpoint's vector to another. Similarity judgements are keyed by (judge namespace, sha256 of
-the rendered prompt). Coherence judgments made outside a run (``calibrate``, ``rescore
---judge-model``) are kept the same way, one row per sample, and so are the ids of batches
-those commands submitted (``services.batch``), so a killed command resumes its batch instead
-of paying for a second one.
+across restarts and by ``rescore``. The namespace is endpoint and model, so a process serving
+several endpoints never hands one endpoint's vector to another. Judge scores are keyed by
+(judge namespace, sha256 of the rendered prompt). The ids of batches submitted are kept too
+(``services.batch``), so a killed command resumes its batch instead of paying for a second.
 
 Only usable vectors are stored: finite, not all zeros, and of the namespace's one length (the
 most common on disk, else the first stored). A vector read back that breaks those rules is

@@ -1,17 +1,14 @@
 """Embeddings from an OpenAI-compatible endpoint, placed by index and checked.
 
-The API gives each vector an ``index``; nothing promises that ``data`` lists them in
-input order, and langchain-openai's ``OpenAIEmbeddings`` takes them in list order. With
-texts of several questions batched into one request, a reordered reply then hands one
-question's vector to another, and the scores are silently wrong. This client calls the
-endpoint through the OpenAI client itself and places every vector by its ``index``. Texts go
-as strings, never token ids (which many servers reject, and which need a tokenizer file).
+The API gives each vector an ``index``; nothing promises that ``data`` lists them in input
+order, and langchain-openai's ``OpenAIEmbeddings`` takes them in list order. With texts of
+several questions batched into one request, a reordered reply then hands one question's vector
+to another, and the scores are silently wrong. This client places every vector by its
+``index``. Texts go as strings, never token ids (which many servers reject).
 
-A reply is refused as a whole (``MalformedReply``) when it is not a list of embeddings,
-or when an index is repeated, out of range or not an integer. A single vector that is
-absent, empty, not finite, all zeros or of another length than the others is reported
-for its own text only (``None`` in ``aembed_indexed``), so one bad vector fails only the
-question it belongs to.
+A reply with no list of embeddings, or a repeated or invalid index, is refused as a whole
+(``MalformedReply``). A single unusable vector is reported for its own text only, so it fails
+only the question it belongs to.
 """
 
 from __future__ import annotations

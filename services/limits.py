@@ -170,11 +170,8 @@ class Gate:
 
 
 class EndpointLimiter(Gate):
-    """An adaptive in-flight limit plus an optional sliding-window request rate.
-
-    ``adaptive=False`` holds the limit at ``max_in_flight``. The limiter binds to no event loop:
-    a waiter's future belongs to the loop it waits on.
-    """
+    """An adaptive in-flight limit plus an optional sliding-window request rate, bound to no
+    event loop (a waiter's future belongs to the loop it waits on)."""
 
     def __init__(
         self,

@@ -74,10 +74,8 @@ class Services:
         return self._built[role]
 
     def warm(self) -> None:
-        """Build every client now, outside any node, so no node pays for it.
-
-        A role that cannot be built is left to fail inside its node, where the error is recorded.
-        """
+        """Build every client now, outside any node; one that cannot be built is left to fail
+        inside its node, where the error is recorded."""
         for role in ROLES:
             try:
                 self._get(role)
@@ -169,11 +167,8 @@ class Services:
 
 
 async def ask(client: ChatClient, prompt: str) -> AIMessage:
-    """One attempt of a chat role's client at one user message.
-
-    A 200 reply the client cannot read (no choices, not JSON, an HTML page, an ``error``
-    object) is a ``MalformedReply``, retried like a 5xx.
-    """
+    """One attempt of a chat role's client at one user message; a 200 reply it cannot read
+    is a ``MalformedReply``, retried like a 5xx."""
     if isinstance(client, OpenAIChat):
         return await client.reply(prompt)
     try:

@@ -33,12 +33,8 @@ any reply of the benchmark, below what a reasoning model may spend (set
 
 
 def text_tokens(text: str) -> int:
-    """An upper estimate of the tokens of ``text``: its UTF-8 bytes.
-
-    Byte-level BPE tokenizers (OpenAI's, Llama's, most served models') never make more
-    tokens than bytes. No tokenizer is downloaded (``tiktoken`` fetches its files on first
-    use, which an offline run cannot).
-    """
+    """An upper estimate of the tokens of ``text``: its UTF-8 bytes, more than any byte-level
+    BPE tokenizer makes; no tokenizer is downloaded (an offline run cannot)."""
     return len(text.encode("utf-8", "surrogatepass"))
 
 
@@ -121,12 +117,8 @@ def raw_usage(raw: Any) -> Usage:
 
 
 def reply_usage(message: AIMessage) -> Usage:
-    """The usage of a chat reply, read from the provider's own ``usage`` object.
-
-    Both chat clients keep it as ``response_metadata["token_usage"]``; LangChain's
-    ``usage_metadata`` turns a missing count into 0, so it is read only when the raw
-    object is absent.
-    """
+    """The usage of a chat reply, from the provider's own ``usage`` object: LangChain's
+    ``usage_metadata`` turns a missing count into 0, so it is read only without one."""
     raw = message.response_metadata.get("token_usage")
     if isinstance(raw, dict):
         return raw_usage(raw)
@@ -320,11 +312,8 @@ class RoleLedger:
 
 
 class LedgerCallback(AsyncCallbackHandler):
-    """Writes a chat client's every attempt to the ledger: ``sent``, then its ``usage``.
-
-    Attached to the client itself, so each attempt of the retry layer is seen, and the
-    thread and node come from the metadata LangGraph gives the call.
-    """
+    """Writes a chat client's every attempt to the ledger: ``sent``, then its ``usage``
+    (attached to the client itself, so each attempt of the retry layer is seen)."""
 
     run_inline = True
 
