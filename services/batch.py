@@ -95,11 +95,8 @@ def request_file(requests: Sequence[BatchRequest]) -> bytes:
 
 def read_results(text: str) -> dict[str, list[BatchResult]]:
     """The results in an output or error file, by ``custom_id``, every line of an id in file
-    order (a provider may repeat one; which line counts is the reader's choice).
-
-    A status 200 line holds a chat completion (read as ``OpenAIChat`` reads one); any other
-    status, an ``error`` object or an unreadable body is an error naming it. Lines that are not
-    JSON objects are skipped.
+    order (a provider may repeat one; which line counts is the reader's choice). A status 200
+    line holds a chat completion; anything else is an error naming it; non-JSON lines are skipped.
     """
     found: dict[str, list[BatchResult]] = {}
     for _, raw in numbered_lines(text):

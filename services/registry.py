@@ -497,10 +497,8 @@ shared_cache = OpenAIServices().cache
 
 
 def with_policy(shared: Services, policy: ChatClient) -> Services:
-    """``shared``'s judge, embeddings, cache and batcher, with ``policy`` as the model under test.
-
-    For a framework that owns the policy call (the verifiers environments): each episode's
-    policy has a limiter of its own so it never waits for a judge's slot.
+    """``shared``'s judge, embeddings, cache and batcher, with ``policy`` as the model under
+    test (the verifiers environments), on a limiter of its own: it never waits for a judge slot.
     """
     return Services(
         build={
