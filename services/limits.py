@@ -38,9 +38,9 @@ from aidanbench.services.lookahead import Withdrawn, withdraw
 from aidanbench.services.waits import WaitNow, Waits
 
 INITIAL_LIMIT = 64
-"""Requests in flight an adaptive limiter starts with (or its ceiling, when lower). Each
-halving of it costs a round trip at the start of a run (docs/performance.md); a provider taking
-fewer costs at most this many refusals once."""
+"""Requests in flight an adaptive limiter starts with (or its ceiling, when lower). Slow start
+doubles it per round trip, so a lower start costs round trips at the start of a run
+(docs/performance.md); a provider taking fewer costs at most this many refusals once."""
 
 GROWTH = 0.1
 """After the first back-off, the least each success adds: a tenth of the limit per round trip."""

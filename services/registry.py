@@ -8,9 +8,10 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import httpx2
 import numpy as np
@@ -29,6 +30,8 @@ from aidanbench.services.endpoint_check import PROBE_MESSAGE, PROBE_TEXT
 from aidanbench.services.limits import INITIAL_LIMIT, EndpointLimiter, EndpointStats
 from aidanbench.services.lookahead import Verdicts
 from aidanbench.services.refusals import RefusalWatch
+
+T = TypeVar("T")
 
 ChatClient = BaseChatModel | OpenAIChat
 """A chat role's client: any LangChain chat model, or the direct ``OpenAIChat``."""
@@ -123,47 +126,38 @@ class Services:
         can hold, become U+FFFD as a UTF-8 decoder replaces invalid bytes.
         """
         client = self.model if role == "model" else self.judge
-        try:
-            reply = await retry.call(
-                self.limiters[role],
-                lambda: ask(client, prompt),
-                limit_s=self.request_timeout,
-                max_retries=self.max_retries,
-            )
-        except Exception as exc:
-            if self.refusals is not None:
-                await self.refusals.check(role, exc, lambda: self._once(role, client))
-            raise
-        if self.refusals is not None:
-            self.refusals.succeeded(role)
-        return repaired(reply)
-
-    async def _once(self, role: str, client: ChatClient) -> AIMessage:
-        """One content-free request of a chat role, as its settings send it."""
-        limit = self.request_timeout
-        return await retry.attempt_once(
-            self.limiters[role], limit, lambda: ask(client, PROBE_MESSAGE)
+        limiter, limit_s, retries = self.limiters[role], self.request_timeout, self.max_retries
+        request = retry.call(
+            limiter, lambda: ask(client, prompt), limit_s=limit_s, max_retries=retries
         )
+        return repaired(await self._watched(role, request))
 
     async def embed(self, texts: list[str]) -> list[np.ndarray]:
         """Vectors of ``texts``; a refused embeddings role raises ``EndpointRefused``."""
+        return await self._watched("embeddings", self.embedder.embed(texts))
+
+    async def _watched(self, role: str, request: Awaitable[T]) -> T:
+        """``request``'s result; a failure that refuses ``role`` raises ``EndpointRefused``."""
         try:
-            vectors = await self.embedder.embed(texts)
+            result = await request
         except Exception as exc:
             if self.refusals is not None:
-                await self.refusals.check("embeddings", exc, self._embed_once)
+                await self.refusals.check(role, exc, lambda: self._probe(role))
             raise
         if self.refusals is not None:
-            self.refusals.succeeded("embeddings")
-        return vectors
+            self.refusals.succeeded(role)
+        return result
 
-    async def _embed_once(self) -> object:
-        """One content-free embeddings request."""
-        client = self.embeddings
-        limit = self.request_timeout
-        return await retry.attempt_once(
-            self.limiters["embeddings"], limit, lambda: client.aembed_documents([PROBE_TEXT])
-        )
+    async def _probe(self, role: str) -> object:
+        """One content-free request of ``role``, as its settings send it."""
+        limiter, limit_s = self.limiters[role], self.request_timeout
+        if role == "embeddings":
+            embeddings = self.embeddings
+            return await retry.attempt_once(
+                limiter, limit_s, lambda: embeddings.aembed_documents([PROBE_TEXT])
+            )
+        client = self.model if role == "model" else self.judge
+        return await retry.attempt_once(limiter, limit_s, lambda: ask(client, PROBE_MESSAGE))
 
 
 async def ask(client: ChatClient, prompt: str) -> AIMessage:
