@@ -131,7 +131,7 @@ def chat_client(
         client = openai_client(base_url, key, settings, pool)
         direct = DirectPost.of(client, pool)
         return OpenAIChat(client, model, temperature, extra_body, record, direct)
-    # 0.1-0.2 s to load langchain_openai; unused by the command line
+    # imported here: slow to load, and unused by the command line
     from aidanbench.services.langchain_chat import ReasoningChatOpenAI
 
     callbacks: list[BaseCallbackHandler] | None = None
