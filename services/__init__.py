@@ -1,13 +1,8 @@
 """What nodes call: clients for the three roles, the score cache and endpoint limits.
 
-Nodes never build clients (building one blocks the event loop, see README); they get a
-``Services`` from a factory the graph builder was given. The default factory builds
-OpenAI-compatible clients once per settings and event loop; callers embedding the graph
-can pass their own factory, for example to test with fake models or to use another chat
-model class.
-
-The package's names are imported on first use (PEP 562), so importing one of its light
-modules (``services.errors``, ``services.limits``) does not build the client stack.
+Nodes never build clients (building one blocks the event loop); they get a ``Services`` from a
+factory the graph builder was given, which callers embedding the graph can replace. Names are
+imported on first use (PEP 562), so a light module's import does not build the client stack.
 """
 
 from __future__ import annotations

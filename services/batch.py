@@ -1,25 +1,18 @@
 """Chat requests through a provider's batch API (OpenAI's protocol), resumable.
 
-Where nothing waits for each reply (``aidanbench calibrate``, ``rescore --judge-model``),
-judge calls can go through the batch API at half the price: upload the requests as a
-JSONL file (``POST /v1/files``, ``purpose=batch``), create a batch (``POST /v1/batches``,
-``completion_window: 24h``), poll it (``GET /v1/batches/{id}``) until it ends, then
-download its output file and its error file (``GET /v1/files/{id}/content``). OpenRouter
-offers the same protocol. The live question loop is never batched: each judgment there
-decides the next step.
+Where nothing waits for each reply (``aidanbench calibrate``, ``rescore --judge-model``), judge
+calls can go through the batch API at half the price. The live question loop is never batched:
+each judgment there decides the next step.
 
-A batch is paid for once it is created, so its id is recorded in the score cache (keyed
-by the sha256 of the request file) before anything else happens: a command killed while
-it waits finds the batch on its next run and resumes polling it instead of creating a
-second one. A batch whose results were stored is marked collected; asking again for the
-same requests (replies that could not be read, requests the provider failed) makes a new
-batch, recorded under the next free number of that file's key. One window is left: a
-command killed between the provider's acceptance of a batch and the write of its id (one
-local SQLite insert) would create another on its next run.
+A batch is paid for once it is created, so its id is recorded in the score cache (keyed by the
+sha256 of the request file) before anything else happens: a command killed while it waits
+resumes polling it instead of creating a second one. A collected batch is marked so; asking
+again for the same requests makes a new batch under the next free number of that key. One
+window is left: a command killed between the provider's acceptance of a batch and the local
+write of its id would create another on its next run.
 
-Each HTTP call goes through the judge endpoint's limiter and the one retry layer
-(``services.retry``), except the creation of a batch, which is not idempotent: it is
-made once (a failure is reported, and the next run tries again).
+Each HTTP call goes through the judge endpoint's limiter and ``services.retry``, except the
+creation of a batch, which is not idempotent: it is made once.
 """
 
 from __future__ import annotations
@@ -84,8 +77,7 @@ class BatchStatus:
 
 
 class NoBatchApi(Exception):
-    """The endpoint answered 404 where the Batch API lives: it has none (nothing was
-    created, so nothing was spent)."""
+    """The endpoint answered 404 where the Batch API lives (nothing was created or spent)."""
 
 
 def request_file(requests: Sequence[BatchRequest]) -> bytes:
@@ -102,12 +94,9 @@ def request_file(requests: Sequence[BatchRequest]) -> bytes:
 
 
 def read_results(text: str) -> dict[str, list[BatchResult]]:
-    """The results in an output or error file, by ``custom_id``, every line of an id in
-    file order (a provider may repeat one; which line counts is the reader's choice).
-
-    A line answered with status 200 holds a chat completion (read as ``OpenAIChat``
-    reads one; a body it cannot read is an error); any other status, or a line with an
-    ``error`` object, is an error naming it. Lines that are not JSON objects are skipped.
+    """The results in an output or error file, by ``custom_id``, every line of an id in file
+    order (a provider may repeat one; which line counts is the reader's choice). A status 200
+    line holds a chat completion; anything else is an error naming it; non-JSON lines are skipped.
     """
     found: dict[str, list[BatchResult]] = {}
     for _, raw in numbered_lines(text):
@@ -167,13 +156,11 @@ class BatchClient:
         *,
         on_created: Callable[[str], None] | None = None,
     ) -> tuple[str, dict[str, list[BatchResult]]]:
-        """Submit ``requests`` as one batch (or resume the one submitted for exactly these
-        requests and not collected yet), wait for it, and return its id and the results of
-        every request (``read_results``: the output file's lines, then the error file's).
+        """Submit ``requests`` as one batch (or resume the uncollected one submitted for exactly
+        these requests), wait for it, and return its id and every request's results (the output
+        file's lines, then the error file's; an unanswered request's names the final status).
 
-        ``on_created`` is called once, right after a new batch is recorded (the caller
-        counts its requests as sent). A request the batch did not answer is an error
-        result naming the batch's final status.
+        ``on_created`` is called once, right after a new batch is recorded.
         """
         data = request_file(requests)
         number = 0

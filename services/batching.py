@@ -1,30 +1,20 @@
 """Embedding requests coalesced across the questions of a run.
 
-Every turn of every question embeds one new answer. Sent one by one, a run of 63
-questions makes as many embedding requests as answers, each paying the full client cost
-(milliseconds of CPU through langchain-openai and the OpenAI client) and one slot of the
-endpoint's requests-per-minute budget. One embeddings request takes many texts, so the
-batcher sends what is waiting together:
+Every turn of every question embeds one new answer; sent one by one, each pays the full client
+cost and one slot of the endpoint's requests-per-minute budget. One embeddings request takes
+many texts, so the batcher sends what is waiting together:
 
-* A call goes out at once (at the end of the current event-loop step, so calls made in
-  the same step share it) while fewer than ``MAX_BATCHES_IN_FLIGHT`` batches are in
-  flight; otherwise it waits for the next free batch, with every other waiting call.
-  A waiting call is delayed by at most one embedding round trip, which the judge (the
-  slower scorer at every published latency) covers. A full batch's worth of waiting
-  texts goes at once whatever is in flight: waiting longer would not make it fuller, and
-  thousands of chains in flight would otherwise all wait on two batches at a time.
-* Each batch holds one slot of the endpoint limiter, like any other request, and is
-  bounded as a whole by the request timeout.
-* Vectors are checked one by one (``services.embeddings``): a missing, non-finite, zero
-  or wrongly sized vector fails only the caller whose text it belongs to.
-* A batch that fails with an error that is not worth retrying (a 400 for one bad text,
-  say) or with a reply that cannot be read at all is split: each caller's texts are sent
-  again on their own, so one question's bad answer never fails another question. Errors
-  that are the endpoint's (time-outs, 5xx) reach every caller, as they would have
-  unbatched.
-* Retries are per caller (``services.retry``): a caller whose attempt failed for a
-  retryable reason waits its backoff and queues again, so its next attempt shares a
-  request with whatever else is waiting then. Each text is sent at most 1 + retries times.
+* A call goes out at the end of the current event-loop step while fewer than
+  ``MAX_BATCHES_IN_FLIGHT`` batches are in flight; otherwise it waits for the next free batch,
+  at most one embedding round trip, which the judge (the slower scorer) covers. A full batch's
+  worth of waiting texts goes at once: waiting would not make it fuller.
+* Each batch holds one slot of the endpoint limiter and is bounded by the request timeout.
+* A bad vector fails only the caller whose text it belongs to (``services.embeddings``).
+* A batch failing with an error not worth retrying (a 400 for one bad text, say) or an
+  unreadable reply is split, each caller's texts sent on their own, so one question's bad
+  answer never fails another. The endpoint's errors (time-outs, 5xx) reach every caller.
+* Retries are per caller (``services.retry``): a retried attempt queues again and shares a
+  request with whatever waits then.
 """
 
 from __future__ import annotations
@@ -51,8 +41,7 @@ MAX_BATCHES_IN_FLIGHT = 2
 """Batches one client may have in flight before calls start to wait and coalesce."""
 
 MAX_TEXTS_PER_BATCH = 128
-"""Texts per request: well under OpenAI's 2048 inputs and its tokens per request for
-answers of a few kB."""
+"""Texts per request: well under OpenAI's limits of inputs and tokens per request."""
 
 
 @dataclass
@@ -63,11 +52,8 @@ class _Call:
 
 @dataclass
 class EmbeddingBatcher:
-    """Coalesces concurrent ``embed`` calls to one embeddings client.
-
-    ``client`` is called on first use (building a client is left to the first node that
-    needs it, so a missing key is reported by that node).
-    """
+    """Coalesces concurrent ``embed`` calls to one embeddings client (``client`` is built on
+    first use, so a missing key is reported by the node that needs it)."""
 
     client: Callable[[], Embeddings]
     limiter: EndpointLimiter
@@ -184,10 +170,9 @@ class EmbeddingBatcher:
 
 
 def _caller_specific(exc: Exception) -> bool:
-    """Whether ``exc`` may be caused by one caller's texts rather than by the endpoint:
-    a 4xx that is not worth retrying (400 bad input, 413 too large, 422 ...), or a reply
-    that cannot be read at all (one text may be what breaks the provider's encoder). A
-    refused key (401, 403) or an unknown model or path (404) is the endpoint's."""
+    """Whether ``exc`` may be caused by one caller's texts rather than by the endpoint: a 4xx
+    not worth retrying that is no refusal (``REFUSED_STATUSES``), or an unreadable reply (one
+    text may break the provider's encoder)."""
     if isinstance(exc, MalformedReply):
         return True
     status = status_of(exc)

@@ -1,31 +1,21 @@
 """A content-addressed cache of embeddings and judge scores.
 
-Vectors are kept out of checkpointed state (they made checkpoints grow quadratically) and
-stored here instead, keyed by (namespace, sha256 of the text), so each answer is embedded
-once per embedding model, even across restarts and by ``rescore``. The namespace is
-everything that decides a vector: the endpoint and the model (``embedding_namespace``),
-so a long-lived process serving runs against several endpoints never hands one
-endpoint's vector to another. Similarity judgements are keyed by (judge namespace,
-sha256 of the rendered prompt): each pair of answers is judged at most once. Coherence
-judgments made outside a run (``aidanbench calibrate`` and ``rescore --judge-model``) are
-kept the same way, one row per sample with the model that served it, and so are the ids
-of batches those commands submitted (``services.batch``), so a killed command resumes
-its batch instead of paying for a second one.
+Vectors are kept out of checkpointed state (which they would make grow quadratically), keyed
+by (namespace, sha256 of the text), so each answer is embedded once per embedding model, even
+across restarts and by ``rescore``. The namespace is endpoint and model, so a process serving
+several endpoints never hands one endpoint's vector to another. Judge scores are keyed by
+(judge namespace, sha256 of the rendered prompt). The ids of batches submitted are kept too
+(``services.batch``), so a killed command resumes its batch instead of paying for a second.
 
-Only usable vectors are stored: finite, not all zeros, and of the one length the
-namespace's vectors have (the most common length on disk, else the first stored). A
-vector read back that breaks those rules (a cache written by an older version) is
+Only usable vectors are stored: finite, not all zeros, and of the namespace's one length (the
+most common on disk, else the first stored). A vector read back that breaks those rules is
 treated as absent, so it is embedded again and replaced.
 
-Backed by an in-memory dict, written through to SQLite when a path is given (WAL mode;
-a few small writes per answer). One instance per path and services instance, shared by
-every question of a run. A cache that outlives runs (the graph's default services, in a
-server or a notebook) is given ``max_bytes``: the in-memory layer then forgets the least
-recently used entries beyond it (a disk-backed cache reads them back; a memory-only one
-embeds or judges again). The in-memory layer is keyed by the text itself, not its digest: each
-turn looks up every earlier answer, and hashing them all again would make each turn's
-cost grow with the chain; a dict hit on a string already in state is a pointer comparison.
-Only the disk layer needs digests.
+An in-memory dict, written through to SQLite (WAL) when a path is given; one instance per path
+and services instance. ``max_bytes`` bounds the in-memory layer of a cache that outlives runs
+(least recently used entries go first). That layer is keyed by the text itself, not its
+digest: each turn looks up every earlier answer, and hashing them all again would make each
+turn's cost grow with the chain.
 """
 
 from __future__ import annotations
@@ -64,14 +54,13 @@ CREATE TABLE IF NOT EXISTS batches (
 
 
 def digest(text: str) -> bytes:
-    """sha256 of the UTF-8 text: the cache key of an answer or a prompt (a lone
-    surrogate, which UTF-8 cannot encode, is hashed as its surrogate-escaped bytes)."""
+    """sha256 of the UTF-8 text (a lone surrogate hashed as its surrogate-escaped bytes)."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
 def endpoint_key(base_url: str | None) -> str:
-    """The endpoint part of a namespace: scheme, host, port and path of the base URL
-    (never its query or fragment), the OpenAI API when None."""
+    """The endpoint part of a namespace: the base URL without credentials, query or fragment
+    (the OpenAI API when None)."""
     if not base_url:
         return "https://api.openai.com/v1"
     parts = urlsplit(base_url)
@@ -101,11 +90,8 @@ VECTOR_OVERHEAD_BYTES = 100
 
 
 class ScoreCache:
-    """Embeddings and similarity scores, in memory and optionally on disk.
-
-    ``max_bytes`` bounds the in-memory layer (None: it keeps everything, for a cache that
-    lives as long as one run).
-    """
+    """Embeddings and similarity scores, in memory and optionally on disk (``max_bytes``
+    None: the in-memory layer keeps everything)."""
 
     def __init__(self, path: str | Path | None = None, max_bytes: int | None = None) -> None:
         self.path = None if path is None else Path(path)
@@ -185,8 +171,7 @@ class ScoreCache:
         self._scores.move_to_end(key)
 
     def _evict(self) -> None:
-        """Forget least recently used entries until the layer fits in ``max_bytes``
-        (vectors first: they are the bulk; scores are a hundred bytes each)."""
+        """Forget least recently used entries until the layer fits (vectors first: the bulk)."""
         if self.max_bytes is None:
             return
         while self.held_bytes > self.max_bytes and self._vectors:
@@ -199,8 +184,8 @@ class ScoreCache:
     def put_vectors(
         self, model: str, items: Iterable[tuple[str, Sequence[float] | np.ndarray]]
     ) -> None:
-        """Store vectors (as float32) for texts under ``model``; ``UnusableVector`` (and
-        nothing stored) if any is not finite, all zeros or of another length."""
+        """Store vectors (as float32) for texts under ``model``; ``UnusableVector``, and nothing
+        stored, if any is unusable."""
         rows = [(text, np.asarray(vector, dtype=np.float32)) for text, vector in items]
         with self._lock:
             size = self._size(model)
@@ -249,8 +234,8 @@ class ScoreCache:
                 )
 
     def judgments(self, judge: str, prompt: str) -> list[tuple[int, str | None]]:
-        """Cached coherence judgments of the rendered prompt, in sample order, each with
-        the model that served it (on disk only: these commands keep no memory layer)."""
+        """Cached coherence judgments of the rendered prompt, in sample order, each with the
+        model that served it (on disk only)."""
         if self._db is None:
             return []
         with self._lock:
@@ -288,8 +273,7 @@ class ScoreCache:
         return None if row is None else (str(row[0]), bool(row[1]))
 
     def put_batch(self, request_digest: str, batch_id: str, *, collected: bool = False) -> None:
-        """Record the batch submitted for these requests (before anything else is done
-        with it, so a killed command finds it)."""
+        """Record the batch submitted for these requests, first, so a killed command finds it."""
         if self._db is None:
             return
         with self._lock:

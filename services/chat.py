@@ -1,24 +1,16 @@
 """Chat completions straight through the OpenAI client, for runs that own their clients.
 
-``ChatOpenAI`` costs about 1.1 ms of CPU per request more than the request itself
-(``bench/chat_client.py``): a callback manager and run tree per call, its parameter and
-LangSmith bookkeeping, the OpenAI client's typed parse of the reply, and a hop to a
-worker thread to turn the reply into a message. A long run at high concurrency spends
-its CPU on exactly that (docs/performance.md). ``OpenAIChat`` sends the same request
-body (``model``, ``messages``, ``stream: false``, ``temperature`` when set, the extra
-fields) through the same OpenAI client, so errors, headers and timeouts are the
-client's own, reads the JSON itself and returns the ``AIMessage`` ``ChatOpenAI`` would:
-its text, ``usage_metadata``, ``response_metadata`` (``model_name``, the raw
-``token_usage``, ``finish_reason``) and the ``refusal`` in ``additional_kwargs``, with
-the reasoning text some providers send beside the content
-(``services.langchain_chat`` keeps it for ``ChatOpenAI`` too).
+``ChatOpenAI`` spends CPU per request beyond the request itself (callbacks, run tree,
+bookkeeping, a typed parse, a hop to a worker thread), which is what a long run at high
+concurrency spends its CPU on (``bench/chat_client.py``, docs/performance.md). ``OpenAIChat``
+sends the same request body through the same OpenAI client, so errors, headers and timeouts
+are the client's own, reads the JSON itself and returns the ``AIMessage`` ``ChatOpenAI`` would,
+with the reasoning text some providers send (``services.langchain_chat`` keeps it too).
 
-What it gives up is LangChain's callbacks: nothing appears in a LangSmith trace or in
-Studio's run tree. So the graph's own default factory (Studio, notebooks, a parent
-agent) keeps ``ChatOpenAI``, and the command line, which traces nothing, uses this
-(``OpenAIServices(chat=...)``). The usage ledger, which ``ChatOpenAI`` fills from a
-callback, is written here directly, with the thread and node read from LangGraph's
-config of the node making the call.
+It gives up LangChain's callbacks: nothing appears in a LangSmith trace or Studio's run tree,
+so the graph's default factory keeps ``ChatOpenAI`` and the command line, which traces nothing,
+uses this. The usage ledger is written here directly, with the thread and node read from
+LangGraph's config of the node making the call.
 """
 
 from __future__ import annotations
@@ -54,16 +46,14 @@ def caller() -> dict[str, Any]:
 
 
 def is_blocks(content: Any) -> bool:
-    """Whether ``content`` is a list of content blocks (text and reasoning parts, as some
-    providers send), which ``ChatOpenAI`` passes on and ``nodes.context.reply_text``
-    reads."""
+    """Whether ``content`` is a list of content blocks (as some providers send), which
+    ``ChatOpenAI`` passes on."""
     return isinstance(content, list) and all(isinstance(b, str | dict) for b in content)
 
 
 REASONING_FIELDS = ("reasoning", "reasoning_content")
-"""Message fields where OpenAI-compatible providers put a reply's reasoning text
-(OpenRouter's ``reasoning``; DeepSeek's and vLLM's ``reasoning_content``); OpenAI itself
-sends none."""
+"""Message fields where providers put a reply's reasoning text (OpenRouter's ``reasoning``;
+DeepSeek's and vLLM's ``reasoning_content``)."""
 
 
 def reasoning_of(message: Mapping[str, Any]) -> str | None:
@@ -76,8 +66,7 @@ def reasoning_of(message: Mapping[str, Any]) -> str | None:
 
 
 def message_extras(message: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``additional_kwargs`` of a reply: its ``refusal`` (as ``ChatOpenAI`` keeps it)
-    and its reasoning text when the provider sent one (``REASONING_FIELDS``)."""
+    """The ``additional_kwargs`` of a reply: its ``refusal`` and any reasoning text."""
     extras: dict[str, Any] = {"refusal": message.get("refusal")}
     reasoning = reasoning_of(message)
     if reasoning is not None:
@@ -86,8 +75,7 @@ def message_extras(message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def read_reply(body: bytes) -> AIMessage:
-    """The message of a chat completion's JSON body; ``MalformedReply`` for anything
-    that is not one (not JSON, an ``error`` object, no choices, no message)."""
+    """The message of a chat completion's JSON body; ``MalformedReply`` for anything else."""
     try:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -128,8 +116,7 @@ def chat_body(
     temperature: float | None = None,
     extra_body: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The request body ``ChatOpenAI`` sends for one user message (``OpenAIChat`` sends
-    it, and a batch line carries it: ``services.batch``)."""
+    """The request body ``ChatOpenAI`` sends for one user message."""
     body: dict[str, Any] = {
         "messages": [{"role": "user", "content": prompt}],
         "model": model,
@@ -144,11 +131,8 @@ def chat_body(
 
 @dataclass(frozen=True)
 class OpenAIChat:
-    """One model behind an OpenAI-compatible endpoint, asked one user message at a time.
-
-    ``client`` makes exactly one attempt per call (``max_retries=0``): ``services.retry``
-    is the one retry layer, as for ``ChatOpenAI``.
-    """
+    """One model behind an OpenAI-compatible endpoint, asked one user message at a time
+    (one attempt per call: ``services.retry`` retries)."""
 
     client: openai.AsyncOpenAI
     model: str
@@ -156,8 +140,7 @@ class OpenAIChat:
     extra_body: Mapping[str, Any] | None = None
     ledger: RoleLedger | None = None
     direct: DirectPost | None = None
-    """Sends the client's requests straight through its aiohttp pool
-    (``services.direct_post``); None: through the client."""
+    """Sends requests straight through the aiohttp pool; None: through the client."""
 
     def body(self, prompt: str) -> dict[str, Any]:
         """The request body ``ChatOpenAI`` sends for one user message."""
@@ -171,8 +154,7 @@ class OpenAIChat:
         return read_reply(response.content)
 
     async def reply(self, prompt: str) -> AIMessage:
-        """The model's reply to ``prompt``; the OpenAI client's errors for an HTTP error,
-        ``MalformedReply`` for a 200 that is not a completion."""
+        """The model's reply to ``prompt``; ``MalformedReply`` for a 200 that is not one."""
         body = self.body(prompt)
         record = self.ledger
         if record is None:

@@ -1,27 +1,17 @@
 """OpenAI-compatible clients for the three roles, built from settings.
 
-Keys are read from the environment variables the settings name, here and nowhere else;
-they go straight into the client and are never stored in state, results or messages.
-Every client has a request timeout (langchain-openai sends none by default) and makes
-exactly one attempt per call (``max_retries=0``): the one retry layer is
-``services.retry``, outside the endpoint limiter, so that every attempt counts against
-the request rate and is bounded as a whole. Embeddings go through
-``services.embeddings``, which places vectors by their ``index``.
+Keys are read from the environment variables the settings name, here and nowhere else; they go
+straight into the client and are never stored in state, results or messages. Every client has
+a request timeout and makes one attempt per call: the one retry layer is ``services.retry``.
 
-Each host gets an HTTP connection pool of its own, made on the running event loop and
-shared by the clients reaching it (``services.registry``). Left to itself
-langchain-openai shares one pool per base URL across the process, and a pool made on one
-event loop fails ("Event loop is closed") when a second
-``asyncio.run`` reaches the same endpoint: a notebook, a test suite, a server worker.
+Each host gets an HTTP connection pool of its own, made on the running event loop
+(``services.registry``): langchain-openai's own pool per base URL, made on one event loop,
+fails ("Event loop is closed") when a second ``asyncio.run`` reaches the same endpoint.
 
-Pools come in two transports. ``httpx`` (the OpenAI client's default) needs no closing,
-so it suits every embedding of the graph whose lifetime nobody manages (Studio, a
-notebook, a parent agent). ``aiohttp`` costs less CPU per request (httpx's pool checks
-every idle connection on each request; docs/performance.md has the figures), which is
-what a long run at high concurrency spends its CPU on; its sessions must be closed, so the
-command line, which owns its run from start to end, uses it and closes it. The command
-line's chat clients are ``services.chat.OpenAIChat`` for the same reason, and it never
-loads ``langchain_openai``.
+``httpx`` pools need no closing, so they suit a graph whose lifetime nobody manages (Studio, a
+notebook, a parent agent). ``aiohttp`` costs less CPU per request (docs/performance.md), what a
+long run spends its CPU on; its sessions must be closed, so the command line, which owns its
+run, uses it, and ``OpenAIChat`` for the same reason.
 """
 
 from __future__ import annotations
@@ -58,8 +48,8 @@ def api_key(variable: str, role: str) -> SecretStr:
 
 
 def check_keys(settings: Settings, roles: Sequence[str] = ROLES) -> None:
-    """A ``ConfigError`` naming the first of ``roles`` whose key variable is unset (local
-    embeddings need none): what a run checks before anything starts."""
+    """A ``ConfigError`` naming the first of ``roles`` whose key variable is unset: what a run
+    checks before anything starts."""
     for endpoint in settings.endpoints():
         if endpoint.role in roles and not endpoint.local:
             api_key(endpoint.key_env, endpoint.role)
@@ -69,30 +59,24 @@ Transport = Literal["httpx", "aiohttp"]
 """The HTTP transport under the OpenAI client (see the module docstring)."""
 
 ChatKind = Literal["langchain", "openai"]
-"""``langchain``: ``ChatOpenAI``, whose calls LangSmith and Studio trace; ``openai``:
-``services.chat.OpenAIChat``, the same request for less CPU, traced by nobody."""
+"""``langchain``: ``ChatOpenAI``, traced by LangSmith and Studio; ``openai``: ``OpenAIChat``,
+the same request for less CPU, untraced."""
 
 RUN_TRANSPORT: Transport = "aiohttp"
 RUN_CHAT: ChatKind = "openai"
-"""The clients of a run that owns them from start to end (the run engine, so ``aidanbench
-run`` and ``demo``; ``rescore --judge-model``): aiohttp pools, closed when it ends, and
-``OpenAIChat``. Graphs embedded anywhere else keep ``OpenAIServices``' defaults, httpx and
-``ChatOpenAI``, whose calls LangSmith and Studio trace. Why a second chat client: it saves
-CPU per turn where a run is CPU-bound; the measurement (``python -m bench.lab --workloads b
---variants default,chatopenai`` and ``python -m bench.chat_client``) and the decision are
-in the performance documentation (docs/performance.md)."""
+"""The clients of a run that owns them from start to end (the run engine, ``rescore
+--judge-model``); graphs embedded anywhere else keep httpx and the traced ``ChatOpenAI``. The
+second chat client saves CPU per turn where a run is CPU-bound (docs/performance.md)."""
 
 
 @cache
 def tls_context() -> ssl.SSLContext:
-    """The certificates every client verifies against, as httpx finds them, loaded once per
-    process: httpx would load them again for each client (tens of milliseconds each)."""
+    """The certificates every client verifies against, loaded once per process, not per client."""
     return httpx2.create_ssl_context()
 
 
 def http_pool(settings: Settings, transport: Transport, size: int) -> httpx2.AsyncClient:
-    """A connection pool of ``size`` connections (the host limiter's ceiling);
-    ``services.registry`` shares one per host among the clients reaching it."""
+    """A connection pool of ``size`` connections (the host limiter's ceiling)."""
     make = openai.DefaultAioHttpClient if transport == "aiohttp" else openai.DefaultAsyncHttpxClient
     return make(
         timeout=settings.request_timeout,
@@ -104,8 +88,8 @@ def http_pool(settings: Settings, transport: Transport, size: int) -> httpx2.Asy
 def role_ledger(
     settings: Settings, book: UsageLedger | None, role: str, model: str, name: str
 ) -> RoleLedger | None:
-    """Where a role's client records its requests in ``book`` (None: no ledger is kept):
-    under ``name`` (a variant's ``NAME@LABEL``), priced as ``model``, the name sent."""
+    """Where a role's client records its requests in ``book``: under ``name`` (a variant's
+    ``NAME@LABEL``), priced as ``model``, the name sent."""
     if book is None:
         return None
     return RoleLedger(book, role, name, price_table(settings.prices_path), model)
@@ -132,10 +116,9 @@ def chat_client(
     *,
     role: str,
 ) -> BaseChatModel | OpenAIChat:
-    """One chat role's client of ``kind`` for the role's endpoint (``Settings.endpoint``),
-    writing to the usage ledger ``book`` when one is kept. The model under test sends its
-    temperature and extra request fields (a variant's included) and its lines carry the
-    row's name (``Settings.model``); the judge sends no temperature unless one is set."""
+    """One chat role's client of ``kind``, writing to the usage ledger ``book`` when one is kept.
+    The model under test sends its temperature and extra request fields and its lines carry the
+    row's name; the judge sends no temperature unless one is set."""
     endpoint = settings.endpoint(role)
     base_url, model = endpoint.base_url, endpoint.model
     key = api_key(endpoint.key_env, role)
@@ -148,7 +131,7 @@ def chat_client(
         client = openai_client(base_url, key, settings, pool)
         direct = DirectPost.of(client, pool)
         return OpenAIChat(client, model, temperature, extra_body, record, direct)
-    # 0.1-0.2 s to load langchain_openai; unused by the command line
+    # imported here: slow to load, and unused by the command line
     from aidanbench.services.langchain_chat import ReasoningChatOpenAI
 
     callbacks: list[BaseCallbackHandler] | None = None
@@ -178,11 +161,7 @@ judge = partial(chat_client, role="judge")
 def embeddings(
     settings: Settings, pool: httpx2.AsyncClient | None, book: UsageLedger | None = None
 ) -> Embeddings:
-    """Embedding client; ``local`` loads all-MiniLM-L6-v2 on this machine (no ``pool``).
-
-    Texts are sent as strings, never as token ids (which many OpenAI-compatible servers
-    reject, and which need a tokenizer file downloaded).
-    """
+    """Embedding client; ``local`` loads all-MiniLM-L6-v2 on this machine (no ``pool``)."""
     endpoint = settings.endpoint("embeddings")
     if endpoint.local:
         from aidanbench.services.local_embeddings import local_embeddings

@@ -1,25 +1,15 @@
 """The command line's requests sent straight through aiohttp, past the OpenAI client.
 
-On an aiohttp pool (``services.clients``) the OpenAI client turns every request into its
-options model, an httpx2 request, then (its transport adapter) an aiohttp request, and
-every reply back the same way: about 0.45 ms of CPU per request on top of aiohttp's own
-0.2 ms, the largest share of what a turn's requests cost (``bench/lab.py``'s
-``client-post`` variant measures it). ``DirectPost`` sends the same request on the same
-pool: the pool's aiohttp session and connections, the client's URL, headers (key, user
-agent, platform headers, retry count, read time-out) and time-outs, the same JSON body.
-It fails as the client fails: a reply with an error status becomes the status error the
-client itself makes of it (``RateLimitError`` with its ``Retry-After``,
-``NotFoundError``...), a time-out ``APITimeoutError``, any other failure to get a reply
-``APIConnectionError``.
+On an aiohttp pool the OpenAI client turns every request into an httpx2 request, then an
+aiohttp one, and every reply back: the largest share of what a turn's requests cost
+(``bench/lab.py``'s ``client-post`` variant, docs/performance.md). ``DirectPost`` sends the same
+request (URL, headers, time-outs, JSON body) on the same aiohttp session, and fails as the
+client fails: an error status becomes the client's own status error, a time-out
+``APITimeoutError``, any other failure ``APIConnectionError``.
 
-It leans on three private names (httpx2's ``_transport_for_url``, the OpenAI client's
-vendored ``AiohttpTransport`` and its ``_make_status_error_from_response``); with a
-version lacking any of them, or a client with a default query string (which
-``DirectPost`` does not add), requests go through the client as before.
-
-Only a pool whose requests to the endpoint go to aiohttp with no proxy has a session to
-share (``aiohttp_session``); any other (httpx, a proxy from the environment, a test's
-transport) gets None, and its clients post through the OpenAI client.
+It leans on three private names (httpx2's ``_transport_for_url``, the OpenAI client's vendored
+``AiohttpTransport`` and ``_make_status_error_from_response``); without them, with a default
+query string, or on a pool that is not aiohttp without a proxy, requests go through the client.
 """
 
 from __future__ import annotations
@@ -34,17 +24,14 @@ import httpx2
 import openai
 
 JSON_BODY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-"""How httpx2 (under the OpenAI client) writes a JSON body; built once, as ``json.dumps``
-builds an encoder on every call given any option."""
+"""How httpx2 writes a JSON body; built once, as ``json.dumps`` builds one per call."""
 
 DECODED = (b"content-encoding", b"content-length", b"transfer-encoding")
-"""Headers that describe the body as sent, not as aiohttp hands it over (decompressed,
-whole): left out of the reply a status error carries."""
+"""Headers describing the body as sent, not as aiohttp hands it over (decompressed, whole)."""
 
 
 def aiohttp_session(pool: httpx2.AsyncClient, url: str) -> aiohttp.ClientSession | None:
-    """The aiohttp session ``pool`` sends requests for ``url`` on (made now if the pool
-    has sent none yet), or None when it sends them otherwise."""
+    """The aiohttp session ``pool`` sends requests for ``url`` on, or None when it has none."""
     try:  # private names of httpx2 and of the OpenAI client's aiohttp extra
         from openai._vendor.httpx_aiohttp.transport import AiohttpTransport
 
@@ -59,8 +46,7 @@ def aiohttp_session(pool: httpx2.AsyncClient, url: str) -> aiohttp.ClientSession
 
 
 def request_headers(client: openai.AsyncOpenAI) -> dict[str, str]:
-    """The headers the OpenAI client sends with a first attempt (it makes no other:
-    ``max_retries=0``)."""
+    """The headers the OpenAI client sends with a first attempt (the only one it makes)."""
     headers = {k: v for k, v in client.default_headers.items() if isinstance(v, str)}
     headers["Authorization"] = f"Bearer {client.api_key}"
     headers["X-Stainless-Retry-Count"] = "0"
@@ -92,8 +78,7 @@ class DirectPost:
 
     @classmethod
     def of(cls, client: openai.AsyncOpenAI, pool: httpx2.AsyncClient | None) -> DirectPost | None:
-        """``client``'s requests sent on ``pool``'s aiohttp session, or None when the pool
-        has none to share (see the module docstring)."""
+        """``client``'s requests on ``pool``'s aiohttp session, or None (module docstring)."""
         session = None if pool is None else aiohttp_session(pool, str(client.base_url))
         if session is None or client.api_key == "" or client.default_query:
             return None
@@ -106,8 +91,7 @@ class DirectPost:
         return f"{self.client.base_url}{path}"
 
     async def post(self, path: str, body: Mapping[str, Any]) -> bytes:
-        """The body of a 2xx reply to ``body`` sent to ``path``; the OpenAI client's
-        errors otherwise."""
+        """The body of a 2xx reply; the OpenAI client's errors otherwise."""
         url = self.url(path)
         data = JSON_BODY.encode(body).encode("utf-8")
         try:

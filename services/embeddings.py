@@ -1,16 +1,14 @@
 """Embeddings from an OpenAI-compatible endpoint, placed by index and checked.
 
-The API gives each vector an ``index``; nothing promises that ``data`` lists them in
-input order, and langchain-openai's ``OpenAIEmbeddings`` takes them in list order. With
-texts of several questions batched into one request, a reordered reply then hands one
-question's vector to another, and the scores are silently wrong. This client calls the
-endpoint through the OpenAI client itself and places every vector by its ``index``.
+The API gives each vector an ``index``; nothing promises that ``data`` lists them in input
+order, and langchain-openai's ``OpenAIEmbeddings`` takes them in list order. With texts of
+several questions batched into one request, a reordered reply then hands one question's vector
+to another, and the scores are silently wrong. This client places every vector by its
+``index``. Texts go as strings, never token ids (which many servers reject).
 
-A reply is refused as a whole (``MalformedReply``) when it is not a list of embeddings,
-or when an index is repeated, out of range or not an integer. A single vector that is
-absent, empty, not finite, all zeros or of another length than the others is reported
-for its own text only (``None`` in ``aembed_indexed``), so one bad vector fails only the
-question it belongs to.
+A reply with no list of embeddings, or a repeated or invalid index, is refused as a whole
+(``MalformedReply``). A single unusable vector is reported for its own text only, so it fails
+only the question it belongs to.
 """
 
 from __future__ import annotations
@@ -55,8 +53,8 @@ def check_vector(value: Any) -> tuple[Vector | None, str | None]:
 
 
 def common_size(vectors: Sequence[Vector | None], expected: int | None) -> int | None:
-    """The length every vector must have: ``expected`` when known, else the length most
-    vectors share (None on a tie: then no length can be trusted)."""
+    """``expected`` when known, else the length most vectors share (None on a tie: then no
+    length can be trusted)."""
     if expected is not None:
         return expected
     counts = Counter(v.size for v in vectors if v is not None).most_common(2)
@@ -66,8 +64,7 @@ def common_size(vectors: Sequence[Vector | None], expected: int | None) -> int |
 
 
 def field(value: Any, name: str) -> Any:
-    """``value``'s ``name``: a key of a JSON object, or an attribute of the OpenAI
-    client's typed reply; None when it has none."""
+    """``value``'s ``name``, of a JSON object or the OpenAI client's typed reply (else None)."""
     if isinstance(value, dict):
         return value.get(name)
     return getattr(value, name, None)
@@ -93,8 +90,7 @@ def place_by_index(data: Any, count: int) -> list[Any]:
 def checked_vectors(
     reply: Any, count: int, expected_size: int | None = None
 ) -> list[tuple[Vector | None, str | None]]:
-    """Each of ``count`` texts' vector from an embeddings reply (its JSON, or the OpenAI
-    client's typed reply), or why it is unusable."""
+    """Each of ``count`` texts' vector from an embeddings reply, or why it is unusable."""
     placed = place_by_index(field(reply, "data"), count)
     return sized([check_vector(value) for value in placed], expected_size)
 
@@ -102,8 +98,7 @@ def checked_vectors(
 def sized(
     checked: list[tuple[Vector | None, str | None]], expected_size: int | None
 ) -> list[tuple[Vector | None, str | None]]:
-    """``checked`` with each vector of another length than the common one
-    (``common_size``) refused."""
+    """``checked`` with each vector of another length than ``common_size`` refused."""
     size = common_size([v for v, _ in checked], expected_size)
     return [
         (None, f"vector of length {v.size}, expected {size}")
@@ -116,9 +111,8 @@ def sized(
 def embed_all(
     client: openai.OpenAI, model: str, texts: list[str], per_request: int = 512
 ) -> np.ndarray:
-    """Vectors of ``texts`` (rows in order) from a synchronous client, ``per_request``
-    texts at a time, for tools outside the graph; ``MalformedReply`` if any vector is
-    unusable."""
+    """Vectors of ``texts`` (rows in order) from a synchronous client, for tools outside the
+    graph; ``MalformedReply`` if any vector is unusable."""
     rows: list[Vector] = []
     for start in range(0, len(texts), per_request):
         chunk = texts[start : start + per_request]
@@ -137,9 +131,8 @@ def embed_all(
 class OpenAICompatibleEmbeddings(Embeddings):
     """``Embeddings`` over ``client.embeddings.create``, vectors placed by ``index``.
 
-    ``aembed_indexed`` is what the batcher uses: one vector or None per text, with the
-    reason of each None. The ``Embeddings`` methods raise ``MalformedReply`` for any
-    unusable vector, for callers outside the graph.
+    The batcher uses ``aembed_indexed`` (a reason for each unusable vector); the ``Embeddings``
+    methods raise ``MalformedReply`` for any unusable vector.
     """
 
     def __init__(
@@ -154,12 +147,10 @@ class OpenAICompatibleEmbeddings(Embeddings):
         self.usage = usage
         """Where each request's usage is recorded (the run's ledger), if anywhere."""
         self.direct = direct
-        """Sends the client's requests straight through its aiohttp pool
-        (``services.direct_post``); None: through the client."""
+        """Sends requests straight through the aiohttp pool; None: through the client."""
 
     async def create(self, texts: list[str]) -> Any:
-        """The reply to one request for ``texts``: the OpenAI client's typed reply, or
-        the JSON of the same request sent directly."""
+        """The reply to one request for ``texts``: typed, or JSON when sent directly."""
         if self.direct is None:
             return await self.client.embeddings.create(
                 model=self.model, input=texts, encoding_format="base64"

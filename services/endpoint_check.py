@@ -1,16 +1,12 @@
 """What an endpoint answers before a run: its model list, or one minimal request.
 
-The run's preflight (``runner.preflight``) judges these answers; this module only asks.
-Each call is one attempt bounded as a whole by ``limit_s`` and never raises for what the
-endpoint answers: the status, the error body's ``code`` and message, or why no answer
-came, are returned as an ``Answer``. Keys are passed in, used for the request and never
-kept.
+The run's preflight (``runner.preflight``) judges these answers; this module only asks. Each
+call is one attempt bounded as a whole by ``limit_s`` and never raises for what the endpoint
+answers: it returns an ``Answer``. Keys are passed in and never kept.
 
-The minimal requests are what one role would send, shrunk: a chat completion of one
-short user message with a small token limit (``max_completion_tokens`` for OpenAI's own
-API, whose reasoning models refuse ``max_tokens``; ``max_tokens`` elsewhere, the field
-every OpenAI-compatible server knows), and an embeddings request of one short text in
-the encoding the run asks for.
+A minimal chat request limits its tokens with ``max_completion_tokens`` on OpenAI's own API,
+whose reasoning models refuse ``max_tokens``, and ``max_tokens`` elsewhere, the field every
+OpenAI-compatible server knows.
 """
 
 from __future__ import annotations
@@ -73,11 +69,8 @@ MAX_PAGES = 100
 
 
 async def list_models(client: openai.AsyncOpenAI, limit_s: float) -> Answer:
-    """``GET {base_url}/models``, and every further page it names, within ``limit_s`` in
-    all: a list that says ``has_more`` is asked again ``after`` its ``last_id`` (its last
-    model's id), one that gives a ``next`` link (or ``links.next``) at that link. The
-    answer is the first page's, holding every page's models; a page that fails ends it
-    there, as that page's answer."""
+    """``GET {base_url}/models``, and every further page it names (``next_page``), within
+    ``limit_s`` in all; a page that fails ends it there, as that page's answer."""
     deadline = time.perf_counter() + limit_s
     answer = await _ask(client.get("/models", cast_to=httpx2.Response), limit_s)
     models: list[Any] = []
@@ -129,8 +122,8 @@ async def minimal_embeddings(client: openai.AsyncOpenAI, model: str, limit_s: fl
 
 
 def listed_models(payload: Any) -> dict[str, str | None] | None:
-    """The model ids of a ``GET /models`` body with each one's ``shutdown_date`` (None
-    when not given); None when the body is not a model list."""
+    """The model ids of a ``GET /models`` body with each one's ``shutdown_date``; None when the
+    body is not a model list."""
     data = payload.get("data") if isinstance(payload, dict) else None
     if not isinstance(data, list):
         return None

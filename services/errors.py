@@ -1,17 +1,12 @@
 """Turning failed API calls into recorded stop reasons.
 
-Only failures of the outside world are caught: the exceptions the OpenAI client raises
-(status errors, connection errors, time-outs, unreadable responses), replies that cannot
-be used (malformed bodies, bad vectors, unreadable judge scores), missing keys, and the
-operating system's I/O errors. Anything else is a bug and is raised. Messages name the
-role, the endpoint host and the status, and never carry a key or a request body: a
-provider that quotes the caller's key in its error message gets it replaced by
-``[redacted]`` before the message is recorded anywhere.
+Only failures of the outside world are caught (the OpenAI client's exceptions, unusable
+replies, missing keys, I/O errors); anything else is a bug and is raised. Messages name the
+role, the endpoint host and the status, and never carry a key or a request body: a key a
+provider quotes is replaced by ``[redacted]`` before the message is recorded anywhere.
 
-The client library is imported where an exception is classified, not at import time:
-the driver, the summaries and the error records read these helpers without paying for an
-HTTP stack (``tests/test_layers.py``), and an exception can only be the client's once the
-client has been loaded.
+The client library is imported where an exception is classified, so the driver and the
+summaries read these helpers without paying for an HTTP stack (``tests/test_layers.py``).
 """
 
 from __future__ import annotations
@@ -66,15 +61,13 @@ RETRY_AFTER_LIMIT = 120.0
 
 
 def retry_after(exc: BaseException) -> float | None:
-    """Seconds the endpoint asked to wait, capped at ``RETRY_AFTER_LIMIT``; None when
-    not said."""
+    """Seconds the endpoint asked to wait, capped at ``RETRY_AFTER_LIMIT``; None when not said."""
     asked = asked_wait(exc)
     return None if asked is None else min(asked, RETRY_AFTER_LIMIT)
 
 
 def asked_wait(exc: BaseException) -> float | None:
-    """Seconds the endpoint asked to wait (``Retry-After-Ms`` or ``Retry-After``,
-    seconds or an HTTP date), as asked: no cap; None when not said."""
+    """Seconds the endpoint asked to wait (``Retry-After-Ms`` or ``Retry-After``), uncapped."""
     import openai
 
     if not isinstance(exc, openai.APIStatusError):
@@ -107,8 +100,7 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 
 def describe(role: str, host: str, exc: BaseException, secrets: Iterable[str] = ()) -> ErrorInfo:
-    """An ``ErrorInfo`` for an exception from ``role``'s endpoint at ``host``, with every
-    value in ``secrets`` (the run's API keys) redacted from its message."""
+    """An ``ErrorInfo`` for ``role``'s exception at ``host``, ``secrets`` redacted."""
     info = _describe(role, host, exc)
     info["message"] = redact(info["message"], secrets)
     return info
@@ -156,11 +148,9 @@ def _describe(role: str, host: str, exc: BaseException) -> ErrorInfo:
 
 
 def _dropped_connection(exc: BaseException) -> bool:
-    """Whether the root of ``exc`` is aiohttp losing the connection (reset, refused,
-    closed early). The aiohttp transport reports those as connect *time-outs*, which
-    would send whoever reads the error looking for a slow endpoint instead of a dead one.
-    Without aiohttp loaded, no exception can come from it.
-    """
+    """Whether the root of ``exc`` is aiohttp losing the connection, which its transport
+    reports as a connect *time-out*: that would send a reader looking for a slow endpoint
+    instead of a dead one."""
     aiohttp = sys.modules.get("aiohttp")
     if aiohttp is None:
         return False

@@ -1,12 +1,9 @@
 """``ChatOpenAI`` keeping the reasoning text a reply carries beside its content.
 
-``ChatOpenAI`` reads OpenAI's own message fields only: the text OpenAI-compatible
-providers put beside the content (OpenRouter's ``message.reasoning``, DeepSeek's and
-vLLM's ``reasoning_content``) is dropped. A reply with empty content and such text is a
-failure of its own (the model answered inside its reasoning), which the generate node
-names; so this subclass copies that text into the message's
-``additional_kwargs["reasoning"]``, as ``services.chat.read_reply`` does for the command
-line's client. Everything else is ``ChatOpenAI``'s, callbacks and tracing included.
+``ChatOpenAI`` drops the text providers put beside the content (``REASONING_FIELDS``). A reply
+with empty content and such text is a failure of its own (the model answered inside its
+reasoning), which the generate node names; so this subclass keeps that text in
+``additional_kwargs["reasoning"]``, as ``services.chat.read_reply`` does.
 """
 
 from __future__ import annotations

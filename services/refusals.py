@@ -1,20 +1,15 @@
 """Errors no retry can fix: the endpoint refuses the role, not one request.
 
-A 404 (``model_not_found``, or a base URL without the API's paths), a 401 or a 403 says
-the same for every request of a role: recording it as each question's error would charge
-every question with a configuration mistake, and rerunning would only repeat it. So it
-is raised as ``EndpointRefused`` instead, out of the node and out of the graph: the run
-stops at once with one line, and the interrupted step stays pending, so a corrected
-rerun continues every thread where it stopped.
+A 404, 401 or 403 says the same for every request of a role: recording it as each question's
+error would charge every question with a configuration mistake. So it is raised as
+``EndpointRefused``, out of the graph: the run stops at once with one line, and the interrupted
+step stays pending, so a corrected rerun continues every thread where it stopped.
 
-A 400 is usually about one request (a prompt too long, a filtered text) and stays that
-question's error, except when it is about the role's settings (a request field the model
-does not take). Told apart by asking: the first 400 of a role that has had no successful
-request yet is followed by one content-free request of the same role with the same
-settings (the same client; ``services.endpoint_check`` has the texts). If that gets a
-400 too (or another refusal), no request of the role can succeed: ``EndpointRefused``.
-If it succeeds, the role is known to work and its 400s are the requests' own from then
-on. Concurrent 400s of one role share one such request.
+A 400 is usually about one request and stays that question's error, unless it is about the
+role's settings (a request field the model does not take). Told apart by asking: the first 400
+of a role with no success yet is followed by one content-free request with the same settings;
+if that is refused too, ``EndpointRefused``, else the role's 400s are the requests' own from
+then on. Concurrent 400s of one role share one such request.
 """
 
 from __future__ import annotations
@@ -50,8 +45,8 @@ class RefusalWatch:
         self.answered.add(role)
 
     async def check(self, role: str, exc: BaseException, probe: Probe) -> None:
-        """Raise ``EndpointRefused`` when ``exc`` (a failed request of ``role``, retries
-        done) means no request of the role can succeed; else return."""
+        """Raise ``EndpointRefused`` when ``exc`` (retries done) means no request of ``role``
+        can succeed."""
         status = status_of(exc)
         if status in REFUSED_STATUSES:
             raise self.refused(role, exc) from exc

@@ -8,9 +8,10 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import httpx2
 import numpy as np
@@ -30,6 +31,8 @@ from aidanbench.services.limits import INITIAL_LIMIT, EndpointLimiter, EndpointS
 from aidanbench.services.lookahead import Verdicts
 from aidanbench.services.refusals import RefusalWatch
 
+T = TypeVar("T")
+
 ChatClient = BaseChatModel | OpenAIChat
 """A chat role's client: any LangChain chat model, or the direct ``OpenAIChat``."""
 
@@ -38,21 +41,17 @@ ChatClient = BaseChatModel | OpenAIChat
 class Services:
     """Clients and shared helpers for one settings object.
 
-    ``build`` holds one constructor per role; each client is built on first use, so a
-    missing key for one role is reported by the node that needs it (naming the role).
-    Chat requests go through ``chat`` and embedding requests through ``embedder``, which
-    coalesces the questions' concurrent requests (``services.batching``); both take a
-    limiter slot per attempt, bound each attempt by ``request_timeout`` and retry
-    transient failures ``max_retries`` times (``services.retry``). ``embedding_namespace``
-    keys the cached vectors (``services.cache``).
+    ``build`` holds one constructor per role; each client is built on first use, so a missing
+    key for one role is reported by the node that needs it (naming the role). Chat and embedding
+    requests take a limiter slot per attempt and are retried (``services.retry``); embeddings
+    are coalesced across questions (``services.batching``).
     """
 
     build: dict[str, Callable[[], object]]
     cache: ScoreCache
     limiters: dict[str, EndpointLimiter]
     pools: list[httpx2.AsyncClient] = field(default_factory=list)
-    """HTTP pools the built clients use: one per host, shared with every other settings
-    object reaching that host, and closed with the factory (``OpenAIServices.aclose``)."""
+    """HTTP pools the built clients use: one per host, closed by ``OpenAIServices.aclose``."""
     request_timeout: float | None = None
     """Seconds one attempt may take, all of it (None: unbounded)."""
     max_retries: int = 0
@@ -60,8 +59,7 @@ class Services:
     embedding_namespace: str = "default"
     """What decides a vector (endpoint and model): the cache key of this embedder."""
     refusals: RefusalWatch | None = None
-    """Tells a refused role (no retry can fix it) from one request's error
-    (``services.refusals``); None: every failure is the request's own."""
+    """Tells a refused role from one request's error; None: every failure is the request's."""
     verdicts: Verdicts = field(default_factory=Verdicts)
     """The failing answers of these services' questions, for their look-aheads."""
     _built: dict[str, object] = field(default_factory=dict)
@@ -79,11 +77,8 @@ class Services:
         return self._built[role]
 
     def warm(self) -> None:
-        """Build every client now, outside any node, so no node pays for it.
-
-        A role that cannot be built (its key is missing, its extra not installed) is left
-        to fail inside its node, where the error is recorded for the question.
-        """
+        """Build every client now, outside any node; one that cannot be built is left to fail
+        inside its node, where the error is recorded."""
         for role in ROLES:
             try:
                 self._get(role)
@@ -126,62 +121,48 @@ class Services:
         return self._batcher
 
     async def chat(self, role: str, prompt: str) -> AIMessage:
-        """The reply of ``role`` (``model`` or ``judge``) to one user message (``ask``),
-        retried (``services.retry``); a refused role raises ``EndpointRefused``
-        (``services.refusals``). Lone UTF-16 surrogates, which no UTF-8 file, database or
-        request can hold, are replaced by U+FFFD as a UTF-8 decoder replaces invalid bytes.
+        """The reply of ``role`` to one user message, retried; a refused role raises
+        ``EndpointRefused``. Lone UTF-16 surrogates, which no UTF-8 file, database or request
+        can hold, become U+FFFD as a UTF-8 decoder replaces invalid bytes.
         """
         client = self.model if role == "model" else self.judge
+        limiter, limit_s, retries = self.limiters[role], self.request_timeout, self.max_retries
+        request = retry.call(
+            limiter, lambda: ask(client, prompt), limit_s=limit_s, max_retries=retries
+        )
+        return repaired(await self._watched(role, request))
+
+    async def embed(self, texts: list[str]) -> list[np.ndarray]:
+        """Vectors of ``texts``; a refused embeddings role raises ``EndpointRefused``."""
+        return await self._watched("embeddings", self.embedder.embed(texts))
+
+    async def _watched(self, role: str, request: Awaitable[T]) -> T:
+        """``request``'s result; a failure that refuses ``role`` raises ``EndpointRefused``."""
         try:
-            reply = await retry.call(
-                self.limiters[role],
-                lambda: ask(client, prompt),
-                limit_s=self.request_timeout,
-                max_retries=self.max_retries,
-            )
+            result = await request
         except Exception as exc:
             if self.refusals is not None:
-                await self.refusals.check(role, exc, lambda: self._once(role, client))
+                await self.refusals.check(role, exc, lambda: self._probe(role))
             raise
         if self.refusals is not None:
             self.refusals.succeeded(role)
-        return repaired(reply)
+        return result
 
-    async def _once(self, role: str, client: ChatClient) -> AIMessage:
-        """One content-free request of a chat role, as its settings send it."""
-        limit = self.request_timeout
-        return await retry.attempt_once(
-            self.limiters[role], limit, lambda: ask(client, PROBE_MESSAGE)
-        )
-
-    async def embed(self, texts: list[str]) -> list[np.ndarray]:
-        """Vectors of ``texts`` through the batcher (``embedder``); a refused embeddings
-        role raises ``EndpointRefused`` (``services.refusals``)."""
-        try:
-            vectors = await self.embedder.embed(texts)
-        except Exception as exc:
-            if self.refusals is not None:
-                await self.refusals.check("embeddings", exc, self._embed_once)
-            raise
-        if self.refusals is not None:
-            self.refusals.succeeded("embeddings")
-        return vectors
-
-    async def _embed_once(self) -> object:
-        """One content-free embeddings request."""
-        client = self.embeddings
-        limit = self.request_timeout
-        return await retry.attempt_once(
-            self.limiters["embeddings"], limit, lambda: client.aembed_documents([PROBE_TEXT])
-        )
+    async def _probe(self, role: str) -> object:
+        """One content-free request of ``role``, as its settings send it."""
+        limiter, limit_s = self.limiters[role], self.request_timeout
+        if role == "embeddings":
+            embeddings = self.embeddings
+            return await retry.attempt_once(
+                limiter, limit_s, lambda: embeddings.aembed_documents([PROBE_TEXT])
+            )
+        client = self.model if role == "model" else self.judge
+        return await retry.attempt_once(limiter, limit_s, lambda: ask(client, PROBE_MESSAGE))
 
 
 async def ask(client: ChatClient, prompt: str) -> AIMessage:
-    """One attempt of a chat role's client at one user message.
-
-    A 200 reply the client cannot read (no choices, not JSON, an HTML page, an ``error``
-    object) is a ``MalformedReply``, retried like a 5xx.
-    """
+    """One attempt of a chat role's client at one user message; a 200 reply it cannot read
+    is a ``MalformedReply``, retried like a 5xx."""
     if isinstance(client, OpenAIChat):
         return await client.reply(prompt)
     try:
@@ -222,10 +203,8 @@ def embedding_namespace(settings: Settings) -> str:
 
 
 def embedder_key(settings: Settings) -> tuple[object, ...]:
-    """What makes two settings' embedding clients the same: the model and endpoint, its
-    key, what its requests are bounded by, their prices, and where their vectors are kept
-    (a factory keeps one usage ledger for all).
-    Settings that differ only in the model under test (or the judge) share one batcher."""
+    """What makes two settings' embedding clients the same, so settings that differ only in
+    the model under test (or the judge) share one batcher."""
     return (
         embedding_namespace(settings),
         settings.embedding_api_key_env,
@@ -254,30 +233,24 @@ ServicesFactory = Callable[[Settings], Services]
 """What a graph builder takes to reach models: settings in, services out."""
 
 OPEN_FILES_RESERVE = 256
-"""Open files kept back from connections: the checkpoint and cache databases, output
-files, the server's sockets, whatever a parent process embedding the graph holds."""
+"""Open files kept back from connections (databases, outputs, sockets, a parent's files)."""
 
 
 FIXED_CEILING = 1024
-"""The ceiling of an endpoint whose limit does not adapt (``OpenAIServices(adaptive=False)``)
-and whose settings give none."""
+"""The ceiling of an endpoint whose limit does not adapt and whose settings give none."""
 
 CONNECTIONS_MOST = 8192
 """Connections the endpoints of one event loop may hold together when their ceilings are
-automatic: one request in flight (its connection, buffers and task) holds about 37 KB
-(measured with 500 and 2,000 held by a local server), so about 300 MB at most beside
-the chains' own memory (``runner.admission``)."""
+automatic: a bound on their memory (``docs/performance.md``)."""
 
 
 def connections_allowed(wanted: int, taken: int) -> int:
     """How many connections one more endpoint may hold, at most ``wanted`` (at least one).
 
-    Each connection is an open file. The soft limit is raised toward what the endpoints
-    need (up to the hard limit: no privilege needed), and what is left of it after
-    ``taken`` connections of other endpoints and ``OPEN_FILES_RESERVE`` caps the ceiling,
-    so a high ``--endpoint-concurrency`` on a machine with a low limit (1,024 on many
-    Linux systems, 256 on macOS) waits for a connection instead of failing with "Too many
-    open files" in the middle of a run.
+    Each connection is an open file. The soft limit is raised toward the hard one (no privilege
+    needed), and what is left of it caps the ceiling, so a high ``--endpoint-concurrency`` on a
+    machine with a low limit waits for a connection instead of failing with "Too many open
+    files" in the middle of a run.
     """
     try:
         import resource
@@ -298,9 +271,8 @@ def connections_allowed(wanted: int, taken: int) -> int:
 
 
 def reserved(limiters: dict[str, EndpointLimiter], wanted: int) -> int:
-    """How many more connections (at most ``wanted``) an automatic ceiling among
-    ``limiters`` may have: what open files and ``CONNECTIONS_MOST`` leave after every
-    endpoint's ceiling."""
+    """How many more connections (at most ``wanted``) an automatic ceiling among ``limiters``
+    may have, within open files and ``CONNECTIONS_MOST``."""
     taken = sum(limiter.ceiling for limiter in limiters.values())
     if taken >= CONNECTIONS_MOST:
         return 0
@@ -308,9 +280,8 @@ def reserved(limiters: dict[str, EndpointLimiter], wanted: int) -> int:
 
 
 DEFAULT_CACHE_BYTES = 256 * 2**20
-"""In-memory score cache of the graph's default services: a server or notebook loop
-lives longer than any run, so its cache forgets the least recently used entries beyond
-this (about 20,000 vectors of 3,072 floats, far more than one question's chain)."""
+"""In-memory score cache of the graph's default services: a server or notebook outlives any
+run, so its cache forgets the least recently used entries beyond this."""
 
 
 @dataclass
@@ -322,33 +293,26 @@ class _LoopState:
     pools: dict[str, httpx2.AsyncClient] = field(default_factory=dict)
     """One HTTP connection pool per host, sized to its limiter's ceiling."""
     embedders: dict[tuple[object, ...], EmbeddingBatcher] = field(default_factory=dict)
-    """One embedding batcher per embedder (``embedder_key``): the questions of every
-    model under test share it, so their answers share requests."""
+    """One batcher per ``embedder_key``: every model under test's answers share requests."""
 
 
 class OpenAIServices:
     """A ``ServicesFactory`` of OpenAI-compatible clients that owns what it builds.
 
-    An instance owns, and ``aclose`` releases: the clients (built once per settings and
-    event loop: their pools are bound to the loop, so a new ``asyncio.run`` gets new
-    ones), the score caches (one per ``cache_path``, else one in memory bounded by
-    ``cache_bytes``) and one endpoint limiter per host, shared by every model, role and
-    settings object reaching that host, whatever their other settings; where two settings
-    objects ask for different limits of one host, the lower ones hold
-    (``EndpointLimiter.tighten``). Use it as ``async with OpenAIServices() as factory:``
-    or call ``aclose`` on the loop that ran the questions when the run ends.
+    An instance owns, and ``aclose`` releases: the clients (built once per settings and event
+    loop, as their pools are bound to the loop), the score caches (one per ``cache_path``, else
+    one in memory bounded by ``cache_bytes``) and one endpoint limiter per host, shared by
+    every settings object reaching it; where two ask for different limits, the lower ones hold
+    (``EndpointLimiter.tighten``). Use it as ``async with OpenAIServices() as factory:`` or
+    call ``aclose`` on the loop that ran the questions.
 
-    ``transport`` picks the HTTP pools (``services.clients``): ``httpx`` pools need no
-    closing; ``aiohttp`` pools are cheaper per request and must be closed. ``chat`` picks
-    the chat clients: ``langchain`` (``ChatOpenAI``, traced by LangSmith and Studio) or
-    ``openai`` (``services.chat.OpenAIChat``: the same request for less CPU, untraced).
-    ``adaptive``
-    lets each endpoint's in-flight limit adapt below its ceiling (``services.limits``);
-    off, the limit is the ceiling. ``share`` is how many processes of one run reach the
-    same endpoints (``runner.workers``): each holds that share of every endpoint's
-    ceiling and request rate, so together they never ask for more than one would, and
-    their adaptive limits, each halving on its own 429s, settle at fair shares as TCP
-    flows sharing a link do.
+    ``transport`` picks the HTTP pools (``httpx`` needs no closing; ``aiohttp`` is cheaper per
+    request) and ``chat`` the chat clients: ``langchain`` (traced by LangSmith and Studio) or
+    ``openai`` (``OpenAIChat``: the same request for less CPU, untraced). ``adaptive`` lets
+    each endpoint's in-flight limit adapt below its ceiling (``services.limits``). ``share`` is
+    how many processes of one run reach the same endpoints (``runner.workers``): each holds
+    that share of every ceiling and rate, so together they never ask for more than one would,
+    and their adaptive limits settle at fair shares as TCP flows sharing a link do.
     """
 
     def __init__(
@@ -426,8 +390,7 @@ class OpenAIServices:
         return found
 
     def endpoint_stats(self) -> dict[str, EndpointStats]:
-        """Each endpoint's current limit and rate-limit replies, by host (of the running
-        loop, or of the last loop that used this instance)."""
+        """Each endpoint's stats by host, of the running loop or else the last one used."""
         try:
             state = self._loops.get(asyncio.get_running_loop()) or self._last
         except RuntimeError:  # no running loop here (the live table's thread)
@@ -486,14 +449,11 @@ class OpenAIServices:
         return services
 
     def forget(self) -> None:
-        """Start again with empty score caches (their files closed, opened again if a
-        later run names them) and no limiters, in every event loop, keeping the open
-        connection pools (``aclose`` closes them).
+        """Start again with empty score caches and no limiters, keeping the connection pools.
 
-        For a process that reuses one instance across unrelated runs, such as a test
-        session: a new server may be given the port of an earlier one, and its endpoint
-        would otherwise find the earlier server's cached scores and vectors, and the
-        vectors' length learnt from them (a reply of another length is refused).
+        For a process that reuses one instance across unrelated runs, such as a test session:
+        a new server may be given an earlier one's port, and would otherwise find its cached
+        scores and vectors, and the vector length learnt from them.
         """
         with self._caches_lock:
             caches, self._caches = list(self._caches.values()), {}
@@ -507,11 +467,8 @@ class OpenAIServices:
             state.embedders.clear()
 
     async def aclose(self) -> None:
-        """Close the running loop's clients and every cache file this instance opened.
-
-        The in-memory cache is kept (later runs on this instance reuse it); a cache file
-        is opened again if a later run names it.
-        """
+        """Close the running loop's clients and every cache file this instance opened (the
+        in-memory cache is kept for later runs)."""
         state = self._loops.pop(asyncio.get_running_loop(), None)
         if state is not None:
             for services in state.services.values():
@@ -525,24 +482,17 @@ class OpenAIServices:
 
 
 default_services = OpenAIServices(cache_bytes=DEFAULT_CACHE_BYTES)
-"""The factory graphs use unless given another (Studio, ``langgraph dev``, a parent
-graph): httpx pools, nothing to close, an in-memory cache bounded by
-``DEFAULT_CACHE_BYTES``."""
+"""The factory graphs use unless given another: httpx pools, nothing to close, a bounded
+in-memory cache."""
 
 
 shared_cache = OpenAIServices().cache
-"""One ``ScoreCache`` per file and process, for test factories (``testing.fakes``) that
-have no owner to close it: the caches of a factory that builds nothing and is never
-closed."""
+"""One ``ScoreCache`` per file and process, for test factories with no owner to close it."""
 
 
 def with_policy(shared: Services, policy: ChatClient) -> Services:
-    """``shared``'s judge, embeddings, cache and batcher, with ``policy`` as the model
-    under test.
-
-    For an evaluation framework that owns the policy call (the verifiers environments):
-    each episode brings its own ``policy``, with a limiter of its own so it never waits
-    for a judge's slot, while judge and embedding clients stay shared by every episode.
+    """``shared``'s judge, embeddings, cache and batcher, with ``policy`` as the model under
+    test (the verifiers environments), on a limiter of its own: it never waits for a judge slot.
     """
     return Services(
         build={

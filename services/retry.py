@@ -1,19 +1,16 @@
 """The one retry layer: every attempt takes its own limiter slot and its own deadline.
 
-The OpenAI clients are built with ``max_retries=0``; requests are retried here instead,
-outside the endpoint limiter. Retrying inside the client hid its attempts from the
-limiter (a 429 storm put four requests through one requests-per-minute slot) and could
-not retry a 200 reply that turned out to be unreadable. Here:
+The OpenAI clients are built with ``max_retries=0``; requests are retried here, outside the
+endpoint limiter. Retrying inside the client hides its attempts from the limiter (a 429 storm
+puts several requests through one requests-per-minute slot) and cannot retry a 200 reply that
+turns out to be unreadable. Here:
 
 * each attempt is started through the limiter, so retries count against the rate;
-* each attempt is bounded as a whole by ``request_timeout`` (the client's own timeout
-  bounds each read, so a body trickling in one byte at a time never ends);
-* 408/409/429/5xx, time-outs, connection errors and malformed replies are retried up to
-  ``max_retries`` times; any other 4xx is final at once;
-* the wait between attempts honours ``Retry-After`` (up to ``errors.RETRY_AFTER_LIMIT``) and
-  otherwise backs off exponentially (0.5 s doubling up to 8 s) with jitter, as the
-  OpenAI client does; it sleeps through the endpoint's ``waits``, so a long one is shown
-  while it lasts, and a ``Retry-After`` above the cap is recorded there too.
+* each attempt is bounded as a whole by ``request_timeout`` (the client's own timeout bounds
+  each read, so a body trickling in one byte at a time never ends);
+* retryable failures (``errors.is_retryable``) are retried up to ``max_retries`` times;
+* the wait honours ``Retry-After`` (up to ``errors.RETRY_AFTER_LIMIT``), else backs off
+  exponentially with jitter as the OpenAI client does, through the endpoint's ``waits``.
 """
 
 from __future__ import annotations
@@ -64,9 +61,8 @@ def wait_cause(exc: BaseException) -> str:
 
 
 async def with_retries(attempt: Callable[[], Awaitable[T]], max_retries: int, waits: Waits) -> T:
-    """``await attempt()``, again after each retryable failure, at most ``max_retries``
-    more times; the last failure is raised. The waits between attempts go through the
-    endpoint's ``waits``."""
+    """``await attempt()``, again after each retryable failure, at most ``max_retries`` more
+    times; the last failure is raised."""
     retry = 0
     while True:
         try:
@@ -84,9 +80,8 @@ async def with_retries(attempt: Callable[[], Awaitable[T]], max_retries: int, wa
 async def attempt_once(
     limiter: EndpointLimiter, limit_s: float | None, request: Callable[[], Awaitable[T]]
 ) -> T:
-    """One attempt: a limiter slot, and the whole request within ``limit_s`` seconds
-    (``TimeoutError`` after that). The deadline is ``asyncio.timeout``'s, on the caller's
-    task: ``asyncio.wait_for`` would run every request in a task of its own."""
+    """One attempt: a limiter slot, and the whole request within ``limit_s`` seconds. The
+    deadline is ``asyncio.timeout``'s: ``asyncio.wait_for`` would make a task per request."""
     async with limiter.slot(), asyncio.timeout(limit_s):
         return await request()
 
@@ -98,8 +93,7 @@ async def call(
     limit_s: float | None,
     max_retries: int,
 ) -> T:
-    """``request()`` through the limiter, each attempt within ``limit_s`` seconds, retried
-    (see the module docstring)."""
+    """``request()`` through the limiter, retried (see the module docstring)."""
     return await with_retries(
         lambda: attempt_once(limiter, limit_s, request), max_retries, limiter.waits
     )

@@ -1,14 +1,10 @@
-"""What goes in the usage ledger's lines (``record.usage`` keeps, appends and sums them):
-what a request can cost at most, and what its reply cost (``usage_line``, the one place
-a reply is priced).
+"""What goes in the usage ledger's lines (``record.usage`` keeps and sums them): what a request
+can cost at most, and what its reply cost (``usage_line``, the one place a reply is priced).
 
-A reply without usage (no ``usage`` object, or nulls in it, as several OpenAI-compatible
-servers send) has *unknown* tokens and dollars (``null``), never 0; its line also
-carries an estimate (``estimated_*``: tokens as UTF-8 bytes of the prompt and of the
-reply, which bounds any byte-level BPE tokenizer's count of the same text) for the
-budget. A request sent bounds its cost on its ``sent`` line (``bound_usd``: the prompt's
-UTF-8 bytes as input tokens, and the request's ``max_tokens`` or ``OUTPUT_TOKENS_BOUND``
-as output), which counts if it is never answered.
+A reply without usage (as several OpenAI-compatible servers send) has *unknown* tokens and
+dollars (``null``), never 0; its line also carries an upper estimate (``estimated_*``) for the
+budget. A request's ``sent`` line bounds its cost (``bound_usd``), which counts if it is never
+answered.
 """
 
 from __future__ import annotations
@@ -28,23 +24,17 @@ from aidanbench.services.errors import status_of
 from aidanbench.services.pricing import Price, PriceTable
 
 MESSAGE_TOKENS = 8
-"""Tokens a chat template adds around one message (role markers, separators): added to a
-prompt's UTF-8 bytes when its input tokens are estimated."""
+"""Tokens a chat template adds around one message, added to a prompt's estimated tokens."""
 
 OUTPUT_TOKENS_BOUND = 4096
-"""Output tokens an unrecorded request is counted at when it sets no ``max_tokens`` (or
-``max_completion_tokens``): far above any reply of the benchmark (the published run's
-longest answer is a few hundred tokens, a judge reply a few), below what a reasoning
-model may spend (set ``max_completion_tokens`` in ``--model-kwargs`` to bound it)."""
+"""Output tokens an unanswered request is counted at when it sets no ``max_tokens``: far above
+any reply of the benchmark, below what a reasoning model may spend (set
+``max_completion_tokens`` in ``--model-kwargs`` to bound it)."""
 
 
 def text_tokens(text: str) -> int:
-    """An upper estimate of the tokens of ``text``: its UTF-8 bytes.
-
-    Byte-level BPE tokenizers (OpenAI's, Llama's, most served models') never make more
-    tokens than bytes. No tokenizer is downloaded (``tiktoken`` fetches its files on first
-    use, which an offline run cannot).
-    """
+    """An upper estimate of the tokens of ``text``: its UTF-8 bytes, more than any byte-level
+    BPE tokenizer makes; no tokenizer is downloaded (an offline run cannot)."""
     return len(text.encode("utf-8", "surrogatepass"))
 
 
@@ -87,8 +77,7 @@ class Usage:
         return price.dollars(self.input_tokens, self.cached_input_tokens or 0, self.output_tokens)
 
     def estimated(self, prompt: str, reply: str) -> Usage:
-        """This usage with each unreported count replaced by its upper estimate (the UTF-8
-        bytes of ``prompt`` and ``reply``); reported counts are kept."""
+        """This usage with each unreported count replaced by its upper estimate."""
         return replace(
             self,
             input_tokens=prompt_tokens(prompt) if self.input_tokens is None else self.input_tokens,
@@ -128,12 +117,8 @@ def raw_usage(raw: Any) -> Usage:
 
 
 def reply_usage(message: AIMessage) -> Usage:
-    """The usage of a chat reply, read from the provider's own ``usage`` object.
-
-    Both chat clients keep it as ``response_metadata["token_usage"]``; LangChain's
-    ``usage_metadata`` turns a missing count into 0, so it is read only when the raw
-    object is absent.
-    """
+    """The usage of a chat reply, from the provider's own ``usage`` object: LangChain's
+    ``usage_metadata`` turns a missing count into 0, so it is read only without one."""
     raw = message.response_metadata.get("token_usage")
     if isinstance(raw, dict):
         return raw_usage(raw)
@@ -172,9 +157,8 @@ def served_model(message: AIMessage) -> str | None:
 
 
 def usage_metadata(usage: Mapping[str, Any]) -> dict[str, Any]:
-    """LangChain's ``usage_metadata`` of an OpenAI ``usage`` object, as langchain-openai
-    maps it; ``services.chat`` builds its replies with it (``reply_usage`` reads the raw
-    object, which keeps unknown counts unknown)."""
+    """LangChain's ``usage_metadata`` of an OpenAI ``usage`` object, as langchain-openai maps
+    it (``reply_usage`` reads the raw object, which keeps unknown counts unknown)."""
     read = raw_usage(dict(usage))
     input_tokens, output_tokens = read.input_tokens or 0, read.output_tokens or 0
     return {
@@ -187,9 +171,8 @@ def usage_metadata(usage: Mapping[str, Any]) -> dict[str, Any]:
 
 
 PRICED = "aidanbench_usage"
-"""The key of ``response_metadata`` under which a chat client leaves the ledger's
-``usage`` line of a reply, so the node that reads the reply takes its tokens and dollars
-from that line (``reply_line``) instead of pricing the reply a second time."""
+"""The ``response_metadata`` key under which a chat client leaves a reply's ledger line, so the
+node reading the reply takes its tokens and dollars from it instead of pricing it again."""
 
 
 def usage_line(
@@ -208,10 +191,9 @@ def usage_line(
 ) -> dict[str, Any]:
     """The ledger's ``usage`` line of one reply: the one place a reply is priced.
 
-    ``price`` is the served model's (``PriceTable.served_price``), at batch prices for a
-    ``batch`` call. ``prompt`` and ``reply`` estimate the usage when the reply reported
-    none; ``priced_as`` names the model asked for when it is not ``model`` (a variant
-    ``NAME@LABEL`` is asked as ``NAME``)."""
+    ``price`` is the served model's (``PriceTable.served_price``). ``prompt`` and ``reply``
+    estimate the usage when the reply reported none; ``priced_as`` names the model asked for
+    when it is not ``model`` (a variant ``NAME@LABEL`` is asked as ``NAME``)."""
     line: dict[str, Any] = {
         "event": "usage",
         "id": request,
@@ -258,10 +240,7 @@ def message_text(messages: list[list[BaseMessage]]) -> str:
 
 @dataclass(frozen=True)
 class RoleLedger:
-    """Where one role's client records its requests, and the prices they are charged at
-    (the served model's: ``PriceTable.served_price``): what ``OpenAIChat``,
-    ``LedgerCallback`` (for ``ChatOpenAI``) and ``OpenAICompatibleEmbeddings`` write
-    each attempt with."""
+    """Where one role's client records each attempt, and the prices it is charged at."""
 
     ledger: UsageLedger
     role: str
@@ -269,8 +248,7 @@ class RoleLedger:
     """The name the lines carry: the row's (a variant's ``NAME@LABEL``)."""
     prices: PriceTable
     priced_as: str | None = None
-    """The name the model is asked and priced by, when not ``model`` (a variant's
-    ``NAME``)."""
+    """The name the model is asked and priced by, when not ``model`` (a variant's ``NAME``)."""
 
     @property
     def asked(self) -> str:
@@ -278,9 +256,8 @@ class RoleLedger:
         return self.priced_as or self.model
 
     def sent(self, where: Mapping[str, Any], input_tokens: int, output_tokens: int) -> str:
-        """Record a request billable at most these tokens as sent (its bound priced as
-        the asked model, before a reply names what served); its id, for ``replied`` or
-        ``failed``."""
+        """Record a request billable at most these tokens as sent, priced as the asked model;
+        its id, for ``replied`` or ``failed``."""
         price = self.prices.price(self.asked)
         return self.ledger.sent(
             self.role,
@@ -300,8 +277,7 @@ class RoleLedger:
         reply: str = "",
         served: str | None = None,
     ) -> dict[str, Any]:
-        """Record the reply to request ``request`` with its ``usage``, priced as the model
-        that ``served`` it; the line written."""
+        """Record the reply to ``request``, priced as the model that ``served`` it."""
         line = usage_line(
             self.role,
             self.model,
@@ -336,11 +312,8 @@ class RoleLedger:
 
 
 class LedgerCallback(AsyncCallbackHandler):
-    """Writes a chat client's every attempt to the ledger: ``sent``, then its ``usage``.
-
-    Attached to the client itself, so each attempt of the retry layer is seen, and the
-    thread and node come from the metadata LangGraph gives the call.
-    """
+    """Writes a chat client's every attempt to the ledger: ``sent``, then its ``usage``
+    (attached to the client itself, so each attempt of the retry layer is seen)."""
 
     run_inline = True
 
@@ -401,8 +374,7 @@ class LedgerCallback(AsyncCallbackHandler):
 
 
 def embedding_usage(raw: Any) -> Usage:
-    """The usage of an embeddings reply's ``usage`` object: an embedding has no output,
-    so reported input tokens make its output tokens 0."""
+    """An embeddings reply's usage: reported input tokens make its output tokens 0."""
     usage = raw_usage(raw)
     if usage.input_tokens is not None and usage.output_tokens is None:
         usage = replace(usage, output_tokens=0)

@@ -1,12 +1,9 @@
 """Long waits of an endpoint's requests, recorded while they last so they can be shown.
 
-A request can wait on purpose: the endpoint's ``Retry-After``, a back-off after a
-failure (``services.retry``), the ``--requests-per-minute`` window
-(``services.limits``). A wait of a few minutes with nothing on screen looks like a hung
-run, so every such wait sleeps through its endpoint's ``Waits``, which records each one
-longer than ``VISIBLE_S`` while it lasts. The record is read, not pushed: the services
-layer does not know who shows progress, and whoever does (``runner.progress``: the live
-table, the log) reads it through ``EndpointLimiter.stats`` as often as it draws.
+A wait of minutes (``Retry-After``, a back-off, the ``--requests-per-minute`` window) with
+nothing on screen looks like a hung run, so every such wait sleeps through its endpoint's
+``Waits``. The record is read, not pushed: the services layer does not know who shows
+progress, and whoever does (``runner.progress``) reads it through ``EndpointLimiter.stats``.
 """
 
 from __future__ import annotations
@@ -17,8 +14,7 @@ import time
 from dataclasses import dataclass
 
 VISIBLE_S = 5.0
-"""Waits longer than this are recorded, and so shown; shorter ones are ordinary
-back-offs, over before anyone could read about them."""
+"""Waits longer than this are recorded and shown; shorter ones are over before anyone reads."""
 
 
 @dataclass(frozen=True)
@@ -36,18 +32,15 @@ class WaitNow:
 
 
 class Waits:
-    """One endpoint's waits longer than ``VISIBLE_S``: those going on, and a count.
-
-    Written on the event loop, read from any thread (the live table draws from its own):
-    a reader copies the current waits in one step and never changes them.
+    """One endpoint's waits longer than ``VISIBLE_S``: those going on, and a count. Written on
+    the event loop, read from any thread: a reader copies them in one step, never changes them.
     """
 
     def __init__(self) -> None:
         self.started = 0
         """Waits longer than ``VISIBLE_S`` started so far."""
         self.capped: tuple[float, float] | None = None
-        """The longest ``Retry-After`` the endpoint asked for above the cap, and the cap
-        waited instead; None while none was."""
+        """The longest ``Retry-After`` asked above the cap, and the cap waited instead."""
         self._current: dict[int, tuple[float, float, str]] = {}
         self._ids = itertools.count()
 
