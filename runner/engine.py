@@ -28,8 +28,8 @@ from aidanbench.record.recorder import Recorder, stored_metadata
 from aidanbench.record.results import QuestionResult
 from aidanbench.record.usage import UsageLedger
 from aidanbench.runner import admission, campaign, preflight, session, workers
-from aidanbench.runner.claims import shared_claims, store_outage
-from aidanbench.runner.drive import Questions, drive
+from aidanbench.runner.claims import store_outage
+from aidanbench.runner.drive import Questions
 from aidanbench.runner.local import (
     check_recorded_measurements,
     lines_from_checkpoints,
@@ -169,37 +169,23 @@ async def execute(
         recorder.start_session(meta, (task.question for task in tasks))
         if prepared.checked is not None:
             prepared.checked.record(recorder.ledger, run_fields(spec)["prices_path"])
-        budget = recorder.ledger if spec.server is None else None  # a server keeps no ledger
         outage = store_outage(spec, progress.store)
         try:
             with progress:
-                async with backend(spec, services, progress, count, budget, outage) as questions:
-                    if count > 1:
-                        await workers.drive_workers(
-                            tasks,
-                            questions,
-                            recorder.lines,
-                            count=count,
-                            spec=spec,
-                            meta=meta,
-                            progress=progress,
-                            budget=recorder.ledger,
-                            outage=outage,
-                        )
-                    else:
-                        async with shared_claims(spec, meta, progress, outage) as claims:
-                            gate = admission.admission(
-                                spec.concurrency, len(tasks), remote=spec.server is not None
-                            )
-                            await drive(
-                                tasks,
-                                questions,
-                                recorder.lines,
-                                admission=gate,
-                                progress=progress,
-                                claims=claims,
-                                budget=budget,
-                            )
+                async with backend(
+                    spec, services, progress, count, recorder.ledger, outage
+                ) as questions:
+                    await workers.drive_workers(
+                        tasks,
+                        questions,
+                        recorder.lines,
+                        count=count,
+                        spec=spec,
+                        meta=meta,
+                        progress=progress,
+                        budget=recorder.ledger,
+                        outage=outage,
+                    )
         except BaseException as exc:
             refusal = str(exc) if isinstance(exc, EndpointRefused) else None
             recorder.end_session(ended_by(exc), refusal=refusal)
@@ -209,8 +195,7 @@ async def execute(
             limits = {host: dataclasses.asdict(s) for host, s in progress.endpoints().items()}
         ended = recorder.finish_session(session.spending(spec, limits))
         if spec.store is not None:
-            machine = campaign.machine_name(spec.run_dir)
-            await campaign.record_machine_once(spec.store, machine, ended.metadata, outage)
+            await campaign.record_machine(spec.store, spec.run_dir, ended.metadata, outage)
     summary = summarise(ended.results, ended.metadata.reward_mode)
     return RunResult(spec.run_dir, ended.lines, ended.metadata, ended.results, ended.notes, summary)
 

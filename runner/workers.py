@@ -48,7 +48,7 @@ from aidanbench.record.recorder import RunLines, worker_ledger
 from aidanbench.record.usage import UsageLedger
 from aidanbench.runner import campaign
 from aidanbench.runner.admission import Admission, admission
-from aidanbench.runner.claims import claim_times, claims_of, shared_claims, store_outage
+from aidanbench.runner.claims import claims_of, store_outage
 from aidanbench.runner.drive import Questions, drive, run_group
 from aidanbench.runner.local import local_questions
 from aidanbench.runner.progress import Progress
@@ -103,10 +103,10 @@ class Job:
     tasks: list[Task]
 
 
-def process_gate(concurrency: int | None, chains: int, count: int) -> Admission:
-    """One of ``count`` processes' gate: its share of ``concurrency`` (``runner.admission``)."""
-    requested = None if concurrency is None else math.ceil(concurrency / count)
-    return admission(requested, chains, share=count)
+def process_gate(spec: RunSpec, chains: int, count: int) -> Admission:
+    """One of ``count`` processes' gate: its share of ``--concurrency`` (``runner.admission``)."""
+    requested = None if spec.concurrency is None else math.ceil(spec.concurrency / count)
+    return admission(requested, chains, remote=spec.server is not None, share=count)
 
 
 def shares(tasks: Sequence[Task], count: int) -> list[list[Task]]:
@@ -179,7 +179,7 @@ async def _work(job: Job, conn: Connection) -> None:
     services = OpenAIServices(
         clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=job.count, ledger=book
     )
-    gate = process_gate(spec.concurrency, len(job.tasks), job.count)
+    gate = process_gate(spec, len(job.tasks), job.count)
     outage = store_outage(spec, reporter.store)
 
     async def send_every() -> None:
@@ -196,7 +196,7 @@ async def _work(job: Job, conn: Connection) -> None:
     try:
         async with (
             questions_here(spec.run_dir, spec.store, services, book, outage) as questions,
-            claims_of(spec.store, spec.run_dir, reporter, claim_times(spec), outage) as claims,
+            claims_of(spec, reporter, outage) as claims,
         ):
             await drive(
                 job.tasks,
@@ -405,23 +405,28 @@ async def drive_workers(
 ) -> list[QuestionLine]:
     """``runner.drive.drive`` over ``count`` processes: this one, on ``questions`` (built
     with ``OpenAIServices(share=count)``), and ``count - 1`` workers, every one keeping the
-    run's ``budget`` and catching up with what the others spent."""
+    run's ``budget`` and catching up with what the others spent. With ``count`` 1 (a
+    session's own process alone) it is the drive loop, with this machine's claims."""
     ordered = sorted(tasks, key=lambda task: lines.stopped_before(task.thread_id))
     mine, *theirs = shares(ordered, count)
     relay = Relay(progress, lines, {task.thread_id: task for task in tasks})
     own = progress.endpoints
-    progress.endpoints = lambda: relay.endpoint_stats(own() if own is not None else {})
+    if own is not None:
+        progress.endpoints = lambda: relay.endpoint_stats(own())
     for share in theirs:
         for task in share:
             progress.queued(task.label)
-    budget.follow()  # before the workers write
+    if theirs:
+        budget.follow()  # before the workers write
     workers = Workers(relay, progress)
     for index, share in enumerate(theirs, start=1):
         workers.start(Job(index, count, spec, share))
 
     async def here() -> None:
-        gate = process_gate(spec.concurrency, len(mine), count)
-        async with shared_claims(spec, meta, _Own(relay), outage) as claims:
+        gate = process_gate(spec, len(mine), count)
+        async with claims_of(spec, _Own(relay), outage) as claims:
+            if spec.store is not None:
+                await campaign.record_machine(spec.store, spec.run_dir, meta, outage)
             await drive(
                 mine,
                 questions,
@@ -429,7 +434,7 @@ async def drive_workers(
                 admission=gate,
                 progress=progress,
                 claims=claims,
-                budget=budget,
+                budget=budget if spec.server is None else None,  # a server keeps no ledger
             )
 
     async def start(group: asyncio.TaskGroup) -> None:
