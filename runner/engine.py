@@ -12,8 +12,7 @@ import asyncio
 import dataclasses
 import functools
 import os
-from collections.abc import AsyncIterator, Callable, Collection
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,10 +25,8 @@ from aidanbench.record.lines import QuestionLine
 from aidanbench.record.metadata import Metadata, RunTotals
 from aidanbench.record.recorder import Recorder, stored_metadata
 from aidanbench.record.results import QuestionResult
-from aidanbench.record.usage import UsageLedger
 from aidanbench.runner import admission, campaign, preflight, session, workers
 from aidanbench.runner.claims import store_outage
-from aidanbench.runner.drive import Questions
 from aidanbench.runner.local import (
     check_recorded_measurements,
     lines_from_checkpoints,
@@ -38,7 +35,7 @@ from aidanbench.runner.preflight import Preflight
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.spec import RunSpec, build_tasks, run_fields
 from aidanbench.runner.tasks import Task
-from aidanbench.services import OpenAIServices, ServicesFactory, clients
+from aidanbench.services import ServicesFactory, clients
 
 
 @dataclass(frozen=True)
@@ -172,7 +169,7 @@ async def execute(
         outage = store_outage(spec, progress.store)
         try:
             with progress:
-                async with backend(
+                async with workers.backend(
                     spec, services, progress, count, recorder.ledger, outage
                 ) as questions:
                     await workers.drive_workers(
@@ -207,40 +204,6 @@ def ended_by(exc: BaseException) -> str:
     if isinstance(exc, EndpointRefused):
         return "refused"
     return f"failed: {type(exc).__name__}"
-
-
-@asynccontextmanager
-async def backend(
-    spec: RunSpec,
-    services: ServicesFactory | None,
-    progress: Progress,
-    share: int = 1,
-    budget: UsageLedger | None = None,
-    outage: campaign.Outage | None = None,
-) -> AsyncIterator[Questions]:
-    """The local graph (its HTTP pools holding ``share`` of each endpoint, every request in
-    the ledger ``budget``, which stops questions once spent) or the spec's server."""
-    if spec.server is not None:
-        from aidanbench.runner.remote import remote_questions
-
-        async with remote_questions(spec.server) as remote:
-            yield remote
-        return
-    owned = None
-    if services is None:
-        services = owned = OpenAIServices(
-            clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=share, ledger=budget
-        )
-    if isinstance(services, OpenAIServices):
-        progress.endpoints = services.endpoint_stats
-    try:
-        async with workers.questions_here(
-            spec.run_dir, spec.store, services, budget, outage
-        ) as local:
-            yield local
-    finally:
-        if owned is not None:
-            await owned.aclose()
 
 
 async def run(

@@ -36,10 +36,10 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
 from aidanbench.record.lines import QuestionLine
@@ -123,6 +123,7 @@ class Reporter:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.pending: list[tuple[Any, ...]] = []
+        self.endpoints: Callable[[], Mapping[str, EndpointStats]] = dict
 
     def queued(self, label: str, count: int = 1) -> None:
         """The parent counts the queue itself."""
@@ -176,9 +177,6 @@ async def _work(job: Job, conn: Connection) -> None:
     reporter = Reporter(conn)
     spec = job.spec
     book = worker_ledger(spec.run_dir, spec.max_cost)
-    services = OpenAIServices(
-        clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=job.count, ledger=book
-    )
     gate = process_gate(spec, len(job.tasks), job.count)
     outage = store_outage(spec, reporter.store)
 
@@ -186,7 +184,7 @@ async def _work(job: Job, conn: Connection) -> None:
         while True:
             await asyncio.sleep(SEND_EVERY_S)
             try:
-                reporter.send(("endpoints", services.endpoint_stats()))
+                reporter.send(("endpoints", reporter.endpoints()))
             except OSError:  # the parent is gone: nobody keeps what this worker does
                 main.cancel()
                 return
@@ -195,7 +193,7 @@ async def _work(job: Job, conn: Connection) -> None:
     helpers = [asyncio.create_task(send_every()), asyncio.create_task(follow(book))]
     try:
         async with (
-            questions_here(spec.run_dir, spec.store, services, book, outage) as questions,
+            backend(spec, None, reporter, job.count, book, outage) as questions,
             claims_of(spec, reporter, outage) as claims,
         ):
             await drive(
@@ -214,24 +212,47 @@ async def _work(job: Job, conn: Connection) -> None:
     finally:
         for helper in helpers:
             helper.cancel()
-        with contextlib.suppress(Exception):
-            await services.aclose()
         book.close()
         with contextlib.suppress(OSError):
-            reporter.send(("endpoints", services.endpoint_stats()), outcome)
+            reporter.send(("endpoints", reporter.endpoints()), outcome)
 
 
-def questions_here(
-    run_dir: Path,
-    store: str | None,
-    services: ServicesFactory,
-    budget: UsageLedger | None,
+@asynccontextmanager
+async def backend(
+    spec: RunSpec,
+    services: ServicesFactory | None,
+    progress: Progress | Reporter,
+    share: int = 1,
+    budget: UsageLedger | None = None,
     outage: campaign.Outage | None = None,
-) -> contextlib.AbstractAsyncContextManager[Any]:
-    """Threads run on this machine, on the store's checkpointer or the run directory's."""
-    if store is not None:
-        return campaign.store_questions(store, services, budget, outage)
-    return local_questions(run_dir, services, budget)
+) -> AsyncIterator[Questions]:
+    """The spec's server, or its threads run on this machine, on the store's checkpointer or
+    the run directory's: the local graph's HTTP pools hold ``share`` of each endpoint, every
+    request goes into the ledger ``budget``, which stops questions once spent."""
+    if spec.server is not None:
+        from aidanbench.runner.remote import remote_questions
+
+        async with remote_questions(spec.server) as remote:
+            yield remote
+        return
+    owned = None
+    if services is None:
+        services = owned = OpenAIServices(
+            clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=share, ledger=budget
+        )
+    if isinstance(services, OpenAIServices):
+        progress.endpoints = services.endpoint_stats
+    here = (
+        local_questions(spec.run_dir, services, budget)
+        if spec.store is None
+        else campaign.store_questions(spec.store, services, budget, outage)
+    )
+    try:
+        async with here as local:
+            yield local
+    finally:
+        if owned is not None:
+            await owned.aclose()
 
 
 async def follow(ledger: UsageLedger) -> None:
