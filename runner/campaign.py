@@ -334,28 +334,25 @@ def riding_saver(pool: AsyncConnectionPool[Any], outage: Outage) -> Any:
     return RidingSaver(pool, serde=checkpoint_serde())
 
 
-async def record_machine(conn: AsyncConnection[Any], machine: str, metadata: Metadata) -> None:
-    """Upsert this run directory's metadata into ``aidanbench_machines``."""
+async def record_machine(
+    url: str, run_dir: Path, metadata: Metadata, outage: Outage | None = None
+) -> None:
+    """Upsert the metadata of ``run_dir`` (``machine_name``) into ``aidanbench_machines``, on
+    a connection of its own, waiting out an outage of the store."""
+    import psycopg
     from psycopg.types.json import Jsonb
 
-    await conn.execute(
-        "INSERT INTO aidanbench_machines (machine, metadata) VALUES (%s, %s) "
-        "ON CONFLICT (machine) DO UPDATE SET metadata = EXCLUDED.metadata, updated_at = now()",
-        (machine, Jsonb(metadata.model_dump(mode="json", exclude_none=True))),
-    )
-
-
-async def record_machine_once(
-    url: str, machine: str, metadata: Metadata, outage: Outage | None = None
-) -> None:
-    """``record_machine`` on a connection of its own (waiting out an outage of the store)."""
-    import psycopg
+    row = (machine_name(run_dir), Jsonb(metadata.model_dump(mode="json", exclude_none=True)))
 
     async def record() -> None:
         async with await psycopg.AsyncConnection.connect(
             url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
         ) as conn:
-            await record_machine(conn, machine, metadata)
+            await conn.execute(
+                "INSERT INTO aidanbench_machines (machine, metadata) VALUES (%s, %s) ON "
+                "CONFLICT (machine) DO UPDATE SET metadata = EXCLUDED.metadata, updated_at = now()",
+                row,
+            )
 
     await (outage or Outage(redacted(url))).ride(record)
 

@@ -25,12 +25,10 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.record.lines import QuestionLine
-from aidanbench.record.metadata import Metadata
 from aidanbench.runner import campaign
 from aidanbench.runner.drive import Plan, Questions
 from aidanbench.runner.spec import RunSpec
@@ -287,34 +285,16 @@ def store_lost(url: str, exc: BaseException) -> UsageError:
 
 
 def claims_of(
-    store: str | None,
-    run_dir: Path,
-    progress: Waiting,
-    times: ClaimTimes,
-    outage: campaign.Outage | None = None,
+    spec: RunSpec, progress: Waiting, outage: campaign.Outage | None = None
 ) -> contextlib.AbstractAsyncContextManager[Claims | None]:
-    """``open_claims`` as this machine's ``run_dir``; None without a store (``drive`` then
-    runs every thread it is given)."""
-    if store is None:
+    """``open_claims`` as this machine's run directory, with the spec's ``--claim-lease``,
+    ``--claim-poll`` and ``--store-outage``; None without a store (``drive`` then runs every
+    thread it is given)."""
+    if spec.store is None:
         return contextlib.nullcontext(None)
-    return open_claims(store, campaign.machine_name(run_dir), progress, times, outage)
-
-
-@asynccontextmanager
-async def shared_claims(
-    spec: RunSpec, meta: Metadata, progress: Waiting, outage: campaign.Outage | None = None
-) -> AsyncIterator[Claims | None]:
-    """The session's own claims, with this machine's metadata recorded in the store."""
-    times = claim_times(spec)
-    async with claims_of(spec.store, spec.run_dir, progress, times, outage) as claims:
-        if claims is not None:
-
-            async def record() -> None:
-                async with claims.pool.connection() as conn:
-                    await campaign.record_machine(conn, claims.machine, meta)
-
-            await claims.outage.ride(record)
-        yield claims
+    times = ClaimTimes(spec.claim_lease, spec.claim_poll, spec.store_outage)
+    machine = campaign.machine_name(spec.run_dir)
+    return open_claims(spec.store, machine, progress, times, outage)
 
 
 def store_outage(spec: RunSpec, tell: Callable[[str | None], None]) -> campaign.Outage | None:
@@ -322,7 +302,3 @@ def store_outage(spec: RunSpec, tell: Callable[[str | None], None]) -> campaign.
     if spec.store is None:
         return None
     return campaign.Outage(campaign.redacted(spec.store), tell, spec.store_outage)
-
-
-def claim_times(spec: RunSpec) -> ClaimTimes:
-    return ClaimTimes(spec.claim_lease, spec.claim_poll, spec.store_outage)

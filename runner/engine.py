@@ -12,8 +12,7 @@ import asyncio
 import dataclasses
 import functools
 import os
-from collections.abc import AsyncIterator, Callable, Collection
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,10 +25,8 @@ from aidanbench.record.lines import QuestionLine
 from aidanbench.record.metadata import Metadata, RunTotals
 from aidanbench.record.recorder import Recorder, stored_metadata
 from aidanbench.record.results import QuestionResult
-from aidanbench.record.usage import UsageLedger
 from aidanbench.runner import admission, campaign, preflight, session, workers
-from aidanbench.runner.claims import shared_claims, store_outage
-from aidanbench.runner.drive import Questions, drive
+from aidanbench.runner.claims import store_outage
 from aidanbench.runner.local import (
     check_recorded_measurements,
     lines_from_checkpoints,
@@ -38,7 +35,7 @@ from aidanbench.runner.preflight import Preflight
 from aidanbench.runner.progress import Progress
 from aidanbench.runner.spec import RunSpec, build_tasks, run_fields
 from aidanbench.runner.tasks import Task
-from aidanbench.services import OpenAIServices, ServicesFactory, clients
+from aidanbench.services import ServicesFactory, clients
 
 
 @dataclass(frozen=True)
@@ -169,37 +166,23 @@ async def execute(
         recorder.start_session(meta, (task.question for task in tasks))
         if prepared.checked is not None:
             prepared.checked.record(recorder.ledger, run_fields(spec)["prices_path"])
-        budget = recorder.ledger if spec.server is None else None  # a server keeps no ledger
         outage = store_outage(spec, progress.store)
         try:
             with progress:
-                async with backend(spec, services, progress, count, budget, outage) as questions:
-                    if count > 1:
-                        await workers.drive_workers(
-                            tasks,
-                            questions,
-                            recorder.lines,
-                            count=count,
-                            spec=spec,
-                            meta=meta,
-                            progress=progress,
-                            budget=recorder.ledger,
-                            outage=outage,
-                        )
-                    else:
-                        async with shared_claims(spec, meta, progress, outage) as claims:
-                            gate = admission.admission(
-                                spec.concurrency, len(tasks), remote=spec.server is not None
-                            )
-                            await drive(
-                                tasks,
-                                questions,
-                                recorder.lines,
-                                admission=gate,
-                                progress=progress,
-                                claims=claims,
-                                budget=budget,
-                            )
+                async with workers.backend(
+                    spec, services, progress, count, recorder.ledger, outage
+                ) as questions:
+                    await workers.drive_workers(
+                        tasks,
+                        questions,
+                        recorder.lines,
+                        count=count,
+                        spec=spec,
+                        meta=meta,
+                        progress=progress,
+                        budget=recorder.ledger,
+                        outage=outage,
+                    )
         except BaseException as exc:
             refusal = str(exc) if isinstance(exc, EndpointRefused) else None
             recorder.end_session(ended_by(exc), refusal=refusal)
@@ -209,8 +192,7 @@ async def execute(
             limits = {host: dataclasses.asdict(s) for host, s in progress.endpoints().items()}
         ended = recorder.finish_session(session.spending(spec, limits))
         if spec.store is not None:
-            machine = campaign.machine_name(spec.run_dir)
-            await campaign.record_machine_once(spec.store, machine, ended.metadata, outage)
+            await campaign.record_machine(spec.store, spec.run_dir, ended.metadata, outage)
     summary = summarise(ended.results, ended.metadata.reward_mode)
     return RunResult(spec.run_dir, ended.lines, ended.metadata, ended.results, ended.notes, summary)
 
@@ -222,40 +204,6 @@ def ended_by(exc: BaseException) -> str:
     if isinstance(exc, EndpointRefused):
         return "refused"
     return f"failed: {type(exc).__name__}"
-
-
-@asynccontextmanager
-async def backend(
-    spec: RunSpec,
-    services: ServicesFactory | None,
-    progress: Progress,
-    share: int = 1,
-    budget: UsageLedger | None = None,
-    outage: campaign.Outage | None = None,
-) -> AsyncIterator[Questions]:
-    """The local graph (its HTTP pools holding ``share`` of each endpoint, every request in
-    the ledger ``budget``, which stops questions once spent) or the spec's server."""
-    if spec.server is not None:
-        from aidanbench.runner.remote import remote_questions
-
-        async with remote_questions(spec.server) as remote:
-            yield remote
-        return
-    owned = None
-    if services is None:
-        services = owned = OpenAIServices(
-            clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=share, ledger=budget
-        )
-    if isinstance(services, OpenAIServices):
-        progress.endpoints = services.endpoint_stats
-    try:
-        async with workers.questions_here(
-            spec.run_dir, spec.store, services, budget, outage
-        ) as local:
-            yield local
-    finally:
-        if owned is not None:
-            await owned.aclose()
 
 
 async def run(

@@ -41,7 +41,7 @@ from aidanbench.record.metadata import (
 )
 from aidanbench.record.recorder import now
 from aidanbench.runner.campaign import redacted
-from aidanbench.runner.spec import RunSpec, base_urls
+from aidanbench.runner.spec import RunSpec
 from aidanbench.runner.tasks import Task
 from aidanbench.services.pricing import price_table
 
@@ -206,8 +206,8 @@ def session_record(
         questions_source=spec.questions_source,
         operational=operational_settings(first),
         coherence_threshold_source=None if source is None else ThresholdSource(**source),
-        endpoints=endpoints(first),
-        base_urls=base_urls(first),
+        endpoints={role: first.endpoint(role).host for role in ROLES},
+        base_urls={role: first.endpoint(role).url for role in ROLES},
         endpoint_sources=dict(sources or {}),
         concurrency=in_flight,
         concurrency_automatic=spec.concurrency is None,
@@ -216,11 +216,6 @@ def session_record(
         package_version=importlib_metadata.version("aidanbench"),
         git_commit=git_commit(),
     )
-
-
-def endpoints(settings: Settings) -> dict[str, str]:
-    """Host of each role's endpoint."""
-    return {role: settings.endpoint(role).host for role in ROLES}
 
 
 def grown_metadata(
@@ -254,7 +249,7 @@ def grown_metadata(
     for name, value in first_seen.items():
         if name not in meta.model_fields_set:
             setattr(meta, name, value)
-    meta.endpoints = endpoints(first)
+    meta.endpoints = record.endpoints
     meta.settings = run_settings(first, temperatures)
     if spec.server is not None:
         meta.server = spec.server

@@ -23,7 +23,6 @@ from pydantic import (
 from aidanbench.core.errors import QuestionSourceError, UsageError, printable
 from aidanbench.core.settings import (
     LOCAL_EMBEDDING_MODEL,
-    ROLES,
     Settings,
     flag_of,
     unused_variants,
@@ -241,11 +240,6 @@ def given_settings(values: dict[str, Any]) -> dict[str, Any]:
         if value != default:
             given[name] = value
     return given
-
-
-def base_urls(settings: Settings) -> dict[str, str]:
-    """The base URL each role reaches (``OPENAI_URL`` for a role given none)."""
-    return {role: settings.endpoint(role).url for role in ROLES}
 
 
 def run_fields(spec: RunSpec) -> dict[str, Any]:

@@ -36,10 +36,10 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
 from aidanbench.record.lines import QuestionLine
@@ -48,7 +48,7 @@ from aidanbench.record.recorder import RunLines, worker_ledger
 from aidanbench.record.usage import UsageLedger
 from aidanbench.runner import campaign
 from aidanbench.runner.admission import Admission, admission
-from aidanbench.runner.claims import claim_times, claims_of, shared_claims, store_outage
+from aidanbench.runner.claims import claims_of, store_outage
 from aidanbench.runner.drive import Questions, drive, run_group
 from aidanbench.runner.local import local_questions
 from aidanbench.runner.progress import Progress
@@ -103,10 +103,10 @@ class Job:
     tasks: list[Task]
 
 
-def process_gate(concurrency: int | None, chains: int, count: int) -> Admission:
-    """One of ``count`` processes' gate: its share of ``concurrency`` (``runner.admission``)."""
-    requested = None if concurrency is None else math.ceil(concurrency / count)
-    return admission(requested, chains, share=count)
+def process_gate(spec: RunSpec, chains: int, count: int) -> Admission:
+    """One of ``count`` processes' gate: its share of ``--concurrency`` (``runner.admission``)."""
+    requested = None if spec.concurrency is None else math.ceil(spec.concurrency / count)
+    return admission(requested, chains, remote=spec.server is not None, share=count)
 
 
 def shares(tasks: Sequence[Task], count: int) -> list[list[Task]]:
@@ -123,6 +123,7 @@ class Reporter:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.pending: list[tuple[Any, ...]] = []
+        self.endpoints: Callable[[], Mapping[str, EndpointStats]] = dict
 
     def queued(self, label: str, count: int = 1) -> None:
         """The parent counts the queue itself."""
@@ -176,17 +177,14 @@ async def _work(job: Job, conn: Connection) -> None:
     reporter = Reporter(conn)
     spec = job.spec
     book = worker_ledger(spec.run_dir, spec.max_cost)
-    services = OpenAIServices(
-        clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=job.count, ledger=book
-    )
-    gate = process_gate(spec.concurrency, len(job.tasks), job.count)
+    gate = process_gate(spec, len(job.tasks), job.count)
     outage = store_outage(spec, reporter.store)
 
     async def send_every() -> None:
         while True:
             await asyncio.sleep(SEND_EVERY_S)
             try:
-                reporter.send(("endpoints", services.endpoint_stats()))
+                reporter.send(("endpoints", reporter.endpoints()))
             except OSError:  # the parent is gone: nobody keeps what this worker does
                 main.cancel()
                 return
@@ -195,8 +193,8 @@ async def _work(job: Job, conn: Connection) -> None:
     helpers = [asyncio.create_task(send_every()), asyncio.create_task(follow(book))]
     try:
         async with (
-            questions_here(spec.run_dir, spec.store, services, book, outage) as questions,
-            claims_of(spec.store, spec.run_dir, reporter, claim_times(spec), outage) as claims,
+            backend(spec, None, reporter, job.count, book, outage) as questions,
+            claims_of(spec, reporter, outage) as claims,
         ):
             await drive(
                 job.tasks,
@@ -214,24 +212,47 @@ async def _work(job: Job, conn: Connection) -> None:
     finally:
         for helper in helpers:
             helper.cancel()
-        with contextlib.suppress(Exception):
-            await services.aclose()
         book.close()
         with contextlib.suppress(OSError):
-            reporter.send(("endpoints", services.endpoint_stats()), outcome)
+            reporter.send(("endpoints", reporter.endpoints()), outcome)
 
 
-def questions_here(
-    run_dir: Path,
-    store: str | None,
-    services: ServicesFactory,
-    budget: UsageLedger | None,
+@asynccontextmanager
+async def backend(
+    spec: RunSpec,
+    services: ServicesFactory | None,
+    progress: Progress | Reporter,
+    share: int = 1,
+    budget: UsageLedger | None = None,
     outage: campaign.Outage | None = None,
-) -> contextlib.AbstractAsyncContextManager[Any]:
-    """Threads run on this machine, on the store's checkpointer or the run directory's."""
-    if store is not None:
-        return campaign.store_questions(store, services, budget, outage)
-    return local_questions(run_dir, services, budget)
+) -> AsyncIterator[Questions]:
+    """The spec's server, or its threads run on this machine, on the store's checkpointer or
+    the run directory's: the local graph's HTTP pools hold ``share`` of each endpoint, every
+    request goes into the ledger ``budget``, which stops questions once spent."""
+    if spec.server is not None:
+        from aidanbench.runner.remote import remote_questions
+
+        async with remote_questions(spec.server) as remote:
+            yield remote
+        return
+    owned = None
+    if services is None:
+        services = owned = OpenAIServices(
+            clients.RUN_TRANSPORT, chat=clients.RUN_CHAT, share=share, ledger=budget
+        )
+    if isinstance(services, OpenAIServices):
+        progress.endpoints = services.endpoint_stats
+    here = (
+        local_questions(spec.run_dir, services, budget)
+        if spec.store is None
+        else campaign.store_questions(spec.store, services, budget, outage)
+    )
+    try:
+        async with here as local:
+            yield local
+    finally:
+        if owned is not None:
+            await owned.aclose()
 
 
 async def follow(ledger: UsageLedger) -> None:
@@ -405,23 +426,28 @@ async def drive_workers(
 ) -> list[QuestionLine]:
     """``runner.drive.drive`` over ``count`` processes: this one, on ``questions`` (built
     with ``OpenAIServices(share=count)``), and ``count - 1`` workers, every one keeping the
-    run's ``budget`` and catching up with what the others spent."""
+    run's ``budget`` and catching up with what the others spent. With ``count`` 1 (a
+    session's own process alone) it is the drive loop, with this machine's claims."""
     ordered = sorted(tasks, key=lambda task: lines.stopped_before(task.thread_id))
     mine, *theirs = shares(ordered, count)
     relay = Relay(progress, lines, {task.thread_id: task for task in tasks})
     own = progress.endpoints
-    progress.endpoints = lambda: relay.endpoint_stats(own() if own is not None else {})
+    if own is not None:
+        progress.endpoints = lambda: relay.endpoint_stats(own())
     for share in theirs:
         for task in share:
             progress.queued(task.label)
-    budget.follow()  # before the workers write
+    if theirs:
+        budget.follow()  # before the workers write
     workers = Workers(relay, progress)
     for index, share in enumerate(theirs, start=1):
         workers.start(Job(index, count, spec, share))
 
     async def here() -> None:
-        gate = process_gate(spec.concurrency, len(mine), count)
-        async with shared_claims(spec, meta, _Own(relay), outage) as claims:
+        gate = process_gate(spec, len(mine), count)
+        async with claims_of(spec, _Own(relay), outage) as claims:
+            if spec.store is not None:
+                await campaign.record_machine(spec.store, spec.run_dir, meta, outage)
             await drive(
                 mine,
                 questions,
@@ -429,7 +455,7 @@ async def drive_workers(
                 admission=gate,
                 progress=progress,
                 claims=claims,
-                budget=budget,
+                budget=budget if spec.server is None else None,  # a server keeps no ledger
             )
 
     async def start(group: asyncio.TaskGroup) -> None:
