@@ -72,11 +72,11 @@ from typing import Any, Literal
 from bench.processes import ROOT, parent_or_child, served
 from bench.schedule import (
     LAB_MEDIANS,
-    Chain,
     Floors,
     Lane,
+    chains_of,
     floors,
-    lab_chains,
+    lab_models,
     rate_floor,
     simulate,
     workload_arguments,
@@ -103,16 +103,24 @@ VARIANTS = (
 )
 
 
-def lab_models(n: int) -> list[str]:
-    return [f"lab-model-{i}" for i in range(n)]
-
-
 # --- the provider ---------------------------------------------------------------------
 
 
 def provider(args: Sequence[str]) -> AbstractContextManager[str]:
     """``bench.lab_serve`` in a child process; yields its base URL."""
     return served("bench.lab_serve", args)
+
+
+def run_command(models: list[str], questions: int, url: str, run_dir: Path) -> list[str]:
+    """``aidanbench run`` of ``models`` on the first ``questions`` against the lab provider."""
+    argv = [sys.executable, "-m", "aidanbench.cli.main", "run", "--run-dir", str(run_dir)]
+    for model in models:
+        argv += ["-m", model]
+    argv += ["--questions", str(questions), "--judge-model", "lab-judge"]
+    argv += ["--embedding-model", "lab-embedding"]
+    for role in ("", "judge-", "embedding-"):
+        argv += [f"--{role}base-url", url, f"--{role}api-key-env", KEY]
+    return argv
 
 
 def server_stats(url: str, reset: bool = False) -> dict[str, int]:
@@ -126,25 +134,10 @@ def server_stats(url: str, reset: bool = False) -> dict[str, int]:
 # --- bounds ---------------------------------------------------------------------------
 
 
-def lab_chains_of(args: argparse.Namespace) -> list[Chain]:
-    """Workload (b)'s chains (``bench.schedule.lab_chains``)."""
-    from aidanbench.graph.questions import bundled_questions
-
-    return lab_chains(
-        lab_models(args.models),
-        bundled_questions(args.questions),
-        mean_length=args.mean_length,
-        max_length=args.max_length,
-        scale=args.scale,
-        sigma=args.sigma,
-        spread=args.spread,
-    )
-
-
 def lab_floors(args: argparse.Namespace, lines: list[str]) -> Floors:
     """(b)'s floors under its provider's limits, and its simulated runs (the order a run
     can know, and an oracle's), each a line of ``lines``."""
-    chains = lab_chains_of(args)
+    chains = chains_of(args)
     lane = Lane(rate=args.rate or None, burst=args.burst)
     floor = floors(chains, args.limits, lane)
     lines.append(

@@ -31,7 +31,6 @@ import platform
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -39,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.lab import KEY, lab_models, provider, server_stats
+from bench.lab import KEY, lab_models, provider, run_command, server_stats
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = 63
@@ -135,17 +134,6 @@ def tree_rss_mb(pid: int) -> float:
     return total / 2**20
 
 
-def command(models: list[str], url: str, run_dir: Path) -> list[str]:
-    argv = [sys.executable, "-m", "aidanbench.cli.main", "run", "--run-dir", str(run_dir)]
-    for model in models:
-        argv += ["-m", model]
-    argv += ["--questions", str(QUESTIONS), "--judge-model", "lab-judge"]
-    argv += ["--embedding-model", "lab-embedding"]
-    for role in ("", "judge-", "embedding-"):
-        argv += [f"--{role}base-url", url, f"--{role}api-key-env", KEY]
-    return argv
-
-
 @contextmanager
 def lab_provider(args: argparse.Namespace, models: int) -> Any:
     with provider(
@@ -166,7 +154,7 @@ def lab_provider(args: argparse.Namespace, models: int) -> Any:
 def one_round(args: argparse.Namespace, models: list[str], url: str, index: int) -> None:
     marks = [float(m) for m in args.marks.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
-        argv = command(models, url, Path(tmp) / "run")
+        argv = run_command(models, QUESTIONS, url, Path(tmp) / "run")
         if args.workers is not None:
             argv += ["--workers", str(args.workers)]
         server_stats(url, reset=True)

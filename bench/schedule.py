@@ -443,6 +443,25 @@ def simulate(
     return Simulation(chains, limits, lane, order, lookahead).run()
 
 
+def lab_models(n: int) -> list[str]:
+    return [f"lab-model-{i}" for i in range(n)]
+
+
+def chains_of(args: argparse.Namespace) -> list[Chain]:
+    """Workload (b)'s chains (``lab_chains``), from ``workload_arguments``' options."""
+    from aidanbench.graph.questions import bundled_questions
+
+    return lab_chains(
+        lab_models(args.models),
+        bundled_questions(args.questions),
+        mean_length=args.mean_length,
+        max_length=args.max_length,
+        scale=args.scale,
+        sigma=args.sigma,
+        spread=args.spread,
+    )
+
+
 def workload_arguments(p: argparse.ArgumentParser, *, models: int, scale: float) -> None:
     """Workload (b)'s options, shared with ``bench.lab``: its chains, latencies and
     provider."""
@@ -482,17 +501,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args = p.parse_args(argv)
 
-    from aidanbench.graph.questions import bundled_questions
-
-    chains = lab_chains(
-        [f"lab-model-{i}" for i in range(args.models)],
-        bundled_questions(args.questions),
-        mean_length=args.mean_length,
-        max_length=args.max_length,
-        scale=args.scale,
-        sigma=args.sigma,
-        spread=args.spread,
-    )
+    chains = chains_of(args)
     lane = Lane(ceiling=args.ceiling or math.inf, rate=args.rate or None, burst=args.burst)
     turns = sum(c.answers for c in chains)
     floor = floors(chains, args.limits, lane)

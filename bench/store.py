@@ -27,31 +27,19 @@ import os
 import platform
 import secrets
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from aidanbench.record.lines import read_lines
 from aidanbench.testing.postgres import local_postgres
-from bench.lab import KEY, lab_models, provider, server_stats
+from bench.lab import KEY, lab_models, provider, run_command, server_stats
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-def command(models: list[str], questions: int, url: str, run_dir: Path) -> list[str]:
-    argv = [sys.executable, "-m", "aidanbench.cli.main", "run", "--run-dir", str(run_dir)]
-    for model in models:
-        argv += ["-m", model]
-    argv += ["--questions", str(questions), "--judge-model", "lab-judge"]
-    argv += ["--embedding-model", "lab-embedding"]
-    for role in ("", "judge-", "embedding-"):
-        argv += [f"--{role}base-url", url, f"--{role}api-key-env", KEY]
-    return argv
 
 
 def timed(argvs: list[list[str]], logs: list[Path]) -> float:
@@ -97,7 +85,7 @@ def main() -> None:
                 ("store-2", 2, pg.new_database()),
             ):
                 dirs = [root / f"{name}-{i}" for i in range(workers)]
-                argvs = [command(models, args.questions, url, d) for d in dirs]
+                argvs = [run_command(models, args.questions, url, d) for d in dirs]
                 if store is not None:
                     argvs = [[*argv, "--store", store] for argv in argvs]
                 server_stats(url, reset=True)

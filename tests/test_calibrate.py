@@ -292,14 +292,17 @@ def fake_models(
     return built
 
 
+CALIBRATE_FAKE = ["calibrate", "--embedding-model", "fake-squared", "--reference", str(REFERENCE)]
+"""``calibrate`` of the distorted fake embedding model against the published run."""
+
+
 def test_cli_json_figures_are_computed(
     fake_models: list[str],
     distorted: Calibration,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    argv = ["calibrate", "--embedding-model", "fake-squared", "--reference", str(REFERENCE)]
-    status = main([*argv, "--out", str(tmp_path / "plots"), "--json"])
+    status = main([*CALIBRATE_FAKE, "--out", str(tmp_path / "plots"), "--json"])
     assert status == 0
     figures = json.loads(capsys.readouterr().out)
     assert fake_models == ["fake-squared"]
@@ -325,8 +328,7 @@ def test_cli_table(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    argv = ["calibrate", "--embedding-model", "fake-squared", "--reference", str(REFERENCE)]
-    assert main([*argv, "--out", str(tmp_path)]) == 0
+    assert main([*CALIBRATE_FAKE, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     unc = distorted.uncalibrated
     assert f"{distorted.threshold:.4f}" in out

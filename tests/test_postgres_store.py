@@ -84,6 +84,14 @@ def worker(stub: OpenAIStub, run_dir: Path, *extra: str, key: str) -> subprocess
     )
 
 
+def until_generating(stub: OpenAIStub, generations: int = 6) -> None:
+    """Wait (a minute at most) until the stub was asked for ``generations`` answers: a
+    worker is well into its questions."""
+    deadline = time.monotonic() + 60
+    while stub.count("generate") < generations and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def finished(proc: subprocess.Popen[str], timeout: float = 120) -> str:
     """The worker's output once it exited 0."""
     args = [str(arg) for arg in proc.args]  # type: ignore[union-attr]
@@ -212,9 +220,7 @@ def test_a_killed_worker_loses_nothing(
     # a lease longer than the survivor takes to start: it finds the claims alive and waits
     extra = ("--store", store, "--concurrency", "3", "--claim-lease", "8", "--claim-poll", "0.3")
     doomed = worker(stub, tmp_path / "killed", *extra, key=api_key)
-    deadline = time.monotonic() + 60
-    while stub.count("generate") < 6 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    until_generating(stub)
     doomed.send_signal(signal.SIGKILL)
     doomed.wait(timeout=30)
     assert doomed.returncode == -signal.SIGKILL
@@ -309,9 +315,7 @@ def test_a_store_that_stops_answering_ends_the_run_in_one_line(
         proc = worker(
             stub, run_dir, "--store", url, *FAST_CLAIMS, "--store-outage", "5", key=api_key
         )
-        deadline = time.monotonic() + 60
-        while stub.count("generate") < 6 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        until_generating(stub)
     stopped = time.monotonic()  # the server is stopped and gone
     try:
         proc.wait(timeout=60)
@@ -335,9 +339,7 @@ def test_ctrl_c_releases_the_claims_at_once(
     # a lease longer than the test: only released claims can be taken over in time
     extra = ("--store", store, "--concurrency", "3", "--claim-lease", "600", "--claim-poll", "0.3")
     stopped = worker(stub, tmp_path / "stopped", *extra, key=api_key)
-    deadline = time.monotonic() + 60
-    while stub.count("generate") < 6 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    until_generating(stub)
     stopped.send_signal(signal.SIGINT)
     assert stopped.wait(timeout=30) == 130
     assert "run the same command again to resume" in (tmp_path / "stopped.log").read_text()
@@ -394,9 +396,7 @@ def test_a_store_stopped_for_ten_seconds_is_waited_out(
     with local_postgres(PASSWORD) as own:
         url = own.new_database()
         proc = worker(stub, run_dir, "--store", url, "--concurrency", "2", key=api_key)
-        deadline = time.monotonic() + 60
-        while stub.count("generate") < 6 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        until_generating(stub)
         own.stop()
         time.sleep(10)
         own.start()
