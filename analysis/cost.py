@@ -2,7 +2,7 @@
 
 Two families of figures, each computed in one place: what the *recorded* answers and discarded
 look-aheads of each (model, temperature) cost (its summary row's, as every view shows), and what
-the run *sent*, the ledger's totals in ``metadata.json`` (``services.usage.summarise_ledger``:
+the run *sent*, the ledger's totals in ``metadata.json`` (``record.usage.summarise_ledger``:
 every request, retries, redone calls and embeddings included). A figure with an unknown part is
 ``unknown`` (``null`` in JSON), never 0, and the models without a price or usage are listed.
 A question stopped by a cap is *censored* (``CENSORING``): its score is a lower bound, ``≥ n``.
