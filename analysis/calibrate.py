@@ -26,7 +26,7 @@ from aidanbench.analysis.cost import score_text
 from aidanbench.analysis.plots import save_figure
 from aidanbench.core.thresholds import COHERENCE_THRESHOLD, NOVELTY_THRESHOLD, Thresholds
 from aidanbench.nodes.novelty import cosine_novelty
-from aidanbench.record.results import QuestionResult, chain_validity
+from aidanbench.record.results import AnswerScores, QuestionResult, chain_validity
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -73,6 +73,12 @@ class Scored(Protocol):
     def novelty(self) -> float | None: ...
 
 
+def coherence_and_novelty(answer: Scored) -> AnswerScores:
+    """An answer as the published rule reads it: its coherence and embedding novelty, no
+    panel (calibration measures one judge or one embedding model at a time)."""
+    return {"coherence": answer.coherence, "novelty": answer.novelty}, None
+
+
 @dataclass(frozen=True)
 class ReferenceChains:
     """The reference run's chains as every rule's scores are compared with them."""
@@ -92,9 +98,7 @@ class ReferenceChains:
         keys: list[QuestionKey] = []
         labels: list[str] = []
         for question in questions:
-            flags, _ = chain_validity(
-                ((a.coherence, a.novelty, None, None) for a in question.answers), rule
-            )
+            flags, _ = chain_validity(map(coherence_and_novelty, question.answers), rule)
             keys.append(
                 QuestionKey(question.model, question.temperature, question.question, sum(flags))
             )
@@ -161,7 +165,7 @@ class RuleFigures:
         censored = dict.fromkeys(against.models, 0)
         totals = dict.fromkeys(against.models, 0)
         for chain, label in zip(chains, against.labels, strict=True):
-            flags, why = chain_validity(((a.coherence, a.novelty, None, None) for a in chain), rule)
+            flags, why = chain_validity(map(coherence_and_novelty, chain), rule)
             scores.append(sum(flags))
             totals[label] += sum(flags)
             censored[label] += all(flags) or why == "unscored"

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Sequence
 from statistics import fmean
 from typing import Any
 
-from aidanbench.core.metric_names import ENVIRONMENT_METRICS, environment_aliases
-from aidanbench.core.scores import SCORES
+from aidanbench.core.metric_names import environment_aliases, environment_metrics
+from aidanbench.core.scores import declared
 from aidanbench.record.lines import AnswerLine
 from aidanbench.record.results import QuestionResult
 
@@ -35,7 +35,7 @@ def answer_means(
         f"mean_{score.name}": _mean(
             [v for a in valid if (v := score.value(a)) is not None], average
         )
-        for score in SCORES
+        for score in declared()
     }
     tags = [float(a.used_answer_tag) for a in answers if a.used_answer_tag is not None]
     return {**means, "format_adherence": _mean(tags, average)}
@@ -56,5 +56,5 @@ def rollout_means(results: Sequence[QuestionResult], reward_mode: str = "count")
     lines = [line_metrics(r, reward_mode) for r in results]
     return {
         name: _mean([line[name] for line in lines if line[name] is not None])
-        for name in ENVIRONMENT_METRICS
+        for name in environment_metrics()
     }

@@ -107,11 +107,9 @@ def seats(answer: AnswerLine, rule: Thresholds) -> list[tuple[list[float], float
 
 def _other_pass(answer: AnswerLine, rule: Thresholds) -> bool:
     """The answer passes every criterion but coherence."""
-    if answer.novelty is None or not answer.novelty > rule.novelty:
-        return False
-    if rule.llm_novelty is None:
-        return True
-    return answer.llm_novelty is not None and answer.llm_novelty > rule.llm_novelty
+    others = {name: limit for name, limit in rule.on.items() if name != "coherence"}
+    values = {name: getattr(answer, name, None) for name in others}
+    return all(v is not None and v > others[name] for name, v in values.items())
 
 
 def _walk(passes: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ from aidanbench.analysis.summary import (
     summarise,
 )
 from aidanbench.core.errors import UsageError
-from aidanbench.core.scores import declared
+from aidanbench.core.scores import Score, declared
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record import files
 from aidanbench.record.lines import AnswerLine
@@ -311,6 +311,11 @@ def select_question(results: Sequence[QuestionResult], choice: str | None) -> st
     raise ValueError(f"{len(matches)} questions match {choice!r} ({shown}); be more specific")
 
 
+def axis_label(score: Score) -> str:
+    """A score's axis heading, with its range when it is not a share (``coherence (0-100)``)."""
+    return f"{score.label} (0-{score.scale:g})" if score.scale > 1 else score.label
+
+
 def _threshold_of(lines: Sequence[QuestionResult]) -> Thresholds:
     recorded = {r.thresholds for r in lines if r.thresholds is not None}
     return recorded.pop() if len(recorded) == 1 else Thresholds()
@@ -319,9 +324,9 @@ def _threshold_of(lines: Sequence[QuestionResult]) -> Thresholds:
 def _failure(result: QuestionResult, thresholds: Thresholds) -> tuple[AnswerLine, str] | None:
     """The chain's failing answer and the score it failed on, if it ended by the rule."""
     last = result.answers[-1] if result.answers else None
-    if last is None or last.valid or last.coherence is None or last.novelty is None:
+    if last is None or last.valid:
         return None
-    try:
+    try:  # a score the rule needs is missing: no failure to mark
         reason = thresholds.failure({score.name: score.value(last) for score in declared()})
     except ValueError:
         return None
@@ -336,7 +341,7 @@ def plot_trajectory(results: Sequence[QuestionResult], question: str, path: Path
     colours = model_colours(keys)
     thresholds = _threshold_of(lines)
     panels = [
-        (score.name, score.label, getattr(thresholds, score.name) or 0.0)
+        (score.name, axis_label(score), thresholds.get(score.name) or 0.0)
         for score in declared()
         if score.switch is None or any(score.value(a) is not None for r in lines for a in r.answers)
     ]
@@ -347,7 +352,7 @@ def plot_trajectory(results: Sequence[QuestionResult], question: str, path: Path
     for ax, (field, ylabel, threshold) in zip(axes, panels, strict=True):
         for r in lines:
             key = (r.model, r.temperature)
-            points = [(a.index, getattr(a, field)) for a in r.answers]
+            points = [(a.index, getattr(a, field, None)) for a in r.answers]
             points = [(x, y) for x, y in points if y is not None]
             if not points:
                 continue

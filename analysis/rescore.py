@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from aidanbench.analysis.rejudge import Rejudging, coherence_prompt
-from aidanbench.core.thresholds import Thresholds
+from aidanbench.core.scores import named
+from aidanbench.core.thresholds import Thresholds, label_of
 from aidanbench.core.vocabulary import is_threshold_stop
-from aidanbench.record.results import QuestionResult, chain_validity, panel_decision
+from aidanbench.record.results import QuestionResult, answer_scores, chain_validity
 
 TRUNCATED = "truncated"
 """Stop reason of a rescored line whose recorded terminal answer now passes."""
@@ -49,10 +50,7 @@ def rescore_question(
     words, ``record.results.threshold_source_text``). A failing answer ends the line by the new
     rule whatever ended the run (an error or the cap came later); when every answer passes, the
     recorded ending stays, except the old rule's, now ``truncated``."""
-    scores = [
-        (a.coherence, a.novelty, a.llm_novelty, panel_decision(a, thresholds.coherence))
-        for a in result.answers
-    ]
+    scores = [answer_scores(a, thresholds.coherence) for a in result.answers]
     flags, reason = chain_validity(scores, thresholds)
     answers = tuple(
         a.model_copy(update={"valid": ok}) for a, ok in zip(result.answers, flags, strict=True)
@@ -84,16 +82,20 @@ def rescore_question(
 def rescore(
     results: Sequence[QuestionResult], thresholds: Thresholds, source: str | None = None
 ) -> list[RescoredQuestion]:
-    """Every line under ``thresholds`` (from ``source``). Raises ``ValueError`` for an LLM
-    novelty threshold without LLM novelty scores: every chain would end at its first answer."""
-    if thresholds.llm_novelty is not None and not any(
-        a.llm_novelty is not None for r in results for a in r.answers
-    ):
-        raise ValueError(
-            "an LLM novelty threshold needs LLM novelty scores, and these results have none "
-            "(the run had the similarity judge off)"
-        )
+    """Every line under ``thresholds`` (from ``source``). Raises ``ValueError`` for a
+    threshold of a score no answer recorded: every chain would end at its first answer."""
+    for name in thresholds.on:
+        if all(getattr(a, name, None) is None for r in results for a in r.answers):
+            raise ValueError(unrecorded(name))
     return [rescore_question(result, thresholds, source) for result in results]
+
+
+def unrecorded(name: str) -> str:
+    """Why a rule cannot hold a score that no recorded answer has."""
+    score = named(name)
+    label = label_of(name)
+    switch = "" if score is None or score.switch is None else f" (the run had {score.switch} off)"
+    return f"a {label} threshold needs {label} scores, and these results have none{switch}"
 
 
 NO_JUDGMENTS = {"coherence_samples": None, "judges": None}

@@ -35,7 +35,7 @@ from aidanbench.analysis.judge_noise import (
 )
 from aidanbench.analysis.tables import Column, fitted_tables, score_text, tokens_text
 from aidanbench.core.errors import printable
-from aidanbench.core.scores import SCORES
+from aidanbench.core.scores import Score, declared
 from aidanbench.core.settings import REFERENCE_JUDGE
 from aidanbench.core.thresholds import COHERENCE_THRESHOLD, Thresholds
 from aidanbench.record.results import UNFINISHED as UNFINISHED
@@ -43,7 +43,7 @@ from aidanbench.record.results import QuestionResult, totals
 from aidanbench.services.pricing import same_model
 
 COUNTING = (
-    "score = valid answers (coherence > T_c and novelty > T_n, strictly), summed over "
+    "score = valid answers (every score strictly above its threshold), summed over "
     "questions; the published leaderboard counted the terminal answer too (about one point "
     "more per question)"
 )
@@ -101,12 +101,9 @@ class SummaryRow:
     """Lines ended by the benchmark's rule or the answer cap."""
     errored: int
     """Lines ended by an API, configuration or judge error."""
-    mean_coherence: float | None
-    """Mean coherence over valid answers (answer-weighted); None with no valid answer."""
-    mean_novelty: float | None
-    """Mean embedding novelty over valid answers."""
-    mean_llm_novelty: float | None
-    """Mean LLM novelty over valid answers; None when that judge was off."""
+    means: dict[str, float | None]
+    """Each score the row measured (``measured_scores``) → its mean over valid answers
+    (answer-weighted; None with no valid answer); ``mean_<score>`` in its JSON."""
     format_adherence: float | None
     """Share of answers whose reply used the ``<answer>`` tag; None when not recorded."""
     stop_reasons: dict[str, int]
@@ -172,8 +169,14 @@ class SummaryRow:
         return self.score_interval if self.reward_mode == "count" else self.novelty_sum_interval
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready values; a whole-number score is written as an integer."""
-        data = asdict(self)
+        """Plain JSON-ready values; a whole-number score is written as an integer, and each
+        mean as ``mean_<score>`` where ``means`` stands."""
+        data: dict[str, Any] = {}
+        for key, value in asdict(self).items():
+            if key == "means":
+                data |= {f"mean_{name}": mean for name, mean in value.items()}
+            else:
+                data[key] = value
         data["score"] = _whole(self.score)
         data["repeat_scores"] = list(self.repeat_scores)
         data["repeat_novelty_sums"] = list(self.repeat_novelty_sums)
@@ -181,6 +184,7 @@ class SummaryRow:
         for name in ("score_interval", "novelty_sum_interval", "reward_interval"):
             value = getattr(self, name)
             data[name] = list(value) if value else None
+        data["thresholds"] = None if self.thresholds is None else self.thresholds.record()
         data["judge_noise"] = None if self.judge_noise is None else self.judge_noise.to_dict()
         data["judge_panel"] = None if self.judge_panel is None else self.judge_panel.to_dict()
         data["lower_bound"] = self.lower_bound
@@ -291,6 +295,7 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
     if reward_mode not in REWARD_MODES:
         raise ValueError(f"reward_mode must be count or novelty_sum, got {reward_mode!r}")
     counted = totals(lines)
+    found = answer_means((a for line in lines for a in line.answers), np.mean)
     repeats = counted.repeats
     multi = repeats > 1
     score = counted.repeat_mean_score
@@ -310,7 +315,8 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
         lines=counted.lines,
         finished=counted.finished,
         errored=counted.errored,
-        **answer_means((a for line in lines for a in line.answers), np.mean),
+        means={score.name: found[score.mean] for score in measured_scores(lines)},
+        format_adherence=found["format_adherence"],
         stop_reasons=counted.stop_reasons,
         tokens=counted.tokens,
         repeats=repeats,
@@ -335,6 +341,19 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
         judge_panel=judge_panel(lines),
         judge_unreadable=unreadable_of(lines),
     )
+
+
+def measured_scores(lines: Iterable[QuestionResult]) -> list[Score]:
+    """The declared scores ``lines`` measured: the original schema's, and each other one a
+    line's rule held or an answer recorded (a score a run never switched on has no mean)."""
+    lines = list(lines)
+    return [
+        score
+        for score in declared()
+        if score.always_recorded
+        or any(line.thresholds and line.thresholds.get(score.name) is not None for line in lines)
+        or any(score.value(a) is not None for line in lines for a in line.answers)
+    ]
 
 
 JUDGE_ROLES = ("judge", "similarity")
@@ -450,8 +469,9 @@ def describe_thresholds(thresholds: Thresholds | None) -> str:
     """``coherence > 15, novelty > 0.15`` (each declared score that is on)."""
     if thresholds is None:
         return "thresholds not recorded"
-    on = [(name, limit) for name, limit in thresholds.limits if limit is not None]
-    return ", ".join(f"{name.replace('_', ' ')} > {limit:g}" for name, limit in on)
+    return ", ".join(
+        f"{name.replace('_', ' ')} > {limit:g}" for name, limit in thresholds.on.items()
+    )
 
 
 def warnings(results: Sequence[QuestionResult]) -> list[str]:
@@ -568,10 +588,7 @@ def caption(rows: Sequence[SummaryRow]) -> str:
     text = COUNTING
     common = shared(row.thresholds for row in rows)
     if common is not None:
-        values = f"T_c = {common.coherence:g}, T_n = {common.novelty:g}"
-        if common.llm_novelty is not None:
-            values += f", llm novelty > {common.llm_novelty:g} too"
-        text += f". Here {values}"
+        text += f". Here {describe_thresholds(common)}"
     modes = sorted({row.reward_mode for row in rows})
     if modes and modes != ["count"]:
         text += f". Headline (bold): {' / '.join(HEADLINE[m] for m in modes)}"
@@ -591,14 +608,6 @@ def _interval(interval: Interval | None, mode: str) -> str:
         return "–"
     spec = ".2f" if mode == "novelty_sum" else ".1f"
     return f"[{interval[0]:{spec}}, {interval[1]:{spec}}]"
-
-
-MEAN_COLUMNS = {
-    "coherence": ("mean\ncoh.", ".1f"),
-    "novelty": ("mean\nnov.", ".3f"),
-    "llm_novelty": ("mean LLM\nnov.", ".3f"),
-}
-"""Each score's mean column: header and format; a switchable score's only when a row has one."""
 
 
 def _per_repeat(row: SummaryRow) -> str:
@@ -642,11 +651,11 @@ def summary_columns(rows: Sequence[SummaryRow]) -> tuple[Column, list[Column]]:
     ]
     if not by_novelty:
         columns.append(novelty_sum)
-    for measure in SCORES:
-        header, spec = MEAN_COLUMNS[measure.name]
-        means = [getattr(row, f"mean_{measure.name}") for row in rows]
+    for measure in declared():  # a switchable score's mean only where a row has one
+        means = [row.means.get(measure.name) for row in rows]
         if measure.switch is None or any(mean is not None for mean in means):
-            columns.append(Column(header, [_number(mean, spec) for mean in means]))
+            header = f"mean\n{measure.short}"
+            columns.append(Column(header, [_number(mean, measure.digits) for mean in means]))
     if any(row.format_adherence is not None for row in rows):
         columns.append(Column("format", [_number(row.format_adherence, ".0%") for row in rows]))
     if any(row.api_calls is not None for row in rows):

@@ -32,6 +32,7 @@ from aidanbench.analysis.summary import (
     describe_thresholds,
     group_label,
     group_results,
+    measured_scores,
     paired_comparison,
     question_differences,
     question_order,
@@ -39,7 +40,7 @@ from aidanbench.analysis.summary import (
     truncation_text,
     warnings,
 )
-from aidanbench.core.scores import declared
+from aidanbench.core.scores import Score, declared
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.files import atomic_write
 from aidanbench.record.lines import AnswerLine
@@ -88,8 +89,19 @@ def _finite(value: float | None) -> float | None:
     return value if value is None or math.isfinite(value) else None
 
 
-def _thresholds_dict(thresholds: Thresholds) -> dict[str, float | None]:
-    return {"c": thresholds.coherence, "n": thresholds.novelty, "l": thresholds.llm_novelty}
+def score_docs(scores: Sequence[Score]) -> list[dict[str, Any]]:
+    """The page's description of each score it shows: its name, heading, scale, digits, and
+    whether it is always on (its mean column is then shown even without a value)."""
+    return [
+        {
+            "name": s.name,
+            "label": s.label,
+            "scale": s.scale,
+            "digits": 1 if s.scale > 1 else 3,
+            "always": s.switch is None,
+        }
+        for s in scores
+    ]
 
 
 def failure(
@@ -104,7 +116,7 @@ def failure(
         "index": failed.index,
         "criterion": stop_reason,
         "value": None if score is None else _finite(score.value(failed)),
-        "threshold": None if score is None else getattr(thresholds, score.name),
+        "threshold": None if score is None else thresholds.get(score.name),
     }
 
 
@@ -127,19 +139,17 @@ def raw_code(raw: Any, answer: str) -> str | int | None:
     return raw
 
 
-def _chain(line: QuestionResult) -> list[list[Any]]:
-    """Answers as ``[index, text, coherence, novelty, llm novelty, valid, raw reply,
-    cut by the token limit]`` (the last true, false or null when not recorded)."""
+def _chain(line: QuestionResult, scores: Sequence[Score]) -> list[list[Any]]:
+    """Answers as ``[index, text, valid, raw reply, cut by the token limit, each of
+    ``scores``' values]`` (cut true, false or null when not recorded)."""
     return [
         [
             a.index,
             a.answer,
-            _finite(a.coherence),
-            _finite(a.novelty),
-            _finite(a.llm_novelty),
             a.valid,
             raw_code(a.raw_reply, a.answer),
             a.truncated,
+            *(_finite(score.value(a)) for score in scores),
         ]
         for a in line.answers
     ]
@@ -157,6 +167,7 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
     number = {q: i for i, q in enumerate(questions)}
     groups = group_results(results)
     rows = summarise(results)
+    measured = measured_scores(results)
     temperatures = len({t for _, t in groups})
     group_docs: list[dict[str, Any]] = []
     lines: list[dict[str, Any]] = []
@@ -207,11 +218,11 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
                     "error": line.error,
                     "finished": line.finished,
                     "cut": line.truncated_answers,
-                    "t": _thresholds_dict(thresholds),
+                    "t": {score.name: thresholds.get(score.name) for score in measured},
                     "fail": failure(line.answers, line.stop_reason, thresholds),
                 }
             )
-            group_chains.append(_chain(line))
+            group_chains.append(_chain(line, measured))
         chains.append(group_chains)
     comparisons = {}
     models = list(dict.fromkeys(r.model for r in results))
@@ -225,9 +236,11 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
     data = {
         "title": ", ".join(s.path.name for s in sources),
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "counting": caption(rows)
-        + (REPLAY_NOTE if any(replayed(s.metadata or Metadata()) for s in sources) else ""),
+        "counting": caption(rows).removesuffix(".")
+        + (REPLAY_NOTE if any(replayed(s.metadata or Metadata()) for s in sources) else "")
+        + ".",
         "questions": questions,
+        "scores": score_docs(measured),
         "groups": group_docs,
         "lines": lines,
         "models": models,
@@ -251,6 +264,7 @@ REPLAY_NOTE = (
     "local server: nothing was spent, and its dollars are what the published run's "
     "requests, replayed token for token, cost at the bundled list prices"
 )
+"""Said after the caption when a row is a replay (the caption's own full stop comes after)."""
 
 
 def replayed(meta: Metadata) -> bool:

@@ -22,6 +22,7 @@ from aidanbench.analysis.cost import line_key
 from aidanbench.analysis.rejudge import Unjudged
 from aidanbench.analysis.rescore import RescoredQuestion, rescore
 from aidanbench.analysis.summary import (
+    JUDGE_ROLES,
     describe_thresholds,
     group_results,
     render_summary,
@@ -45,27 +46,57 @@ from aidanbench.cli.report import (
     report_payload,
 )
 from aidanbench.core.errors import UsageError, printable
+from aidanbench.core.scores import Score, declared
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.metadata import ThresholdSource
-from aidanbench.record.results import threshold_source_text
+from aidanbench.record.results import QuestionResult, threshold_source_text
 from aidanbench.runner.rejudged import Rejudged, judgment_cache, rejudge
 
+OFF = "off"
+"""A switchable score's threshold that drops its rule."""
 
-def thresholds_from(args: argparse.Namespace, coherence: float) -> Thresholds:
-    """The thresholds the arguments ask for (``coherence`` parsed), validated."""
-    novelty = threshold_value(args.novelty_threshold, "--novelty-threshold", 2)
-    llm = (
-        None
-        if args.llm_novelty_threshold is None
-        else threshold_value(args.llm_novelty_threshold, "--llm-novelty-threshold", 2)
-    )
-    return Thresholds(coherence=float(coherence), novelty=novelty, llm_novelty=llm)
+
+def thresholds_from(
+    args: argparse.Namespace, coherence: float, results: Sequence[QuestionResult]
+) -> Thresholds:
+    """The thresholds the arguments ask for (``coherence`` parsed), validated: each score's
+    given one, ``off`` for a switchable score whose rule is dropped, and for a switchable
+    score not given the one the lines recorded (rescoring changes only what it is asked to)."""
+    limits: dict[str, float | None] = {"coherence": float(coherence)}
+    for score in declared():
+        text = getattr(args, dest(score), None)
+        if score.name == "coherence":
+            continue
+        if text is None:
+            limits[score.name] = recorded_limit(score, results)
+        elif text == OFF and score.switch is not None:
+            limits[score.name] = None
+        else:  # cosine novelty can exceed 1 (a negative cosine)
+            limits[score.name] = threshold_value(text, score.flag, 2 * score.scale)
+    return Thresholds(limits)
+
+
+def recorded_limit(score: Score, results: Sequence[QuestionResult]) -> float | None:
+    """The threshold of ``score`` every line recorded (None: off, or not recorded)."""
+    found = dict.fromkeys((line.thresholds or Thresholds()).get(score.name) for line in results)
+    if len(found) > 1:
+        values = ", ".join("off" if v is None else f"{v:g}" for v in found)
+        raise UsageError(
+            f"the lines recorded different {score.label} thresholds ({values}); give "
+            f"{score.flag} (a number, or {OFF})"
+        )
+    return next(iter(found), None)
+
+
+def dest(score: Score) -> str:
+    """The ``argparse`` destination of a score's threshold flag."""
+    return score.measured_key
 
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``aidanbench rescore``."""
     if not isinstance(args.judge_model, NotGiven):
-        return judge_again(args, thresholds_from(args, coherence_value(args.coherence_threshold)))
+        return judge_again(args)
     args.judge_model = args.judge_model.value
     if len(options.listed(args, "coherence_threshold")) > 1:
         raise UsageError(
@@ -80,9 +111,9 @@ def run(args: argparse.Namespace) -> int:
         if given:
             raise UsageError(f"{flag} needs --judge-model (the judge to judge the answers again)")
     coherence = coherence_value(args.coherence_threshold)
-    thresholds = thresholds_from(args, coherence)
-    given = getattr(coherence, "source", None)
     inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
+    thresholds = thresholds_from(args, coherence, inputs.results)
+    given = getattr(coherence, "source", None)
     try:
         source = threshold_source_text(ThresholdSource.of(thresholds.coherence, given))
         rescored = rescore(inputs.results, thresholds, source)
@@ -111,13 +142,21 @@ def _into(args: argparse.Namespace) -> Path | None:
     return into
 
 
-def judge_again(args: argparse.Namespace, thresholds: Thresholds) -> int:
+def judge_again(args: argparse.Namespace) -> int:
     """Judge again (one judge or a panel), rescore, print; with ``--into``, write the run."""
-    if thresholds.llm_novelty is not None:
-        raise UsageError(
-            "--llm-novelty-threshold with --judge-model: similarity judgments are not "
-            "judged again (only coherence is); leave it out"
-        )
+    inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
+    first = coherence_value(args.coherence_threshold)
+    thresholds = thresholds_from(args, first, inputs.results)
+    for score in declared():
+        if (
+            score.name in thresholds.on
+            and score.name != "coherence"
+            and score.cost_role in JUDGE_ROLES
+        ):
+            raise UsageError(
+                f"{score.flag} with --judge-model: {score.label} is the judge's too and is not "
+                f"judged again (only coherence is); give {score.flag} {OFF}"
+            )
     judges = options.judges(args)
     coherence = [coherence_value(judge.coherence_threshold) for judge in judges]
     try:
@@ -127,7 +166,6 @@ def judge_again(args: argparse.Namespace, thresholds: Thresholds) -> int:
         ]
     except ValueError as exc:
         raise UsageError(printable(str(exc))) from None
-    inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
     into = _into(args)
     cache = judgment_cache(args.cache, into)
     panel = [
@@ -247,7 +285,7 @@ def change_table(rescored: Sequence[RescoredQuestion], reward_mode: str = "count
 
 def _original_thresholds(lines: Sequence[RescoredQuestion]) -> list[dict[str, Any]]:
     distinct = dict.fromkeys(r.original_thresholds for r in lines)
-    return [vars(t).copy() for t in distinct]
+    return [t.record() for t in distinct]
 
 
 def rescore_payload(
@@ -282,7 +320,7 @@ def rescore_payload(
         notes=notes,
     )
     return {
-        "thresholds": vars(thresholds).copy(),
+        "thresholds": thresholds.record(),
         "truncated": sum(1 for r in rescored if r.truncated),
         "note": truncation_note(rescored),
         **payload,
@@ -324,6 +362,22 @@ def print_rescore(
     print_warnings([*notes, *warnings(results)], console)
 
 
+def add_threshold_flag(parser: argparse.ArgumentParser, score: Score) -> None:
+    """A score's threshold flag: required for a score always on; for a switchable one, the
+    lines' own threshold when not given, and ``off`` drops its rule."""
+    upper = f"0-{2 * score.scale:g}"
+    if score.switch is None:
+        help = f"valid when {score.label} > T ({upper}; the benchmark's is {score.threshold:g})"
+        parser.add_argument(score.flag, dest=dest(score), required=True, metavar="T", help=help)
+        return
+    help = (
+        f"valid only when {score.label} > T as well ({upper}), or {OFF} to drop that rule; "
+        f"default: the threshold the run recorded (off when it had {score.switch} off). "
+        f"Needs a run that recorded {score.label}"
+    )
+    parser.add_argument(score.flag, dest=dest(score), metavar="T|off", help=help)
+
+
 def register(subparsers: Any) -> None:
     """Add the ``rescore`` command."""
     parser = add_command(
@@ -349,17 +403,9 @@ def register(subparsers: Any) -> None:
         "calibration file (aidanbench calibrate --judge-model) giving X; with a judge "
         "panel (--judge-model given several times), once per judge",
     )
-    parser.add_argument(
-        "--novelty-threshold",
-        required=True,
-        metavar="Y",
-        help="valid when embedding novelty > Y (0-2; the benchmark's is 0.15)",
-    )
-    parser.add_argument(
-        "--llm-novelty-threshold",
-        metavar="Z",
-        help="also require LLM novelty > Z (0-2; needs a run with the similarity judge)",
-    )
+    for score in declared():
+        if score.name != "coherence":
+            add_threshold_flag(parser, score)
     judging.register(parser)
     parser.add_argument(
         "--into",

@@ -9,7 +9,10 @@ the analysis code can use it without loading LangGraph.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
+
+from aidanbench.core.scores import Score, declared
 
 ENVIRONMENT_NAMES = {
     "format_reward": "format_adherence",
@@ -18,17 +21,43 @@ ENVIRONMENT_NAMES = {
     "sum_embedding_novelty": "novelty_sum",
     "avg_llm_novelty": "mean_llm_novelty",
 }
-"""The environment's metric name → ours (``reward`` depends on the reward mode)."""
+"""The environment's published metric names → ours (``reward`` depends on the reward mode),
+in its order."""
+
+
+def environment_names() -> dict[str, str]:
+    """Every environment metric name → ours: the published ones, then the mean of each
+    score declared since (``Score.metric``), so a new score is a metric of both
+    environments without a name written here."""
+    return _names(declared())
+
+
+@cache
+def _names(scores: tuple[Score, ...]) -> dict[str, str]:
+    ours = set(ENVIRONMENT_NAMES.values())
+    added = {score.metric: score.mean for score in scores if score.mean not in ours}
+    return {**ENVIRONMENT_NAMES, **added}
+
 
 REWARD_OF = {"count": "score", "novelty_sum": "novelty_sum"}
 """Reward mode → the metric that ``reward`` aliases, as the environment's rubric weights
 choose."""
 
-ENVIRONMENT_METRICS = ("reward", *ENVIRONMENT_NAMES)
-"""Every environment metric name, in the environment's order."""
 
-RUBRIC = {"aidanbench_score": "score", **ENVIRONMENT_NAMES}
-"""The verifiers environments' rubric: each metric's name → ours, which it reads."""
+def environment_metrics() -> tuple[str, ...]:
+    """Every environment metric name, in the environment's order."""
+    return ("reward", *environment_names())
+
+
+def rubric() -> dict[str, str]:
+    """The verifiers environments' rubric: each metric's name → ours, which it reads."""
+    return {"aidanbench_score": "score", **environment_names()}
+
+
+def metrics_off(settings: Any) -> set[str]:
+    """The environment metrics of the scores ``settings`` switch off: never reported."""
+    return {score.metric for score in declared() if not score.on(settings)}
+
 
 RUBRIC_REWARD = {"count": "aidanbench_score", "novelty_sum": "sum_embedding_novelty"}
 """Reward mode → the rubric's metric that is the reward."""
@@ -40,5 +69,5 @@ def environment_aliases(metrics: Mapping[str, Any], reward_mode: str = "count") 
         raise ValueError(f"reward_mode must be count or novelty_sum, got {reward_mode!r}")
     return {
         "reward": metrics.get(REWARD_OF[reward_mode]),
-        **{env: metrics.get(ours) for env, ours in ENVIRONMENT_NAMES.items()},
+        **{env: metrics.get(ours) for env, ours in environment_names().items()},
     }

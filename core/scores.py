@@ -19,8 +19,9 @@ class Score:
     """The answer record's field, the column, and the stop reason when it fails."""
     node: str
     """The graph node that computes it."""
-    cost_role: str
-    """The key of ``AnswerRecord.calls`` its API calls are counted under."""
+    cost_role: str | None
+    """The key of ``AnswerRecord.calls`` its API calls are counted under; None: it makes
+    none (computed here), and answers record no calls for it."""
     threshold: float
     """Its threshold's default: an answer passes when the score is strictly above it."""
     setting: str | None = None
@@ -34,13 +35,55 @@ class Score:
     """The ``QuestionState`` key the node writes its ``ScoreOutcome`` to; empty:
     ``<name>_result``."""
     label: str = ""
-    """Its heading in tables and plots; empty: its name."""
+    """Its heading in tables, plots and messages; empty: its name."""
+    short: str = ""
+    """Its narrow heading (the summary's mean column); empty: ``label``."""
+    scale: float = 1.0
+    """Its largest value (1 for a share, 100 for the judge's 0-100): charts' axis, and the
+    digits a mean is shown with (one for 100, three for 1)."""
+    original: str | None = None
+    """Its field in the original AidanBench results files (``coherence_score``…); None: that
+    schema has none, and the score is recorded only on answers that measured it. A score of
+    the original schema is always a field of the answer record (null when off), as it was."""
+    metric: str = ""
+    """The verifiers environments' name of its mean over valid answers; empty:
+    ``avg_<name>``."""
 
     def __post_init__(self) -> None:
         node = self.function or f"aidanbench.nodes.{self.node}:{self.node}"
         object.__setattr__(self, "function", node)
         object.__setattr__(self, "outcome_key", self.outcome_key or f"{self.name}_result")
         object.__setattr__(self, "label", self.label or self.name)
+        object.__setattr__(self, "short", self.short or self.label)
+        object.__setattr__(self, "metric", self.metric or f"avg_{self.name}")
+
+    @property
+    def mean(self) -> str:
+        """Its mean over a chain's valid answers, as outputs and summaries name it."""
+        return f"mean_{self.name}"
+
+    @property
+    def measured_key(self) -> str:
+        """Its threshold's key in a thread's record of what it measures with
+        (``core.state.Measured``)."""
+        return f"{self.name}_threshold"
+
+    @property
+    def flag(self) -> str:
+        """The option that gives its threshold (``rescore``, and ``run`` when it has a
+        setting of that name)."""
+        return "--" + self.measured_key.replace("_", "-")
+
+    @property
+    def digits(self) -> str:
+        """The format a value or a mean of it is shown with."""
+        return ".1f" if self.scale > 1 else ".3f"
+
+    @property
+    def always_recorded(self) -> bool:
+        """Whether every answer record holds it (null when off): the original schema's
+        scores do, so records keep the shape they always had."""
+        return self.original is not None
 
     def on(self, settings: Any) -> bool:
         """Whether a turn under ``settings`` computes this score."""
@@ -73,7 +116,10 @@ SCORES: tuple[Score, ...] = (
         cost_role="judge",
         threshold=COHERENCE_THRESHOLD,
         setting="coherence_threshold",
-        label="coherence (0-100)",
+        label="coherence",
+        short="coh.",
+        scale=100.0,
+        original="coherence_score",
     ),
     Score(
         name="novelty",
@@ -82,6 +128,9 @@ SCORES: tuple[Score, ...] = (
         threshold=NOVELTY_THRESHOLD,
         setting="resolved_novelty_threshold",
         label="embedding novelty",
+        short="nov.",
+        original="embedding_dissimilarity_score",
+        metric="avg_embedding_novelty",
     ),
     Score(
         name="llm_novelty",
@@ -92,6 +141,8 @@ SCORES: tuple[Score, ...] = (
         switch="llm_novelty",
         outcome_key="similarity_result",
         label="LLM novelty",
+        short="LLM nov.",
+        original="llm_dissimilarity_score",
     ),
 )
 """Every score, in the order the pass rule checks them (the first failed is the stop
@@ -111,3 +162,8 @@ def scoring(settings: Any) -> tuple[Score, ...]:
 def by_key(outcome_key: str) -> Score:
     """The score whose node writes ``outcome_key``."""
     return next(score for score in SCORES if score.outcome_key == outcome_key)
+
+
+def named(name: str) -> Score | None:
+    """The declared score called ``name``; None when the table has none."""
+    return next((score for score in SCORES if score.name == name), None)

@@ -7,84 +7,126 @@ question; it is recorded but not counted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import fields, make_dataclass
-from functools import cache
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from aidanbench.core.scores import COHERENCE_THRESHOLD as COHERENCE_THRESHOLD
 from aidanbench.core.scores import NOVELTY_THRESHOLD as NOVELTY_THRESHOLD
-from aidanbench.core.scores import Score, declared
+from aidanbench.core.scores import declared
 
 
-class Thresholds:
-    """Thresholds of one run: a frozen dataclass whose fields are the declared scores
-    (``_with_fields``), given by position or name (``Thresholds(15, 0.15)``). A score not
-    given has its default, or is None (off) when a setting switches it."""
+class Thresholds(Mapping[str, float | None]):
+    """The thresholds of one run, keyed by score name (``core.scores``); None: that score
+    is off. Immutable and hashable, so rows that share a rule are found by equality.
 
-    coherence: float
-    novelty: float
-    llm_novelty: float | None
+    Built from a mapping or keywords (``Thresholds(coherence=20)``); a declared score not
+    given has its default when always on, and is off when a setting switches it. A name the
+    table does not declare (a score of another version's run) is kept as given, after the
+    declared ones, so a report of that run still says what decided it.
+    """
 
-    def __new__(cls, *limits: float | None, **named: float | None) -> Thresholds:
-        names = [score.name for score in declared()]
-        if len(limits) > len(names) or set(named) - set(names):
-            raise TypeError(f"Thresholds takes the declared scores {names}")
-        given = dict(zip(names, limits, strict=False)) | named
-        found = object.__new__(_with_fields(declared()))
-        for s in declared():
-            default = s.threshold if s.switch is None else None
-            object.__setattr__(found, s.name, given.get(s.name, default))
-        return found
+    __slots__ = ("_limits",)
+
+    def __init__(self, limits: Mapping[str, float | None] | None = None, /, **named: Any) -> None:
+        given = {**(limits or {}), **named}
+        found: dict[str, float | None] = {}
+        for score in declared():
+            value = given.pop(score.name, score.threshold if score.switch is None else None)
+            found[score.name] = None if value is None else float(value)
+        for name, value in given.items():
+            found[name] = None if value is None else float(value)
+        self._limits = found
+
+    def __getitem__(self, name: str) -> float | None:
+        return self._limits[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._limits)
+
+    def __len__(self) -> int:
+        return len(self._limits)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._limits.items()))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Thresholds):
+            return self._limits == other._limits
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"Thresholds({self._limits!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _restored, (self.limits,)
+        return Thresholds, (self._limits,)
 
     @property
-    def limits(self) -> tuple[tuple[str, float | None], ...]:
-        """Each declared score's name and threshold, in the table's order."""
-        return tuple((f.name, getattr(self, f.name)) for f in fields(self))  # type: ignore[arg-type]
+    def coherence(self) -> float:
+        """The judge's coherence threshold: always on, and the one a judge panel's first
+        judge is held to (each other judge keeps its own calibrated one)."""
+        value = self._limits["coherence"]
+        if value is None:
+            raise ValueError("coherence is always on; its threshold cannot be None")
+        return value
+
+    @property
+    def on(self) -> dict[str, float]:
+        """The scores that decide an answer, with their thresholds, in the table's order."""
+        return {name: limit for name, limit in self._limits.items() if limit is not None}
+
+    def record(self) -> dict[str, float | None]:
+        """As a record keeps them: each score that is on, and each of the original schema's
+        even when off (null), so records keep the shape they always had."""
+        kept = {s.name for s in declared() if s.always_recorded}
+        return {
+            name: limit for name, limit in self._limits.items() if limit is not None or name in kept
+        }
+
+    def settings(self) -> dict[str, Any]:
+        """The ``Settings`` fields that give these thresholds: each set score's threshold
+        field (``<name>_threshold``: a score without a setting always has its default), and
+        each switch, on when its score has a threshold."""
+        fields: dict[str, Any] = {}
+        for score in declared():
+            limit = self._limits.get(score.name)
+            if score.switch is not None:
+                fields[score.switch] = limit is not None
+            if score.setting is not None and limit is not None:
+                fields[score.measured_key] = limit
+        return fields
 
     def failure(
         self, values: Mapping[str, float | None], coherent: bool | None = None
     ) -> str | None:
         """The first score of ``values`` (each score's by name) that fails, or None when
         the answer is valid. ``coherent`` is a judge panel's decision (``panel_passes``),
-        which takes the place of ``coherence > self.coherence``."""
-        on = [name for name, limit in self.limits if limit is not None]
-        missing = [name for name in on if values.get(name) is None]
-        if missing:
-            label = next(s.label for s in declared() if s.name == missing[0])
+        which takes the place of ``coherence > self.coherence``. Raises ``ValueError`` when
+        a score that is on has no value: a missing score is never a pass or a fail."""
+        on = self.on
+        missing = next((name for name in on if values.get(name) is None), None)
+        if missing is not None:
+            label = label_of(missing)
             raise ValueError(f"{label} is on but the answer has no {label} score")
-        for name in on:
-            panel = coherent if name == "coherence" else None
-            if not (self.passes(name, values[name]) if panel is None else panel):  # type: ignore[arg-type]
+        for name, limit in on.items():
+            passes = coherent if name == "coherence" and coherent is not None else None
+            if passes is None:
+                passes = values[name] > limit  # type: ignore[operator]
+            if not passes:
                 return name
         return None
 
     def passes(self, name: str, value: float) -> bool:
         """Whether one score is strictly above its threshold (or its check is off)."""
-        limit = dict(self.limits).get(name)
+        limit = self._limits.get(name)
         return limit is None or value > limit
+
+
+def label_of(name: str) -> str:
+    """A score's heading (``Score.label``), or its name when the table does not declare it."""
+    return next((s.label for s in declared() if s.name == name), name)
 
 
 def panel_passes(passes: list[bool]) -> bool:
     """A judge panel's decision: more than half of its judges pass the answer (a tie
     fails it, as a judgment at the threshold does)."""
     return 2 * sum(passes) > len(passes)
-
-
-@cache
-def _with_fields(scores: tuple[Score, ...]) -> type[Thresholds]:
-    return make_dataclass(
-        "Thresholds",
-        [(score.name, float | None) for score in scores],
-        bases=(Thresholds,),
-        init=False,
-        frozen=True,
-        namespace={"__module__": __name__},
-    )
-
-
-def _restored(limits: tuple[tuple[str, float | None], ...]) -> Thresholds:
-    return Thresholds(**dict(limits))

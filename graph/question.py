@@ -45,10 +45,10 @@ def build_question_graph(
     node between ``generate`` and ``decide``.
     """
     graph = StateGraph(
-        state_schema(declared()),
+        with_scores(QuestionState, declared(), outcomes=True),
         context_schema=Settings,
         input_schema=QuestionInput,
-        output_schema=QuestionOutput,
+        output_schema=with_scores(QuestionOutput, declared()),
     )
     graph.add_node("prepare", partial(prepare, budget=budget))
     graph.add_node("generate", partial(generate, services=services))
@@ -71,8 +71,15 @@ def score_node(score: Score) -> Any:
     return getattr(import_module(module), name)
 
 
-def state_schema(scores: tuple[Score, ...]) -> Any:
-    """``QuestionState``, with a key for each score whose outcome it does not declare."""
-    fields = get_type_hints(QuestionState, include_extras=True)
-    more = {s.outcome_key: ScoreOutcome | None for s in scores if s.outcome_key not in fields}
-    return TypedDict("QuestionState", {**fields, **more}) if more else QuestionState  # type: ignore[operator]
+def with_scores(schema: Any, scores: tuple[Score, ...], *, outcomes: bool = False) -> Any:
+    """``schema`` with the keys of each score it does not declare: its mean and that mean's
+    environment name, and with ``outcomes`` its branch's outcome. LangGraph drops a node's
+    write to a key its state lacks, and returns only the output schema's keys."""
+    fields = get_type_hints(schema, include_extras=True)
+    more: dict[str, Any] = {}
+    for score in scores:
+        more |= {score.mean: float | None, score.metric: float | None}
+        if outcomes:
+            more[score.outcome_key] = ScoreOutcome | None
+    more = {key: kind for key, kind in more.items() if key not in fields}
+    return TypedDict(schema.__name__, {**fields, **more}) if more else schema  # type: ignore[operator]

@@ -60,14 +60,16 @@ def _record(
     index = candidate["index"]
     outcomes = {key: _value(state.get(key), index, key) for key in keys}  # type: ignore[arg-type]
     got = {by_key(key).name: outcome["value"] for key, outcome in outcomes.items()}
-    values = {score.name: got.get(score.name) for score in declared()}
+    values = {s.name: got.get(s.name) for s in declared() if s.name in got or s.always_recorded}
     panel = outcomes["coherence_result"].get("panel")
     coherent = None if panel is None else panel_passes([seat["passes"] for seat in panel])
     reason = settings.thresholds.failure(values, coherent)
     calls: dict[str, CallStats] = {"generate": candidate.get("call", no_calls())}
     flags: list[str] = []
     for key, outcome in outcomes.items():
-        calls[by_key(key).cost_role] = outcome.get("call", no_calls())
+        role = by_key(key).cost_role
+        if role is not None:
+            calls[role] = outcome.get("call", no_calls())
         flags.extend(f for f in outcome.get("flags", []) if f not in flags)
     started = state.get("started_at") or now
     fields: dict[str, Any] = {
@@ -127,7 +129,7 @@ def answer_event(record: AnswerRecord, score: int, stop: str | None) -> dict[str
         "event": "answer",
         "index": record["index"],
         "valid": record["valid"],
-        **{score.name: score.value(record) for score in declared()},
+        **{score.name: score.value(record) for score in declared() if score.name in record},
         "score": score,
         "stop_reason": stop,
         "calls": call_count(record["calls"]),

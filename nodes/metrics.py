@@ -7,24 +7,25 @@ from statistics import fmean
 from typing import Any
 
 from aidanbench.core.metric_names import environment_aliases
+from aidanbench.core.scores import declared
 from aidanbench.core.state import AnswerRecord
 
 
 def chain_metrics(answers: Sequence[AnswerRecord], reward_mode: str = "count") -> dict[str, Any]:
-    """Score, novelty sum and means over valid answers, format adherence (over the answers
-    whose reply was recorded), each also under the verifiers environment's name
-    (``core.metric_names``); ``reward_mode`` chooses what ``reward`` is."""
+    """Score, novelty sum and each declared score's mean over the valid answers that have it
+    (None: none has), format adherence (over the answers whose reply was recorded), each also
+    under the verifiers environment's name (``core.metric_names``); ``reward_mode`` chooses
+    what ``reward`` is."""
     valid = [a for a in answers if a["valid"]]
     tagged = [a for a in answers if a["used_answer_tag"] is not None]
-    llm = [a["llm_novelty"] for a in valid if a["llm_novelty"] is not None]
-    metrics = {
+    metrics: dict[str, Any] = {
         "score": len(valid),
         "novelty_sum": float(sum(a["novelty"] for a in valid)),
-        "mean_coherence": fmean(a["coherence"] for a in valid) if valid else None,
-        "mean_novelty": fmean(a["novelty"] for a in valid) if valid else None,
-        "mean_llm_novelty": fmean(llm) if llm else None,
-        "format_adherence": (
-            sum(1 for a in tagged if a["used_answer_tag"]) / len(tagged) if tagged else None
-        ),
     }
+    for score in declared():
+        values = [float(v) for a in valid if (v := a.get(score.name)) is not None]  # type: ignore[arg-type]
+        metrics[score.mean] = fmean(values) if values else None
+    metrics["format_adherence"] = (
+        sum(1 for a in tagged if a["used_answer_tag"]) / len(tagged) if tagged else None
+    )
     return {**metrics, **environment_aliases(metrics, reward_mode)}

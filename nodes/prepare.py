@@ -94,7 +94,11 @@ def measured_by(settings: Settings) -> Measured:
         "temperature": settings.temperature,
         "judge_model": settings.judge_model,
         "embedding_model": settings.embedding_model,
-        **{f"{name}_threshold": limit for name, limit in settings.thresholds.limits},
+        **{
+            score.measured_key: settings.thresholds[score.name]
+            for score in declared()
+            if score.always_recorded or score.on(settings)
+        },
         "cot": settings.cot,
         "prompts_sha256": prompts_sha256(),
         "judge_panel": panel_record(settings) or None,
@@ -104,8 +108,10 @@ def measured_by(settings: Settings) -> Measured:
 
 def measurement_differences(recorded: Mapping[str, Any] | None, settings: Settings) -> list[str]:
     """Names of what ``settings`` would measure differently from a thread's record (none
-    when the thread has no record: nothing to compare with)."""
+    when the thread has no record: nothing to compare with). A score's threshold is compared
+    whether or not either side recorded it: a score switched on or off is another measure."""
     if not recorded:
         return []
-    current = measured_by(settings)
-    return [key for key, value in current.items() if recorded.get(key) != value]
+    current: Mapping[str, Any] = measured_by(settings)
+    keys = dict.fromkeys([*current, *(score.measured_key for score in declared())])
+    return [key for key in keys if recorded.get(key) != current.get(key)]

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from aidanbench.core.calls import answer_dollars, question_dollars
 from aidanbench.core.errors import printable
 from aidanbench.core.metric_names import environment_aliases
+from aidanbench.core.scores import declared
 from aidanbench.core.vocabulary import ERROR_KINDS, is_censored, is_final
 from aidanbench.record import files
 
@@ -143,15 +144,9 @@ class AnswerLine(BaseModel):
         return {**fields, "cost_usd": answer_dollars(fields.get("calls") or {})}
 
 
-class LineThresholds(BaseModel):
-    """Thresholds a line's validity was decided with."""
-
-    coherence: float
-    """An answer passed when coherence > this."""
-    novelty: float
-    """An answer passed when embedding novelty > this."""
-    llm_novelty: float | None = None
-    """An answer passed when LLM novelty > this; None when that judge was off."""
+LineThresholds = dict[str, float | None]
+"""Thresholds a line's validity was decided with, by score name (``Thresholds.record``): an
+answer passed a score when strictly above its threshold; a score absent or null was off."""
 
 
 class QuestionLine(BaseModel):
@@ -207,7 +202,14 @@ class QuestionLine(BaseModel):
     ) -> QuestionLine:
         """The line of a question graph's output (or a thread's state values), labelled
         with the settings the thread recorded when it started (``measured``), never a later
-        run's."""
+        run's. A score the thread did not measure (switched off, and not one of the
+        original schema's) has no threshold, mean or metric on the line."""
+        kept = {key: value for key, value in measured.items() if value is not None}
+        scores = [s for s in declared() if s.always_recorded or s.measured_key in kept]
+        unmeasured = {name for s in declared() if s not in scores for name in (s.mean, s.metric)}
+        metrics = {name: output.get(name) for name in OUTPUT_FIELDS}
+        metrics |= {s.mean: output.get(s.mean) for s in scores if s.mean not in metrics}
+        aliases = environment_aliases(output, reward_mode).items()
         return cls.model_validate(
             {
                 "model": measured["model"],
@@ -216,14 +218,10 @@ class QuestionLine(BaseModel):
                 "repeat": repeat,
                 "thread_id": thread_id,
                 "embedding_model": measured["embedding_model"],
-                "thresholds": {
-                    "coherence": measured["coherence_threshold"],
-                    "novelty": measured["novelty_threshold"],
-                    "llm_novelty": measured["llm_novelty_threshold"],
-                },
+                "thresholds": {s.name: kept.get(s.measured_key) for s in scores},
                 "measured": measured,
-                **{name: output.get(name) for name in OUTPUT_FIELDS},
-                **environment_aliases(output, reward_mode),
+                **metrics,
+                **{name: value for name, value in aliases if name not in unmeasured},
                 "answers": output.get("answers") or [],
             }
         )
@@ -377,15 +375,13 @@ def original_records(line: QuestionLine) -> list[dict[str, Any]]:
     """The line's answers as the original schema lists them under its question."""
     records = []
     for answer in line.answers:
-        record: dict[str, Any] = {
-            "answer_num": answer.index,
-            "answer": answer.answer,
-            "coherence_score": answer.coherence,
-            "embedding_dissimilarity_score": answer.novelty,
-            "processing_time": answer.elapsed_s,
-        }
-        if answer.llm_novelty is not None:
-            record["llm_dissimilarity_score"] = answer.llm_novelty
+        record: dict[str, Any] = {"answer_num": answer.index, "answer": answer.answer}
+        kept = [(s, s.original) for s in declared() if s.original is not None]
+        record |= {field: s.value(answer) for s, field in kept if s.switch is None}
+        record["processing_time"] = answer.elapsed_s
+        for score, field in kept:  # a switchable score only where measured, after the rest
+            if score.switch is not None and (value := score.value(answer)) is not None:
+                record[field] = value
         records.append(record)
     return records
 

@@ -26,6 +26,7 @@ from aidanbench.core.calls import (
     known_sum,
     usage_missing,
 )
+from aidanbench.core.scores import declared
 from aidanbench.core.thresholds import Thresholds, panel_passes
 from aidanbench.core.vocabulary import is_error_stop, is_final
 from aidanbench.record import files
@@ -262,11 +263,7 @@ def question_result(line: QuestionLine, metadata: Metadata | None = None) -> Que
             or measured.get("embedding_model")
             or (settings.embedding_model if settings else None)
         ),
-        thresholds=(
-            Thresholds(thresholds.coherence, thresholds.novelty, thresholds.llm_novelty)
-            if thresholds
-            else None
-        ),
+        thresholds=None if thresholds is None else Thresholds(thresholds),
         speculative=dict(line.speculative) if line.speculative else None,
         cost_usd=line.dollars,
         usage_missing=usage_missing({"speculative": line.speculative or {}})
@@ -330,33 +327,40 @@ def panel_decision(answer: AnswerLine, coherence: float) -> bool | None:
     return panel_passes(passes)
 
 
+UNSCORED = "unscored"
+"""Stop reason of a recorded chain walked again whose answer lacks a score the rule needs."""
+
+AnswerScores = tuple[Mapping[str, float | None], bool | None]
+"""One recorded answer as the rule reads it: each score by name, and a judge panel's
+decision on coherence (None: no panel judged it)."""
+
+
+def answer_scores(answer: AnswerLine, coherence: float | None = None) -> AnswerScores:
+    """``answer``'s scores by name, and its panel's decision with the first judge at the
+    threshold ``coherence`` (none without one, or without a panel)."""
+    values = {score.name: score.value(answer) for score in declared()}
+    return values, None if coherence is None else panel_decision(answer, coherence)
+
+
 def chain_validity(
-    scores: Iterable[tuple[float | None, float | None, float | None, bool | None]],
-    thresholds: Thresholds,
+    answers: Iterable[AnswerScores], thresholds: Thresholds
 ) -> tuple[list[bool], str | None]:
     """Validity of each answer of a recorded chain under ``thresholds``, and the stop reason.
 
-    Each answer is (coherence, novelty, LLM novelty, a judge panel's decision or None).
     Answers after the first failure are invalid too: the benchmark stops there. An answer
     missing a score that the rule needs ends the valid prefix with reason ``unscored``.
     """
     flags: list[bool] = []
     reason: str | None = None
-    for coherence, novelty, llm, coherent in scores:
+    for values, coherent in answers:
         if reason is not None:
             flags.append(False)
             continue
-        if (
-            coherence is None
-            or novelty is None
-            or (thresholds.llm_novelty is not None and llm is None)
-        ):
-            reason = "unscored"
+        if any(values.get(name) is None for name in thresholds.on):
+            reason = UNSCORED
             flags.append(False)
             continue
-        reason = thresholds.failure(
-            {"coherence": coherence, "novelty": novelty, "llm_novelty": llm}, coherent
-        )
+        reason = thresholds.failure(values, coherent)
         flags.append(reason is None)
     return flags, reason
 
@@ -417,17 +421,14 @@ def _temperature(path: Path, model: str, key: str) -> float:
         ) from None
 
 
-ORIGINAL_FIELDS = frozenset(
-    {
-        "answer_num",
-        "answer",
-        "coherence_score",
-        "embedding_dissimilarity_score",
-        "llm_dissimilarity_score",
-        "processing_time",
-    }
-)
-"""An original-schema answer's fields; any other is kept in the ``AnswerLine``."""
+def original_fields() -> dict[str, str]:
+    """Each declared score's field in the original schema → its name (``Score.original``)."""
+    return {s.original: s.name for s in declared() if s.original is not None}
+
+
+ORIGINAL_ANSWER_FIELDS = frozenset({"answer_num", "answer", "processing_time"})
+"""An original-schema answer's fields besides its scores; any other is kept in the
+``AnswerLine``."""
 
 
 def _question_from_records(
@@ -438,30 +439,22 @@ def _question_from_records(
     thresholds: Thresholds,
 ) -> QuestionResult:
     ordered = sorted(records, key=lambda r: r.get("answer_num", 0))
-    scores = [
-        (
-            _number(r.get("coherence_score")),
-            _number(r.get("embedding_dissimilarity_score")),
-            _number(r.get("llm_dissimilarity_score")),
-            None,
-        )
-        for r in ordered
-    ]
-    flags, reason = chain_validity(scores, thresholds)
+    names = original_fields()
+    values = [{name: _number(r.get(field)) for field, name in names.items()} for r in ordered]
+    flags, reason = chain_validity(((v, None) for v in values), thresholds)
+    known = ORIGINAL_ANSWER_FIELDS | names.keys()
     answers = tuple(
         AnswerLine.model_validate(
             {
-                **{k: v for k, v in r.items() if k not in ORIGINAL_FIELDS},
+                **{k: v for k, v in r.items() if k not in known},
                 "index": int(r.get("answer_num", i)),
                 "answer": str(r.get("answer", "")),
-                "coherence": c,
-                "novelty": n,
-                "llm_novelty": llm,
+                **scores,
                 "valid": ok,
                 "elapsed_s": _number(r.get("processing_time")),
             }
         )
-        for i, (r, (c, n, llm, _), ok) in enumerate(zip(ordered, scores, flags, strict=True), 1)
+        for i, (r, scores, ok) in enumerate(zip(ordered, values, flags, strict=True), 1)
     )
     tokens, api_calls = chat_figures(answers, None)
     return QuestionResult(

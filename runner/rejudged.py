@@ -251,8 +251,7 @@ def seed_into(
     (settings, _, source), *panel = judges
     judge = {
         **{field: getattr(settings, field) for field in JUDGE_SETTINGS},
-        "coherence_threshold": thresholds.coherence,
-        "novelty_threshold": thresholds.novelty,
+        **thresholds.settings(),
         "judge_panel": [
             {
                 "model": s.judge_model,
@@ -274,7 +273,7 @@ def seed_into(
             }
             if line.original.embedding_model and "embedding_model" not in recorded:
                 recorded["embedding_model"] = line.original.embedding_model
-            settings_of[key] = make_settings(*key, {**recorded, "llm_novelty": False}, judge)
+            settings_of[key] = make_settings(*key, recorded, judge)
     spec = RunSpec(
         models=list(dict.fromkeys(m for m, _ in settings_of)),
         temperatures=list(dict.fromkeys(t for _, t in settings_of)),
@@ -292,7 +291,7 @@ def seed_into(
         "sha256": None if origin.is_dir() else files.digest(origin.read_bytes()),
         "judge": dict(judge_fields[0]),
         **({"panel": [dict(f) for f in judge_fields]} if len(judge_fields) > 1 else {}),
-        "thresholds": {"coherence": thresholds.coherence, "novelty": thresholds.novelty},
+        "thresholds": thresholds.record(),
         "created": now(),
     }
     seeded = asyncio.run(seed_run(recorder, rescored, settings_of, spec, provenance))

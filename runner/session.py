@@ -29,7 +29,7 @@ from aidanbench.core.setting_kinds import (
 from aidanbench.core.settings import ROLES, Settings, variant_label
 from aidanbench.nodes.prompts import prompts_sha256
 from aidanbench.record import files
-from aidanbench.record.lines import LineThresholds, normal_text, read_lines
+from aidanbench.record.lines import normal_text, read_lines
 from aidanbench.record.metadata import (
     Grid,
     Judging,
@@ -288,13 +288,8 @@ def run_settings(first: Settings, temperatures: Sequence[float]) -> RunSettings:
     return RunSettings(
         embedding_model=first.embedding_model,
         judge_model=first.judge_model,
-        thresholds=LineThresholds(
-            coherence=first.thresholds.coherence,
-            novelty=first.thresholds.novelty,
-            llm_novelty=first.thresholds.llm_novelty,
-        ),
-        rule="valid iff coherence > coherence threshold and novelty > novelty threshold "
-        "(and llm novelty > its threshold when on); strictly greater",
+        thresholds=first.thresholds.record(),
+        rule="valid iff every score that is on is strictly greater than its threshold",
         temperatures_sent=list(temperatures),
         pipeline=first.pipeline,
     )

@@ -56,7 +56,9 @@ def _line(
         )
         for i, s in enumerate(samples, 1)
     )
-    return QuestionResult("m", 0.7, question, rows, "novelty", thresholds=Thresholds(15, 0.15))
+    return QuestionResult(
+        "m", 0.7, question, rows, "novelty", thresholds=Thresholds(coherence=15, novelty=0.15)
+    )
 
 
 def test_a_panels_rejudging_draws_every_judge_and_decides_by_its_rule() -> None:
@@ -118,7 +120,12 @@ def test_spread_flips_and_a_wider_interval() -> None:
 def test_a_judgment_that_passes_a_recorded_failure_is_an_open_chain() -> None:
     line = _line("q", [[80, 80], [10, 40]], novelty_fails_last=False)
     line = QuestionResult(
-        line.model, 0.7, "q", line.answers, "coherence", thresholds=Thresholds(15, 0.15)
+        line.model,
+        0.7,
+        "q",
+        line.answers,
+        "coherence",
+        thresholds=Thresholds(coherence=15, novelty=0.15),
     )
     noise = judge_noise([line])
     assert noise is not None and noise.open_chains == 1 and noise.score == 1

@@ -225,7 +225,7 @@ def test_the_html_report_carries_the_cut_answer(cut_run: Path) -> None:
         for g, group in enumerate(chains)
         for chain in group
         for answer in chain
-        if answer[7]
+        if answer[4]
     ]
     assert flagged == [(0, 2)]
     assert sum(line["cut"] for line in data["lines"]) == 1

@@ -150,13 +150,13 @@ def test_run_dir_with_other_thresholds(tmp_path: Path) -> None:
     benchmark = rescore(results, Thresholds())
     assert [r.result.score for r in benchmark] == [3, 2, 1]
     assert [r.truncated for r in benchmark] == [True, True, False]
-    assert [r.original_thresholds for r in benchmark] == [Thresholds(30, 0.3)] * 3
+    assert [r.original_thresholds for r in benchmark] == [Thresholds(coherence=30, novelty=0.3)] * 3
 
 
 def test_stricter_rule_ends_an_errored_line_before_its_error(tmp_path: Path) -> None:
     line = question_line("m", QUESTIONS[0], chain(4, fail=None), error="judge: 503")
     (rescored,) = rescore(
-        read_results(write_run_dir(tmp_path / "run", [line])), Thresholds(15, 0.4)
+        read_results(write_run_dir(tmp_path / "run", [line])), Thresholds(coherence=15, novelty=0.4)
     )
     assert rescored.original.stop_reason == "error" and rescored.original_score == 4
     assert rescored.result.stop_reason == "novelty" and rescored.result.error is None

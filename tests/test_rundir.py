@@ -4,7 +4,6 @@ it was (``tests/data/old_run_dirs``)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -176,7 +175,7 @@ def view(result: Any) -> dict[str, Any]:
         "cost_usd": result.cost_usd,
         "usage_missing": result.usage_missing,
         "embedding_model": result.embedding_model,
-        "thresholds": dataclasses.asdict(result.thresholds) if result.thresholds else None,
+        "thresholds": result.thresholds.record() if result.thresholds else None,
         "judge_model": result.judge_model,
         "prompts_sha256": result.prompts_sha256,
         "threshold_source": result.threshold_source,

@@ -85,7 +85,7 @@ async def test_a_declared_score_runs_ends_the_chain_and_is_recorded(tmp_path: Pa
     assert [a["valid"] for a in answers] == [True, True, False]
     assert (out["stop_reason"], answers[-1]["stop_reason"], out["score"]) == ("decay",) * 2 + (2,)
     assert out["measured"]["decay_threshold"] == 0.4
-    assert settings.thresholds.decay == 0.4  # type: ignore[attr-defined]
+    assert settings.thresholds["decay"] == 0.4
 
     line = QuestionLine.from_output(out, measured=out["measured"], question=Q)
     write_lines(tmp_path, [line])

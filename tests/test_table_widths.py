@@ -46,7 +46,7 @@ def rich_rows() -> list[SummaryRow]:
             tokens=1_239_778 + i,
             api_calls=1_000 + i,
             format_adherence=0.987,
-            mean_llm_novelty=0.4125,
+            means={**row.means, "llm_novelty": 0.4125},
             stop_reasons={"novelty": 8, "coherence": 1, "llm_novelty": 1},
         )
         for i, row in enumerate(rows)
@@ -67,8 +67,8 @@ def test_summary_at_80_columns_keeps_names_and_numbers() -> None:
         for number in (
             str(row.score),
             f"{row.novelty_sum:.2f}",
-            f"{row.mean_coherence:.1f}",
-            f"{row.mean_novelty:.3f}",
+            f"{row.means['coherence']:.1f}",
+            f"{row.means['novelty']:.3f}",
             "0.412",
             "99%",
             f"{1_239_778 + i:,}",

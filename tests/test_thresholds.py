@@ -63,9 +63,9 @@ def test_llm_novelty_required_when_on() -> None:
 
 
 def test_settings_thresholds() -> None:
-    assert Settings().thresholds == Thresholds(15.0, 0.15, None)
+    assert Settings().thresholds == Thresholds(coherence=15.0, novelty=0.15, llm_novelty=None)
     on = Settings(llm_novelty=True, coherence_threshold=20, novelty_threshold=0.3)
-    assert on.thresholds == Thresholds(20.0, 0.3, 0.15)
+    assert on.thresholds == Thresholds(coherence=20.0, novelty=0.3, llm_novelty=0.15)
 
 
 @pytest.mark.parametrize(
@@ -85,7 +85,7 @@ def test_invalid_settings_rejected(bad: dict[str, object]) -> None:
 
 
 def test_thresholds_default_to_the_benchmark() -> None:
-    assert Thresholds() == Thresholds(15.0, 0.15, None)
+    assert Thresholds() == Thresholds(coherence=15.0, novelty=0.15, llm_novelty=None)
     assert verdict(Thresholds(), 15.5, 0.16) is None
     assert verdict(Thresholds(), 15.0, 0.16) == "coherence"
     assert verdict(Thresholds(), 16.0, 0.15) == "novelty"

@@ -110,8 +110,11 @@ def test_page_data_matches_the_report(tmp_path: Path) -> None:
     assert {k: got[k] for k in expected} == expected
     assert got["per_question"] == [[0, 8], [2, 6]], "Q2 left out: beta errored there"
     first = chains[0][0]
-    assert first[1][6] != RAW_TAGGED and first[1][6].startswith("Thinking first.")
-    assert first[0][6] == RAW_TAGGED, "the tagged reply is stored as a code"
+    assert first[1][3] != RAW_TAGGED and first[1][3].startswith("Thinking first.")
+    assert first[0][3] == RAW_TAGGED, "the tagged reply is stored as a code"
+    assert [s["name"] for s in data["scores"]] == ["coherence", "novelty", "llm_novelty"]
+    answer = results[0].answers[0]
+    assert first[0][5:] == [answer.coherence, answer.novelty, answer.llm_novelty]
 
 
 def test_cost_is_shown_when_calls_record_it(tmp_path: Path) -> None:

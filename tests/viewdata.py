@@ -116,11 +116,7 @@ def make_run_dir(run_dir: Path, repeats: int = 2, model_cost_usd: float | None =
         "settings": {
             "embedding_model": "text-embedding-3-large",
             "judge_model": "o1-mini",
-            "thresholds": {
-                "coherence": THRESHOLDS.coherence,
-                "novelty": THRESHOLDS.novelty,
-                "llm_novelty": THRESHOLDS.llm_novelty,
-            },
+            "thresholds": THRESHOLDS.record(),
         },
     }
     (run_dir / METADATA).write_text(json.dumps(metadata), "utf-8")

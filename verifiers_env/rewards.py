@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from aidanbench.core.metric_names import RUBRIC, RUBRIC_REWARD
+from aidanbench.core.metric_names import RUBRIC_REWARD, rubric
 from aidanbench.core.state import QuestionOutput
 
 RewardMode = Literal["count", "novelty_sum"]
@@ -18,7 +18,7 @@ INFO_KEY = "aidanbench"
 def summary(out: QuestionOutput | dict[str, Any], reward_mode: RewardMode) -> dict[str, Any]:
     """The question's result as kept on the trace (JSON-ready): answers, scores, stop, metrics,
     mode."""
-    keys = ("stop_reason", *RUBRIC.values())
+    keys = ("stop_reason", *rubric().values())
     return {
         "reward_mode": reward_mode,
         **{key: out.get(key) for key in keys},
@@ -29,11 +29,11 @@ def summary(out: QuestionOutput | dict[str, Any], reward_mode: RewardMode) -> di
 def rewards(result: dict[str, Any]) -> dict[str, float]:
     """The reward of the result's mode, by name."""
     name = RUBRIC_REWARD[result["reward_mode"]]
-    return {name: float(result[RUBRIC[name]])}
+    return {name: float(result[rubric()[name]])}
 
 
 def metrics(result: dict[str, Any]) -> dict[str, float]:
     """Every metric the result has a value for."""
     return {
-        name: float(value) for name, key in RUBRIC.items() if (value := result[key]) is not None
+        name: float(value) for name, key in rubric().items() if (value := result[key]) is not None
     }

@@ -29,7 +29,7 @@ from pydantic import ConfigDict
 
 from aidanbench.core.base_url import environment_base_urls
 from aidanbench.core.errors import UsageError, printable
-from aidanbench.core.metric_names import RUBRIC, RUBRIC_REWARD
+from aidanbench.core.metric_names import RUBRIC_REWARD, metrics_off, rubric
 from aidanbench.core.seed_args import SEED_FIELDS, SeedArgs
 from aidanbench.core.settings import ROLE_FIELDS, Settings
 from aidanbench.graph import build_question_graph
@@ -114,11 +114,13 @@ class AidanBenchRubric(vf.Rubric):
     mode's metric alone.
 
     A metric without a value (no valid answer to average) is NaN, never 0, so its average over
-    rollouts is NaN too. ``avg_llm_novelty`` is reported only when the similarity judge is on.
+    rollouts is NaN too. The mean of a score that is switched off (``avg_llm_novelty`` without the
+    similarity judge) is not reported.
     """
 
-    def __init__(self, reward_mode: str, use_llm_similarity: bool) -> None:
-        self.names = [n for n in RUBRIC if use_llm_similarity or n != "avg_llm_novelty"]
+    def __init__(self, reward_mode: str, settings: Settings) -> None:
+        off = metrics_off(settings)
+        self.names = [n for n in rubric() if n not in off]
         self.reward_name = RUBRIC_REWARD[reward_mode]
         funcs = [_reader(name) for name in self.names]
         weights = [float(name == self.reward_name) for name in self.names]
@@ -140,7 +142,7 @@ class AidanBenchRubric(vf.Rubric):
 
 
 def _metric(state: dict[str, Any], name: str) -> float:
-    value = state[STATE_KEY][RUBRIC[name]]
+    value = state[STATE_KEY][rubric()[name]]
     return math.nan if value is None else float(value)
 
 
@@ -169,7 +171,7 @@ class AidanBenchSeedEnv(vf.Environment):
         ]
         super().__init__(
             eval_dataset=Dataset.from_list(rows),
-            rubric=AidanBenchRubric(args.reward_mode, args.use_llm_similarity),
+            rubric=AidanBenchRubric(args.reward_mode, args.settings("rubric")),
             message_type="chat",
         )
 
@@ -227,7 +229,7 @@ class AidanBenchSeedEnv(vf.Environment):
             raise AidanBenchError(f"{info['question']!r}: {error['kind']}: {error['message']}")
         state[STATE_KEY] = {
             "stop_reason": out["stop_reason"],
-            **{key: out.get(key) for key in {*RUBRIC.values(), "reward"}},
+            **{key: out.get(key) for key in {*rubric().values(), "reward"}},
             "answers": [dict(record) for record in out["answers"]],
         }
         return state["completion"], state

@@ -147,7 +147,7 @@ class RunRecord:
             "thresholds": None
             if thresholds is None
             else {
-                **vars(thresholds),
+                **thresholds.record(),
                 "rule": "an answer is valid when every score is strictly greater (>)",
             },
             "prompts_sha256": self.prompts_sha256,
