@@ -35,11 +35,11 @@ from aidanbench.analysis.judge_noise import (
 )
 from aidanbench.analysis.tables import Column, fitted_tables, score_text, tokens_text
 from aidanbench.core.errors import printable
-from aidanbench.core.scores import Score, declared
+from aidanbench.core.scores import declared
 from aidanbench.core.settings import REFERENCE_JUDGE
 from aidanbench.core.thresholds import COHERENCE_THRESHOLD, Thresholds
 from aidanbench.record.results import UNFINISHED as UNFINISHED
-from aidanbench.record.results import QuestionResult, totals
+from aidanbench.record.results import QuestionResult, measured_scores, totals
 from aidanbench.services.pricing import same_model
 
 COUNTING = (
@@ -168,13 +168,17 @@ class SummaryRow:
         """The headline's bootstrap interval (several repeats only)."""
         return self.score_interval if self.reward_mode == "count" else self.novelty_sum_interval
 
+    def mean_fields(self) -> dict[str, float | None]:
+        """``means`` as every output names them: ``mean_<score>``."""
+        return {f"mean_{name}": mean for name, mean in self.means.items()}
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values; a whole-number score is written as an integer, and each
         mean as ``mean_<score>`` where ``means`` stands."""
         data: dict[str, Any] = {}
         for key, value in asdict(self).items():
             if key == "means":
-                data |= {f"mean_{name}": mean for name, mean in value.items()}
+                data |= self.mean_fields()
             else:
                 data[key] = value
         data["score"] = _whole(self.score)
@@ -295,7 +299,8 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
     if reward_mode not in REWARD_MODES:
         raise ValueError(f"reward_mode must be count or novelty_sum, got {reward_mode!r}")
     counted = totals(lines)
-    found = answer_means((a for line in lines for a in line.answers), np.mean)
+    measured = measured_scores(lines)
+    found = answer_means((a for line in lines for a in line.answers), measured, np.mean)
     repeats = counted.repeats
     multi = repeats > 1
     score = counted.repeat_mean_score
@@ -315,7 +320,7 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
         lines=counted.lines,
         finished=counted.finished,
         errored=counted.errored,
-        means={score.name: found[score.mean] for score in measured_scores(lines)},
+        means={score.name: found[score.mean] for score in measured},
         format_adherence=found["format_adherence"],
         stop_reasons=counted.stop_reasons,
         tokens=counted.tokens,
@@ -341,19 +346,6 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
         judge_panel=judge_panel(lines),
         judge_unreadable=unreadable_of(lines),
     )
-
-
-def measured_scores(lines: Iterable[QuestionResult]) -> list[Score]:
-    """The declared scores ``lines`` measured: the original schema's, and each other one a
-    line's rule held or an answer recorded (a score a run never switched on has no mean)."""
-    lines = list(lines)
-    return [
-        score
-        for score in declared()
-        if score.always_recorded
-        or any(line.thresholds and line.thresholds.get(score.name) is not None for line in lines)
-        or any(score.value(a) is not None for line in lines for a in line.answers)
-    ]
 
 
 JUDGE_ROLES = ("judge", "similarity")

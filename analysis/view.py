@@ -32,7 +32,6 @@ from aidanbench.analysis.summary import (
     describe_thresholds,
     group_label,
     group_results,
-    measured_scores,
     paired_comparison,
     question_differences,
     question_order,
@@ -45,7 +44,7 @@ from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.files import atomic_write
 from aidanbench.record.lines import AnswerLine
 from aidanbench.record.metadata import Metadata
-from aidanbench.record.results import QuestionResult
+from aidanbench.record.results import QuestionResult, measured_scores
 
 TEMPLATE = "view_template.html"
 """The page's markup, styles and script; ``build_html`` fills its two slots."""

@@ -28,6 +28,7 @@ from pydantic.fields import FieldInfo
 from aidanbench.cli import calibration_file
 from aidanbench.core.base_url import BASE_URL_VARIABLE
 from aidanbench.core.errors import QuestionSourceError, UsageError, printable
+from aidanbench.core.scores import declared
 from aidanbench.core.settings import Settings, unused_variants, variant_problem
 from aidanbench.graph.questions import (
     DATASET_FILE_SUFFIXES,
@@ -194,8 +195,20 @@ def _metavar(flag: Flag) -> str | None:
     return "NAME" if flag.kind is str and flag.choices is None else None
 
 
+def switched_by() -> dict[str, str]:
+    """Each switchable score's threshold field → its switch (``core.scores``): giving the
+    threshold's flag turns the score on, as nobody gives a threshold to have it ignored."""
+    return {
+        score.measured_key: score.switch
+        for score in declared()
+        if score.switch is not None and score.setting is not None
+    }
+
+
 def _help(flag: Flag, required: bool) -> str:
     text = flag.help
+    if flag.field in switched_by():
+        text += f" Giving it turns {flag_name(switched_by()[flag.field])} on."
     if flag.field.endswith("base_url"):
         text += f" Not given: ${BASE_URL_VARIABLE} when set (as the OpenAI SDK reads it)."
     if flag.kind is bool and flag.default:
@@ -238,6 +251,9 @@ def add_settings_flags(
             options["action"] = "append"
         elif flag.field in PANEL:
             options["action"] = PanelFlag
+            options["default"] = flag.default
+        elif flag.field in switched_by():
+            options["action"] = SwitchOn
             options["default"] = flag.default
         elif not needed:
             options["default"] = flag.default
@@ -359,6 +375,20 @@ def judges(args: argparse.Namespace) -> list[argparse.Namespace]:
         for judge, value in zip(found, given, strict=True):
             setattr(judge, field, value)
     return found
+
+
+class SwitchOn(argparse.Action):
+    """A switchable score's threshold flag (``switched_by``): giving it turns its score on."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, switched_by()[self.dest], True)
 
 
 class PanelFlag(argparse.Action):

@@ -26,7 +26,7 @@ from aidanbench.core.calls import (
     known_sum,
     usage_missing,
 )
-from aidanbench.core.scores import declared
+from aidanbench.core.scores import Score, declared
 from aidanbench.core.thresholds import Thresholds, panel_passes
 from aidanbench.core.vocabulary import is_error_stop, is_final
 from aidanbench.record import files
@@ -206,6 +206,19 @@ def run_totals(counted: Totals) -> RunTotals:
         errored=counted.errored,
         truncated_answers=counted.truncated_answers,
     )
+
+
+def measured_scores(lines: Iterable[QuestionResult]) -> list[Score]:
+    """The declared scores ``lines`` measured: the original schema's, and each other one a
+    line's rule held or an answer recorded (a score a run never switched on has no mean)."""
+    lines = list(lines)
+    return [
+        score
+        for score in declared()
+        if score.always_recorded
+        or any(line.thresholds and line.thresholds.get(score.name) is not None for line in lines)
+        or any(score.value(a) is not None for line in lines for a in line.answers)
+    ]
 
 
 def distinct(results: Iterable[QuestionResult]) -> tuple[list[QuestionResult], list[str]]:

@@ -206,6 +206,7 @@ def aggregate_record(record: RunRecord, row: Row, organization: str) -> dict[str
                         "stop_reasons": summary.stop_reasons,
                         "cost_usd": (row.cost or {}).get("cost_usd"),
                         "score_is_lower_bound": summary.lower_bound,
+                        **summary.mean_fields(),
                         **(
                             {"judge_panel": panel_text(summary.judge_panel)}
                             if summary.judge_panel
@@ -248,8 +249,8 @@ def aggregate_record(record: RunRecord, row: Row, organization: str) -> dict[str
                 "score",
                 summary.score,
                 summary.score_interval,
-                "AidanBench score: valid answers (coherence and novelty strictly above the "
-                "thresholds) summed over questions, mean over repeats",
+                "AidanBench score: valid answers (every score strictly above its threshold) "
+                "summed over questions, mean over repeats",
             ),
             result(
                 "novelty_sum",

@@ -20,6 +20,7 @@ from aidanbench.analysis.export import ExportSet
 from aidanbench.analysis.export.record import Row, RunRecord, model_path
 from aidanbench.analysis.judge_noise import panel_text
 from aidanbench.analysis.summary import describe_thresholds
+from aidanbench.core.thresholds import label_of
 
 BENCHMARK_FILE = "aidanbench"
 
@@ -112,6 +113,10 @@ def notes(record: RunRecord, row: Row) -> str:
         *([panel_text(summary.judge_panel)] if summary.judge_panel else []),
         f"embeddings {known(record.embedding_model)}",
         "thresholds " + ("unknown" if thresholds is None else describe_thresholds(thresholds)),
+        *(
+            f"mean {label_of(name)} " + ("unknown" if mean is None else f"{mean:.3g}")
+            for name, mean in summary.means.items()
+        ),
         f"{summary.question_count} questions (sha256 {record.questions_sha256[:12]})",
         f"prompts sha256 {(record.prompts_sha256 or 'unknown')[:12]}",
         f"{summary.repeats} repeat{'s' if summary.repeats != 1 else ''}",

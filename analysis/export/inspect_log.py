@@ -158,6 +158,7 @@ def results(record: RunRecord, row: Row) -> Any:
             "reward_mode": record.reward_mode,
             "headline": summary.reward,
             "headline_text": score_text(f"{summary.reward:g}", summary.lower_bound),
+            **summary.mean_fields(),
         },
     )
 

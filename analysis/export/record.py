@@ -266,7 +266,11 @@ def answer_detail(answer: AnswerLine) -> dict[str, Any]:
     return {
         "index": answer.index,
         "answer": answer.answer,
-        **{score.name: score.value(answer) for score in declared()},
+        **{
+            score.name: value
+            for score in declared()
+            if (value := score.value(answer)) is not None or score.always_recorded
+        },
         "valid": answer.valid,
         "stop_reason": answer.stop_reason,
         "used_answer_tag": answer.used_answer_tag,
