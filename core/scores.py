@@ -109,6 +109,9 @@ COHERENCE_THRESHOLD = 15.0
 NOVELTY_THRESHOLD = 0.15
 """The published novelty threshold, on text-embedding-3-large cosines; LLM novelty's too."""
 
+LEXICAL_NOVELTY_THRESHOLD = 0.10
+"""Lexical novelty's default threshold (``nodes.lexical_novelty``): not the benchmark's."""
+
 SCORES: tuple[Score, ...] = (
     Score(
         name="coherence",
@@ -143,6 +146,16 @@ SCORES: tuple[Score, ...] = (
         label="LLM novelty",
         short="LLM nov.",
         original="llm_dissimilarity_score",
+    ),
+    Score(
+        name="lexical_novelty",
+        node="lexical_novelty",
+        cost_role=None,
+        threshold=LEXICAL_NOVELTY_THRESHOLD,
+        setting="lexical_novelty_threshold",
+        switch="lexical_novelty",
+        label="lexical novelty",
+        short="lex. nov.",
     ),
 )
 """Every score, in the order the pass rule checks them (the first failed is the stop

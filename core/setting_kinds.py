@@ -31,6 +31,8 @@ SCORING_FIELDS: frozenset[str] = frozenset(
         "coherence_threshold",
         "novelty_threshold",
         "llm_novelty_threshold",
+        "lexical_novelty",
+        "lexical_novelty_threshold",
         "reward_mode",
         "max_answers",
     }

@@ -16,7 +16,12 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from aidanbench.core.credentials import secret_paths, url_credential
-from aidanbench.core.scores import COHERENCE_THRESHOLD, NOVELTY_THRESHOLD, declared
+from aidanbench.core.scores import (
+    COHERENCE_THRESHOLD,
+    LEXICAL_NOVELTY_THRESHOLD,
+    NOVELTY_THRESHOLD,
+    declared,
+)
 from aidanbench.core.thresholds import Thresholds
 
 REFERENCE_JUDGE = "o1-mini"
@@ -171,6 +176,17 @@ class Settings(BaseModel):
         ge=0.0,
         le=1.0,
         description="An answer passes when LLM novelty > this.",
+    )
+    lexical_novelty: bool = Field(
+        default=False,
+        description="Also score lexical novelty: 1 - the largest Jaccard overlap of the "
+        "answer's word 3-grams with an earlier answer's (no API call).",
+    )
+    lexical_novelty_threshold: float = Field(
+        default=LEXICAL_NOVELTY_THRESHOLD,
+        ge=0.0,
+        le=1.0,
+        description="An answer passes when lexical novelty > this (with lexical_novelty on).",
     )
     reward_mode: Literal["count", "novelty_sum"] = Field(
         default="count",

@@ -17,7 +17,7 @@ from aidanbench.testing.fakes import brain_services
 
 from .conftest import REPO
 
-SCORERS = {"judge", "embed_novelty", "llm_novelty", "generate_next"}
+SCORERS = {"judge", "embed_novelty", "llm_novelty", "lexical_novelty", "generate_next"}
 EDGES = (
     {("__start__", "prepare")}
     | {("prepare", d) for d in {"generate", *SCORERS, "decide", "__end__"}}
@@ -35,7 +35,7 @@ def drawn_edges() -> set[tuple[str, str]]:
 def test_the_compiled_graph_draws_exactly_the_possible_edges() -> None:
     edges = drawn_edges()
     assert edges == EDGES
-    assert len(edges) == 23
+    assert len(edges) == 27
     for impossible in [("generate", "generate"), ("decide", "decide"), ("generate", "__end__")]:
         assert impossible not in edges
 

@@ -17,6 +17,7 @@ def test_chain_metrics_of_an_empty_chain() -> None:
         "mean_coherence": None,
         "mean_novelty": None,
         "mean_llm_novelty": None,
+        "mean_lexical_novelty": None,
         "format_adherence": None,
     }
     assert chain_metrics([]) == ours | environment_aliases(ours)
@@ -35,6 +36,7 @@ def test_chain_metrics_average_valid_answers_only() -> None:
         "mean_coherence": 75.0,
         "mean_novelty": 0.75,
         "mean_llm_novelty": 0.9,
+        "mean_lexical_novelty": None,
         "format_adherence": pytest.approx(2 / 3),
     }
     assert metrics == ours | environment_aliases(ours)

@@ -61,6 +61,7 @@ def test_routers_read_the_runtime_settings_or_the_defaults() -> None:
         "judge",
         "embed_novelty",
         "llm_novelty",
+        "lexical_novelty",
         "generate_next",
         "decide",
     ]
