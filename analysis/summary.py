@@ -83,6 +83,36 @@ GroupKey = tuple[str, float]
 """(model, temperature): one row of the summary."""
 
 
+UNCATEGORISED = "(no category)"
+"""The category of a question the question set gave none, where others have one."""
+
+
+@dataclass(frozen=True)
+class CategoryRow:
+    """One category's figures in a row: counted as the row counts (per repeat), with its
+    lower-bound mark and, with repeats, its interval."""
+
+    category: str
+    questions: int
+    """Distinct questions of the category the row answered."""
+    score: float
+    """Valid answers summed over the category's questions, mean over repeats."""
+    lower_bound: bool
+    """A line of the category did not finish: ``score`` is a lower bound."""
+    score_interval: Interval | None = None
+    """Bootstrap 95 % interval of ``score`` with several repeats (resampling its questions)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready values, as the row's own."""
+        return {
+            "category": self.category,
+            "questions": self.questions,
+            "score": _whole(self.score),
+            "lower_bound": self.lower_bound,
+            "score_interval": list(self.score_interval) if self.score_interval else None,
+        }
+
+
 @dataclass(frozen=True)
 class SummaryRow:
     """Figures of one model at one temperature; ``score`` and ``novelty_sum`` are per repeat."""
@@ -152,6 +182,9 @@ class SummaryRow:
     """A judge panel's decisions, when one judged the answers."""
     judge_unreadable: dict[str, int] = field(default_factory=dict)
     """The judge's replies that held no readable score (each asked again), by why."""
+    categories: tuple[CategoryRow, ...] = ()
+    """The row's figures per question category, in the question set's order; none when no
+    question has a category."""
 
     @property
     def reward(self) -> float:
@@ -192,6 +225,10 @@ class SummaryRow:
         data["judge_noise"] = None if self.judge_noise is None else self.judge_noise.to_dict()
         data["judge_panel"] = None if self.judge_panel is None else self.judge_panel.to_dict()
         data["lower_bound"] = self.lower_bound
+        if self.categories:
+            data["categories"] = [category.to_dict() for category in self.categories]
+        else:  # results without categories read as they did before there were any
+            del data["categories"]
         return data
 
 
@@ -345,7 +382,31 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
         judge_noise=judge_noise(lines),
         judge_panel=judge_panel(lines),
         judge_unreadable=unreadable_of(lines),
+        categories=category_rows(lines, repeats),
     )
+
+
+def category_rows(lines: Sequence[QuestionResult], repeats: int) -> tuple[CategoryRow, ...]:
+    """A row's lines counted per category (``CategoryRow``); none when no line has one."""
+    by_category: dict[str | None, list[QuestionResult]] = {}
+    for line in lines:
+        by_category.setdefault(line.category, []).append(line)
+    if set(by_category) == {None}:
+        return ()
+    rows = []
+    for category, chosen in by_category.items():
+        counted = totals(chosen)
+        per_question = per_question_repeat_means(chosen, repeats)
+        rows.append(
+            CategoryRow(
+                category=UNCATEGORISED if category is None else category,
+                questions=counted.questions,
+                score=sum(per_question),
+                lower_bound=counted.finished < counted.lines,
+                score_interval=bootstrap_sum(per_question) if repeats > 1 else None,
+            )
+        )
+    return tuple(rows)
 
 
 JUDGE_ROLES = ("judge", "similarity")

@@ -510,5 +510,5 @@ def question_set(args: argparse.Namespace) -> QuestionSet:
         raise UsageError(
             f"--questions {limit}: questions file {path} holds {len(found.questions)} questions"
         )
-    questions = found.questions if limit is None else found.questions[:limit]
-    return QuestionSet(questions, {**found.source, "limit": limit})
+    chosen = found.limited(limit)
+    return QuestionSet(chosen.questions, {**found.source, "limit": limit}, chosen.categories)

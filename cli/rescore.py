@@ -20,6 +20,13 @@ from rich.table import Table
 
 from aidanbench.analysis.cost import line_key
 from aidanbench.analysis.rejudge import Unjudged
+from aidanbench.analysis.report import (
+    error_lines,
+    headline_lines,
+    judging_lines,
+    report_payload,
+    warning_lines,
+)
 from aidanbench.analysis.rescore import RescoredQuestion, rescore
 from aidanbench.analysis.summary import (
     JUDGE_ROLES,
@@ -37,13 +44,9 @@ from aidanbench.cli.report import (
     add_common_arguments,
     make_console,
     one_line,
-    print_errors,
-    print_headline,
-    print_judging,
-    print_warnings,
-    question_table,
+    print_lines,
+    print_tables,
     read_inputs,
-    report_payload,
 )
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.scores import Score, declared
@@ -352,14 +355,14 @@ def print_rescore(
     )
     rows = summarise(results, reward_mode)
     render_summary(rows, console, title="AidanBench summary, rescored")
-    print_headline(rows, console, results)
-    print_judging(rows, console)
+    print_lines(headline_lines(rows, results), console)
+    print_lines(judging_lines(rows), console)
     console.print(change_table(rescored, reward_mode))
-    console.print(question_table(results, console.width))
-    print_errors(results, console)
+    print_tables(rows, results, console)
+    print_lines(error_lines(results), console)
     truncated = any(r.truncated for r in rescored)
     console.print(truncation_note(rescored), style="bold yellow" if truncated else None)
-    print_warnings([*notes, *warnings(results)], console)
+    print_lines(warning_lines([*notes, *warnings(results)]), console, style="yellow")
 
 
 def add_threshold_flag(parser: argparse.ArgumentParser, score: Score) -> None:

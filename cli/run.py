@@ -144,6 +144,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
             temperatures=options.repeated(args, "temperature"),
             questions=question_set.questions,
             questions_source=question_set.source,
+            categories=question_set.categories,
             repeats=args.repeats,
             settings=given_settings(options.settings_values(args)),
             variants=options.variants(args),
@@ -316,8 +317,9 @@ async def until_terminated(work: Awaitable[T]) -> T:
 
 def _print_summary(rows: list[SummaryRow], reward_mode: str, run_dir: Path) -> None:
     """The summary table, each row's headline and the rows the token limit cut (as ``report``)."""
+    from aidanbench.analysis.report import truncation_lines
     from aidanbench.analysis.summary import render_summary
-    from aidanbench.cli.report import make_console, print_truncation
+    from aidanbench.cli.report import make_console, print_lines
 
     console = make_console()
     render_summary(rows, console)
@@ -326,4 +328,4 @@ def _print_summary(rows: list[SummaryRow], reward_mode: str, run_dir: Path) -> N
         console.print(
             f"headline ({reward_mode}): {printable(row.model)} @ {row.temperature:g}: {value}"
         )
-    print_truncation(rows, [str(run_dir)], console)
+    print_lines(truncation_lines(rows, [str(run_dir)]), console)

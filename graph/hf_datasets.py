@@ -36,9 +36,10 @@ HUB_PROBE_TIMEOUT = httpx.Timeout(10.0, connect=5.0)
 
 
 def read_dataset(
-    name_or_path: str, *, split: str | None, question_field: str
-) -> tuple[list[object], str, dict[str, Any]]:
-    """One split and column of a dataset: its values, its name for a refusal, its record."""
+    name_or_path: str, *, split: str | None, question_field: str, category_field: str
+) -> tuple[list[object], list[object], str, dict[str, Any]]:
+    """One split and column of a dataset: its values, each row's category (its
+    ``category_field`` column, when it has one), its name for a refusal, its record."""
     datasets = _import_datasets()
     path = Path(name_or_path)
     revision: str | None = None
@@ -66,7 +67,10 @@ def read_dataset(
     }
     if kind == "hub":
         source["revision"] = revision
-    return list(dataset[question_field]), where, source
+    categories = (
+        list(dataset[category_field]) if category_field in columns else [None] * len(dataset)
+    )
+    return list(dataset[question_field]), categories, where, source
 
 
 def _import_datasets() -> Any:

@@ -4,11 +4,14 @@
 from, which a run stores beside the set's hash so the same set can be found again; the
 command line, the graph API and the verifiers environments all load through it.
 
-Accepted files: a JSON list of strings; JSONL or CSV with a ``question`` field; plain text
-with one question per line (ending at ``\n`` or ``\r\n`` only: a question may hold any other
-separator); parquet and arrow files are datasets (``graph.hf_datasets``). Anything else is
-an error, never a silent fallback to the bundled list, and so are blank, duplicate or
-absurdly long questions (``validated``): each would waste or skew a run.
+Accepted files: a JSON list of strings, or of objects with a ``question`` and an optional
+``category``; JSONL or CSV with a ``question`` field and an optional ``category`` one; plain
+text with one question per line (ending at ``\n`` or ``\r\n`` only: a question may hold any
+other separator); parquet and arrow files are datasets (``graph.hf_datasets``, whose
+``category`` column is read when present). Anything else is an error, never a silent
+fallback to the bundled list, and so are blank, duplicate or absurdly long questions
+(``validated``): each would waste or skew a run. A category is what reports group scores
+by (a SciAidanBench domain, say); it never changes what is asked or how it is scored.
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ MAX_QUESTION_CHARS = 2000
 DEFAULT_FIELD = "question"
 """The column (or JSONL/CSV field) questions are read from."""
 
+CATEGORY_FIELD = "category"
+"""The column (or JSON, JSONL or CSV field) a question's category is read from, when present."""
+
 DATASET_FILE_SUFFIXES = frozenset({".parquet", ".arrow"})
 """File kinds that only ``datasets`` reads, so a questions *file* of this kind is a dataset."""
 
@@ -45,6 +51,15 @@ class QuestionSet:
     """The questions, in the source's order, after any limit."""
     source: dict[str, Any] = field(default_factory=dict)
     """``kind`` (``bundled``, ``list``, ``file``, ``dataset``) and what identifies it."""
+    categories: dict[str, str] = field(default_factory=dict)
+    """Each categorised question (its normal form) → its category (normal form too); a
+    question the source gives none is absent."""
+
+    def limited(self, limit: int | None) -> QuestionSet:
+        """The first ``limit`` questions, their categories with them."""
+        questions = self.questions if limit is None else self.questions[:limit]
+        kept = {q: c for q, c in self.categories.items() if q in set(questions)}
+        return QuestionSet(questions, self.source, kept)
 
 
 @cache
@@ -96,14 +111,39 @@ def load_question_set(
     path = Path(source)
     if not dataset and path.is_file() and path.suffix.lower() not in DATASET_FILE_SUFFIXES:
         where = f"questions file {path}"
-        questions = validated(read_questions_file(path), where, limit)
-        return QuestionSet(questions, {"kind": "file", "path": str(path)})
-    from aidanbench.graph.hf_datasets import read_dataset
+        values, categories = read_questions_file(path)
+        record: dict[str, Any] = {"kind": "file", "path": str(path)}
+    else:
+        from aidanbench.graph.hf_datasets import read_dataset
 
-    values, where, record = read_dataset(
-        os.fspath(source), split=split, question_field=question_field
-    )
-    return QuestionSet(validated(values, where, limit), record)
+        values, categories, where, record = read_dataset(
+            os.fspath(source),
+            split=split,
+            question_field=question_field,
+            category_field=CATEGORY_FIELD,
+        )
+    questions = validated(values, where)
+    found = QuestionSet(questions, record, categorised(questions, categories, where))
+    return found.limited(limit)
+
+
+def categorised(
+    questions: Sequence[str], categories: Sequence[object], where: str
+) -> dict[str, str]:
+    """Each validated question with a category (its normal form) → that category; ``None``
+    or a blank string (an empty CSV cell) is no category, anything but a string is refused
+    in one line."""
+    found: dict[str, str] = {}
+    for number, (question, category) in enumerate(zip(questions, categories, strict=False), 1):
+        if category is None or (isinstance(category, str) and not normal_text(category)):
+            continue
+        if not isinstance(category, str):
+            shown = printable(repr(category))[:80]
+            raise QuestionSourceError(
+                f"{where}: the category of question {number} is {shown}, not a name"
+            )
+        found[question] = normal_text(category)
+    return found
 
 
 def validated(questions: Sequence[object], where: str, limit: int | None = None) -> list[str]:
@@ -148,8 +188,9 @@ def validated(questions: Sequence[object], where: str, limit: int | None = None)
     return checked if limit is None else checked[:limit]
 
 
-def read_questions_file(path: Path) -> list[str]:
-    """Questions from a file, by its content and extension (not yet validated)."""
+def read_questions_file(path: Path) -> tuple[list[object], list[object]]:
+    """Questions from a file, by its content and extension, and each one's category (None:
+    none given); neither yet validated."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -174,22 +215,39 @@ def read_questions_file(path: Path) -> list[str]:
         return _from_json(text, path)
     if stripped.startswith("{"):
         return _from_jsonl(text, path)
-    return [line.strip() for line in text.split("\n") if line.strip()]
+    lines: list[object] = [line.strip() for line in text.split("\n") if line.strip()]
+    return lines, [None] * len(lines)
 
 
-def _from_json(text: str, path: Path) -> list[str]:
+def _from_json(text: str, path: Path) -> tuple[list[object], list[object]]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         why = f"is not valid JSON (line {exc.lineno})"
         raise QuestionSourceError(f"questions file {path} {why}") from None
-    if not isinstance(data, list) or not all(isinstance(q, str) for q in data):
-        raise QuestionSourceError(f"questions file {path} must be a JSON list of strings")
-    return list(data)
+    shape = (
+        f"questions file {path} must be a JSON list of strings, or of objects with a string "
+        f"'{DEFAULT_FIELD}' and an optional '{CATEGORY_FIELD}'"
+    )
+    if not isinstance(data, list):
+        raise QuestionSourceError(shape)
+    questions: list[object] = []
+    categories: list[object] = []
+    for item in data:
+        if isinstance(item, str):
+            questions.append(item)
+            categories.append(None)
+        elif isinstance(item, dict) and isinstance(item.get(DEFAULT_FIELD), str):
+            questions.append(item[DEFAULT_FIELD])
+            categories.append(item.get(CATEGORY_FIELD))
+        else:
+            raise QuestionSourceError(shape)
+    return questions, categories
 
 
-def _from_jsonl(text: str, path: Path) -> list[str]:
-    questions = []
+def _from_jsonl(text: str, path: Path) -> tuple[list[object], list[object]]:
+    questions: list[object] = []
+    categories: list[object] = []
     for number, line in numbered_lines(text):
         try:
             record = json.loads(line)
@@ -199,11 +257,17 @@ def _from_jsonl(text: str, path: Path) -> list[str]:
         if not isinstance(record, dict) or not isinstance(record.get(DEFAULT_FIELD), str):
             raise QuestionSourceError(f"{path}:{number}: needs a string field 'question'")
         questions.append(record[DEFAULT_FIELD])
-    return questions
+        categories.append(record.get(CATEGORY_FIELD))
+    return questions, categories
 
 
-def _from_csv(text: str, path: Path) -> list[str]:
+def _from_csv(text: str, path: Path) -> tuple[list[object], list[object]]:
     reader = csv.DictReader(io.StringIO(text))
     if reader.fieldnames is None or DEFAULT_FIELD not in reader.fieldnames:
         raise QuestionSourceError(f"CSV questions file {path} needs a 'question' column")
-    return [row[DEFAULT_FIELD] or "" for row in reader]
+    rows = list(reader)
+    with_category = CATEGORY_FIELD in reader.fieldnames
+    return (
+        [row[DEFAULT_FIELD] or "" for row in rows],
+        [(row[CATEGORY_FIELD] or None) if with_category else None for row in rows],
+    )

@@ -200,6 +200,9 @@ class Metadata(BaseModel):
     """sha256 of the questions in the run's order."""
     question_set_sha256: str | None = None
     """sha256 of the sorted questions: equal for runs on the same set."""
+    categories: dict[str, str] | None = None
+    """Each categorised question → its category, as the question sets of the run's sessions
+    gave them (a later session's naming wins); reports group scores by them."""
     totals: RunTotals | None = None
     usage: LedgerSummary | None = None
     """The usage ledger's totals: what the run sent, across its sessions."""

@@ -74,6 +74,8 @@ class QuestionResult:
     """sha256 of the prompt templates the line was run with; None when not recorded."""
     threshold_source: str | None = None
     """Where the coherence threshold came from (``threshold_source_text``); None: unknown."""
+    category: str | None = None
+    """The question's category (``Metadata.categories``); None: it has none."""
 
     @property
     def key(self) -> LineKey:
@@ -288,6 +290,7 @@ def question_result(line: QuestionLine, metadata: Metadata | None = None) -> Que
         threshold_source=threshold_source_text(
             judging.coherence_threshold_source if (judging := meta.judging_of(line.model)) else None
         ),
+        category=(meta.categories or {}).get(normal_text(line.question)),
     )
 
 

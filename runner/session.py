@@ -251,6 +251,8 @@ def grown_metadata(
             setattr(meta, name, value)
     meta.endpoints = record.endpoints
     meta.settings = run_settings(first, temperatures)
+    if spec.categories:
+        meta.categories = {**(meta.categories or {}), **spec.categories}
     if spec.server is not None:
         meta.server = spec.server
     meta.started_at = meta.started_at or record.started_at

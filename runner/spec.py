@@ -59,6 +59,11 @@ class RunSpec(BaseModel):
         default_factory=lambda: {"kind": "list"},
         description="Where the questions came from, recorded in metadata.",
     )
+    categories: dict[str, str] = Field(
+        default_factory=dict,
+        description="A category for questions that have one (question → category), which "
+        "reports group scores by; it changes nothing asked or scored.",
+    )
     repeats: int = Field(default=1, ge=1, description="Runs of each question.")
     settings: dict[str, Any] = Field(
         default_factory=dict,
@@ -159,6 +164,18 @@ class RunSpec(BaseModel):
             return validated(value, "questions")
         except QuestionSourceError as exc:
             raise ValueError(str(exc)) from None
+
+    @model_validator(mode="after")
+    def _categories_of_questions(self) -> RunSpec:
+        """Categories keyed as the questions are (their normal form), each one of them."""
+        normal = {normal_text(q): normal_text(c) for q, c in self.categories.items()}
+        strays = [q for q in normal if q not in set(self.questions)]
+        if strays:
+            raise ValueError(f"categories name a question not asked: {strays[0][:60]!r}")
+        if any(not c for c in normal.values()):
+            raise ValueError("a category must be named; got an empty one")
+        object.__setattr__(self, "categories", normal)
+        return self
 
     @field_validator("models")
     @classmethod

@@ -75,4 +75,6 @@ def test_every_command_reads_the_run(
 def test_a_plain_text_file_splits_on_line_ends_only(tmp_path: Path) -> None:
     path = tmp_path / "questions.txt"
     path.write_bytes("One\u2028question?\r\nTwo\x0cquestion\x85here?\nThree?\n".encode())
-    assert read_questions_file(path) == ["One\u2028question?", "Two\x0cquestion\x85here?", "Three?"]
+    questions, categories = read_questions_file(path)
+    assert questions == ["One\u2028question?", "Two\x0cquestion\x85here?", "Three?"]
+    assert categories == [None] * 3

@@ -204,7 +204,10 @@ def test_a_clicked_cell_opens_its_chain(page: Page, small_run: Path, tmp_path: P
     assert_chain_shown(page, line)
     failed = chain_items(page)[-1]
     assert "failed" in failed["cls"]
-    assert failed["why"] == "Answer 7 failed on novelty: 0.125 ≤ 0.15 (0.025 below the threshold)."
+    assert (
+        failed["why"]
+        == "Answer 7 failed on embedding novelty: 0.125 ≤ 0.15 (0.025 below the threshold)."
+    )
     thresholds = "document.querySelectorAll('#chain svg.chart line[stroke-dasharray]').length"
     assert page.evaluate(thresholds) == 2
     chart_text = page.evaluate("document.querySelector('#chain svg.chart').textContent")

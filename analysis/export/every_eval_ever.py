@@ -31,6 +31,7 @@ from aidanbench.analysis.export.record import (
     question_number,
 )
 from aidanbench.analysis.judge_noise import panel_text
+from aidanbench.analysis.summary import CategoryRow
 from aidanbench.nodes.prompts import prompt_texts, prompts_sha256, render_generate
 
 SCHEMA_VERSION = "0.3.0"
@@ -159,8 +160,16 @@ def aggregate_record(record: RunRecord, row: Row, organization: str) -> dict[str
         }
     )
 
-    def result(metric: str, value: float, interval: Any, description: str) -> dict[str, Any]:
-        uncertainty: dict[str, Any] = {"num_samples": summary.question_count}
+    def result(
+        metric: str,
+        value: float,
+        interval: Any,
+        description: str,
+        category: CategoryRow | None = None,
+    ) -> dict[str, Any]:
+        """One metric of the row, or of the row's questions of ``category``."""
+        questions = summary.question_count if category is None else category.questions
+        uncertainty: dict[str, Any] = {"num_samples": questions}
         if interval is not None:
             method = provenance["interval_method"]
             uncertainty["confidence_interval"] = {
@@ -184,36 +193,38 @@ def aggregate_record(record: RunRecord, row: Row, organization: str) -> dict[str
         }
         if llm_scoring is not None:
             config["llm_scoring"] = llm_scoring
+        details: dict[str, Any] = {
+            "repeat_values": list(
+                summary.repeat_scores if metric == "score" else summary.repeat_novelty_sums
+            ),
+            "questions": summary.question_count,
+            "question_lines": summary.lines,
+            "finished": summary.finished,
+            "errored": summary.errored,
+            "stop_reasons": summary.stop_reasons,
+            "cost_usd": (row.cost or {}).get("cost_usd"),
+            "score_is_lower_bound": summary.lower_bound,
+            **summary.mean_fields(),
+            **({"judge_panel": panel_text(summary.judge_panel)} if summary.judge_panel else {}),
+        }
+        result_id = f"{BENCHMARK}.{metric}"
+        if category is not None:
+            config["metric_parameters"] = {"category": category.category}
+            details = {
+                "category": category.category,
+                "questions": category.questions,
+                "score_is_lower_bound": category.lower_bound,
+            }
+            result_id += f".category.{category.category}"
         return {
-            "evaluation_result_id": f"{BENCHMARK}.{metric}",
+            "evaluation_result_id": result_id,
             "evaluation_name": BENCHMARK,
             "source_data": source_data,
             **({"evaluation_timestamp": record.started_at} if record.started_at else {}),
             "metric_config": config,
             "score_details": {
                 "score": value,
-                "details": strings(
-                    {
-                        "repeat_values": list(
-                            summary.repeat_scores
-                            if metric == "score"
-                            else summary.repeat_novelty_sums
-                        ),
-                        "questions": summary.question_count,
-                        "question_lines": summary.lines,
-                        "finished": summary.finished,
-                        "errored": summary.errored,
-                        "stop_reasons": summary.stop_reasons,
-                        "cost_usd": (row.cost or {}).get("cost_usd"),
-                        "score_is_lower_bound": summary.lower_bound,
-                        **summary.mean_fields(),
-                        **(
-                            {"judge_panel": panel_text(summary.judge_panel)}
-                            if summary.judge_panel
-                            else {}
-                        ),
-                    }
-                ),
+                "details": strings(details),
                 "uncertainty": uncertainty,
             },
             "generation_config": {
@@ -257,6 +268,17 @@ def aggregate_record(record: RunRecord, row: Row, organization: str) -> dict[str
                 summary.novelty_sum,
                 summary.novelty_sum_interval,
                 "Embedding novelty of the valid answers summed over questions, mean over repeats",
+            ),
+            *(
+                result(
+                    "score",
+                    category.score,
+                    category.score_interval,
+                    f"AidanBench score of the questions of category {category.category}: "
+                    "valid answers summed over them, mean over repeats",
+                    category,
+                )
+                for category in summary.categories
             ),
         ],
     }

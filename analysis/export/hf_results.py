@@ -122,6 +122,9 @@ def notes(record: RunRecord, row: Row) -> str:
         f"{summary.repeats} repeat{'s' if summary.repeats != 1 else ''}",
         f"answer cap {record.max_answers(row.model)}",
     ]
+    for category in summary.categories:
+        figure = score_text(f"{category.score:g}", category.lower_bound)
+        parts.append(f"category {category.category}: score {figure}")
     interval = summary.reward_interval
     if interval is not None:
         parts.append(f"95% CI {interval[0]:g}-{interval[1]:g} (bootstrap over questions)")

@@ -159,6 +159,11 @@ def results(record: RunRecord, row: Row) -> Any:
             "headline": summary.reward,
             "headline_text": score_text(f"{summary.reward:g}", summary.lower_bound),
             **summary.mean_fields(),
+            **(
+                {"categories": [category.to_dict() for category in summary.categories]}
+                if summary.categories
+                else {}
+            ),
         },
     )
 
