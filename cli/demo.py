@@ -21,7 +21,7 @@ from typing import Any
 
 from aidanbench import reference
 from aidanbench.cli import add_command
-from aidanbench.cli.run import print_failed, run_session, show_result
+from aidanbench.cli.run import print_failed, show_result
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import REFERENCE_EMBEDDING_MODEL, REFERENCE_JUDGE
 from aidanbench.record.metadata import read_metadata
@@ -210,6 +210,8 @@ def handle(args: argparse.Namespace) -> int:
     os.environ.setdefault(KEY_VARIABLE, "demo-key-for-the-local-server")
     cells = published_cells(chains)
     server = [repr(args.latency_scale), REFERENCE_JUDGE, REFERENCE_EMBEDDING_MODEL]
+    from aidanbench.runner.command import run_session
+
     with served("aidanbench.testing.published", server) as base_url:
         spec = demo_spec(chains, base_url, args.run_dir, args.concurrency)
         result = run_session(spec, cells=cells)
