@@ -287,6 +287,11 @@ def write_lines(
 ) -> None:
     """Write the line files of ``lines`` behind the outputs manifest; ``texts`` keeps each
     line's texts for the next write."""
+    files.write_outputs(run_dir, line_files(lines, texts))
+
+
+def line_files(lines: Sequence[QuestionLine], texts: LineTexts | None = None) -> dict[str, str]:
+    """The line files of ``lines`` (name → text), as ``write_lines`` writes them."""
     texts = LineTexts() if texts is None else texts
     made = [texts.of(line) for line in lines]
     written: dict[str, str] = {}
@@ -298,7 +303,7 @@ def write_lines(
     written[files.ANSWERS] = "".join(text.answers for text in made)
     written[files.QUESTIONS] = "".join(text.question for text in made)
     texts.keep_only(lines)
-    files.write_outputs(run_dir, written)
+    return written
 
 
 @dataclass(frozen=True)
