@@ -129,7 +129,7 @@ def judge_again(args: argparse.Namespace, thresholds: Thresholds) -> int:
         raise UsageError(printable(str(exc))) from None
     inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
     into = _into(args)
-    cache = judgment_cache(args.cache, into)
+    cache = judgment_cache(args.cache, into, args.paths)
     panel = [
         (judging.judge_settings(judge, cache), float(value), source)
         for judge, value, source in zip(judges, coherence, sources, strict=True)
