@@ -8,11 +8,12 @@ nothing is left); the usage ledger keeps what its requests cost, because that mo
 from __future__ import annotations
 
 import argparse
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 from aidanbench.cli import add_command
-from aidanbench.core.errors import printable
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.record import files
 
 
@@ -42,7 +43,22 @@ def handle(args: argparse.Namespace) -> int:
     files.refuse_if_in_use(args.run_dir)
     from aidanbench.runner.forget import forget
 
-    done = forget(args.run_dir, args.model)
+    try:
+        done = forget(args.run_dir, args.model)
+    except (OSError, sqlite3.Error) as exc:
+        try:
+            made = files.pending_forget(args.run_dir)
+        except ValueError:
+            made = []
+        raise UsageError(
+            f"cannot write in {printable(str(args.run_dir))} ({printable(str(exc))}): "
+            + (
+                f"{', '.join(printable(m) for m in made)} forgotten, the rest (threads, page)"
+                if made
+                else "nothing was forgotten"
+            )
+            + "; run the same command again once it can be written"
+        ) from None
     for model in done.models:
         spent = "unknown" if model.dollars is None else f"${model.dollars:.4f}"
         earlier = " (a forget cut short, finished now)" if model.earlier else ""

@@ -312,7 +312,12 @@ class Recorder:
         if metadata is not None:
             written[files.METADATA] = metadata_text(metadata)
             self.metadata = metadata
-        files.write_outputs(self.run_dir, written, forgetting=models)
+        try:
+            files.write_outputs(self.run_dir, written, forgetting=models)
+        except BaseException:  # a full disk: the page goes back unless the commit was made
+            with contextlib.suppress(OSError):
+                files.settle(self.run_dir)
+            raise
 
     def end_session(self, status: str, *, refusal: str | None = None) -> None:
         """Record that the session ended otherwise than finished (``interrupted``,

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import fcntl
 import json
+import resource
 import shutil
 import signal
 import sqlite3
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from aidanbench.testing import OpenAIStub, ScriptedBrain
 from aidanbench.testing.settings import stub_flags
 
 from .kill_points import killed
+from .test_bad_input import AIDANBENCH
 from .test_cost import args, metered_stub, prices_file
 
 QUESTIONS = bundled_questions(2)
@@ -265,3 +268,47 @@ def test_every_figure_of_the_lines_is_counted_again_dollars_included(
         meta.questions,
         meta.questions_sha256,
     )
+
+
+def forget_limited(run_dir: Path, limit: int) -> subprocess.CompletedProcess[str]:
+    """``aidanbench forget RUN -m m2`` in a process whose files may hold ``limit`` bytes at
+    most (RLIMIT_FSIZE): its writes fail past that, as on a full disk."""
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run(
+        [AIDANBENCH, "forget", str(run_dir), "-m", "m2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limited,
+    )
+
+
+@pytest.mark.e2e
+def test_a_full_disk_stops_forget_in_one_line_before_or_after_its_commit(
+    two_models: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No room for the commit's files: nothing forgotten, the page back in place. Room for
+    them but not for the page: the model is forgotten and the line says the rest is left,
+    which the same command finishes."""
+    before = two_models / "report.html"
+    page = before.read_bytes()
+    biggest = max(len((two_models / n).read_bytes()) for n in ("answers.jsonl", "metadata.json"))
+    copy = tmp_path / "copy"
+    shutil.copytree(two_models, copy)
+    proc = forget_limited(two_models, biggest // 2)
+    (line,) = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and "nothing was forgotten" in line, proc.stderr
+    assert shown(two_models, capsys) == {"m1", "m2"}
+    assert before.read_bytes() == page, "the page is back"
+    assert not [p.name for p in two_models.iterdir() if p.name.startswith(".")]
+    proc = forget_limited(copy, len(page) // 2)
+    (line,) = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and "m2 forgotten, the rest (threads, page)" in line, line
+    assert shown(copy, capsys) == {"m1"}
+    assert main(["forget", str(copy), "-m", "m2"]) == 0
+    assert shown(copy, capsys) == {"m1"} and len(threads(copy)) == 2
+    assert "m1" in (copy / "report.html").read_text()
