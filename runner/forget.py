@@ -69,7 +69,7 @@ def forget(run_dir: Path, models: Sequence[str]) -> Forgetting:
         raise UsageError(f"{printable(str(run_dir))} is not a run directory")
     with Recorder.open(run_dir) as recorder:
         check_checkpoints(run_dir / files.CHECKPOINTS)
-        earlier = _finish_threads(recorder)
+        earlier, page, removed = _finish(recorder)
         meta, lines = recorder.metadata, recorder.lines.all()
         threads = _threads(run_dir)
         present = models_in(meta, lines, threads)
@@ -97,9 +97,8 @@ def forget(run_dir: Path, models: Sequence[str]) -> Forgetting:
             ]
             new = None if meta is None else without(meta, taken, kept, run_dir / files.LEDGER)
             recorder.take_out(doomed, kept, new)
-            _finish_threads(recorder)
+            _, page, removed = _finish(recorder)
             found += taken
-        page, removed = _finish_page(recorder)
     return Forgetting(found, page, removed)
 
 
@@ -112,8 +111,7 @@ def finish(run_dir: Path) -> None:
     except ValueError:  # a damaged manifest: the session's own reads say so
         return
     with Recorder.open(run_dir) as recorder:
-        _finish_threads(recorder)
-        _finish_page(recorder)
+        _finish(recorder)
 
 
 def _threads(run_dir: Path) -> list[str]:
@@ -121,24 +119,19 @@ def _threads(run_dir: Path) -> list[str]:
     return checkpoints.stored_threads(path) if path.exists() else []
 
 
-def _finish_threads(recorder: Recorder) -> list[str]:
-    """Delete the threads of the models a committed forget took out (one transaction);
-    return those models (none: no forget is pending)."""
-    models = files.pending_forget(recorder.run_dir)
-    if models:
-        doomed = set(models)
-        gone = [t for t in _threads(recorder.run_dir) if model_of_thread(t) in doomed]
-        checkpoints.delete_threads(recorder.run_dir / files.CHECKPOINTS, gone)
-    return models
-
-
-def _finish_page(recorder: Recorder) -> tuple[Path | None, bool]:
-    """Write the page of what is left (when the directory had one), then record the
-    forget finished (``files.end_forget``); (the page written, whether it went)."""
+def _finish(recorder: Recorder) -> tuple[list[str], Path | None, bool]:
+    """Finish a committed forget (none pending: nothing to do): delete its models' threads
+    (one transaction), write the page of what is left when the directory had one, then
+    record it finished (``files.end_forget``). Its models, the page written (None: none)
+    and whether the page went (no results are left)."""
     run_dir = recorder.run_dir
+    models = files.pending_forget(run_dir)
+    if not models:
+        return [], None, False
+    doomed = set(models)
+    gone = [t for t in _threads(run_dir) if model_of_thread(t) in doomed]
+    checkpoints.delete_threads(run_dir / files.CHECKPOINTS, gone)
     page, aside = run_dir / files.REPORT, run_dir / files.PAGE_ASIDE
-    if not files.pending_forget(run_dir):
-        return None, False
     written, removed = None, False
     if page.exists() or aside.exists():
         if recorder.lines.all():
@@ -150,7 +143,7 @@ def _finish_page(recorder: Recorder) -> tuple[Path | None, bool]:
             removed = True
     aside.unlink(missing_ok=True)
     files.end_forget(run_dir)
-    return written, removed
+    return models, written, removed
 
 
 def _kept_record(meta: Metadata | None, model: str) -> Forgotten:

@@ -189,6 +189,24 @@ def test_a_forget_cut_short_after_its_commit_is_finished_by_the_next_run(
     assert metadata(two_models)["forgotten"][0]["model"] == "m2"
 
 
+def test_a_forget_cut_short_is_finished_even_by_one_refused_for_another_model(
+    two_models: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def dies(*args: Any) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
+        patched.setattr(forget_module.checkpoints, "delete_threads", dies)
+        forget_module.forget(two_models, ["m2"])
+    capsys.readouterr()
+    assert main(["forget", str(two_models), "-m", "m3"]) == 2
+    assert "model m3 is not in run directory" in capsys.readouterr().err
+    assert threads(two_models) and all(t.startswith("m1|") for t in threads(two_models))
+    assert "forgetting" not in json.loads((two_models / "outputs.json").read_text())
+    assert "m1" in (page := (two_models / "report.html").read_text()) and '"m2"' not in page
+    assert main(["forget", str(two_models), "-m", "m2"]) == 2, "m2 is gone already"
+
+
 def test_a_forget_killed_before_its_commit_changes_nothing_a_reader_sees(
     two_models: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
