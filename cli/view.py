@@ -11,7 +11,7 @@ from typing import Any
 from aidanbench.analysis.view import Source, write_page, write_view
 from aidanbench.cli import add_command
 from aidanbench.cli.report import add_store_argument
-from aidanbench.core.errors import UsageError
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record import files
 
@@ -30,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
         written = write_view([Path(p) for p in args.paths], out)
     except ValueError as exc:
         raise UsageError(" ".join(str(exc).split())) from exc
+    except OSError as exc:  # a run directory that cannot be written, a full disk
+        raise UsageError(f"cannot write the page to {printable(str(out))}: {exc.strerror}") from exc
     print(written)
     return 0
 
