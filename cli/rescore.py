@@ -170,7 +170,7 @@ def judge_again(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(printable(str(exc))) from None
     into = _into(args)
-    cache = judgment_cache(args.cache, into)
+    cache = judgment_cache(args.cache, into, args.paths)
     panel = [
         (judging.judge_settings(judge, cache), float(value), source)
         for judge, value, source in zip(judges, coherence, sources, strict=True)

@@ -11,19 +11,18 @@ from typing import Any
 from aidanbench.analysis.view import Source, write_page, write_view
 from aidanbench.cli import add_command
 from aidanbench.cli.report import add_store_argument
-from aidanbench.core.errors import UsageError
+from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.thresholds import Thresholds
-
-DEFAULT_OUTPUT = "report.html"
+from aidanbench.record import files
 
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``aidanbench view``: check every input, then write and print the page."""
-    out = Path(args.output)
-    if out.is_dir():
-        raise UsageError(f"output {out} is a directory; give a file name such as {out}/report.html")
     if (args.store is None) == (not args.paths):
         raise UsageError("name run directories or results files, or --store URL (one of them)")
+    out = output(args)
+    if out.is_dir():
+        raise UsageError(f"output {out} is a directory; give a file name such as {out}/report.html")
     if args.store is not None:
         print(write_page([store_source(args.store)], out))
         return 0
@@ -31,8 +30,23 @@ def run(args: argparse.Namespace) -> int:
         written = write_view([Path(p) for p in args.paths], out)
     except ValueError as exc:
         raise UsageError(" ".join(str(exc).split())) from exc
+    except OSError as exc:  # a run directory that cannot be written, a full disk
+        raise UsageError(f"cannot write the page to {printable(str(out))}: {exc.strerror}") from exc
     print(written)
     return 0
+
+
+def output(args: argparse.Namespace) -> Path:
+    """``-o FILE``, else the run directory's own page (``report.html``) when the page is of
+    one run directory: nothing is written into the working folder unasked."""
+    if args.output is not None:
+        return Path(args.output)
+    if args.store is None and len(args.paths) == 1 and Path(args.paths[0]).is_dir():
+        return Path(args.paths[0]) / files.REPORT
+    raise UsageError(
+        "name the page to write with -o FILE (without it, the page of one run directory "
+        f"is written into that directory, as {files.REPORT})"
+    )
 
 
 def store_source(url: str) -> Source:
@@ -66,8 +80,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "-o",
         "--output",
-        default=DEFAULT_OUTPUT,
         metavar="FILE",
-        help=f"HTML file to write ({DEFAULT_OUTPUT})",
+        help=f"HTML file to write (default: RUN_DIR/{files.REPORT} for one run directory; "
+        "needed for anything else)",
     )
     parser.set_defaults(handler=run)

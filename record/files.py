@@ -1,11 +1,15 @@
 """The run directory's files: names, the lock, whole-file replacement, the outputs manifest.
 
 Files are replaced atomically (written beside, then renamed). The results files are several
-files, so a crash between two renames would leave them from different writes: the manifest
-(``outputs.json``), written before them, records what each must hash to, and
-``read_outputs`` refuses files that do not match it (the next run rewrites them from its
-checkpoints). Nothing here imports LangGraph or a client: a command refuses a directory in
-use (``refuse_if_in_use``) before it loads anything heavy.
+files, written as one commit (``write_outputs``): each is first written whole beside its
+place (``.NAME.staged``), then the manifest (``outputs.json``) naming what each must hash
+to is written, which commits them, then each is moved into place. A kill before the
+manifest leaves the previous commit whole; a kill after it leaves a commit that readers
+already see whole (``read_outputs`` takes a file's staged copy while the manifest names
+it) and that the next writer moves into place (``settle``). So a reader sees one commit or
+the next, never a mix, and a kill never asks for anything to be run again. Nothing here
+imports LangGraph or a client: a command refuses a directory in use (``refuse_if_in_use``)
+before it loads anything heavy.
 """
 
 from __future__ import annotations
@@ -36,6 +40,14 @@ LOCK = "lock"
 OUTPUTS = "outputs.json"
 REPORT = "report.html"
 """The run's offline HTML page (``aidanbench view``), rewritten at the end of every run."""
+
+PAGE_ASIDE = f".{REPORT}.forgetting"
+"""Where ``forget`` moves ``report.html`` before its commit, so that a page showing a
+forgotten model is never there once the model is forgotten (``settle`` puts it back when
+the commit never happened)."""
+
+STAGED = "staged"
+"""Suffix of a commit's file written beside its place (``.NAME.staged``)."""
 
 READ_ATTEMPTS = 5
 """Reads of the manifest and files before concluding they disagree (a run may be writing)."""
@@ -103,18 +115,45 @@ def results_name(repeat: int) -> str:
     return RESULTS if repeat == 1 else f"results.repeat-{repeat}.json"
 
 
-def remove_leftovers(run_dir: Path) -> list[Path]:
-    """Delete temporary files of writes that were killed before their rename."""
-    removed = []
+def staged(path: Path) -> Path:
+    """Where a commit writes ``path`` before the manifest names it (``write_outputs``)."""
+    return path.with_name(f".{path.name}.{STAGED}")
+
+
+def _own(name: str) -> bool:
+    """Whether ``name`` is one of the files a run directory's writes make."""
+    return name in (METADATA, RESULTS, ANSWERS, QUESTIONS, OUTPUTS, REPORT) or (
+        name.startswith("results.repeat-") and name.endswith(".json")
+    )
+
+
+def settle(run_dir: Path) -> None:
+    """Finish what killed writes left, holding the lock: a committed write's staged files
+    are moved into place, a page set aside by a forget that never committed is put back,
+    and the temporary files of writes killed before their rename are deleted."""
+    try:
+        manifest = _read_manifest(run_dir)
+    except ValueError:  # a damaged manifest: the readers say so
+        manifest = None
+    wanted = manifest.files if manifest is not None else {}
+    for name, sha in wanted.items():
+        found = _read_bytes(staged(run_dir / name))
+        if found is None or digest(found) != sha:
+            continue
+        current = _read_bytes(run_dir / name)
+        if current is None or digest(current) != sha:
+            os.replace(staged(run_dir / name), run_dir / name)
+    aside = run_dir / PAGE_ASIDE
+    if aside.exists() and (manifest is None or manifest.forgetting is None):
+        if (run_dir / REPORT).exists():
+            aside.unlink()
+        else:
+            os.replace(aside, run_dir / REPORT)
     for path in run_dir.glob(".*.*"):
-        name = path.name[1:].rsplit(".", 1)[0]
-        if path.is_file() and (
-            name in (METADATA, RESULTS, ANSWERS, QUESTIONS, OUTPUTS)
-            or (name.startswith("results.repeat-") and name.endswith(".json"))
-        ):
+        if path.name == PAGE_ASIDE or not path.is_file():
+            continue
+        if _own(path.name[1:].rsplit(".", 1)[0]):
             path.unlink(missing_ok=True)
-            removed.append(path)
-    return removed
 
 
 def read_only_uri(path: Path) -> str:
@@ -128,10 +167,18 @@ def read_only_uri(path: Path) -> str:
 
 
 class Manifest(BaseModel):
-    """``outputs.json``: the sha256 each results file of the latest write must have."""
+    """``outputs.json``: the sha256 each file of the latest commit must have."""
 
     files: dict[str, str]
-    """File name → sha256 of its content."""
+    """File name → sha256 of its content (``metadata.json`` only while a ``forget``
+    that rewrote it is unfinished: every other write of it is one file, replaced whole)."""
+    forgetting: list[str] | None = None
+    """Models a committed ``forget`` has taken out of these files whose checkpoint
+    threads and page are still to go (``runner.forget``); the next writer finishes it."""
+
+    def text(self) -> str:
+        """``outputs.json``'s text (without ``forgetting`` when none is pending)."""
+        return self.model_dump_json(indent=2, exclude_none=True)
 
 
 def digest(data: bytes) -> str:
@@ -139,19 +186,63 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_outputs(run_dir: Path, files: Mapping[str, str]) -> None:
-    """Write the results files (name → text): the manifest first, then each file."""
-    manifest = Manifest(files={name: digest(text.encode("utf-8")) for name, text in files.items()})
-    atomic_write(run_dir / OUTPUTS, manifest.model_dump_json(indent=2))
+def write_outputs(
+    run_dir: Path, files: Mapping[str, str], *, forgetting: Sequence[str] | None = None
+) -> None:
+    """Write ``files`` (name → text) as one commit (module docstring), recording the
+    ``forgetting`` a forget leaves to finish."""
+    manifest = Manifest(
+        files={name: digest(text.encode("utf-8")) for name, text in files.items()},
+        forgetting=None if forgetting is None else list(forgetting),
+    )
+    run_dir.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
-        atomic_write(run_dir / name, text)
+        _write_staged(staged(run_dir / name), text.encode("utf-8"))
+    atomic_write(run_dir / OUTPUTS, manifest.text())
+    for name in files:
+        os.replace(staged(run_dir / name), run_dir / name)
+
+
+def _write_staged(path: Path, data: bytes) -> None:
+    """Write a staged file in place: one cut short never matches the manifest, so it is
+    never read (and ``settle`` deletes it); a failed write deletes it at once."""
+    try:
+        with open(path, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def pending_forget(run_dir: Path) -> list[str]:
+    """The models of a committed ``forget`` left unfinished (none: nothing is pending)."""
+    manifest = _read_manifest(run_dir)
+    return [] if manifest is None else list(manifest.forgetting or [])
+
+
+def end_forget(run_dir: Path) -> None:
+    """Record that the committed ``forget`` is finished: the manifest names the results
+    files only again (every file is in place: ``settle`` ran under the same lock), and
+    ``metadata.json`` is one file, replaced whole, again."""
+    manifest = _read_manifest(run_dir)
+    if manifest is None or manifest.forgetting is None:
+        return
+    kept = {name: sha for name, sha in manifest.files.items() if name != METADATA}
+    if not kept:  # a directory of threads only: it had no manifest
+        (run_dir / OUTPUTS).unlink()
+        return
+    atomic_write(run_dir / OUTPUTS, Manifest(files=kept).text())
 
 
 def read_outputs(run_dir: Path, names: Sequence[str]) -> dict[str, bytes | None]:
-    """The bytes of the named results files, all from one write (``None``: absent).
+    """The bytes of the named files, all from one commit (``None``: absent); a file the
+    manifest does not name is read as it is.
 
-    Raises ``ValueError`` when they stay out of step with the manifest (a write interrupted
-    between two renames). A directory without a manifest is read as it is.
+    Raises ``ValueError`` when they stay out of step with the manifest (a file changed
+    by hand, or left by an older version killed between two renames). A directory
+    without a manifest is read as it is.
     """
     stale: list[str] = []
     for attempt in range(READ_ATTEMPTS):
@@ -159,11 +250,16 @@ def read_outputs(run_dir: Path, names: Sequence[str]) -> dict[str, bytes | None]
         data = {name: _read_bytes(run_dir / name) for name in names}
         if manifest is None:
             return data
-        stale = [
-            name
-            for name, content in data.items()
-            if content is not None and manifest.files.get(name) != digest(content)
-        ]
+        stale = []
+        for name, content in data.items():
+            sha = manifest.files.get(name)
+            if sha is None or (content is not None and digest(content) == sha):
+                continue
+            found = _read_bytes(staged(run_dir / name))  # committed, not yet in place
+            if found is not None and digest(found) == sha:
+                data[name] = found
+            elif content is not None:
+                stale.append(name)
         if not stale and _read_manifest(run_dir) == manifest:
             return data
         if attempt + 1 < READ_ATTEMPTS:
@@ -178,7 +274,7 @@ def read_outputs(run_dir: Path, names: Sequence[str]) -> dict[str, bytes | None]
 def _read_bytes(path: Path) -> bytes | None:
     try:
         return path.read_bytes()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
 
 

@@ -50,11 +50,27 @@ def normal_text(text: str) -> str:
     or a variant label.
 
     Two spellings that differ only in these ways ask the same thing; counted apart, they
-    would give one model two scores for one question. Question sets and model names are
-    normalised when read, questions are asked in this form, thread ids hash it, and reports
-    pair lines by it. The benchmark's own questions are in this form already.
+    would give one model two scores for one question. Question sets and variant labels
+    are normalised when read, model names must be in this form already
+    (``spelling_problem``), questions are asked in it, thread ids hash it, and reports pair
+    lines by it. The benchmark's own questions are in this form already.
     """
     return " ".join(unicodedata.normalize("NFC", text).translate(INVISIBLE).split())
+
+
+def spelling_problem(name: str) -> str | None:
+    """Why ``name`` (a model's, sent to its provider as given) is not in its normal form,
+    or None. Folding it would send another name than the one recorded and forgotten, so
+    such a name is refused, as a variant label holding the same characters is."""
+    normal = normal_text(name)
+    if normal == name:
+        return None
+    return (
+        f"{printable(ascii(name))} is not written in its normal form ({printable(ascii(normal))}):"
+        " it holds a control character, a line or paragraph separator, an invisible "
+        "character, whitespace other than single spaces between words, or another Unicode "
+        "form than NFC; give the name as the provider spells it"
+    )
 
 
 def spelling_note(first: str, second: str) -> str:
@@ -285,6 +301,11 @@ def write_lines(
 ) -> None:
     """Write the line files of ``lines`` behind the outputs manifest; ``texts`` keeps each
     line's texts for the next write."""
+    files.write_outputs(run_dir, line_files(lines, texts))
+
+
+def line_files(lines: Sequence[QuestionLine], texts: LineTexts | None = None) -> dict[str, str]:
+    """The line files of ``lines`` (name → text), as ``write_lines`` writes them."""
     texts = LineTexts() if texts is None else texts
     made = [texts.of(line) for line in lines]
     written: dict[str, str] = {}
@@ -296,7 +317,7 @@ def write_lines(
     written[files.ANSWERS] = "".join(text.answers for text in made)
     written[files.QUESTIONS] = "".join(text.question for text in made)
     texts.keep_only(lines)
-    files.write_outputs(run_dir, written)
+    return written
 
 
 @dataclass(frozen=True)

@@ -229,12 +229,15 @@ def question_set_hash(questions: Sequence[str]) -> str:
 
 
 def read_metadata(run_dir: Path) -> Metadata | None:
-    """``metadata.json`` of a run directory, if present; ``ValueError`` when damaged."""
+    """``metadata.json`` of a run directory, if present, as the latest commit has it
+    (``files.read_outputs``: a ``forget`` writes it with the results files); ``ValueError``
+    when damaged."""
     path = run_dir / files.METADATA
-    if not path.exists():
+    found = files.read_outputs(run_dir, [files.METADATA])[files.METADATA]
+    if found is None:
         return None
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = json.loads(found.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path} is damaged (not UTF-8 at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
@@ -255,5 +258,9 @@ def read_metadata(run_dir: Path) -> Metadata | None:
 
 def write_metadata(run_dir: Path, metadata: Metadata) -> None:
     """Replace ``metadata.json`` atomically with the fields ``metadata`` was given."""
-    data = metadata.model_dump(mode="json", exclude_unset=True)
-    files.atomic_write(run_dir / files.METADATA, json.dumps(data, indent=2))
+    files.atomic_write(run_dir / files.METADATA, metadata_text(metadata))
+
+
+def metadata_text(metadata: Metadata) -> str:
+    """``metadata.json``'s text: the fields ``metadata`` was given."""
+    return json.dumps(metadata.model_dump(mode="json", exclude_unset=True), indent=2)

@@ -9,7 +9,10 @@ line the directory holds, so one that leaves questions out keeps theirs; the usa
 and the run's budget (``ledger``; a worker appends through ``worker_ledger``).
 
 A directory ``rescore --into`` makes is built beside its place and moved there once
-complete (``build``), so a killed command leaves no half directory.
+complete (``build``), so a killed command leaves no half directory. ``forget`` takes models
+out in one commit of the line files and metadata (``take_out``), which records what is
+left to do; whatever opens the directory next settles what killed writes left
+(``files.settle``) before reading anything.
 """
 
 from __future__ import annotations
@@ -26,10 +29,18 @@ from typing import Any
 
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.record import files
-from aidanbench.record.lines import LineTexts, QuestionLine, normal_text, read_lines, write_lines
+from aidanbench.record.lines import (
+    LineTexts,
+    QuestionLine,
+    line_files,
+    normal_text,
+    read_lines,
+    write_lines,
+)
 from aidanbench.record.metadata import (
     Metadata,
     RunTotals,
+    metadata_text,
     question_set_hash,
     read_metadata,
     write_metadata,
@@ -222,11 +233,11 @@ class Recorder:
         repair: Repair | None = None,
         damaged: Callable[[Path], str | None] | None = None,
     ) -> Iterator[Recorder]:
-        """Hold ``run_dir``'s lock, clear what killed writes left, and read its metadata,
+        """Hold ``run_dir``'s lock, settle what killed writes left, and read its metadata,
         lines (``stored_lines``) and ledger with the budget ``max_cost``. ``damaged`` checks
         the score cache (``set_aside_damaged_cache``)."""
         with files.run_lock(run_dir):
-            files.remove_leftovers(run_dir)
+            files.settle(run_dir)
             if damaged is not None:
                 set_aside_damaged_cache(run_dir / files.CACHE, damaged)
             metadata = stored_metadata(run_dir)
@@ -281,9 +292,32 @@ class Recorder:
         write_metadata(self.run_dir, metadata)
 
     def replace_lines(self, lines: Sequence[QuestionLine]) -> None:
-        """Write exactly ``lines`` (``forget`` takes some out; nothing else may)."""
+        """Write exactly ``lines`` (a directory being built)."""
         self.lines = RunLines(self.run_dir, carried=lines)
         self.lines.write()
+
+    def take_out(
+        self, models: Sequence[str], lines: Sequence[QuestionLine], metadata: Metadata | None
+    ) -> None:
+        """Write exactly ``lines`` (those ``forget`` keeps; nothing else may drop one) and
+        ``metadata`` in one commit recording that ``models``' threads and page are still
+        to go (``files.Manifest.forgetting``). The page is set aside first, so no page
+        showing them is left once the commit is made; a directory without line files
+        gets none."""
+        page = self.run_dir / files.REPORT
+        if page.exists():
+            os.replace(page, self.run_dir / files.PAGE_ASIDE)
+        self.lines = RunLines(self.run_dir, carried=lines)
+        written = line_files(self.lines.all()) if (self.run_dir / files.QUESTIONS).exists() else {}
+        if metadata is not None:
+            written[files.METADATA] = metadata_text(metadata)
+            self.metadata = metadata
+        try:
+            files.write_outputs(self.run_dir, written, forgetting=models)
+        except BaseException:  # a full disk: the page goes back unless the commit was made
+            with contextlib.suppress(OSError):
+                files.settle(self.run_dir)
+            raise
 
     def end_session(self, status: str, *, refusal: str | None = None) -> None:
         """Record that the session ended otherwise than finished (``interrupted``,
@@ -308,11 +342,8 @@ class Recorder:
                 "restored from the store",
                 file=sys.stderr,
             )
-        results, notes = results_of(lines, metadata)
         metadata.finished_at = metadata.sessions[-1].finished_at
-        metadata.totals = run_totals(totals(results))
-        record_spending(metadata, self.run_dir / files.LEDGER, spending or {})
-        question_counts(metadata, (line.question for line in lines))
+        results, notes = recount(metadata, lines, self.run_dir / files.LEDGER, spending or {})
         write_metadata(self.run_dir, metadata)
         return Ended(lines, metadata, results, notes)
 
@@ -352,6 +383,19 @@ def drop_models_without_lines(
     if meta.judging is not None:
         meta.judging = {m: j for m, j in meta.judging.items() if m not in gone}
     return gone
+
+
+def recount(
+    meta: Metadata, lines: Sequence[QuestionLine], ledger: Path, spending: Mapping[str, Any]
+) -> tuple[list[QuestionResult], list[str]]:
+    """Record every figure of ``lines`` and of the ``ledger`` in ``meta``: the totals
+    (``record_spending``) and the question set; return the lines as the views read them
+    and their notes (``Ended``)."""
+    results, notes = results_of(lines, meta)
+    meta.totals = run_totals(totals(results))
+    record_spending(meta, ledger, spending)
+    question_counts(meta, (line.question for line in lines))
+    return results, notes
 
 
 def question_counts(meta: Metadata, questions: Iterable[str]) -> None:

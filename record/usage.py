@@ -5,8 +5,10 @@ counted even when the process dies before the reply), then a ``usage`` line when
 arrives, a ``refused`` line for an HTTP error status (not billed), or a ``failed`` line
 when no reply could be read. A ``sent`` line with neither is *unrecorded*: a provider may
 bill it, so it carries an upper bound (``bound_usd``). Each line is one ``write`` to a file
-opened ``O_APPEND``, so a SIGKILL loses none and a line cut by a crash is skipped on
-reading; reruns append, so totals span the run's sessions.
+opened ``O_APPEND``, so a SIGKILL loses none; reruns append, so totals span the run's
+sessions. A line cut short (a full disk writes part of it, then fails) is skipped on
+reading, and never joins the next line: a write cut short raises, and a writer finding the
+file ending inside a line (its own, or an earlier session's) starts on a fresh line.
 
 ``UsageLedger`` is also the run's budget (``max_cost``): once spent reaches it, the drive
 loop stops starting questions and ``decide`` stops the ones in flight (stop reason
@@ -17,6 +19,7 @@ costs is decided by its caller, ``services.usage``; this module keeps and sums t
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
@@ -278,6 +281,22 @@ def summarise_ledger(path: Path) -> LedgerSummary:
     )
 
 
+def ends_cut(fd: int) -> bool:
+    """Whether the file ``fd`` reads ends inside a line (not empty, no final newline)."""
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data``: a write the disk cut short is followed by one for the rest,
+    which raises the disk's error (``os.write`` alone would return the shorter count)."""
+    while data:
+        written = os.write(fd, data)
+        if not written:
+            raise OSError(errno.EIO, "the usage ledger took no byte of a write")
+        data = data[written:]
+
+
 @dataclass
 class UsageLedger:
     """The append-only usage file of one run directory (thread-safe), and the run's budget."""
@@ -295,6 +314,8 @@ class UsageLedger:
     _mine: set[str] | None = None
     """While following (``follow``), the requests this process sent whose answering line
     ``catch_up`` has not read yet."""
+    _cut: bool = False
+    """The file ends inside a line (module docstring): the next write starts a new one."""
 
     def __post_init__(self) -> None:
         for line in ledger_lines(self._read_from(0)):
@@ -348,8 +369,13 @@ class UsageLedger:
         with self._lock:
             if self._fd is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            os.write(self._fd, data)
+                self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+                self._cut = ends_cut(self._fd)
+            if self._cut:
+                data = b"\n" + data
+            self._cut = True
+            write_all(self._fd, data)
+            self._cut = False
             self._count(record)
             if self._mine is not None and record.event == "sent":
                 self._mine.add(str(record.id))

@@ -25,7 +25,7 @@ from aidanbench.record.lines import QuestionLine
 from aidanbench.record.metadata import Metadata, RunTotals
 from aidanbench.record.recorder import Recorder, stored_metadata
 from aidanbench.record.results import QuestionResult
-from aidanbench.runner import admission, campaign, preflight, session, workers
+from aidanbench.runner import admission, campaign, forget, preflight, session, workers
 from aidanbench.runner.claims import store_outage
 from aidanbench.runner.local import (
     check_recorded_measurements,
@@ -97,7 +97,8 @@ class Prepared:
 async def prepare(
     spec: RunSpec, *, cells: Collection[tuple[str, float, str]] | None = None
 ) -> Prepared:
-    """Every check of the session, before anything is written; ``cells`` (model,
+    """Every check of the session, before anything is written (a forget cut short after
+    its commit is finished first: ``runner.forget.finish``); ``cells`` (model,
     temperature, question) keep only those of the grid's threads. ``UsageError`` (one line):
     a scoring setting changed, a damaged checkpoint file, a thread measured otherwise, a
     missing key, or what ``runner.preflight`` refuses (the checks' only requests)."""
@@ -105,6 +106,7 @@ async def prepare(
         if spec.server is not None:
             raise UsageError("a run uses --store or --server, not both")
         await campaign.check_store(spec.store)
+    forget.finish(spec.run_dir)
     stored = stored_metadata(spec.run_dir)
     fields = session.model_fields(spec, stored)
     sources: dict[str, str] = {}

@@ -315,20 +315,29 @@ def seed_into(
     }
 
 
-DEFAULT_CACHE = Path("judge-cache.sqlite")
-"""Where judgments are cached without ``--cache`` or ``--into`` (the working directory)."""
+JUDGE_CACHE = "judge-cache.sqlite"
+"""The judgment cache's name in the run directory judged, without ``--cache`` or
+``--into`` (its usage ledger beside it, ``analysis.rejudge.ledger_path``)."""
 
 
 def _aside(into: Path) -> Path:
     return into.with_name(f".{into.name}.partial")
 
 
-def judgment_cache(cache: Path | None, into: Path | None) -> Path:
+def judgment_cache(cache: Path | None, into: Path | None, paths: Sequence[str]) -> Path:
     """``cache``, else in the folder where ``into`` is built (``Recorder.build``), else
-    ``DEFAULT_CACHE``."""
+    ``JUDGE_CACHE`` in the one run directory of ``paths``: nothing is written into the
+    working folder unasked. Anything else is a ``UsageError`` asking for ``--cache``."""
     if cache is not None:
         return cache
-    return DEFAULT_CACHE if into is None else _aside(into) / files.CACHE
+    if into is not None:
+        return _aside(into) / files.CACHE
+    if len(paths) == 1 and Path(paths[0]).is_dir():
+        return Path(paths[0]) / JUDGE_CACHE
+    raise UsageError(
+        "name where the judgments are cached with --cache FILE (its usage ledger is written "
+        f"beside it); without it they are cached in the one run directory judged ({JUDGE_CACHE})"
+    )
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from aidanbench.core.settings import (
 )
 from aidanbench.graph.questions import bundled_questions, validated
 from aidanbench.record import files
-from aidanbench.record.lines import normal_text, spelling_note
+from aidanbench.record.lines import normal_text, spelling_note, spelling_problem
 from aidanbench.runner.tasks import Task
 from aidanbench.services.pricing import PriceFileError, price_table
 
@@ -180,16 +180,17 @@ class RunSpec(BaseModel):
     @field_validator("models")
     @classmethod
     def _distinct_models(cls, value: list[str]) -> list[str]:
-        """Each model name in its normal form: two spellings would make two rows of one model."""
-        seen: dict[str, str] = {}
+        """Each model name as given, in its normal form already (``spelling_problem``): it
+        is sent, recorded, reported and forgotten as one spelling."""
         for model in value:
-            name = normal_text(model)
-            if not name:
+            if not normal_text(model):
                 raise ValueError("a model must be named; got an empty name")
-            if name in seen:
-                raise ValueError(f"a model is given twice{spelling_note(seen[name], model)}")
-            seen[name] = model
-        return list(seen)
+            problem = spelling_problem(model)
+            if problem is not None:
+                raise ValueError(f"model {problem}")
+        if len(set(value)) != len(value):
+            raise ValueError("a model is given twice")
+        return value
 
     @field_validator("temperatures")
     @classmethod

@@ -366,7 +366,7 @@ def test_cli_invalid_reference(tmp_path: Path, capsys: pytest.CaptureFixture[str
     bad = tmp_path / "bad.json"
     bad.write_text('{"runs": []}', "utf-8")
     argv = ["calibrate", "--embedding-model", "local", "--reference", str(bad)]
-    assert "not an AidanBench results file" in refused(capsys, argv)
+    assert "not an AidanBench results file" in refused(capsys, [*argv, "--out", str(tmp_path)])
 
 
 def test_cli_missing_api_key(

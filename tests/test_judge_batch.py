@@ -152,7 +152,7 @@ def test_an_endpoint_without_a_batch_api_is_one_line(
         one_question_reference(small)
         judge = ["--judge-model", "stub-judge", "--judge-base-url", bare.base_url]
         judge += ["--judge-api-key-env", KEY, "--batch", "--cache", str(tmp_path / "c.sqlite")]
-        where = ["--reference", str(small)]
+        where = ["--reference", str(small), "--out", str(tmp_path / "out")]
         if command == "rescore":
             where = [str(small), "--coherence-threshold", "15", "--novelty-threshold", "0.15"]
         assert main([command, *where, *judge]) == 2

@@ -215,11 +215,50 @@ def test_resuming_with_another_spelling_asks_nothing_again(
     assert line["question"] == QUESTION and line["score"] == 3
 
 
-def test_two_spellings_of_one_model_are_refused(tmp_path: Path) -> None:
-    composed, decomposed = "model@caf\u00e9", unicodedata.normalize("NFD", "model@caf\u00e9")
+NOT_ONE_SPELLING = {
+    "a record separator": "m\x1e1",
+    "a lone carriage return": "m\r1",
+    "a paragraph separator": "m\u20291",
+    "surrounding whitespace": "\tm1 ",
+    "a zero-width space": "m1\u200b",
+    "Unicode form": unicodedata.normalize("NFD", "model@caf\u00e9"),
+}
+"""Model names their normal form would change, so the provider would be sent another."""
+
+
+@pytest.mark.parametrize("name", NOT_ONE_SPELLING.values(), ids=NOT_ONE_SPELLING)
+def test_a_model_name_the_normal_form_would_change_is_refused_in_one_line(
+    name: str, api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused as a variant label holding such a character is, before anything is sent or
+    written: folded, the name sent would not be the one given."""
+    with pytest.raises(ValueError, match="is not written in its normal form"):
+        RunSpec(models=[name], questions=1, run_dir=tmp_path / "spec")
+    run_dir = tmp_path / "run"
+    with OpenAIStub(ScriptedBrain({QUESTION: 2})) as stub:
+        assert main([*stub_run(stub.base_url, run_dir, "--questions", "1", model=name)]) == 2
+        assert stub.count() == 0
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"--model {printable(ascii(name))} is not written in its normal form" in line
+    assert not run_dir.exists()
+
+
+def test_a_model_name_is_one_spelling_everywhere(
+    api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What is sent, recorded, reported and forgotten is the name as given."""
+    name, composed = "my model@caf\u00e9", "model@caf\u00e9"
+    run_dir = tmp_path / "run"
+    with OpenAIStub(ScriptedBrain({QUESTION: 2})) as stub:
+        for model in (name, composed):
+            assert main([*stub_run(stub.base_url, run_dir, "--questions", "1", model=model)]) == 0
+        sent = {r.model for r in stub.of_kind("generate")}
+    assert sent == {name, composed}
+    assert {line["model"] for line in jsonl(run_dir / "questions.jsonl")} == {name, composed}
+    capsys.readouterr()
+    assert main(["report", str(run_dir), "--json"]) == 0
+    assert {run["model"] for run in json.loads(capsys.readouterr().out)["runs"]} == sent
+    assert main(["forget", str(run_dir), "-m", name]) == 0
+    assert {line["model"] for line in jsonl(run_dir / "questions.jsonl")} == {composed}
     with pytest.raises(ValueError, match="a model is given twice"):
-        RunSpec(models=[composed, decomposed], questions=1, run_dir=tmp_path)
-    with pytest.raises(ValueError, match="a model is given twice"):
-        RunSpec(models=["m1", " m1\u200b"], questions=1, run_dir=tmp_path)
-    spec = RunSpec(models=[decomposed, "\tm2 "], questions=1, run_dir=tmp_path)
-    assert spec.models == [composed, "m2"]
+        RunSpec(models=[composed, composed], questions=1, run_dir=tmp_path)

@@ -13,6 +13,7 @@ import resource
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.record import files
+from aidanbench.record.usage import UsageLedger, read_ledger
 from aidanbench.runner.drive import _spawn, run_group
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain, http_error, when
 
@@ -227,6 +229,49 @@ def test_disk_full_is_one_line(bench_stub: OpenAIStub, tmp_path: Path) -> None:
     assert proc.returncode == 2, err
     assert len(err.strip().splitlines()) == 1, err
     assert "no space left" in err and "run the same command again" in err
+
+
+LEDGER_ON_A_FULL_DISK = """
+import resource, signal, sys
+from pathlib import Path
+from aidanbench.record.usage import UsageLedger
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]),) * 2)
+ledger = UsageLedger(Path(sys.argv[1]))
+try:
+    ledger.sent("model", "m", {}, input_tokens=1, output_tokens=1, bound_usd=None)
+except OSError as exc:
+    sys.exit(f"stopped: {exc.strerror}")
+"""
+"""A session appending one line to the ledger SYS.ARGV[1] on a disk that has room for its
+first SYS.ARGV[2] bytes (RLIMIT_FSIZE: writes past it fail, as on a full disk)."""
+
+
+def test_a_ledger_line_cut_by_a_full_disk_never_joins_the_next(tmp_path: Path) -> None:
+    """The disk takes part of a line, then fails: the session stops on the error (the
+    write is not taken as whole), and the next session's first line starts a line of its
+    own, so every whole line reads back and none is lost in a merged one."""
+    path = tmp_path / "usage.jsonl"
+
+    def session() -> str:
+        ledger = UsageLedger(path)
+        request = ledger.sent("model", "m", {}, input_tokens=1, output_tokens=1, bound_usd=None)
+        ledger.close()
+        return request
+
+    first = session()
+    room = path.stat().st_size + 40
+    proc = subprocess.run(
+        [sys.executable, "-c", LEDGER_ON_A_FULL_DISK, str(path), str(room)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1 and "stopped: File too large" in proc.stderr, proc.stderr
+    assert path.stat().st_size == room, "a part of the line was written"
+    second = session()
+    assert [line.id for line in read_ledger(path)] == [first, second]
 
 
 @pytest.mark.parametrize(("status", "exit_status"), [(400, 1), (401, 2)])
