@@ -31,7 +31,7 @@ from aidanbench.core.settings import Settings
 from aidanbench.nodes.judge_calls import neutralise, read_judge
 from aidanbench.nodes.parsing import parse_score
 from aidanbench.nodes.prompts import render_coherence
-from aidanbench.record.usage import UsageLedger, summarise_ledger
+from aidanbench.record.usage import UsageBook, summarise_ledger
 from aidanbench.services import ServicesFactory, judge_namespace, key_values
 from aidanbench.services.batch import BatchClient, BatchRequest, BatchStatus, NoBatchApi
 from aidanbench.services.cache import digest
@@ -134,7 +134,7 @@ class _Job:
     settings: Settings
     factory: ServicesFactory
     progress: Progress | None
-    ledger: UsageLedger
+    ledger: UsageBook
     result: Rejudging
     done: int = 0
     _shown: float = 0.0
@@ -157,7 +157,7 @@ class _Job:
 async def rejudge(
     prompts: Sequence[str],
     settings: Settings,
-    ledger: UsageLedger,
+    ledger: UsageBook,
     *,
     batch_poll_seconds: float | None = None,
     progress: Progress | None = None,
@@ -388,7 +388,7 @@ class Unjudged(Exception):
 
 
 def judge_all(
-    prompts: Sequence[str], settings: Settings, ledger: UsageLedger, **options: Any
+    prompts: Sequence[str], settings: Settings, ledger: UsageBook, **options: Any
 ) -> Rejudging:
     """``rejudge`` run to its end; a failure no retry can fix is one ``UsageError`` line."""
     try:
@@ -404,7 +404,7 @@ def judge_all(
         ) from None
 
 
-def cost_summary(ledger: UsageLedger) -> dict[str, Any]:
+def cost_summary(ledger: UsageBook) -> dict[str, Any]:
     """What the judging's ledger records: requests, tokens, dollars, models served."""
     usage = summarise_ledger(ledger.path)
     return {

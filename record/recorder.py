@@ -4,9 +4,12 @@ Whatever writes a run directory (the run engine and its workers, ``rescore --int
 ``forget``) writes it through a recorder, which owns every file but the checkpoints and the
 score cache: the lock, held from ``open`` (or ``build``) until the block ends; the metadata,
 written with the session added before it runs (so a killed session is found ``running``)
-and when it ends; the line files (``lines``), which only grow: a session starts from every
-line the directory holds, so one that leaves questions out keeps theirs; the usage ledger
-and the run's budget (``ledger``; a worker appends through ``worker_ledger``).
+and when it ends; the line files, which only grow: a session starts from every line the
+directory holds, so one that leaves questions out keeps theirs; the usage ledger and the
+run's budget (a worker appends through ``worker_ledger``). Callers use its methods, as
+inspect_ai's log recorders are used: the drive loop records lines through it as a
+``QuestionLog``, the clients and the budget use it as a ``record.usage.UsageBook``; nothing
+outside ``record`` holds its lines or its ledger.
 
 A directory ``rescore --into`` makes is built beside its place and moved there once
 complete (``build``), so a killed command leaves no half directory. ``forget`` takes models
@@ -25,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.record import files
@@ -123,6 +126,21 @@ WRITE_SHARE = 0.05
 megabytes): a rewrite that took ``d`` seconds waits at least ``d / WRITE_SHARE``."""
 
 
+class QuestionLog(Protocol):
+    """Where the drive loop records question lines (``runner.drive``, ``runner.workers``): a
+    run's ``Recorder``, or a worker process's ``RunLines`` without a directory."""
+
+    def stopped_before(self, thread: str) -> bool: ...
+
+    def keep(self, line: QuestionLine, found: bool = False) -> None: ...
+
+    def finished(self, line: QuestionLine) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def lines(self) -> list[QuestionLine]: ...
+
+
 class RunLines:
     """The question lines of a run, rewritten to the run directory as questions finish.
 
@@ -143,7 +161,7 @@ class RunLines:
         self.run_dir = run_dir
         self.every = every
         self.clock = clock
-        self.lines: dict[str, QuestionLine] = {line.thread: line for line in carried}
+        self._by_thread: dict[str, QuestionLine] = {line.thread: line for line in carried}
         self._written: float | None = None
         self._took = 0.0
         self._texts = LineTexts()
@@ -155,15 +173,15 @@ class RunLines:
     def stopped_before(self, thread: str) -> bool:
         """Whether earlier sessions' files show the thread stopped for good (the drive loop
         asks last; the thread, not this line, decides)."""
-        line = self.lines.get(thread)
+        line = self._by_thread.get(thread)
         return line is not None and line.finished
 
     def keep(self, line: QuestionLine, found: bool = False) -> None:
         """Note a line without writing; a line ``found`` (of a thread found finished in a
         shared store) that the files lacked counts as ``restored``."""
-        if found and line.thread not in self.lines:
+        if found and line.thread not in self._by_thread:
             self.restored += 1
-        self.lines[line.thread] = line
+        self._by_thread[line.thread] = line
         self._changed = True
 
     def finished(self, line: QuestionLine) -> None:
@@ -172,20 +190,20 @@ class RunLines:
         self.keep(line)
         wait = max(self.every, self._took / WRITE_SHARE)
         if self._written is None or self.clock() - self._written >= wait:
-            self.write()
+            self.flush()
 
-    def write(self) -> None:
+    def flush(self) -> None:
         """Rewrite the line files from every line to show, unless nothing changed."""
         started = self.clock()
         if self.run_dir is not None and self._changed:
-            write_lines(self.run_dir, self.all(), self._texts)
+            write_lines(self.run_dir, self.lines(), self._texts)
         self._changed = False
         self._written = self.clock()
         self._took = self._written - started
 
-    def all(self) -> list[QuestionLine]:
+    def lines(self) -> list[QuestionLine]:
         """Every line to show (``with_results``), in the run's order."""
-        return with_results(self.lines.values())
+        return with_results(self._by_thread.values())
 
 
 def with_results(lines: Iterable[QuestionLine]) -> list[QuestionLine]:
@@ -219,9 +237,79 @@ class Recorder:
         self.run_dir = run_dir
         self.metadata = metadata
         """The run's metadata: as stored until ``start_session``."""
-        self.lines = lines
-        self.ledger = ledger
+        self._lines = lines
+        self._ledger = ledger
         self._complete = False
+
+    # The question lines, as the drive loop records them (``QuestionLog``).
+
+    def stopped_before(self, thread: str) -> bool:
+        """Whether the directory's lines show the thread stopped for good (``RunLines``)."""
+        return self._lines.stopped_before(thread)
+
+    def keep(self, line: QuestionLine, found: bool = False) -> None:
+        """Note a question's line (written with the next ``flush``)."""
+        self._lines.keep(line, found)
+
+    def finished(self, line: QuestionLine) -> None:
+        """Note a finished question's line; the line files follow, throttled."""
+        self._lines.finished(line)
+
+    def flush(self) -> None:
+        """Rewrite the line files now, if a line changed."""
+        self._lines.flush()
+
+    def lines(self) -> list[QuestionLine]:
+        """Every question line to show, in the run's order."""
+        return self._lines.lines()
+
+    # The usage ledger, as the run's clients and budget use it (``UsageBook``).
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether the run's budget (``--max-cost``) is spent."""
+        return self._ledger.exhausted
+
+    def write(self, line: Mapping[str, Any]) -> None:
+        """Append one line to the usage ledger."""
+        self._ledger.write(line)
+
+    def sent(
+        self,
+        role: str,
+        model: str,
+        where: Mapping[str, Any],
+        *,
+        input_tokens: int | None,
+        output_tokens: int,
+        bound_usd: float | None,
+    ) -> str:
+        """A request is about to go out (``UsageLedger.sent``); its id."""
+        return self._ledger.sent(
+            role,
+            model,
+            where,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            bound_usd=bound_usd,
+        )
+
+    def failed(self, role: str, model: str, request: str, status: int | None) -> None:
+        """A request got no reply (``UsageLedger.failed``)."""
+        self._ledger.failed(role, model, request, status)
+
+    def follow(self) -> None:
+        """Count what the session's worker processes append too (``UsageLedger.follow``)."""
+        self._ledger.follow()
+
+    def catch_up(self) -> None:
+        """Count what they appended since the last look (``UsageLedger.catch_up``)."""
+        self._ledger.catch_up()
+
+    @property
+    def path(self) -> Path:
+        """The usage ledger's file, for what reads it whole (``summarise_ledger``)."""
+        return self._ledger.path
 
     @classmethod
     @contextmanager
@@ -274,7 +362,7 @@ class Recorder:
         """Say a directory being built (``build``) is whole: it is moved into place."""
         self._complete = True
 
-    def write(self, name: str, text: str) -> Path:
+    def write_file(self, name: str, text: str) -> Path:
         """Write another file of the run directory, whole; its path."""
         path = self.run_dir / name
         files.atomic_write(path, text)
@@ -283,7 +371,7 @@ class Recorder:
     def start_session(self, metadata: Metadata, asked: Iterable[str]) -> None:
         """Write ``metadata`` (the stored one with this session added) as the run's, with the
         question set of the lines held and ``asked``, before any question runs."""
-        question_counts(metadata, [*(line.question for line in self.lines.all()), *asked])
+        question_counts(metadata, [*(line.question for line in self.lines()), *asked])
         self.save(metadata)
 
     def save(self, metadata: Metadata) -> None:
@@ -293,8 +381,8 @@ class Recorder:
 
     def replace_lines(self, lines: Sequence[QuestionLine]) -> None:
         """Write exactly ``lines`` (a directory being built)."""
-        self.lines = RunLines(self.run_dir, carried=lines)
-        self.lines.write()
+        self._lines = RunLines(self.run_dir, carried=lines)
+        self._lines.flush()
 
     def take_out(
         self, models: Sequence[str], lines: Sequence[QuestionLine], metadata: Metadata | None
@@ -307,8 +395,8 @@ class Recorder:
         page = self.run_dir / files.REPORT
         if page.exists():
             os.replace(page, self.run_dir / files.PAGE_ASIDE)
-        self.lines = RunLines(self.run_dir, carried=lines)
-        written = line_files(self.lines.all()) if (self.run_dir / files.QUESTIONS).exists() else {}
+        self._lines = RunLines(self.run_dir, carried=lines)
+        written = line_files(self.lines()) if (self.run_dir / files.QUESTIONS).exists() else {}
         if metadata is not None:
             written[files.METADATA] = metadata_text(metadata)
             self.metadata = metadata
@@ -333,11 +421,11 @@ class Recorder:
         """Write the lines and record the session finished, with the totals and what was
         sent and spent (``record_spending``)."""
         metadata = self._ending("finished")
-        lines = self.lines.all()
-        self.lines.write()
-        if self.lines.restored:
+        lines = self.lines()
+        self.flush()
+        if self._lines.restored:
             print(
-                f"{printable(str(self.run_dir))} lacked {self.lines.restored} question line(s) "
+                f"{printable(str(self.run_dir))} lacked {self._lines.restored} question line(s) "
                 "this machine had finished (the store failed before they were written): "
                 "restored from the store",
                 file=sys.stderr,
@@ -353,7 +441,7 @@ class Recorder:
         assert metadata is not None and metadata.sessions, "start_session first"
         session = metadata.sessions[-1]
         session.status, session.finished_at = status, now()
-        drop_models_without_lines(metadata, session.models or [], self.lines.all())
+        drop_models_without_lines(metadata, session.models or [], self.lines())
         return metadata
 
 

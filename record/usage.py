@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -295,6 +295,36 @@ def write_all(fd: int, data: bytes) -> None:
         if not written:
             raise OSError(errno.EIO, "the usage ledger took no byte of a write")
         data = data[written:]
+
+
+class UsageBook(Protocol):
+    """What records a run's requests and keeps its budget: a ``UsageLedger``, or the
+    ``record.recorder.Recorder`` that owns one."""
+
+    @property
+    def exhausted(self) -> bool: ...
+
+    def write(self, line: Mapping[str, Any]) -> None: ...
+
+    def sent(
+        self,
+        role: str,
+        model: str,
+        where: Mapping[str, Any],
+        *,
+        input_tokens: int | None,
+        output_tokens: int,
+        bound_usd: float | None,
+    ) -> str: ...
+
+    def failed(self, role: str, model: str, request: str, status: int | None) -> None: ...
+
+    def follow(self) -> None: ...
+
+    def catch_up(self) -> None: ...
+
+    @property
+    def path(self) -> Path: ...
 
 
 @dataclass

@@ -18,7 +18,7 @@ from aidanbench.core.errors import UsageError, printable
 from aidanbench.nodes.caps import Budget, spent
 from aidanbench.nodes.prepare import measurement_differences
 from aidanbench.record.lines import QuestionLine
-from aidanbench.record.recorder import RunLines
+from aidanbench.record.recorder import QuestionLog
 from aidanbench.runner.admission import Admission
 from aidanbench.runner.progress import Events
 from aidanbench.runner.tasks import Task
@@ -97,7 +97,7 @@ cycles, so it may run seldom."""
 async def drive(
     tasks: Sequence[Task],
     questions: Questions,
-    lines: RunLines,
+    lines: QuestionLog,
     *,
     admission: Admission,
     progress: Events,
@@ -203,8 +203,8 @@ async def drive(
         # Steps of cancelled questions may still be queued for this turn's commit
         # (the saver commits once per loop turn): let it run before the saver closes.
         await asyncio.sleep(0)
-        lines.write()
-    return lines.all()
+        lines.flush()
+    return lines.lines()
 
 
 def held_answers(step: Plan) -> int:

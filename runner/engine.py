@@ -167,22 +167,22 @@ async def execute(
         meta.sessions[-1].workers = count
         recorder.start_session(meta, (task.question for task in tasks))
         if prepared.checked is not None:
-            prepared.checked.record(recorder.ledger, run_fields(spec)["prices_path"])
+            prepared.checked.record(recorder, run_fields(spec)["prices_path"])
         outage = store_outage(spec, progress.store)
         try:
             with progress:
                 async with workers.backend(
-                    spec, services, progress, count, recorder.ledger, outage
+                    spec, services, progress, count, recorder, outage
                 ) as questions:
                     await workers.drive_workers(
                         tasks,
                         questions,
-                        recorder.lines,
+                        recorder,
                         count=count,
                         spec=spec,
                         meta=meta,
                         progress=progress,
-                        budget=recorder.ledger,
+                        budget=recorder,
                         outage=outage,
                     )
         except BaseException as exc:

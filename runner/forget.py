@@ -70,7 +70,7 @@ def forget(run_dir: Path, models: Sequence[str]) -> Forgetting:
     with Recorder.open(run_dir) as recorder:
         check_checkpoints(run_dir / files.CHECKPOINTS)
         earlier, page, removed = _finish(recorder)
-        meta, lines = recorder.metadata, recorder.lines.all()
+        meta, lines = recorder.metadata, recorder.lines()
         threads = _threads(run_dir)
         present = models_in(meta, lines, threads)
         wanted = list(dict.fromkeys(models))
@@ -134,7 +134,7 @@ def _finish(recorder: Recorder) -> tuple[list[str], Path | None, bool]:
     page, aside = run_dir / files.REPORT, run_dir / files.PAGE_ASIDE
     written, removed = None, False
     if page.exists() or aside.exists():
-        if recorder.lines.all():
+        if recorder.lines():
             from aidanbench.analysis.view import write_view
 
             written = write_view([run_dir], page)

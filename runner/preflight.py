@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from aidanbench.core.base_url import BASE_URL_VARIABLE
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import ROLE_NAMES, Endpoint, Settings, role_flag
-from aidanbench.record.usage import UsageLedger
+from aidanbench.record.usage import UsageBook
 from aidanbench.services.endpoint_check import (
     PROBE_MAX_TOKENS,
     PROBE_MESSAGE,
@@ -96,7 +96,7 @@ class Preflight:
     asked: dict[Endpoint, Answer] = field(default_factory=dict)
     """Each minimal request sent, by role, to be written to the usage ledger."""
 
-    def record(self, ledger: UsageLedger, prices_path: str | None) -> None:
+    def record(self, ledger: UsageBook, prices_path: str | None) -> None:
         """Write every minimal request to the usage ledger (node ``preflight``)."""
         table = price_table(prices_path)
         for endpoint, answer in self.asked.items():

@@ -63,7 +63,7 @@ from aidanbench.record.results import (
     threshold_source_text,
     totals,
 )
-from aidanbench.record.usage import UsageLedger
+from aidanbench.record.usage import UsageBook, UsageLedger
 from aidanbench.runner import session
 from aidanbench.runner.checkpoints import open_checkpointer
 from aidanbench.runner.spec import RunSpec, make_settings
@@ -214,7 +214,7 @@ def question_sets(recorder: Recorder, lines: Sequence[QuestionLine]) -> list[tup
     found = []
     for number, (shared, models) in enumerate(groups.items(), 1):
         name = QUESTIONS_FILE if len(groups) == 1 else f"questions-{number}.json"
-        recorder.write(name, json.dumps(list(shared), indent=2, ensure_ascii=False))
+        recorder.write_file(name, json.dumps(list(shared), indent=2, ensure_ascii=False))
         found.append((models, name))
     return found
 
@@ -372,7 +372,7 @@ def rejudge(
     with Recorder.build(into, _aside(into)) as recorder:
         if not cache.exists():
             copy_cache(origin, cache)
-        found = _rejudged(results, judges, thresholds, recorder.ledger, judging)
+        found = _rejudged(results, judges, thresholds, recorder, judging)
         try:
             seeded = seed_into(
                 recorder, into, found.rescored, origin, judges, found.judge_fields, thresholds
@@ -386,7 +386,7 @@ def _rejudged(
     results: Sequence[QuestionResult],
     judges: Sequence[Judge],
     thresholds: Thresholds,
-    ledger: UsageLedger,
+    ledger: UsageBook,
     judging: Mapping[str, Any],
 ) -> Rejudged:
     prompts = [coherence_prompt(r.question, a.answer) for r in results for a in r.answers]

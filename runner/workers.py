@@ -44,8 +44,8 @@ from typing import Any
 
 from aidanbench.record.lines import QuestionLine
 from aidanbench.record.metadata import Metadata
-from aidanbench.record.recorder import RunLines, worker_ledger
-from aidanbench.record.usage import UsageLedger
+from aidanbench.record.recorder import QuestionLog, RunLines, worker_ledger
+from aidanbench.record.usage import UsageBook
 from aidanbench.runner import campaign
 from aidanbench.runner.admission import Admission, admission
 from aidanbench.runner.claims import claims_of, store_outage
@@ -223,7 +223,7 @@ async def backend(
     services: ServicesFactory | None,
     progress: Progress | Reporter,
     share: int = 1,
-    budget: UsageLedger | None = None,
+    budget: UsageBook | None = None,
     outage: campaign.Outage | None = None,
 ) -> AsyncIterator[Questions]:
     """The spec's server, or its threads run on this machine, on the store's checkpointer or
@@ -255,7 +255,7 @@ async def backend(
             await owned.aclose()
 
 
-async def follow(ledger: UsageLedger) -> None:
+async def follow(ledger: UsageBook) -> None:
     """Read the other processes' ledger lines every ``FOLLOW_S``, until cancelled."""
     while True:
         await asyncio.sleep(FOLLOW_S)
@@ -298,7 +298,7 @@ class Relay:
     """Applies the workers' reports to the live table and the run's lines."""
 
     progress: Progress
-    lines: RunLines
+    lines: QuestionLog
     tasks: Mapping[str, Task]
     state: dict[str, str] = field(default_factory=dict)
     """Each thread reported on: ``running`` or ``done``."""
@@ -415,13 +415,13 @@ class _Slot:
 async def drive_workers(
     tasks: Sequence[Task],
     questions: Questions,
-    lines: RunLines,
+    lines: QuestionLog,
     *,
     count: int,
     spec: RunSpec,
     meta: Metadata,
     progress: Progress,
-    budget: UsageLedger,
+    budget: UsageBook,
     outage: campaign.Outage | None = None,
 ) -> list[QuestionLine]:
     """``runner.drive.drive`` over ``count`` processes: this one, on ``questions`` (built
@@ -471,8 +471,8 @@ async def drive_workers(
         await run_group(start)
     finally:
         await workers.stop()
-        lines.write()
-    return lines.all()
+        lines.flush()
+    return lines.lines()
 
 
 class Workers:

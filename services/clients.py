@@ -31,7 +31,7 @@ from pydantic import SecretStr
 
 from aidanbench.core.errors import ConfigError
 from aidanbench.core.settings import ROLES, Settings
-from aidanbench.record.usage import UsageLedger
+from aidanbench.record.usage import UsageBook
 from aidanbench.services.chat import OpenAIChat
 from aidanbench.services.direct_post import DirectPost
 from aidanbench.services.embeddings import OpenAICompatibleEmbeddings
@@ -86,7 +86,7 @@ def http_pool(settings: Settings, transport: Transport, size: int) -> httpx2.Asy
 
 
 def role_ledger(
-    settings: Settings, book: UsageLedger | None, role: str, model: str, name: str
+    settings: Settings, book: UsageBook | None, role: str, model: str, name: str
 ) -> RoleLedger | None:
     """Where a role's client records its requests in ``book``: under ``name`` (a variant's
     ``NAME@LABEL``), priced as ``model``, the name sent."""
@@ -112,7 +112,7 @@ def chat_client(
     settings: Settings,
     pool: httpx2.AsyncClient,
     kind: ChatKind = "langchain",
-    book: UsageLedger | None = None,
+    book: UsageBook | None = None,
     *,
     role: str,
 ) -> BaseChatModel | OpenAIChat:
@@ -159,7 +159,7 @@ judge = partial(chat_client, role="judge")
 
 
 def embeddings(
-    settings: Settings, pool: httpx2.AsyncClient | None, book: UsageLedger | None = None
+    settings: Settings, pool: httpx2.AsyncClient | None, book: UsageBook | None = None
 ) -> Embeddings:
     """Embedding client; ``local`` loads all-MiniLM-L6-v2 on this machine (no ``pool``)."""
     endpoint = settings.endpoint("embeddings")

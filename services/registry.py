@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from aidanbench.core.errors import ConfigError, MalformedReply
 from aidanbench.core.settings import LOCAL_EMBEDDING_MODEL, ROLES, Settings
-from aidanbench.record.usage import UsageLedger
+from aidanbench.record.usage import UsageBook
 from aidanbench.services import clients, retry
 from aidanbench.services.batching import EmbeddingBatcher
 from aidanbench.services.cache import ScoreCache, endpoint_key
@@ -323,7 +323,7 @@ class OpenAIServices:
         cache_bytes: int | None = None,
         adaptive: bool = True,
         share: int = 1,
-        ledger: UsageLedger | None = None,
+        ledger: UsageBook | None = None,
     ) -> None:
         self.transport = transport
         self.ledger = ledger

@@ -19,7 +19,7 @@ from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import LLMResult
 
-from aidanbench.record.usage import TOKEN_FIELDS, UsageLedger
+from aidanbench.record.usage import TOKEN_FIELDS, UsageBook
 from aidanbench.services.errors import status_of
 from aidanbench.services.pricing import Price, PriceTable
 
@@ -242,7 +242,7 @@ def message_text(messages: list[list[BaseMessage]]) -> str:
 class RoleLedger:
     """Where one role's client records each attempt, and the prices it is charged at."""
 
-    ledger: UsageLedger
+    ledger: UsageBook
     role: str
     model: str
     """The name the lines carry: the row's (a variant's ``NAME@LABEL``)."""

@@ -36,12 +36,12 @@ def test_files_are_rewritten_at_most_every_interval(
     lines.finished(tasks[2].line(output(3)))
     assert writes == [1, 3], "after the interval, the next finish writes every line"
     lines.keep(tasks[3].line(output(4)))
-    lines.write()
+    lines.flush()
     assert writes == [1, 3, 4], "the driver's final write carries the rest"
-    lines.write()
+    lines.flush()
     assert writes == [1, 3, 4], "files that hold every line are not written again"
     lines.keep(tasks[0].line(output(5)))
-    lines.write()
+    lines.flush()
     assert writes == [1, 3, 4, 4], "a line noted from a worker process is written"
 
 

@@ -149,7 +149,7 @@ async def test_the_relay_counts_a_share_started_again_once(tmp_path: Path) -> No
     await relay.apply(0, ("started", running.thread_id))
     await relay.apply(0, ("finished", running.thread_id, _line(running)))
     assert (row.queued, row.running, row.done) == (0, 0, 2)
-    assert [line.question for line in lines.all()] == ["q0", "q1"]
+    assert [line.question for line in lines.lines()] == ["q0", "q1"]
 
 
 # ---------------------------------------------------------------- the command, end to end
