@@ -33,6 +33,22 @@ CENSORING = (
 """How statistics treat censored questions, printed with them."""
 
 
+PER_MODEL = (
+    "its own generations, recorded answers and discarded look-aheads, and the judge's work "
+    "on its answers, each part known or unknown on its own; the embeddings serve every "
+    "model's answers in shared requests and are the run's, below"
+)
+"""What a model's dollars count, said wherever they are shown."""
+
+PART_NAMES = {"generations": "its generations", "judging": "judging its answers"}
+"""Each part of a model's dollars (``core.calls.COST_PARTS``) as the reports name it."""
+
+
+def parts_text(parts: Mapping[str, float | None]) -> str:
+    """A model's dollars by part: ``its generations $0.0936, judging its answers unknown``."""
+    return ", ".join(f"{PART_NAMES[part]} {dollars_text(value)}" for part, value in parts.items())
+
+
 def line_key(result: QuestionResult) -> tuple[str, float, str, int]:
     """(model, temperature, question, repeat) of a question line."""
     return result.model, result.temperature, result.question, result.repeat
@@ -213,10 +229,7 @@ def parts_line(usage: Mapping[str, Any]) -> list[str]:
         )
         if (figures := usage.get(key))
     ]
-    return [
-        f"  of these, {'; '.join(parts)}. A model's chat requests and tokens are its answers' "
-        "and look-aheads' alone"
-    ][: len(parts)]
+    return [f"  of these, {'; '.join(parts)}"][: len(parts)]
 
 
 def cost_lines(results: Sequence[QuestionResult], runs: Sequence[RunCost]) -> list[str]:
@@ -226,7 +239,7 @@ def cost_lines(results: Sequence[QuestionResult], runs: Sequence[RunCost]) -> li
     lines = recorded(results)
     if not lines:
         return []
-    out = ["", "Cost of the chat requests (recorded answers and discarded look-aheads, per model):"]
+    out = ["", f"Cost per model ({PER_MODEL}):"]
     for row in summarise(lines):
         score = score_text(f"{row.score:g}", row.lower_bound)
         spent = dollars_text(row.cost_usd)
@@ -239,6 +252,8 @@ def cost_lines(results: Sequence[QuestionResult], runs: Sequence[RunCost]) -> li
             f"  {printable(row.model)} @ {row.temperature:g}: {spent} {score} "
             f"({dollars_text(per_valid_answer(row))} per valid answer)"
         )
+        if row.cost_parts:
+            text += "; " + parts_text(row.cost_parts)
         if row.usage_missing:
             text += f"; {row.usage_missing} requests without usage"
         out.append(text)
@@ -248,7 +263,8 @@ def cost_lines(results: Sequence[QuestionResult], runs: Sequence[RunCost]) -> li
     missing = sorted({model for run in runs for model in run.unpriced})
     if missing:
         out.append(
-            f"No price for: {', '.join(printable(m) for m in missing)} (their cost is unknown)"
+            f"No price for: {', '.join(printable(m) for m in missing)} (their cost is unknown; "
+            "give their prices with --prices FILE, docs/cost.md#prices)"
         )
     censored = sum(1 for line in lines if is_censored(line.stop_reason))
     if censored:

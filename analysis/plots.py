@@ -511,7 +511,7 @@ def plot_cost_vs_score(results: Sequence[QuestionResult], out: Path) -> Path | N
             fontsize=8,
         )
     ax.margins(x=0.1, y=0.1)
-    ax.set_xlabel("dollars (recorded answers and discarded look-aheads)")
+    ax.set_xlabel("dollars per repeat (its generations and the judge's work on its answers)")
     ax.set_ylabel("score (valid answers)")
     ax.set_title("Cost versus score", loc="left", fontsize=13)
     ax.set_title("hollow, ≥: a lower bound (questions did not finish)", loc="right", fontsize=8)

@@ -166,6 +166,9 @@ class SummaryRow:
     """Requests of every answer and discarded look-ahead; None when not recorded."""
     cost_usd: float | None = None
     """Dollars of those requests (``record.results.totals``); None if any part is unknown."""
+    cost_parts: dict[str, float | None] = field(default_factory=dict)
+    """``cost_usd`` by part: the model's own generations and the judge's work on its answers
+    (``core.calls.COST_PARTS``), each unknown on its own; empty when no calls are recorded."""
     usage_missing: int = 0
     """Requests whose reply reported no usage (their tokens and dollars are unknown)."""
     truncated_answers: int | None = 0
@@ -376,6 +379,7 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
         truncated_answers=counted.truncated_answers,
         finish_unknown=counted.finish_unknown,
         cost_usd=counted.dollars,
+        cost_parts=counted.dollar_parts,
         usage_missing=counted.usage_missing,
         judge_served=judge_served(lines),
         threshold_source=shared(line.threshold_source for line in lines),

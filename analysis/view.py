@@ -24,7 +24,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from aidanbench.analysis.cost import dollars_text, tokens_text
+from aidanbench.analysis.cost import dollars_text, parts_text, tokens_text
 from aidanbench.analysis.inputs import Source, read_input, token_limit_field_of
 from aidanbench.analysis.judge_noise import noise_text, panel_text
 from aidanbench.analysis.summary import (
@@ -195,6 +195,7 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
                 "prompts_sha256": meta.prompts_sha256,
                 "recorded": row.api_calls is not None,
                 "cost_text": dollars_text(row.cost_usd) + (" (replay)" if replayed(meta) else ""),
+                "cost_parts_text": parts_text(row.cost_parts) if row.cost_parts else None,
                 "tokens_text": tokens_text(row.tokens),
                 "judge_served": served_text(row.judge_served),
                 "threshold_source": row.threshold_source,

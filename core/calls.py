@@ -65,6 +65,28 @@ def question_dollars(
     return total
 
 
+COST_PARTS: dict[str, tuple[str, ...]] = {
+    "generations": ("generate", "speculative"),
+    "judging": ("judge", "similarity"),
+}
+"""A question's dollars in the parts a reader asks about apart: the model's own generations
+(its recorded answers and discarded look-aheads) and the judge's work on its answers, each
+known or unknown on its own, so an unpriced judge never hides a priced model's dollars.
+Their sum is ``question_dollars``; the embeddings are the run's (``PER_ANSWER_ROLES``)."""
+
+
+def question_parts(
+    answers: Sequence[Mapping[str, Any]], speculative: Mapping[str, Any] | None
+) -> dict[str, float | None]:
+    """A question's dollars by ``COST_PARTS`` (each None when unknown)."""
+    calls = [answer.get("calls") or {} for answer in answers]
+    calls.append({"speculative": speculative} if speculative else {})
+    return {
+        part: known_sum(stats_dollars(c.get(role)) for c in calls for role in roles)
+        for part, roles in COST_PARTS.items()
+    }
+
+
 def _roles(calls: Mapping[str, Mapping[str, Any]] | None) -> list[Mapping[str, Any]]:
     """The per-answer roles' stats that made a request (``speculative`` counts as one)."""
     return [

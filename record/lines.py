@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from aidanbench.core.calls import answer_dollars, question_dollars
+from aidanbench.core.calls import answer_dollars, question_dollars, question_parts
 from aidanbench.core.errors import printable
 from aidanbench.core.metric_names import environment_aliases
 from aidanbench.core.scores import declared
@@ -277,6 +277,12 @@ class QuestionLine(BaseModel):
         """Dollars of the recorded answers and discarded look-aheads (None: unknown)."""
         answers = [a.model_dump(include={"calls"}, exclude_unset=True) for a in self.answers]
         return question_dollars(answers, self.speculative)
+
+    @property
+    def dollar_parts(self) -> dict[str, float | None]:
+        """``dollars`` by part (``core.calls.COST_PARTS``), each None when unknown."""
+        answers = [a.model_dump(include={"calls"}, exclude_unset=True) for a in self.answers]
+        return question_parts(answers, self.speculative)
 
     def record(self) -> dict[str, Any]:
         """The line as ``questions.jsonl`` holds it: the fields it was given, without its

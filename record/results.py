@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from aidanbench.core.calls import (
+    COST_PARTS,
     call_count,
     call_tokens,
     known_sum,
@@ -62,6 +63,8 @@ class QuestionResult:
     """The ``CallStats`` of discarded look-ahead generations (None: none made)."""
     cost_usd: float | None = None
     """Dollars of the answers and discarded look-aheads (``core.calls``); None: unknown."""
+    cost_parts: Mapping[str, float | None] = field(default_factory=dict, compare=False)
+    """``cost_usd`` by part (``core.calls.COST_PARTS``); empty for a results file."""
     usage_missing: int = 0
     """Requests of those answers and look-aheads whose reply reported no usage."""
     tokens: int | None = None
@@ -156,6 +159,9 @@ class Totals:
     reported none, or when not recorded."""
     dollars: float | None = None
     """Dollars of those requests; None when any part is unknown."""
+    dollar_parts: dict[str, float | None] = field(default_factory=dict)
+    """``dollars`` by part (``core.calls.COST_PARTS``), each unknown on its own; empty
+    when the lines record no calls."""
     usage_missing: int = 0
     """Requests whose reply reported no usage (their tokens and dollars are unknown)."""
     truncated_answers: int | None = None
@@ -189,6 +195,11 @@ def totals(results: Iterable[QuestionResult]) -> Totals:
         api_calls=known_sum(r.api_calls for r in lines),
         tokens=known_sum(r.tokens for r in lines),
         dollars=known_sum(r.cost_usd for r in lines),
+        dollar_parts=(
+            {part: known_sum(r.cost_parts.get(part) for r in lines) for part in COST_PARTS}
+            if lines and all(r.cost_parts for r in lines)
+            else {}
+        ),
         usage_missing=sum(r.usage_missing for r in lines),
         truncated_answers=truncated_answers(a.truncated for r in lines for a in r.answers),
         finish_unknown=sum(r.finish_unknown for r in lines),
@@ -281,6 +292,7 @@ def question_result(line: QuestionLine, metadata: Metadata | None = None) -> Que
         thresholds=None if thresholds is None else Thresholds(thresholds),
         speculative=dict(line.speculative) if line.speculative else None,
         cost_usd=line.dollars,
+        cost_parts=line.dollar_parts,
         usage_missing=usage_missing({"speculative": line.speculative or {}})
         + sum(usage_missing(a.calls) for a in answers),
         tokens=tokens,

@@ -270,7 +270,10 @@ def test_a_model_without_a_price_costs_unknown_everywhere(
     assert main(["report", str(run_dir)]) == 0
     text = capsys.readouterr().out
     assert "m-unpriced @ 0.7: unknown for score 2 (unknown per valid answer)" in text
-    assert "No price for: m-unpriced (their cost is unknown)" in text
+    assert (
+        "No price for: m-unpriced (their cost is unknown; give their prices with --prices FILE"
+        in text
+    )
     assert "$0.0000" not in text
     assert main(["report", str(run_dir), "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)

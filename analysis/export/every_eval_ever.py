@@ -203,6 +203,7 @@ def aggregate_record(record: RunRecord, row: Row, organization: str) -> dict[str
             "errored": summary.errored,
             "stop_reasons": summary.stop_reasons,
             "cost_usd": (row.cost or {}).get("cost_usd"),
+            **{f"cost_{part}_usd": value for part, value in summary.cost_parts.items()},
             "score_is_lower_bound": summary.lower_bound,
             **summary.mean_fields(),
             **({"judge_panel": panel_text(summary.judge_panel)} if summary.judge_panel else {}),
