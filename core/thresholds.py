@@ -7,7 +7,7 @@ question; it is recorded but not counted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import fields, make_dataclass
 from functools import cache
 from typing import Any
@@ -52,7 +52,8 @@ class Thresholds:
         the answer is valid. ``coherent`` is a judge panel's decision (``panel_passes``),
         which takes the place of ``coherence > self.coherence``."""
         on = [name for name, limit in self.limits if limit is not None]
-        missing = [name for name in on if values.get(name) is None]
+        decided = {"coherence"} if coherent is not None else set()
+        missing = [name for name in on if values.get(name) is None and name not in decided]
         if missing:
             label = next(s.label for s in declared() if s.name == missing[0])
             raise ValueError(f"{label} is on but the answer has no {label} score")
@@ -72,6 +73,19 @@ def panel_passes(passes: list[bool]) -> bool:
     """A judge panel's decision: more than half of its judges pass the answer (a tie
     fails it, as a judgment at the threshold does)."""
     return 2 * sum(passes) > len(passes)
+
+
+def panel_verdict(passes: Sequence[bool | None]) -> bool | None:
+    """``panel_passes`` when some judges gave no decision (None): the decision their majority
+    already makes whatever the missing ones would say, else None (undecided). An unknown is
+    never counted as a pass or a fail."""
+    yes = sum(1 for vote in passes if vote is True)
+    unknown = sum(1 for vote in passes if vote is None)
+    if 2 * yes > len(passes):
+        return True
+    if 2 * (yes + unknown) <= len(passes):
+        return False
+    return None
 
 
 @cache

@@ -26,7 +26,7 @@ from aidanbench.core.calls import (
     known_sum,
     usage_missing,
 )
-from aidanbench.core.thresholds import Thresholds, panel_passes
+from aidanbench.core.thresholds import Thresholds, panel_verdict
 from aidanbench.core.vocabulary import is_error_stop, is_final
 from aidanbench.record import files
 from aidanbench.record.lines import (
@@ -73,6 +73,9 @@ class QuestionResult:
     """sha256 of the prompt templates the line was run with; None when not recorded."""
     threshold_source: str | None = None
     """Where the coherence threshold came from (``threshold_source_text``); None: unknown."""
+    error_record: Mapping[str, Any] | None = field(default=None, compare=False)
+    """The recorded error (``core.errors.ErrorInfo``), when the line stopped on one: which
+    panel judge failed, and the replies of a judgment refused in every try, by why."""
 
     @property
     def key(self) -> LineKey:
@@ -257,6 +260,7 @@ def question_result(line: QuestionLine, metadata: Metadata | None = None) -> Que
         stop_reason=line.stop_reason,
         repeat=line.repeat,
         error=line.error_message,
+        error_record=dict(line.error) if line.error else None,
         embedding_model=(
             line.embedding_model
             or measured.get("embedding_model")
@@ -321,13 +325,28 @@ def read_results_noted(
 
 def panel_decision(answer: AnswerLine, coherence: float) -> bool | None:
     """A judge panel's decision on ``answer``, its first judge at the threshold
-    ``coherence`` and the others at their recorded ones; None when no panel judged it."""
+    ``coherence`` and the others at their recorded ones (a judge without a score is
+    unknown: ``panel_verdict``); None when no panel judged it or it is undecided."""
     judges = answer.judges
     if not judges:
         return None
-    first, *others = judges
-    passes = [first["score"] > coherence, *(j["score"] > j["threshold"] for j in others)]
-    return panel_passes(passes)
+    cuts = [coherence, *(j["threshold"] for j in judges[1:])]
+    passes = [
+        None if (found := j["score"]) is None else found > cut
+        for j, cut in zip(judges, cuts, strict=True)
+    ]
+    return panel_verdict(passes)
+
+
+def answer_scores(
+    answer: AnswerLine, coherence: float
+) -> tuple[float | None, float | None, float | None, bool | None]:
+    """What ``chain_validity`` walks for ``answer`` with the first judge at ``coherence``:
+    a panel that leaves it undecided makes its coherence unknown (``unscored``), never the
+    first judge's alone."""
+    decision = panel_decision(answer, coherence)
+    known = None if answer.judges and decision is None else answer.coherence
+    return known, answer.novelty, answer.llm_novelty, decision
 
 
 def chain_validity(
@@ -347,7 +366,7 @@ def chain_validity(
             flags.append(False)
             continue
         if (
-            coherence is None
+            (coherence is None and coherent is None)
             or novelty is None
             or (thresholds.llm_novelty is not None and llm is None)
         ):
