@@ -408,13 +408,17 @@ def unreadable_of(lines: Sequence[QuestionResult]) -> dict[str, int]:
     return dict(sorted(found.items()))
 
 
+def unreadable_words(found: Mapping[str, int]) -> str | None:
+    """Unreadable replies by why, in words (``2 without a score (refused), 1 empty``); None
+    when there were none."""
+    parts = [f"{count} {UNREADABLE_WORDS.get(why, why)}" for why, count in found.items()]
+    return ", ".join(parts) or None
+
+
 def _replies_text(found: Mapping[str, int]) -> str:
-    return "unreadable replies: " + ", ".join(
-        f"{count} {UNREADABLE_WORDS.get(why, why)}" for why, count in found.items()
-    )
+    return f"unreadable replies: {unreadable_words(found)}"
 
 
 def unreadable_text(found: dict[str, int]) -> str:
     """The replies a judge gave that held no readable score, in words."""
-    parts = [f"{count} {UNREADABLE_WORDS.get(why, why)}" for why, count in found.items()]
-    return f"judge replies unreadable: {', '.join(parts)}"
+    return f"judge replies unreadable: {unreadable_words(found)}"

@@ -169,8 +169,11 @@ def test_a_refusal_in_every_try_is_counted_in_the_run(
     lines = read_lines(run_dir)
     assert [line.stop_reason for line in lines] == ["judge_error"] * len(QUESTIONS)
     row, text = report(run_dir, capsys)
+    refused = f"{3 * len(QUESTIONS)} without a score (refused)"
     assert row["judge_unreadable"] == {"missing": 3 * len(QUESTIONS)}
-    assert f"judge replies unreadable: {3 * len(QUESTIONS)} without a score (refused)" in text
+    assert f"judge replies unreadable: {refused}" in text
+    page = (run_dir / "report.html").read_text("utf-8")
+    assert f'"judge_unreadable":"{refused}"' in page, "the HTML's judge rows say it too"
 
 
 def test_a_hanging_judge_is_named_with_its_own_host(
