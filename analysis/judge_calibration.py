@@ -47,6 +47,7 @@ from aidanbench.analysis.rejudge import (
     judge_all,
     ledger_path,
 )
+from aidanbench.core.calibration import KIND
 from aidanbench.core.errors import UsageError
 from aidanbench.core.settings import REFERENCE_JUDGE, Settings
 from aidanbench.core.thresholds import COHERENCE_THRESHOLD, NOVELTY_THRESHOLD, Thresholds
@@ -387,10 +388,6 @@ def panel_agreement(calibrations: Sequence[JudgeCalibration]) -> dict[str, Any] 
         "answers": int(panel.size),
         "disagreed": int(disagreed.sum()),
     }
-
-
-KIND = "aidanbench judge calibration"
-"""The ``kind`` of a calibration file (``run --coherence-threshold FILE`` reads it)."""
 
 
 def file_stem(judge_model: str) -> str:

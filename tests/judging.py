@@ -4,10 +4,12 @@ judge, that judge unable to score one answer, and a reference file of one questi
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from aidanbench import reference
+from aidanbench.core.calibration import KIND
 from aidanbench.record.results import QuestionResult
 from aidanbench.testing import Kind, Reply, parse_coherence_prompt
 from aidanbench.testing.brain import Brain
@@ -44,3 +46,21 @@ def one_question_reference(path: Path) -> list[str]:
     first = dict(list(data["models"][model]["0.7"].items())[:1])
     path.write_text(json.dumps({"models": {model: {"0.7": first}}}), "utf-8")
     return [a["answer"] for a in next(iter(first.values()))]
+
+
+def write_calibration(
+    path: Path, judge: str, value: float, interval: tuple[float, float] | None = None
+) -> Path:
+    """A judge calibration file as ``calibrate --judge-model`` writes one (the fields a run
+    reads), calibrating ``judge`` at ``value``, every cut in ``interval`` deciding alike."""
+    low, high = interval or (math.floor(value), math.floor(value) + 1)
+    judge_fields = {
+        "model": judge,
+        "threshold": value,
+        "setting_value": value,
+        "equivalent_interval": [low, high],
+        "note": None,
+    }
+    document = {"kind": KIND, "reference": "reference.json", "judge": judge_fields}
+    path.write_text(json.dumps(document), "utf-8")
+    return path

@@ -28,7 +28,7 @@ from aidanbench.testing import (
     parse_generate_prompt,
 )
 from aidanbench.testing.published import published_chains
-from tests.judging import affine_judge, one_question_reference
+from tests.judging import affine_judge, one_question_reference, write_calibration
 
 PUBLISHED = reference.published_run()
 KEY = "AIDANBENCH_TEST_KEY"
@@ -236,13 +236,7 @@ def test_judge_flags_need_a_judge(
 def test_a_calibration_of_another_judge_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    calibration = tmp_path / "calibration-judge-a.json"
-    calibration.write_text(
-        json.dumps(
-            {"kind": "aidanbench judge calibration", "judge": {"model": "a", "setting_value": 47.5}}
-        ),
-        "utf-8",
-    )
+    calibration = write_calibration(tmp_path / "calibration-judge-a.json", "a", 47.5)
     argv = ["rescore", str(PUBLISHED), "--judge-model", "b", "--judge-api-key-env", KEY]
     assert (
         main([*argv, "--coherence-threshold", str(calibration), "--novelty-threshold", "0.15"]) == 2
