@@ -1,10 +1,12 @@
 """What the judge tests share: the published run judged on another scale by a recorded
-judge, that judge unable to score one answer, and a reference file of one question."""
+judge, that judge unable to score one answer, a reference file of one question, a calibration
+file, and a panel's judges at one server each answering by its own rule."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +66,32 @@ def write_calibration(
     document = {"kind": KIND, "reference": "reference.json", "judge": judge_fields}
     path.write_text(json.dumps(document), "utf-8")
     return path
+
+
+class ByJudge:
+    """``inner``'s answers, each judge of ``judges`` (by the model asked) answering its own
+    coherence prompts: a panel's judges at one server, each by its own rule."""
+
+    def __init__(self, inner: Brain, judges: Mapping[str, Brain]) -> None:
+        self.inner, self.judges = inner, dict(judges)
+
+    def chat(self, kind: Kind, model: str, prompt: str, body: Any) -> Reply:
+        if kind == "coherence" and model in self.judges:
+            return self.judges[model].chat(kind, model, prompt, body)
+        return self.inner.chat(kind, model, prompt, body)
+
+    def embed(self, model: str, texts: Any) -> list[list[float]]:
+        return self.inner.embed(model, texts)
+
+
+class Saying:
+    """A judge replying ``rule(answer)`` to the coherence prompt about ``answer``."""
+
+    def __init__(self, rule: Callable[[str], str]) -> None:
+        self.rule = rule
+
+    def chat(self, kind: Kind, model: str, prompt: str, body: Any) -> Reply:
+        return Reply(self.rule(parse_coherence_prompt(prompt)[1]))
+
+    def embed(self, model: str, texts: Any) -> list[list[float]]:
+        raise AssertionError("a judge embeds nothing")

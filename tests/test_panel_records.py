@@ -3,7 +3,7 @@ its host in an error; a majority the judges who answered already make decides th
 a judge's refusals in every try are counted in the run's report.
 
 Three judges on two local servers (``judge-a`` at A; ``judge-b`` and ``judge-c`` at B), the
-model under test and the embedder at A, each judge scoring by its own rule (``PerJudge``:
+model under test and the embedder at A, each judge scoring by its own rule (``ByJudge``:
 what a judge answers depends on the model asked, never on the order of requests).
 """
 
@@ -22,8 +22,8 @@ from aidanbench.core.thresholds import panel_verdict
 from aidanbench.nodes.judge import Seat, panel_outcome
 from aidanbench.record.lines import read_lines
 from aidanbench.testing import OpenAIStub, ScriptedBrain, hang, when
-from aidanbench.testing.brain import Brain, Kind, Reply, parse_coherence_prompt
 from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_settings
+from tests.judging import ByJudge, Saying
 
 JUDGES = ("judge-a", "judge-b", "judge-c")
 QUESTIONS = ["What could a spoon be used for?", "Name a use for a brick."]
@@ -41,21 +41,6 @@ def refusing(matching: str, otherwise: Rule) -> Rule:
     return lambda answer: "I will not rate this." if matching in answer else otherwise(answer)
 
 
-class PerJudge:
-    """``inner``'s answers, with each judge's coherence replies by its own rule."""
-
-    def __init__(self, inner: Brain, rules: Mapping[str, Rule]) -> None:
-        self.inner, self.rules = inner, dict(rules)
-
-    def chat(self, kind: Kind, model: str, prompt: str, body: Any) -> Reply:
-        if kind == "coherence" and model in self.rules:
-            return Reply(self.rules[model](parse_coherence_prompt(prompt)[1]))
-        return self.inner.chat(kind, model, prompt, body)
-
-    def embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:
-        return self.inner.embed(model, texts)
-
-
 @pytest.fixture(autouse=True)
 def key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TEST_KEY_VARIABLE, "sk-test-not-a-key")
@@ -70,7 +55,8 @@ def two() -> Iterator[tuple[OpenAIStub, OpenAIStub]]:
 def serve(stubs: tuple[OpenAIStub, OpenAIStub], rules: Mapping[str, Rule]) -> None:
     """Both servers play the same chains, each judge by its rule."""
     for stub in stubs:
-        stub.brain = PerJudge(ScriptedBrain(default_length=3), rules)
+        judges = {name: Saying(rule) for name, rule in rules.items()}
+        stub.brain = ByJudge(ScriptedBrain(default_length=3), judges)
 
 
 def run_panel(
