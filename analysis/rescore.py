@@ -120,8 +120,10 @@ def rejudged_line(line: QuestionResult, judges: Sequence[Judge]) -> QuestionResu
             for (model, threshold, _), judged in zip(judges, found, strict=True)
         ]
         first = found[0]
+        seats = panel if len(panel) > 1 else None
         if panel_verdict([seat["passes"] for seat in panel]) is None:
-            answers.append(answer.model_copy(update={"coherence": None, **NO_JUDGMENTS}))
+            undecided = {"coherence": None, **NO_JUDGMENTS, "judges": seats}
+            answers.append(answer.model_copy(update=undecided))
             continue
         judge = {
             "served_model": None if first is None else first.served[0],
@@ -135,7 +137,7 @@ def rejudged_line(line: QuestionResult, judges: Sequence[Judge]) -> QuestionResu
             "coherence": None if first is None else float(first.score),
             "calls": {**(answer.calls or {}), "judge": judge},
             "coherence_samples": samples if len(samples) > 1 else None,
-            "judges": panel if len(panel) > 1 else None,
+            "judges": seats,
         }
         answers.append(answer.model_copy(update=update))
     return replace(line, answers=tuple(answers), judge_model=judges[0][0])
