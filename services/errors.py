@@ -162,6 +162,14 @@ def _describe(role: str, host: str, exc: BaseException) -> ErrorInfo:
     )
 
 
+def is_timeout(exc: BaseException) -> bool:
+    """Whether ``exc`` is a request that ran out of time (not a dropped connection that its
+    transport reports as one)."""
+    import openai
+
+    return isinstance(exc, openai.APITimeoutError | TimeoutError) and not _dropped_connection(exc)
+
+
 def _dropped_connection(exc: BaseException) -> bool:
     """Whether the root of ``exc`` is aiohttp losing the connection, which its transport
     reports as a connect *time-out*: that would send a reader looking for a slow endpoint

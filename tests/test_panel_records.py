@@ -10,6 +10,7 @@ what a judge answers depends on the model asked, never on the order of requests)
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from aidanbench.core.state import CallStats
 from aidanbench.core.thresholds import panel_verdict
 from aidanbench.nodes.judge import Seat, panel_outcome
 from aidanbench.record.lines import read_lines
+from aidanbench.services import limits
 from aidanbench.testing import OpenAIStub, ScriptedBrain, hang, when
 from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_settings
 from tests.judging import ByJudge, Saying
@@ -163,10 +165,15 @@ def test_a_refusal_in_every_try_is_counted_in_the_run(
 
 
 def test_a_hanging_judge_is_named_with_its_own_host(
-    two: tuple[OpenAIStub, OpenAIStub], tmp_path: Path
+    two: tuple[OpenAIStub, OpenAIStub],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """judge-b (at B) never answers in time: with two judges the answer needs both, so the
-    question stops, and its error names judge-b and B's host, not judge-a's A."""
+    question stops, and its error names judge-b and B's host, not judge-a's A. While it
+    hangs the log says so, naming it, and its endpoint counts its time-outs."""
+    monkeypatch.setattr(limits, "STALLED_S", 0.2)  # the run's own request takes 1 s here
     a, b = two
     serve(two, dict.fromkeys(JUDGES, score(80)))
     b.faults = when("coherence", hang(30))
@@ -174,11 +181,16 @@ def test_a_hanging_judge_is_named_with_its_own_host(
     extra = ("--request-timeout", "1", "--max-retries", "0")
     assert run_panel(two, run_dir, [("judge-a", a), ("judge-b", b)], *extra) == 1, "errors"
     b.faults = None
+    host_b = b.base_url.split("//")[1].split("/")[0]
     for line in read_lines(run_dir):
         assert line.error is not None
-        host_b = b.base_url.split("//")[1].split("/")[0]
         assert line.error["message"] == f"judge judge-b at {host_b}: request timed out"
         assert line.error.get("judge") == "judge-b"
+    log = capsys.readouterr().err
+    assert re.search(rf"{host_b}: judge-b: \d+ requests? without an answer for \d+ s", log)
+    assert f"{a.base_url.split('//')[1].split('/')[0]}: judge-a: " not in log
+    limits_of = json.loads((run_dir / "metadata.json").read_text("utf-8"))["endpoint_limits"]
+    assert limits_of[host_b]["timed_out"] == len(QUESTIONS)
 
 
 def calls(cost: float, served: str, unreadable: dict[str, int] | None = None) -> CallStats:
