@@ -38,6 +38,7 @@ from aidanbench.core.calls import known_sum
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.lines import AnswerLine
 from aidanbench.record.results import QuestionResult
+from aidanbench.services.pricing import same_model
 
 BOOTSTRAP_RESAMPLES = 10_000
 """Replicates per interval of every report; enough for stable 2.5 % and 97.5 % percentiles."""
@@ -280,14 +281,14 @@ class JudgePanel:
     """Answers on which the judges' decisions differ (a judge without one left out)."""
     dollars: tuple[float | None, ...]
     """Per judge, what its judgments cost (None: unknown for at least one answer)."""
-    unscored: tuple[int, ...] = ()
+    unscored: tuple[int, ...]
     """Per judge, the answers it gave no score: the others' majority decided them, or (an
     ``undecided`` question's) left them undecided."""
-    undecided: int = 0
+    undecided: int
     """Questions stopped on an answer the judges who answered left undecided."""
-    unreadable: tuple[dict[str, int], ...] = ()
+    unreadable: tuple[dict[str, int], ...]
     """Per judge, its replies without a readable score, by why (``unreadable_of``)."""
-    served: tuple[dict[str, int], ...] = ()
+    served: tuple[dict[str, int], ...]
     """Per judge, the models its provider said served its judgments, with how many answers."""
 
     @property
@@ -351,8 +352,6 @@ def panel_text(panel: JudgePanel) -> str:
     """One line for text reports: each judge's threshold, passes and dollars, and only when
     there are any, the answers it gave no score, its unreadable replies and the other models
     its provider said served it."""
-    from aidanbench.services.pricing import same_model
-
     parts = []
     for i, name in enumerate(panel.judges):
         dollars = panel.dollars[i]
@@ -360,12 +359,11 @@ def panel_text(panel: JudgePanel) -> str:
             f"passed {panel.passed[i]} of {panel.answers}",
             "unknown dollars" if dollars is None else f"${dollars:.4f}",
         ]
-        if panel.unscored and panel.unscored[i]:
+        if panel.unscored[i]:
             figures.append(f"no score for {panel.unscored[i]}")
-        if panel.unreadable and panel.unreadable[i]:
+        if panel.unreadable[i]:
             figures.append(_replies_text(panel.unreadable[i]))
-        others = {n: c for n, c in (panel.served[i] if panel.served else {}).items()}
-        others = {n: c for n, c in others.items() if not same_model(name, n)}
+        others = {n: c for n, c in panel.served[i].items() if not same_model(name, n)}
         if others:
             named = ", ".join(f"{n} ({c} answers)" for n, c in others.items())
             figures.append(f"served by {named}")

@@ -516,7 +516,7 @@ def judge_warnings(groups: dict[GroupKey, list[QuestionResult]]) -> list[str]:
             continue
         panel = judge_panel(lines)
         seats = [(asked, judge_served(lines))]
-        if panel is not None and panel.served:
+        if panel is not None:
             seats += list(zip(panel.judges[1:], panel.served[1:], strict=True))
         for judge, served in seats:
             others = {n: c for n, c in served.items() if not same_model(judge, n)}

@@ -49,8 +49,9 @@ class Thresholds:
         self, values: Mapping[str, float | None], coherent: bool | None = None
     ) -> str | None:
         """The first score of ``values`` (each score's by name) that fails, or None when
-        the answer is valid. ``coherent`` is a judge panel's decision (``panel_passes``),
-        which takes the place of ``coherence > self.coherence``."""
+        the answer is valid. ``coherent`` is a judge panel's decision (``panel_verdict``),
+        which takes the place of ``coherence > self.coherence`` (the coherence itself may then
+        be unknown: the panel's first judge gave none)."""
         on = [name for name, limit in self.limits if limit is not None]
         decided = {"coherence"} if coherent is not None else set()
         missing = [name for name in on if values.get(name) is None and name not in decided]
@@ -69,16 +70,11 @@ class Thresholds:
         return limit is None or value > limit
 
 
-def panel_passes(passes: list[bool]) -> bool:
-    """A judge panel's decision: more than half of its judges pass the answer (a tie
-    fails it, as a judgment at the threshold does)."""
-    return 2 * sum(passes) > len(passes)
-
-
 def panel_verdict(passes: Sequence[bool | None]) -> bool | None:
-    """``panel_passes`` when some judges gave no decision (None): the decision their majority
-    already makes whatever the missing ones would say, else None (undecided). An unknown is
-    never counted as a pass or a fail."""
+    """A judge panel's decision: more than half of its judges pass the answer (a tie fails
+    it, as a judgment at the threshold does). A judge that gave no decision (None) is never
+    counted as a pass or a fail: the decision is the one the others already make whatever it
+    would say, else None (undecided)."""
     yes = sum(1 for vote in passes if vote is True)
     unknown = sum(1 for vote in passes if vote is None)
     if 2 * yes > len(passes):
