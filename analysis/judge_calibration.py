@@ -19,6 +19,7 @@ recorded terminal answer passes are *censored* (lower bounds), as in ``analysis.
 
 from __future__ import annotations
 
+import glob
 import itertools
 import json
 import re
@@ -47,9 +48,15 @@ from aidanbench.analysis.rejudge import (
     judge_all,
     ledger_path,
 )
+from aidanbench.core.calibration import KIND
 from aidanbench.core.errors import UsageError
 from aidanbench.core.settings import REFERENCE_JUDGE, Settings
-from aidanbench.core.thresholds import COHERENCE_THRESHOLD, NOVELTY_THRESHOLD, Thresholds
+from aidanbench.core.thresholds import (
+    COHERENCE_THRESHOLD,
+    NOVELTY_THRESHOLD,
+    Thresholds,
+    panel_verdict,
+)
 from aidanbench.record import files
 from aidanbench.record.recorder import now
 from aidanbench.record.results import QuestionResult
@@ -113,6 +120,9 @@ class JudgeCalibration:
     """Decision agreement at ``threshold`` when judgment j decides instead of the first."""
     undecided: int = 0
     """Answers never given a readable score, left out; their chains count up to them."""
+    decided: tuple[bool, ...] = ()
+    """Per answer of the reference, chain after chain: whether the judge decided it (the
+    answers of ``recorded`` and ``judged`` are those)."""
 
     @property
     def threshold(self) -> float:
@@ -245,6 +255,7 @@ def calibrate_judge(
     chains: list[QuestionResult] = []
     recorded: list[float] = []
     samples: list[tuple[int, ...]] = []
+    decided: list[bool] = []
     undecided = 0
     for question in questions:
         rows = []
@@ -252,6 +263,7 @@ def calibrate_judge(
             if a.coherence is None:
                 raise ValueError(f"answer {a.index} of {question.question[:60]!r} has no score")
             judged = tuple(scores.get((question.question, a.answer), ()))
+            decided.append(bool(judged))
             if not judged:
                 undecided += 1
                 rows.append(a.model_copy(update={"coherence": None}))
@@ -262,7 +274,10 @@ def calibrate_judge(
             rows.append(a.model_copy(update={"coherence": scored[0], "coherence_samples": scored}))
         chains.append(replace(question, answers=tuple(rows), thresholds=None))
     if not recorded:
-        raise ValueError("the judge decided none of the answers")
+        raise ValueError(
+            f"the judge {judge_model} decided none of the {undecided} answers (it gave no "
+            "readable score for any of them in every try), so it cannot be calibrated"
+        )
     x = np.asarray(recorded, dtype=np.float64)
     y = np.asarray([s[0] for s in samples], dtype=np.float64)
     reference = x > reference_threshold
@@ -313,6 +328,7 @@ def calibrate_judge(
         noise=noise,
         agreement_by_sample=by_sample,
         undecided=undecided,
+        decided=tuple(decided),
     )
 
 
@@ -371,31 +387,46 @@ def plot_judge_calibration(calibration: JudgeCalibration, path: Path) -> Path:
 
 
 def panel_agreement(calibrations: Sequence[JudgeCalibration]) -> dict[str, Any] | None:
-    """How the calibrated judges' majority decides o1-mini's answers; None for one judge."""
+    """How the calibrated judges' majority decides o1-mini's answers; None for one judge. An
+    answer a judge left undecided counts for the others: the majority of those who decided it
+    decides it when it already can (``panel_verdict``), else it is ``undecided``."""
     if len(calibrations) < 2:
         return None
-    sizes = {int(c.recorded.size) for c in calibrations}
-    if len(sizes) > 1:  # undecided answers differ: the arrays no longer line up
-        return {"judges": [c.judge_model for c in calibrations], "agreement": None}
-    decisions = np.asarray([c.judged > c.threshold for c in calibrations])
-    panel = 2 * decisions.sum(axis=0) > len(calibrations)
-    reference = calibrations[0].recorded > calibrations[0].reference_threshold
-    disagreed = decisions.any(axis=0) & ~decisions.all(axis=0)
+    size = len(calibrations[0].decided)
+    votes: list[list[bool | None]] = [[None] * size for _ in calibrations]
+    reference: list[bool | None] = [None] * size
+    for vote, calibration in zip(votes, calibrations, strict=True):
+        where = [k for k, known in enumerate(calibration.decided) if known]
+        cut, recorded = calibration.threshold, calibration.recorded
+        for k, judged, was in zip(where, calibration.judged, recorded, strict=True):
+            vote[k] = bool(judged > cut)
+            reference[k] = bool(was > calibration.reference_threshold)
+    verdicts = [panel_verdict([vote[k] for vote in votes]) for k in range(size)]
+    decided = [k for k, verdict in enumerate(verdicts) if verdict is not None]
+    known = [[vote[k] for vote in votes] for k in decided]
     return {
         "judges": [c.judge_model for c in calibrations],
-        "agreement": float(np.mean(panel == reference)),
-        "answers": int(panel.size),
-        "disagreed": int(disagreed.sum()),
+        "agreement": (
+            float(np.mean([verdicts[k] == reference[k] for k in decided])) if decided else None
+        ),
+        "answers": len(decided),
+        "undecided": size - len(decided),
+        "disagreed": sum(1 for seats in known if True in seats and False in seats),
     }
-
-
-KIND = "aidanbench judge calibration"
-"""The ``kind`` of a calibration file (``run --coherence-threshold FILE`` reads it)."""
 
 
 def file_stem(judge_model: str) -> str:
     """``calibration-judge-<model>`` with characters unsafe in file names replaced."""
     return f"calibration-judge-{re.sub(r'[^A-Za-z0-9._-]+', '_', judge_model)}"
+
+
+def clear_killed_writes(*targets: Path) -> None:
+    """Remove what a write of ``targets`` killed before its rename left (``files.atomic_write``'s
+    hidden ``.NAME.XXXXXXXX``): nothing reads it and no later write replaces it."""
+    for target in targets:
+        for left in target.parent.glob(f".{glob.escape(target.name)}.*"):
+            if re.fullmatch(r"[A-Za-z0-9_]{8}", left.name[len(target.name) + 2 :]):
+                left.unlink(missing_ok=True)
 
 
 def calibrate_one(
@@ -410,6 +441,8 @@ def calibrate_one(
     models and the cost) to ``out``. Raises ``Unjudged`` when answers could not be judged and
     ``UsageError`` when the reference cannot be calibrated against."""
     cache = Path(str(settings.cache_path))
+    stem = file_stem(settings.judge_model)
+    clear_killed_writes(out / f"{stem}.json", out / f"{stem}.png")
     prompt_of = {
         (q.question, a.answer): coherence_prompt(q.question, a.answer)
         for q in questions
@@ -427,8 +460,10 @@ def calibrate_one(
     try:
         calibration = calibrate_judge(questions, scores, judge_model=settings.judge_model)
     except ValueError as exc:
-        raise UsageError(f"{reference}: {' '.join(str(exc).split())}") from exc
-    stem = file_stem(settings.judge_model)
+        raise UsageError(
+            f"cannot calibrate {settings.judge_model} against {reference}: "
+            f"{' '.join(str(exc).split())}"
+        ) from exc
     plot = plot_judge_calibration(calibration, out / f"{stem}.png")
     document = {
         "kind": KIND,

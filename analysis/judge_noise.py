@@ -38,6 +38,7 @@ from aidanbench.core.calls import known_sum
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.lines import AnswerLine
 from aidanbench.record.results import QuestionResult
+from aidanbench.services.pricing import same_model
 
 BOOTSTRAP_RESAMPLES = 10_000
 """Replicates per interval of every report; enough for stable 2.5 % and 97.5 % percentiles."""
@@ -95,14 +96,17 @@ class JudgeNoise:
 
 
 def seats(answer: AnswerLine, rule: Thresholds) -> list[tuple[list[float], float]]:
-    """Each judge's judgments of an answer and its threshold: a panel's every judge, or one."""
+    """Each judge's judgments of an answer and its threshold: a panel's every judge, or one
+    (none for a judge that gave no score)."""
     panel = answer.judges
     if not panel:
         return [(judgments(answer), rule.coherence)]
-    return [
-        ([float(x) for x in seat.get("samples") or [seat["score"]]], float(seat["threshold"]))
-        for seat in panel
-    ]
+    return [(_judged(seat), float(seat["threshold"])) for seat in panel]
+
+
+def _judged(seat: Mapping[str, Any]) -> list[float]:
+    samples, score = seat.get("samples"), seat["score"]
+    return [float(x) for x in samples] if samples else [] if score is None else [float(score)]
 
 
 def _other_pass(answer: AnswerLine, rule: Thresholds) -> bool:
@@ -198,8 +202,8 @@ def judge_noise(
     for line in lines:
         rule = rule_of[id(line)]
         rows = [seats_of[id(a)] for a in line.answers]
-        if any(not r[0][0] for r in rows):  # an unscored answer ends the walk there
-            rows = rows[: next(i for i, r in enumerate(rows) if not r[0][0])]
+        if any(not all(seat[0] for seat in r) for r in rows):  # an unscored answer ends it
+            rows = rows[: next(i for i, r in enumerate(rows) if not all(seat[0] for seat in r))]
         other = np.asarray([_other_pass(a, rule) for a in line.answers[: len(rows)]], dtype=bool)
         votes = np.zeros((1, len(rows)))
         drawn_votes = np.zeros((resamples, len(rows)))
@@ -261,20 +265,29 @@ def noise_text(noise: JudgeNoise) -> str:
 
 @dataclass(frozen=True)
 class JudgePanel:
-    """What a judge panel's judges decided of one row's answers."""
+    """What a judge panel's judges decided of one row's answers, each judge its own record."""
 
     judges: tuple[str, ...]
     """The judge models, the first (the recorded coherence) first."""
     thresholds: tuple[float, ...]
     """Each judge's coherence threshold."""
     answers: int
-    """Answers the panel judged."""
+    """Answers the panel decided."""
     passed: tuple[int, ...]
     """Per judge, the answers it passed."""
     disagreed: int
-    """Answers on which the judges' decisions differ."""
+    """Answers on which the judges' decisions differ (a judge without one left out)."""
     dollars: tuple[float | None, ...]
     """Per judge, what its judgments cost (None: unknown for at least one answer)."""
+    unscored: tuple[int, ...]
+    """Per judge, the answers it gave no score: the others' majority decided them, or (an
+    ``undecided`` question's) left them undecided."""
+    undecided: int
+    """Questions stopped on an answer the judges who answered left undecided."""
+    unreadable: tuple[dict[str, int], ...]
+    """Per judge, its replies without a readable score, by why (``unreadable_of``)."""
+    served: tuple[dict[str, int], ...]
+    """Per judge, the models its provider said served its judgments, with how many answers."""
 
     @property
     def disagreement(self) -> float:
@@ -287,37 +300,82 @@ class JudgePanel:
 
 
 def judge_panel(lines: Sequence[QuestionResult]) -> JudgePanel | None:
-    """The panel's decisions over ``lines``; None when no answer was judged by a panel."""
+    """The panel's decisions over ``lines``; None when no answer was judged by a panel. A
+    question a judge's failure stopped (its error names the judge) counts for that judge."""
     judged = [a.judges for line in lines for a in line.answers if a.judges]
     if not judged:
         return None
     names = tuple(j["judge"] for j in judged[0])
-    decisions = np.asarray([[bool(j["passes"]) for j in seats] for seats in judged])
+    stopped = [
+        line.error_record
+        for line in lines
+        if line.error_record and line.error_record.get("judge") in names
+    ]
+    votes = [[j["passes"] for j in seats] for seats in judged]
+    unreadable: list[dict[str, int]] = [{} for _ in names]
+    served: list[dict[str, int]] = [{} for _ in names]
+    for seats in judged:
+        for i, seat in enumerate(seats):
+            _add(unreadable[i], seat.get("unreadable"))
+            if seat.get("served_model"):
+                _add(served[i], {str(seat["served_model"]): 1})
+    for error in stopped:
+        _add(unreadable[names.index(error["judge"])], error.get("unreadable"))
     return JudgePanel(
         judges=names,
         thresholds=tuple(float(j["threshold"]) for j in judged[0]),
         answers=len(judged),
-        passed=tuple(int(n) for n in decisions.sum(axis=0)),
-        disagreed=int(np.sum(decisions.any(axis=1) & ~decisions.all(axis=1))),
+        passed=tuple(sum(1 for vote in votes if vote[i] is True) for i in range(len(names))),
+        disagreed=sum(1 for vote in votes if True in vote and False in vote),
         dollars=tuple(
             known_sum(seats[i].get("cost_usd") for seats in judged) for i in range(len(names))
         ),
+        unscored=tuple(
+            sum(1 for vote in votes if vote[i] is None)
+            + sum(1 for error in stopped if error["judge"] == name)
+            for i, name in enumerate(names)
+        ),
+        undecided=len(stopped),
+        unreadable=tuple(dict(sorted(found.items())) for found in unreadable),
+        served=tuple(dict(sorted(found.items())) for found in served),
     )
+
+
+def _add(total: dict[str, int], more: Mapping[str, int] | None) -> None:
+    for key, count in (more or {}).items():
+        total[key] = total.get(key, 0) + count
 
 
 def panel_text(panel: JudgePanel) -> str:
-    """One line for text reports."""
-    judges = ", ".join(
-        f"{name} at > {threshold:g} (passed {passed} of {panel.answers}, "
-        f"{'unknown dollars' if dollars is None else f'${dollars:.4f}'})"
-        for name, threshold, passed, dollars in zip(
-            panel.judges, panel.thresholds, panel.passed, panel.dollars, strict=True
-        )
+    """One line for text reports: each judge's threshold, passes and dollars, and only when
+    there are any, the answers it gave no score, its unreadable replies and the other models
+    its provider said served it."""
+    parts = []
+    for i, name in enumerate(panel.judges):
+        dollars = panel.dollars[i]
+        figures = [
+            f"passed {panel.passed[i]} of {panel.answers}",
+            "unknown dollars" if dollars is None else f"${dollars:.4f}",
+        ]
+        if panel.unscored[i]:
+            figures.append(f"no score for {panel.unscored[i]}")
+        if panel.unreadable[i]:
+            figures.append(_replies_text(panel.unreadable[i]))
+        others = {n: c for n, c in panel.served[i].items() if not same_model(name, n)}
+        if others:
+            named = ", ".join(f"{n} ({c} answers)" for n, c in others.items())
+            figures.append(f"served by {named}")
+        parts.append(f"{name} at > {panel.thresholds[i]:g} ({', '.join(figures)})")
+    undecided = (
+        f"; {panel.undecided} question(s) stopped on an answer the judges who answered "
+        "left undecided"
+        if panel.undecided
+        else ""
     )
     return (
-        f"judge panel, an answer coherent when more than half its judges pass it: {judges}; "
-        f"they disagreed on {panel.disagreed} of {panel.answers} answers "
-        f"({panel.disagreement:.1%})"
+        f"judge panel, an answer coherent when more than half its judges pass it: "
+        f"{', '.join(parts)}; they disagreed on {panel.disagreed} of {panel.answers} answers "
+        f"({panel.disagreement:.1%}){undecided}"
     )
 
 
@@ -332,17 +390,31 @@ UNREADABLE_WORDS = {
 
 
 def unreadable_of(lines: Sequence[QuestionResult]) -> dict[str, int]:
-    """The judge replies of these answers that could not be read (each asked again), by why."""
+    """The judge replies of these lines that could not be read, by why: those of the recorded
+    answers (asked again, then read) and those of the judgment a question stopped on
+    (``judge_error``: unreadable in every try). A panel's are every judge's
+    (``JudgePanel.unreadable`` has them per judge)."""
     found: dict[str, int] = {}
     for line in lines:
         for answer in line.answers:
             calls: Mapping[str, Any] = answer.calls or {}
-            for why, count in ((calls.get("judge") or {}).get("unreadable") or {}).items():
-                found[why] = found.get(why, 0) + count
+            _add(found, (calls.get("judge") or {}).get("unreadable"))
+        if line.error_record:
+            _add(found, line.error_record.get("unreadable"))
     return dict(sorted(found.items()))
+
+
+def unreadable_words(found: Mapping[str, int]) -> str | None:
+    """Unreadable replies by why, in words (``2 without a score (refused), 1 empty``); None
+    when there were none."""
+    parts = [f"{count} {UNREADABLE_WORDS.get(why, why)}" for why, count in found.items()]
+    return ", ".join(parts) or None
+
+
+def _replies_text(found: Mapping[str, int]) -> str:
+    return f"unreadable replies: {unreadable_words(found)}"
 
 
 def unreadable_text(found: dict[str, int]) -> str:
     """The replies a judge gave that held no readable score, in words."""
-    parts = [f"{count} {UNREADABLE_WORDS.get(why, why)}" for why, count in found.items()]
-    return f"judge replies asked again, unreadable: {', '.join(parts)}"
+    return f"judge replies unreadable: {unreadable_words(found)}"

@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage
-
 from aidanbench.core.errors import EndpointRefused, ScoreParseError, UsageError
 from aidanbench.core.settings import Settings
 from aidanbench.nodes.judge_calls import neutralise, read_judge
@@ -37,6 +35,7 @@ from aidanbench.services.batch import BatchClient, BatchRequest, BatchStatus, No
 from aidanbench.services.cache import digest
 from aidanbench.services.chat import chat_body
 from aidanbench.services.errors import describe, is_recoverable, is_retryable, redact
+from aidanbench.services.limits import EndpointLimiter
 from aidanbench.services.pricing import price_table
 from aidanbench.services.usage import (
     OUTPUT_TOKENS_BOUND,
@@ -137,7 +136,22 @@ class _Job:
     ledger: UsageBook
     result: Rejudging
     done: int = 0
+    limiter: EndpointLimiter | None = None
+    """The judge endpoint's limiter, while judgments are asked directly: every attempt takes
+    one of its slots (``services.retry``), so its count is the requests sent."""
+    _counted: int = 0
+    """The limiter's attempts when this judging began."""
     _shown: float = 0.0
+
+    def asking(self, limiter: EndpointLimiter) -> None:
+        """Count the requests sent through ``limiter`` from now on."""
+        self.limiter, self._counted = limiter, limiter.requests
+
+    def asked(self) -> None:
+        """The direct requests are over: add them to the result's."""
+        if self.limiter is not None:
+            self.result.requests += self.limiter.requests - self._counted
+            self.limiter = None
 
     def tick(self, force: bool = False) -> None:
         if self.progress is None:
@@ -145,12 +159,22 @@ class _Job:
         now = time.monotonic()
         if force or now - self._shown >= 2.0:
             self._shown = now
-            r = self.result
+            r, limiter = self.result, self.limiter
+            sent = r.requests
+            endpoint = ""
+            if limiter is not None:
+                stats = limiter.stats()
+                sent += stats.requests - self._counted
+                endpoint = (
+                    f"; {self.settings.endpoint('judge').host}: {stats.in_flight} in flight of "
+                    f"{stats.limit} allowed, {limiter.queued} waiting for a slot, "
+                    f"{stats.rate_limited} rate-limited"
+                )
             self.progress(
                 f"judged {self.done}/{r.answers} distinct answers with "
                 f"{self.settings.judge_model} "
-                f"({r.from_cache} from the cache, {r.requests} requests, "
-                f"{len(r.failures)} failed)"
+                f"({r.from_cache} from the cache, {sent} requests sent, "
+                f"{len(r.failures)} failed{endpoint})"
             )
 
 
@@ -206,13 +230,9 @@ async def _direct(job: _Job, missing: dict[str, list[Judgment]]) -> None:
     table = price_table(settings.prices_path)
 
     async def once(prompt: str) -> Judgment:
-        async def ask() -> AIMessage:
-            job.result.requests += 1
-            return await services.chat("judge", prompt)
-
         try:
             score, call = await read_judge(
-                ask,
+                lambda: services.chat("judge", prompt),
                 prompt,
                 TAG,
                 settings.judge_attempts,
@@ -246,6 +266,7 @@ async def _direct(job: _Job, missing: dict[str, list[Judgment]]) -> None:
         job.done += 1
         job.tick()
 
+    job.asking(services.limiters["judge"])
     tasks = [asyncio.ensure_future(judge(p, have)) for p, have in missing.items()]
     try:
         await asyncio.gather(*tasks)
@@ -254,6 +275,8 @@ async def _direct(job: _Job, missing: dict[str, list[Judgment]]) -> None:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+    finally:
+        job.asked()
 
 
 def _custom_id(prompt: str, sample: int) -> str:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from aidanbench.analysis.rejudge import Rejudging, coherence_prompt
 from aidanbench.core.scores import named
-from aidanbench.core.thresholds import Thresholds, label_of
+from aidanbench.core.thresholds import Thresholds, label_of, panel_verdict
 from aidanbench.core.vocabulary import is_threshold_stop
 from aidanbench.record.results import QuestionResult, answer_scores, chain_validity
 
@@ -107,36 +108,41 @@ Judge = tuple[str, float, Rejudging]
 
 def rejudged_line(line: QuestionResult, judges: Sequence[Judge]) -> QuestionResult:
     """The line with the first judge's deciding judgment as each coherence, a panel's beside it
-    and samples when several were asked; an answer a judge refused ends the chain, unscored."""
+    and samples when several were asked. An answer its judge refused (a panel: one the judges
+    who answered leave undecided, ``panel_verdict``) ends the chain, unscored; one a panel
+    decided without its first judge has no coherence."""
     answers = []
     for answer in line.answers:
         prompt = coherence_prompt(line.question, answer.answer)
-        if any(prompt in judged.refused for _, _, judged in judges):  # undecided: unscored
-            answers.append(answer.model_copy(update={"coherence": None, **NO_JUDGMENTS}))
+        found = [judged.judgments.get(prompt) for _, _, judged in judges]
+        panel: list[dict[str, Any]] = [
+            {
+                "judge": model,
+                "score": None if judged is None else float(judged.score),
+                "threshold": threshold,
+                "passes": None if judged is None else judged.score > threshold,
+            }
+            for (model, threshold, _), judged in zip(judges, found, strict=True)
+        ]
+        first = found[0]
+        seats = panel if len(panel) > 1 else None
+        if panel_verdict([seat["passes"] for seat in panel]) is None:
+            undecided = {"coherence": None, **NO_JUDGMENTS, "judges": seats}
+            answers.append(answer.model_copy(update=undecided))
             continue
-        found = [judged.judgments[prompt] for _, _, judged in judges]
         judge = {
-            "served_model": found[0].served[0],
+            "served_model": None if first is None else first.served[0],
             "latency_s": 0.0,
             "input_tokens": 0,
             "output_tokens": 0,
             "calls": 0,
         }
-        samples = [float(s) for s in found[0].scores]
-        panel = [
-            {
-                "judge": model,
-                "score": float(judged.score),
-                "threshold": threshold,
-                "passes": judged.score > threshold,
-            }
-            for (model, threshold, _), judged in zip(judges, found, strict=True)
-        ]
+        samples = [] if first is None else [float(s) for s in first.scores]
         update = {
-            "coherence": float(found[0].score),
+            "coherence": None if first is None else float(first.score),
             "calls": {**(answer.calls or {}), "judge": judge},
             "coherence_samples": samples if len(samples) > 1 else None,
-            "judges": panel if len(panel) > 1 else None,
+            "judges": seats,
         }
         answers.append(answer.model_copy(update=update))
     return replace(line, answers=tuple(answers), judge_model=judges[0][0])

@@ -418,15 +418,22 @@ JUDGE_ROLES = ("judge", "similarity")
 
 
 def judge_served(lines: Iterable[QuestionResult]) -> dict[str, int]:
-    """Answers by the model the provider said served their judgments."""
+    """Answers by the model the provider said served their judgments: the row's judge's (a
+    panel's first judge's, ``calls.judge``; the others' are ``JudgePanel.served``). A panel
+    answer recorded before each judge was its own record (its first judge without
+    ``served_model``) holds the last judge's there: not counted, never a wrong name."""
     counts: dict[str, int] = {}
     for line in lines:
         for answer in line.answers:
             calls = answer.calls or {}
+            panel = answer.judges or []
+            mixed = bool(panel) and "served_model" not in panel[0]
             names = {
                 str(stats["served_model"])
                 for role in JUDGE_ROLES
-                if isinstance(stats := calls.get(role), dict) and stats.get("served_model")
+                if not (mixed and role == "judge")
+                and isinstance(stats := calls.get(role), dict)
+                and stats.get("served_model")
             }
             for name in names:
                 counts[name] = counts.get(name, 0) + 1
@@ -584,11 +591,17 @@ def judge_warnings(groups: dict[GroupKey, list[QuestionResult]]) -> list[str]:
         asked = shared(line.judge_model for line in lines)
         if asked is None:
             continue
-        others = {n: c for n, c in judge_served(lines).items() if not same_model(asked, n)}
-        if others:
+        panel = judge_panel(lines)
+        seats = [(asked, judge_served(lines))]
+        if panel is not None:
+            seats += list(zip(panel.judges[1:], panel.served[1:], strict=True))
+        for judge, served in seats:
+            others = {n: c for n, c in served.items() if not same_model(judge, n)}
+            if not others:
+                continue
             named = ", ".join(f"{name} ({count} answers)" for name, count in others.items())
             found.append(
-                f"{_label(key)}: the judge asked for was {asked}, but the provider says "
+                f"{_label(key)}: the judge asked for was {judge}, but the provider says "
                 f"{named} served its judgments: those coherence scores are that model's, "
                 "not the one named (priced as the model that served)"
             )

@@ -277,10 +277,12 @@ def apply_variant(variant: str) -> None:
         recorder.RunLines.__init__.__defaults__ = (0.0, time.monotonic, ())
 
 
-async def _attempt_in_task(limiter: Any, limit_s: float | None, request: Any) -> Any:
+async def _attempt_in_task(
+    limiter: Any, limit_s: float | None, request: Any, model: str | None = None
+) -> Any:
     """``services.retry.attempt_once`` with each request in a task of its own
     (``asyncio.wait_for``), as before ``asyncio.timeout``."""
-    async with limiter.slot():
+    async with limiter.slot(model):
         return await asyncio.wait_for(request(), limit_s)
 
 

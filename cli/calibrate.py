@@ -261,7 +261,8 @@ def show(
     figures = document["judging"]
     if not as_json:
         plot = Path(document["plot"])
-        print(judge_report(calibration, reference, plot, path, figures["distinct_answers"]))
+        distinct, answers = figures["distinct_answers"], figures["answers"]
+        print(judge_report(calibration, reference, plot, path, distinct, answers))
         if figures["unreadable"] or figures["refused"]:
             print(printable(judging.refusals_line(figures)))
         print(printable(judging.cost_line(document["cost"])))
@@ -273,13 +274,18 @@ def show(
 def panel_line(panel: dict[str, Any]) -> str:
     """The panel's agreement with the reference judge, in one line."""
     judges = " + ".join(panel["judges"])
+    undecided = (
+        f"; {panel['undecided']} left undecided (the judges who gave a score split)"
+        if panel["undecided"]
+        else ""
+    )
     if panel["agreement"] is None:
-        return f"judge panel {judges}: the judges left different answers undecided"
+        return f"judge panel {judges}: the judges left every answer undecided"
     return (
         f"judge panel {judges}, an answer coherent when more than half pass it at their "
         f"calibrated thresholds: decision agreement with {REFERENCE_JUDGE} "
         f"{panel['agreement']:.1%} over {panel['answers']} answers; the judges disagreed "
-        f"on {panel['disagreed']}"
+        f"on {panel['disagreed']}{undecided}"
     )
 
 
@@ -288,10 +294,15 @@ def _agreement(rule: RuleFigures, whole: int) -> str:
 
 
 def judge_report(
-    calibration: JudgeCalibration, reference: Path, plot: Path, file: Path, distinct: int
+    calibration: JudgeCalibration,
+    reference: Path,
+    plot: Path,
+    file: Path,
+    distinct: int,
+    answers: int,
 ) -> str:
-    """The figures as plain text; ``distinct`` answers were judged (a word-for-word repeat is judged
-    once)."""
+    """The figures as plain text; of the reference's ``answers``, ``distinct`` were judged (a
+    word-for-word repeat is judged once), and those the judge decided are compared."""
     cal, ref = calibration.calibrated, calibration.at_reference
     model = calibration.judge_model
     n = int(calibration.recorded.size)
@@ -310,11 +321,17 @@ def judge_report(
 
     lines = [
         printable(f"Judge calibration of {model!r} against {reference.name} ({REFERENCE_JUDGE})"),
-        f"  {len(calibration.questions)} questions, {n} answers; "
-        f"{calibration.reference_failures} of them fail "
+        f"  {len(calibration.questions)} questions, {answers} answers"
+        + (
+            f", {n} of them decided by the judge ({calibration.undecided} left undecided: no "
+            "readable score in every try)"
+            if calibration.undecided
+            else ""
+        )
+        + f"; {calibration.reference_failures} of them fail "
         f"{REFERENCE_JUDGE}'s rule (coherence > {r:g})",
-        f"  {distinct} distinct answers judged: {n - distinct} repeat an earlier answer of their "
-        "question word for word, and one judgment scores both",
+        f"  {distinct} distinct answers judged: {answers - distinct} repeat an earlier answer "
+        "of their question word for word, and one judgment scores both",
         f"  Spearman rank correlation {rho}; mean |{model} − {REFERENCE_JUDGE}| "
         f"{calibration.mean_abs_diff:.1f} points",
         f"  least-squares line: {model} ≈ {fit}; {r:g} on {REFERENCE_JUDGE}'s scale is "

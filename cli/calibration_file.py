@@ -1,17 +1,18 @@
-"""The judge calibration file: written by ``calibrate --judge-model``, read by ``run`` and
-``rescore`` as ``--coherence-threshold FILE``, which records the file's path, sha256 and judge in
-the run's metadata, so the reports can show where the threshold came from."""
+"""``--coherence-threshold FILE``: a judge calibration file (``core.calibration``, read there as
+every command and environment reads it) as ``run``'s and ``rescore``'s threshold, with the file's
+path, sha256 and judge recorded in the run's metadata, so the reports can show where the
+threshold came from."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from aidanbench.core.errors import UsageError
-from aidanbench.record import files
+from aidanbench.core.calibration import WRITTEN_BY, CalibrationFileError, read_calibration
+from aidanbench.core.errors import UsageError, printable
 
 
 class CalibratedThreshold(float):
@@ -26,7 +27,9 @@ class CalibratedThreshold(float):
 
 
 def coherence_threshold(text: str) -> float:
-    """``--coherence-threshold``'s value: a number, or a file's ``CalibratedThreshold``."""
+    """``--coherence-threshold``'s value: a number, or a file's ``CalibratedThreshold`` read and
+    checked by ``core.calibration.read_calibration`` (as every command and environment reads
+    it)."""
     try:
         return float(text)
     except ValueError:
@@ -34,40 +37,13 @@ def coherence_threshold(text: str) -> float:
     path = Path(text)
     if not path.is_file():
         raise argparse.ArgumentTypeError(
-            f"{text!r} is neither a number nor a calibration file (aidanbench calibrate "
-            "--judge-model writes one)"
+            f"{text!r} is neither a number nor a calibration file ({WRITTEN_BY})"
         )
-    from aidanbench.analysis.judge_calibration import KIND  # numpy: only for a file
-
     try:
-        document = json.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise argparse.ArgumentTypeError(
-            f"cannot read calibration file {path}: {' '.join(str(exc).split())}"
-        ) from None
-    judge = document.get("judge") if isinstance(document, dict) else None
-    if (
-        not isinstance(document, dict)
-        or document.get("kind") != KIND
-        or not isinstance(judge, dict)
-        or not isinstance(judge.get("model"), str)
-        or isinstance(judge.get("setting_value"), bool)
-        or not isinstance(judge.get("setting_value"), int | float)
-    ):
-        raise argparse.ArgumentTypeError(
-            f"{path} is not a judge calibration file (aidanbench calibrate --judge-model)"
-        )
-    return CalibratedThreshold(
-        float(judge["setting_value"]),
-        {
-            "kind": "calibration",
-            "file": str(path.resolve()),
-            "sha256": files.digest(path.read_bytes()),
-            "judge_model": judge["model"],
-            "reference": document.get("reference"),
-            "note": judge.get("note"),
-        },
-    )
+        found = read_calibration(path)
+    except CalibrationFileError as exc:
+        raise argparse.ArgumentTypeError(printable(str(exc))) from None
+    return CalibratedThreshold(found.threshold, found.source())
 
 
 def threshold_source(value: Any, judge_model: str) -> dict[str, Any] | None:
@@ -82,6 +58,29 @@ def threshold_source(value: Any, judge_model: str) -> dict[str, Any] | None:
             f"but the judge here is {judge_model} (give --judge-model {calibrated})"
         )
     return dict(value.source)
+
+
+OTHER_JUDGE_FLAG = "--other-judge-calibration"
+"""``rescore``'s flag asking for a calibration file's threshold on another judge's scores."""
+
+
+def check_judged_by(value: Any, judges: Iterable[str | None], allowed: bool) -> None:
+    """Refuse (``UsageError``) a calibration file's threshold as the cut on scores another judge
+    gave (``judges``: the recorded ones, None when a line records none), unless ``allowed``
+    (``OTHER_JUDGE_FLAG``): each judge scores on its own scale."""
+    if not isinstance(value, CalibratedThreshold) or allowed:
+        return
+    calibrated = value.source["judge_model"]
+    others = sorted({judge or "an unrecorded judge" for judge in judges if judge != calibrated})
+    if others:
+        raise UsageError(
+            printable(
+                f"--coherence-threshold {value.source['file']} calibrates the judge "
+                f"{calibrated}, but these answers were judged by {', '.join(others)}: give "
+                f"--judge-model {calibrated} to judge them again with it, or "
+                f"{OTHER_JUDGE_FLAG} to cut their scores at its threshold all the same"
+            )
+        )
 
 
 def threshold_value(text: str, option: str, upper: float) -> float:

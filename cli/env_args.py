@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from aidanbench.cli import options
+from aidanbench.cli import calibration_file, options
 from aidanbench.core.errors import UsageError
 from aidanbench.core.seed_args import SEED_FIELDS, THRESHOLD_FIELDS
 from aidanbench.core.settings import flag_of
@@ -100,6 +100,11 @@ def apply(args: argparse.Namespace) -> None:
             updates[THRESHOLD_FIELDS[key]] = (f"-a thresholds.{key}", value)
     args.given_as = {dest: where for dest, (where, _) in updates.items()}
     for dest, (where, value) in updates.items():
+        if dest == "coherence_threshold" and isinstance(value, str):  # a calibration file
+            try:
+                value = calibration_file.coherence_threshold(value)
+            except argparse.ArgumentTypeError as exc:
+                raise UsageError(f"{where}: {exc}") from None
         _check_type(dest, where, value)
         if dest in explicit and getattr(args, dest) != value:
             raise UsageError(

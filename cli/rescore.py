@@ -37,7 +37,13 @@ from aidanbench.analysis.summary import (
     warnings,
 )
 from aidanbench.cli import add_command, judging, options
-from aidanbench.cli.calibration_file import coherence_value, threshold_source, threshold_value
+from aidanbench.cli.calibration_file import (
+    OTHER_JUDGE_FLAG,
+    check_judged_by,
+    coherence_value,
+    threshold_source,
+    threshold_value,
+)
 from aidanbench.cli.env_args import NotGiven
 from aidanbench.cli.report import (
     Inputs,
@@ -117,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
     inputs = read_inputs(args.paths, reward_mode=args.reward_mode)
     thresholds = thresholds_from(args, coherence, inputs.results)
     given = getattr(coherence, "source", None)
+    judged_by = (result.judge_model for result in inputs.results)
+    check_judged_by(coherence, judged_by, args.other_judge_calibration)
     try:
         source = threshold_source_text(ThresholdSource.of(thresholds.coherence, given))
         rescored = rescore(inputs.results, thresholds, source)
@@ -160,6 +168,8 @@ def judge_again(args: argparse.Namespace) -> int:
                 f"{score.flag} with --judge-model: {score.label} is the judge's too and is not "
                 f"judged again (only coherence is); give {score.flag} {OFF}"
             )
+    if args.other_judge_calibration:
+        raise UsageError(f"{OTHER_JUDGE_FLAG} is for recorded scores: not with --judge-model")
     judges = options.judges(args)
     coherence = [coherence_value(judge.coherence_threshold) for judge in judges]
     try:
@@ -405,6 +415,12 @@ def register(subparsers: Any) -> None:
         help="valid when coherence > X (0-100; the benchmark's is 15), or a judge "
         "calibration file (aidanbench calibrate --judge-model) giving X; with a judge "
         "panel (--judge-model given several times), once per judge",
+    )
+    parser.add_argument(
+        OTHER_JUDGE_FLAG,
+        action="store_true",
+        help="without --judge-model: take a calibration file's threshold as the cut on scores "
+        "another judge gave (refused otherwise: each judge scores on its own scale)",
     )
     for score in declared():
         if score.name != "coherence":

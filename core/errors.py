@@ -7,7 +7,7 @@ driver deciding what to rerun, a summary counting errors) without importing an H
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -29,6 +29,11 @@ class ErrorInfo(TypedDict):
     """HTTP status when there was one."""
     retryable: bool
     """True when the same call may succeed later (rate limits, outages, timeouts)."""
+    judge: NotRequired[str]
+    """The judge model that failed, on a judge panel (whose judges may share a host)."""
+    unreadable: NotRequired[dict[str, int]]
+    """A ``judge_error``'s replies without a readable score, by why (as
+    ``CallStats.unreadable``): refusals count whether or not a later try succeeds."""
 
 
 class ConfigError(Exception):

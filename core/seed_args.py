@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from aidanbench.core.calibration import CalibrationFileError, read_calibration
 from aidanbench.core.settings import Settings
 
 SEED_FIELDS = {
@@ -46,7 +47,8 @@ def like(key: str) -> Any:
 
 
 class SeedThresholds(BaseModel):
-    """The pass rule: an answer is valid when every score is strictly above its threshold."""
+    """The pass rule: an answer is valid when every score is strictly above its threshold.
+    ``coherence_score`` may be given as a judge calibration file (``SeedArgs``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -80,6 +82,28 @@ class SeedArgs(BaseModel):
     max_answers: int | None = like("max_answers")
     cot: bool = like("cot")
     cache_path: str | None = like("cache_path")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _calibrated(cls, data: Any) -> Any:
+        """``thresholds.coherence_score`` may name a judge calibration file, as ``run
+        --coherence-threshold FILE`` does: its threshold, read and checked as every command
+        reads it (``core.calibration``), for the judge ``judge_model`` names only."""
+        thresholds = data.get("thresholds") if isinstance(data, dict) else None
+        if not isinstance(thresholds, dict):
+            return data
+        given = thresholds.get("coherence_score")
+        if not isinstance(given, str | Path):
+            return data
+        try:
+            found = read_calibration(given)
+        except CalibrationFileError as exc:
+            raise ValueError(f"thresholds.coherence_score: {exc}") from None
+        judge = data.get("judge_model", Settings.model_fields["judge_model"].default)
+        other = found.other_judge(judge if isinstance(judge, str) else None)
+        if other is not None:
+            raise ValueError(f"thresholds.coherence_score: {other} (set judge_model to it)")
+        return {**data, "thresholds": {**thresholds, "coherence_score": found.threshold}}
 
     @model_validator(mode="after")
     def _one_question_source(self) -> SeedArgs:

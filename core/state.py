@@ -61,20 +61,29 @@ class CallStats(TypedDict):
 
 
 class PanelJudgment(TypedDict):
-    """One judge's coherence judgment of an answer, on a judge panel."""
+    """One judge's coherence judgment of an answer, on a judge panel: each judge is its own
+    record (its score, decision, served model, refusals and dollars), never another's."""
 
     judge: str
     """The judge model."""
-    score: float
-    """Its deciding judgment."""
+    score: float | None
+    """Its deciding judgment; None when it gave none (``error``) and the others' majority
+    decided without it."""
     threshold: float
     """Its coherence threshold (on its own scale)."""
-    passes: bool
-    """``score`` > ``threshold``."""
+    passes: bool | None
+    """``score`` > ``threshold``; None when it gave no score."""
     samples: NotRequired[list[float]]
     """Its every judgment when several were asked (the deciding one first)."""
     cost_usd: NotRequired[float | None]
     """What its judgments of the answer cost (None: unknown); ``calls.judge`` sums them all."""
+    served_model: NotRequired[str | None]
+    """The model its provider said served its judgments (None: not named)."""
+    unreadable: NotRequired[dict[str, int]]
+    """Its replies without a readable score, each asked again, by why (as
+    ``CallStats.unreadable``); absent when it had none."""
+    error: NotRequired[ErrorInfo]
+    """Why it gave no score (its refusal in every try, its time-out…), naming its host."""
 
 
 @documented
@@ -106,7 +115,8 @@ class ScoreOutcome(TypedDict):
     index: int
     """Index of the candidate scored; a mismatch means the outcome is stale."""
     value: NotRequired[float]
-    """Coherence (0-100), embedding novelty or LLM novelty (0-1)."""
+    """Coherence (0-100), embedding novelty or LLM novelty (0-1); absent on an error, and
+    for a panel whose first judge gave no score (its ``panel`` decides)."""
     call: NotRequired[CallStats]
     """Cost of the scoring calls."""
     flags: NotRequired[list[str]]
@@ -132,8 +142,9 @@ class AnswerRecord(TypedDict):
     used_answer_tag: bool | None
     """Whether the reply used the ``<answer>`` tag; None when the reply is not known (an
     answer carried from an original-schema results file by ``rescore --into``)."""
-    coherence: float
-    """Judge's coherence score, 0-100."""
+    coherence: float | None
+    """Judge's coherence score, 0-100 (a panel's first judge's); None only when that judge
+    gave no score and the panel's other judges decided by majority without it."""
     novelty: float
     """1 − max cosine similarity to earlier valid answers (1.0 for the first)."""
     llm_novelty: float | None

@@ -7,7 +7,7 @@ question; it is recorded but not counted.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from aidanbench.core.scores import COHERENCE_THRESHOLD as COHERENCE_THRESHOLD
@@ -99,11 +99,15 @@ class Thresholds(Mapping[str, float | None]):
         self, values: Mapping[str, float | None], coherent: bool | None = None
     ) -> str | None:
         """The first score of ``values`` (each score's by name) that fails, or None when
-        the answer is valid. ``coherent`` is a judge panel's decision (``panel_passes``),
-        which takes the place of ``coherence > self.coherence``. Raises ``ValueError`` when
-        a score that is on has no value: a missing score is never a pass or a fail."""
+        the answer is valid. ``coherent`` is a judge panel's decision (``panel_verdict``),
+        which takes the place of ``coherence > self.coherence`` (the coherence itself may then
+        be unknown: the panel's first judge gave none). Raises ``ValueError`` when a score
+        that is on has no value: a missing score is never a pass or a fail."""
         on = self.on
-        missing = next((name for name in on if values.get(name) is None), None)
+        decided = {"coherence"} if coherent is not None else set()
+        missing = next(
+            (name for name in on if values.get(name) is None and name not in decided), None
+        )
         if missing is not None:
             label = label_of(missing)
             raise ValueError(f"{label} is on but the answer has no {label} score")
@@ -126,7 +130,15 @@ def label_of(name: str) -> str:
     return next((s.label for s in declared() if s.name == name), name)
 
 
-def panel_passes(passes: list[bool]) -> bool:
-    """A judge panel's decision: more than half of its judges pass the answer (a tie
-    fails it, as a judgment at the threshold does)."""
-    return 2 * sum(passes) > len(passes)
+def panel_verdict(passes: Sequence[bool | None]) -> bool | None:
+    """A judge panel's decision: more than half of its judges pass the answer (a tie fails
+    it, as a judgment at the threshold does). A judge that gave no decision (None) is never
+    counted as a pass or a fail: the decision is the one the others already make whatever it
+    would say, else None (undecided)."""
+    yes = sum(1 for vote in passes if vote is True)
+    unknown = sum(1 for vote in passes if vote is None)
+    if 2 * yes > len(passes):
+        return True
+    if 2 * (yes + unknown) <= len(passes):
+        return False
+    return None

@@ -20,7 +20,7 @@ from langgraph.runtime import Runtime
 from aidanbench.core.calls import add_dollars, known_sum, stats_dollars
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import CallStats, ErrorInfo, QuestionState, ScoreOutcome
-from aidanbench.core.thresholds import panel_passes
+from aidanbench.core.thresholds import panel_verdict
 from aidanbench.services import Services, ServicesFactory, key_values
 from aidanbench.services.errors import describe, is_recoverable
 from aidanbench.services.lookahead import Turn
@@ -63,10 +63,14 @@ class NodeContext:
         model = self.settings.endpoint(role).model
         return price_table(self.settings.prices_path).served_price(model, served)
 
-    def failure(self, role: str, exc: BaseException) -> ErrorInfo:
-        """The recorded form of a failed call by ``role``, with the run's keys redacted."""
-        host = self.settings.endpoint(role).host
-        return describe(role, host, exc, key_values(self.settings))
+    def failure(self, role: str, exc: BaseException, seat: Settings | None = None) -> ErrorInfo:
+        """The recorded form of a failed call by ``role``, with the run's keys redacted;
+        ``seat`` is the panel judge whose call it was (``Settings.judges``): its host and
+        model are named, never another judge's."""
+        settings = seat or self.settings
+        judge = settings.judge_model if seat is not None else None
+        host = settings.endpoint(role).host
+        return describe(role, host, exc, key_values(settings), judge=judge)
 
 
 T = TypeVar("T")
@@ -97,7 +101,8 @@ async def scored(
     the calls fail in a way a node records (``is_recoverable``): an error is never a score.
     Any other exception is a bug and is raised. A ``score`` failing its threshold (a judge
     panel's: its decision) fails the answer whatever the others say, so the answer's
-    look-ahead is told at once."""
+    look-ahead is told at once. ``outcome`` may return an error outcome itself (a panel
+    left undecided)."""
     turn = scoring_turn(state)
     try:
         found = await ask()
@@ -106,9 +111,11 @@ async def scored(
             raise
         return ScoreOutcome(index=turn[1], error=ctx.failure(role, exc))
     result = outcome(found)
+    if "error" in result:
+        return result
     panel = result.get("panel")
     if not (
-        panel_passes([judge["passes"] for judge in panel])
+        panel_verdict([judge["passes"] for judge in panel])
         if panel
         else ctx.settings.thresholds.passes(score, result["value"])
     ):

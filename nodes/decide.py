@@ -29,7 +29,7 @@ from aidanbench.core.state import (
     QuestionState,
     ScoreOutcome,
 )
-from aidanbench.core.thresholds import panel_passes
+from aidanbench.core.thresholds import panel_verdict
 from aidanbench.core.vocabulary import is_truncated
 from aidanbench.nodes.caps import Budget, cap_reached, spent, unpriced_error
 from aidanbench.nodes.context import no_calls, paid_aside, settings_of
@@ -49,7 +49,12 @@ def branch_error(state: QuestionState, keys: list[str]) -> ErrorInfo | None:
 
 
 def _value(outcome: ScoreOutcome | None, index: int, key: str) -> ScoreOutcome:
-    if outcome is None or outcome["index"] != index or "value" not in outcome:
+    """The outcome scoring answer ``index``: a value, or a panel that decided without it."""
+    if (
+        outcome is None
+        or outcome["index"] != index
+        or ("value" not in outcome and not outcome.get("panel"))
+    ):
         raise RuntimeError(f"decide: {key} is not scored for answer {index}: {outcome!r}")
     return outcome
 
@@ -59,10 +64,10 @@ def _record(
 ) -> AnswerRecord:
     index = candidate["index"]
     outcomes = {key: _value(state.get(key), index, key) for key in keys}  # type: ignore[arg-type]
-    got = {by_key(key).name: outcome["value"] for key, outcome in outcomes.items()}
+    got = {by_key(key).name: outcome.get("value") for key, outcome in outcomes.items()}
     values = {s.name: got.get(s.name) for s in declared() if s.name in got or s.always_recorded}
     panel = outcomes["coherence_result"].get("panel")
-    coherent = None if panel is None else panel_passes([seat["passes"] for seat in panel])
+    coherent = None if panel is None else panel_verdict([seat["passes"] for seat in panel])
     reason = settings.thresholds.failure(values, coherent)
     calls: dict[str, CallStats] = {"generate": candidate.get("call", no_calls())}
     flags: list[str] = []

@@ -13,7 +13,8 @@ from aidanbench.core.state import AnswerRecord
 
 def chain_metrics(answers: Sequence[AnswerRecord], reward_mode: str = "count") -> dict[str, Any]:
     """Score, novelty sum and each declared score's mean over the valid answers that have it
-    (None: none has), format adherence (over the answers whose reply was recorded), each also
+    (None: none has; coherence is a panel's first judge's, unknown where it gave none),
+    format adherence (over the answers whose reply was recorded), each also
     under the verifiers environment's name (``core.metric_names``); ``reward_mode`` chooses
     what ``reward`` is."""
     valid = [a for a in answers if a["valid"]]

@@ -28,7 +28,7 @@ from aidanbench.core.calls import (
     usage_missing,
 )
 from aidanbench.core.scores import Score, declared
-from aidanbench.core.thresholds import Thresholds, panel_passes
+from aidanbench.core.thresholds import Thresholds, panel_verdict
 from aidanbench.core.vocabulary import is_error_stop, is_final
 from aidanbench.record import files
 from aidanbench.record.lines import (
@@ -79,6 +79,9 @@ class QuestionResult:
     """Where the coherence threshold came from (``threshold_source_text``); None: unknown."""
     category: str | None = None
     """The question's category (``Metadata.categories``); None: it has none."""
+    error_record: Mapping[str, Any] | None = field(default=None, compare=False)
+    """The recorded error (``core.errors.ErrorInfo``), when the line stopped on one: which
+    panel judge failed, and the replies of a judgment refused in every try, by why."""
 
     @property
     def key(self) -> LineKey:
@@ -284,6 +287,7 @@ def question_result(line: QuestionLine, metadata: Metadata | None = None) -> Que
         stop_reason=line.stop_reason,
         repeat=line.repeat,
         error=line.error_message,
+        error_record=dict(line.error) if line.error else None,
         embedding_model=(
             line.embedding_model
             or measured.get("embedding_model")
@@ -346,13 +350,17 @@ def read_results_noted(
 
 def panel_decision(answer: AnswerLine, coherence: float) -> bool | None:
     """A judge panel's decision on ``answer``, its first judge at the threshold
-    ``coherence`` and the others at their recorded ones; None when no panel judged it."""
+    ``coherence`` and the others at their recorded ones (a judge without a score is
+    unknown: ``panel_verdict``); None when no panel judged it or it is undecided."""
     judges = answer.judges
     if not judges:
         return None
-    first, *others = judges
-    passes = [first["score"] > coherence, *(j["score"] > j["threshold"] for j in others)]
-    return panel_passes(passes)
+    cuts = [coherence, *(j["threshold"] for j in judges[1:])]
+    passes = [
+        None if (found := j["score"]) is None else found > cut
+        for j, cut in zip(judges, cuts, strict=True)
+    ]
+    return panel_verdict(passes)
 
 
 UNSCORED = "unscored"
@@ -365,9 +373,13 @@ decision on coherence (None: no panel judged it)."""
 
 def answer_scores(answer: AnswerLine, coherence: float | None = None) -> AnswerScores:
     """``answer``'s scores by name, and its panel's decision with the first judge at the
-    threshold ``coherence`` (none without one, or without a panel)."""
+    threshold ``coherence`` (none without one, or without a panel). A panel that leaves it
+    undecided makes its coherence unknown (``unscored``), never the first judge's alone."""
     values = {score.name: score.value(answer) for score in declared()}
-    return values, None if coherence is None else panel_decision(answer, coherence)
+    decision = None if coherence is None else panel_decision(answer, coherence)
+    if answer.judges and coherence is not None and decision is None:
+        values["coherence"] = None
+    return values, decision
 
 
 def chain_validity(
@@ -384,7 +396,8 @@ def chain_validity(
         if reason is not None:
             flags.append(False)
             continue
-        if any(values.get(name) is None for name in thresholds.on):
+        decided = {"coherence"} if coherent is not None else set()
+        if any(values.get(name) is None and name not in decided for name in thresholds.on):
             reason = UNSCORED
             flags.append(False)
             continue

@@ -11,7 +11,9 @@ equal to the summary whatever was resumed, retried or discarded as a look-ahead.
 Long waits (a ``Retry-After``, a back-off, the ``--requests-per-minute`` window:
 ``services.waits``) are shown under the table per endpoint; in the log a watcher thread
 prints a line when new waits start, again while they last, and once per endpoint for a
-``Retry-After`` above the cap.
+``Retry-After`` above the cap. So is a model that stops answering (``limits.Stalled``: its
+requests in flight far longer than it usually takes), named with its host: a panel's judges
+may share one.
 """
 
 from __future__ import annotations
@@ -124,6 +126,8 @@ class Progress:
     _waits_told: dict[str, tuple[int, float]] = field(default_factory=dict)
     """Per endpoint, the waits counted at its last wait line, and when that was."""
     _capped_told: set[str] = field(default_factory=set)
+    _stalled_told: dict[tuple[str, str | None], float] = field(default_factory=dict)
+    """Per endpoint and model stalled there, when its last line was written."""
     _writing: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -257,10 +261,17 @@ class Progress:
         """Log lines for the endpoints' long waits (see the module docstring)."""
         if self.endpoints is None:
             return
-        from aidanbench.services.limits import capped_text, waiting_text
+        from aidanbench.services.limits import capped_text, stalled_text, waiting_text
 
         now = time.monotonic()
+        stalled_now = set()
         for host, stats in self.endpoints().items():
+            for stalled in stats.stalled:
+                key = (host, stalled.model)
+                stalled_now.add(key)
+                if now - self._stalled_told.get(key, -float("inf")) >= STILL_WAITING_EVERY_S:
+                    self._stalled_told[key] = now
+                    self._line(printable(stalled_text(host, stalled)))
             if stats.retry_after_capped is not None and host not in self._capped_told:
                 self._capped_told.add(host)
                 self._line(printable(f"{host}: {capped_text(*stats.retry_after_capped)}"))
@@ -271,6 +282,8 @@ class Progress:
             if started or now - at >= STILL_WAITING_EVERY_S:
                 self._waits_told[host] = (stats.long_waits, now)
                 self._line(printable(waiting_text(host, stats.waiting)))
+        for key in set(self._stalled_told) - stalled_now:  # answering again: a new stall is new
+            del self._stalled_told[key]
 
     def _table(self, width: int | None = None) -> Group:
         """The counters as of now, stacked when ``width`` is too narrow for one table."""

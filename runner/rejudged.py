@@ -99,7 +99,7 @@ def _record(row: AnswerLine, stop: str | None) -> AnswerRecord:
         answer=row.answer,
         raw_reply=row.answer if row.raw_reply is None else row.raw_reply,
         used_answer_tag=row.used_answer_tag,
-        coherence=float(row.coherence or 0.0),
+        coherence=None if row.coherence is None else float(row.coherence),
         novelty=float(row.novelty or 0.0),
         llm_novelty=None,
         valid=row.valid,
@@ -111,6 +111,8 @@ def _record(row: AnswerLine, stop: str | None) -> AnswerRecord:
     samples = row.coherence_samples
     if samples and len(samples) > 1:
         record["coherence_samples"] = [float(s) for s in samples]
+    if row.judges:
+        record["judges"] = list(row.judges)
     return record
 
 
@@ -126,8 +128,8 @@ def thread_values(line: RescoredQuestion, settings: Settings) -> dict[str, Any]:
     stop = result.stop_reason
     if stop == "unscored":
         raise ValueError(
-            f"an answer to {result.question[:60]!r} ({result.model}) has no recorded novelty: "
-            "its chain cannot be continued"
+            f"answer {kept[-1].index} to {result.question[:60]!r} ({result.model}) has no "
+            f"{missing_figure(kept[-1])}: its chain cannot be continued"
         )
     capped = stop in CAP_STOPS and line.original.stop_reason == stop
     if not is_threshold_stop(stop) and not capped:
@@ -146,6 +148,19 @@ def thread_values(line: RescoredQuestion, settings: Settings) -> dict[str, Any]:
         **empty,
         **outcomes,
     }
+
+
+def missing_figure(row: AnswerLine) -> str:
+    """What an unscored answer lacks, in words: a coherence the judge refused (asked again
+    by the same command) or a recorded novelty."""
+    if row.coherence is None and not row.judges:
+        return (
+            "coherence (the judge gave no readable score in every try; the same command "
+            "asks for it again)"
+        )
+    if row.novelty is None:
+        return "recorded novelty"
+    return "decision (the judges who gave a score split; the same command asks again)"
 
 
 @dataclass(frozen=True)

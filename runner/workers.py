@@ -382,6 +382,8 @@ def _plus(a: EndpointStats, b: EndpointStats) -> EndpointStats:
         long_waits=a.long_waits + b.long_waits,
         waiting=max(waits, key=lambda w: w.left) if waits else None,
         retry_after_capped=a.retry_after_capped or b.retry_after_capped,
+        timed_out=a.timed_out + b.timed_out,
+        stalled=a.stalled + b.stalled,
     )
 
 

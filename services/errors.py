@@ -99,10 +99,25 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
-def describe(role: str, host: str, exc: BaseException, secrets: Iterable[str] = ()) -> ErrorInfo:
-    """An ``ErrorInfo`` for ``role``'s exception at ``host``, ``secrets`` redacted."""
-    info = _describe(role, host, exc)
+def describe(
+    role: str,
+    host: str,
+    exc: BaseException,
+    secrets: Iterable[str] = (),
+    *,
+    judge: str | None = None,
+) -> ErrorInfo:
+    """An ``ErrorInfo`` for ``role``'s exception at ``host``, ``secrets`` redacted. ``judge``
+    names a panel's judge, in the message and the record: judges may share a host. A judge's
+    unreadable replies (``ScoreParseError.calls``) are kept by why."""
+    info = _describe(role if judge is None else f"{role} {judge}", host, exc)
+    info["role"] = role
     info["message"] = redact(info["message"], secrets)
+    if judge is not None:
+        info["judge"] = judge
+    unreadable = (getattr(exc, "calls", None) or {}).get("unreadable")
+    if isinstance(exc, ScoreParseError) and unreadable:
+        info["unreadable"] = dict(unreadable)
     return info
 
 
@@ -145,6 +160,14 @@ def _describe(role: str, host: str, exc: BaseException) -> ErrorInfo:
     return ErrorInfo(
         kind="error", role=role, message=f"{role} at {host}: {what}", status=None, retryable=True
     )
+
+
+def is_timeout(exc: BaseException) -> bool:
+    """Whether ``exc`` is a request that ran out of time (not a dropped connection that its
+    transport reports as one)."""
+    import openai
+
+    return isinstance(exc, openai.APITimeoutError | TimeoutError) and not _dropped_connection(exc)
 
 
 def _dropped_connection(exc: BaseException) -> bool:

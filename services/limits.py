@@ -20,12 +20,16 @@ in-flight limit adapts as TCP finds a link's capacity (docs/performance.md):
 Every attempt takes a slot (``services.retry``), so retries count against the limit and the
 rate. Any other failure (a time-out, a 5xx) leaves the limit where it is. Every deliberate wait
 sleeps through the limiter's ``waits``, so a long one is shown while it lasts
-(``services.waits``).
+(``services.waits``). So is a model that stops answering: each attempt is held under the model
+it asks (several judges of a panel may share a host), and one in flight far longer than that
+model usually takes (``stalled_after``) is shown with its age, and its time-outs counted, while
+nothing else would say why the run is quiet.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import time
 from collections import deque
@@ -33,7 +37,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from aidanbench.services.errors import retry_after, status_of
+from aidanbench.services.errors import is_timeout, retry_after, status_of
 from aidanbench.services.lookahead import Withdrawn, withdraw
 from aidanbench.services.waits import WaitNow, Waits
 
@@ -52,6 +56,38 @@ the slowest round trip."""
 
 DECREASE_FACTOR = 0.5
 """What a rate-limit reply multiplies the limit by."""
+
+STALLED_S = 15.0
+"""An attempt in flight this long without an answer is shown as waiting on a model that may
+have stopped answering (``Stalled``), unless the model usually takes longer."""
+
+STALLED_FACTOR = 4.0
+"""...or this many times the model's usual answer time (the median of its last
+``USUAL_OF`` answers), when that is longer: a slow model is not a stopped one."""
+
+USUAL_OF = 50
+"""Answers whose median is a model's usual answer time."""
+
+
+def stalled_after(usual: float | None) -> float:
+    """Seconds in flight after which an attempt of a model usually answering in ``usual``
+    seconds (None: not known yet) is shown as stalled."""
+    return STALLED_S if usual is None else max(STALLED_S, STALLED_FACTOR * usual)
+
+
+@dataclass(frozen=True)
+class Stalled:
+    """One model's attempts in flight at an endpoint for longer than ``stalled_after``."""
+
+    model: str | None
+    """The model they ask (None: not named, as an embeddings batch)."""
+    requests: int
+    oldest_s: float
+    """How long the oldest has waited for its answer."""
+    usual_s: float | None
+    """The model's usual answer time here (None: it has not answered yet)."""
+    timed_out: int
+    """Its attempts at this endpoint that ended in a time-out so far."""
 
 
 def is_rate_limited(exc: BaseException) -> bool:
@@ -85,6 +121,10 @@ class EndpointStats:
     retry_after_capped: tuple[float, float] | None = None
     """The longest ``Retry-After`` asked above ``errors.RETRY_AFTER_LIMIT``, and the cap
     waited instead; None when none was."""
+    timed_out: int = 0
+    """Attempts that ended in a time-out (``request_timeout``)."""
+    stalled: tuple[Stalled, ...] = ()
+    """Per model, its attempts in flight now far longer than it usually takes."""
 
 
 class _Accepted:
@@ -205,6 +245,13 @@ class EndpointLimiter(Gate):
         self._starts: deque[float] = deque()
         self.waits = Waits()
         """Long waits of this endpoint's requests, recorded while they last."""
+        self.timed_out = 0
+        self._flying: dict[int, tuple[str | None, float]] = {}
+        """Each attempt in flight: the model it asks and when it took its slot."""
+        self._answered: dict[str | None, deque[float]] = {}
+        """Per model, how long its last ``USUAL_OF`` answers took."""
+        self._timeouts: dict[str | None, int] = {}
+        self._ids = itertools.count()
 
     @property
     def max_in_flight(self) -> int:
@@ -226,7 +273,32 @@ class EndpointLimiter(Gate):
             long_waits=self.waits.started,
             waiting=self.waits.now(),
             retry_after_capped=self.waits.capped,
+            timed_out=self.timed_out,
+            stalled=self._stalled(),
         )
+
+    def _stalled(self) -> tuple[Stalled, ...]:
+        """The models whose oldest attempt in flight waits past ``stalled_after`` (read from
+        any thread: each record is copied in one step)."""
+        now = self._now()
+        oldest: dict[str | None, list[float]] = {}
+        for model, started in list(self._flying.values()):
+            oldest.setdefault(model, []).append(now - started)
+        found = []
+        for model, ages in oldest.items():
+            usual = self._usual(model)
+            late = [age for age in ages if age >= stalled_after(usual)]
+            if late:
+                timed_out = self._timeouts.get(model, 0)
+                found.append(Stalled(model, len(late), max(late), usual, timed_out))
+        return tuple(sorted(found, key=lambda s: -s.oldest_s))
+
+    def _usual(self, model: str | None) -> float | None:
+        times = sorted(self._answered.get(model, ()))
+        return times[len(times) // 2] if times else None
+
+    def _now(self) -> float:
+        return self.clock() if self.clock is not None else time.monotonic()
 
     def tighten(self, ceiling: int | None, per_minute: float | None) -> None:
         """Apply another settings object's limits: the lower ones win, so whoever asked for
@@ -245,21 +317,31 @@ class EndpointLimiter(Gate):
             )
 
     @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """Hold one request slot; what the request raises adjusts the limit."""
+    async def slot(self, model: str | None = None) -> AsyncIterator[None]:
+        """Hold one request slot for an attempt asking ``model``; what the request raises
+        adjusts the limit, and how long it took is the model's (``Stalled``)."""
         window = await self._acquire()
         accepted = _Accepted()
         if self.adaptive and math.isfinite(self.accepted_after):
             accepted.timer = asyncio.get_running_loop().call_later(
                 self.accepted_after, self._accepted, window, accepted
             )
+        key, started = next(self._ids), self._now()
+        self._flying[key] = (model, started)
         try:
             yield
         except BaseException as exc:
             accepted.cancel()
+            del self._flying[key]
+            if is_timeout(exc):
+                self.timed_out += 1
+                self._timeouts[model] = self._timeouts.get(model, 0) + 1
             self._release(window, exc, accepted.counted)
             raise
         accepted.cancel()
+        del self._flying[key]
+        answered = self._answered.setdefault(model, deque(maxlen=USUAL_OF))
+        answered.append(self._now() - started)
         self._release(window, None, accepted.counted)
 
     async def _acquire(self) -> int:
@@ -325,13 +407,15 @@ class EndpointLimiter(Gate):
 
 
 def describe(stats: Mapping[str, EndpointStats]) -> str:
-    """One line per endpoint for people; under it, while its requests wait long, what for."""
+    """One line per endpoint for people; under it, while its requests wait long, what for, and
+    each model that has stopped answering there."""
     lines = []
     for host, s in stats.items():
         lines.append(
             f"{host}: {s.limit} in flight allowed (ceiling {s.ceiling or 'automatic'}), "
             f"{s.in_flight} now, "
             f"{s.rate_limited} rate-limited"
+            + (f", {s.timed_out} timed out" if s.timed_out else "")
             + (f", {s.per_minute:g}/min" if s.per_minute is not None else "")
         )
         if s.waiting is not None:
@@ -340,7 +424,19 @@ def describe(stats: Mapping[str, EndpointStats]) -> str:
                 f"  {waiting_text(host, s.waiting)}"
                 + (f"; {capped_text(*capped)}" if capped is not None else "")
             )
+        lines += [f"  {stalled_text(host, stalled)}" for stalled in s.stalled]
     return "\n".join(lines)
+
+
+def stalled_text(host: str, stalled: Stalled) -> str:
+    """``host: judge-c: 3 requests without an answer for 42 s (usually 2 s), 1 timed out``."""
+    who = "1 request" if stalled.requests == 1 else f"{stalled.requests} requests"
+    usual = "no answer yet" if stalled.usual_s is None else f"usually {stalled.usual_s:.0f} s"
+    return (
+        f"{host}: {stalled.model or 'unnamed'}: {who} without an answer for "
+        f"{math.floor(stalled.oldest_s)} s ({usual})"
+        + (f", {stalled.timed_out} timed out" if stalled.timed_out else "")
+    )
 
 
 def waiting_text(host: str, wait: WaitNow) -> str:

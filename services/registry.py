@@ -62,6 +62,9 @@ class Services:
     """Tells a refused role from one request's error; None: every failure is the request's."""
     verdicts: Verdicts = field(default_factory=Verdicts)
     """The failing answers of these services' questions, for their look-aheads."""
+    models: dict[str, str] = field(default_factory=dict)
+    """The model each chat role asks: its attempts are held under it at its endpoint's
+    limiter, so a model that stops answering is named (``limits.Stalled``)."""
     _built: dict[str, object] = field(default_factory=dict)
     _batcher: EmbeddingBatcher | None = None
 
@@ -128,7 +131,11 @@ class Services:
         client = self.model if role == "model" else self.judge
         limiter, limit_s, retries = self.limiters[role], self.request_timeout, self.max_retries
         request = retry.call(
-            limiter, lambda: ask(client, prompt), limit_s=limit_s, max_retries=retries
+            limiter,
+            lambda: ask(client, prompt),
+            limit_s=limit_s,
+            max_retries=retries,
+            model=self.models.get(role),
         )
         return repaired(await self._watched(role, request))
 
@@ -156,8 +163,8 @@ class Services:
             return await retry.attempt_once(
                 limiter, limit_s, lambda: embeddings.aembed_documents([PROBE_TEXT])
             )
-        client = self.model if role == "model" else self.judge
-        return await retry.attempt_once(limiter, limit_s, lambda: ask(client, PROBE_MESSAGE))
+        client, model = self.model if role == "model" else self.judge, self.models.get(role)
+        return await retry.attempt_once(limiter, limit_s, lambda: ask(client, PROBE_MESSAGE), model)
 
 
 async def ask(client: ChatClient, prompt: str) -> AIMessage:
@@ -420,6 +427,7 @@ class OpenAIServices:
             max_retries=settings.max_retries,
             embedding_namespace=embedding_namespace(settings),
             refusals=RefusalWatch(settings, key_values(settings)),
+            models={role: settings.endpoint(role).model for role in ("model", "judge")},
         )
 
         def pool(role: str) -> httpx2.AsyncClient:
@@ -502,5 +510,6 @@ def with_policy(shared: Services, policy: ChatClient) -> Services:
         },
         cache=shared.cache,
         limiters={**shared.limiters, "model": EndpointLimiter(1, None)},
+        models=dict(shared.models),
         _batcher=shared.embedder,
     )

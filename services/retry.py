@@ -78,11 +78,15 @@ async def with_retries(attempt: Callable[[], Awaitable[T]], max_retries: int, wa
 
 
 async def attempt_once(
-    limiter: EndpointLimiter, limit_s: float | None, request: Callable[[], Awaitable[T]]
+    limiter: EndpointLimiter,
+    limit_s: float | None,
+    request: Callable[[], Awaitable[T]],
+    model: str | None = None,
 ) -> T:
-    """One attempt: a limiter slot, and the whole request within ``limit_s`` seconds. The
-    deadline is ``asyncio.timeout``'s: ``asyncio.wait_for`` would make a task per request."""
-    async with limiter.slot(), asyncio.timeout(limit_s):
+    """One attempt asking ``model``: a limiter slot, and the whole request within ``limit_s``
+    seconds. The deadline is ``asyncio.timeout``'s: ``asyncio.wait_for`` would make a task per
+    request."""
+    async with limiter.slot(model), asyncio.timeout(limit_s):
         return await request()
 
 
@@ -92,8 +96,10 @@ async def call(
     *,
     limit_s: float | None,
     max_retries: int,
+    model: str | None = None,
 ) -> T:
-    """``request()`` through the limiter, retried (see the module docstring)."""
+    """``request()`` (asking ``model``) through the limiter, retried (see the module
+    docstring)."""
     return await with_retries(
-        lambda: attempt_once(limiter, limit_s, request), max_retries, limiter.waits
+        lambda: attempt_once(limiter, limit_s, request, model), max_retries, limiter.waits
     )

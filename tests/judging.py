@@ -1,13 +1,17 @@
 """What the judge tests share: the published run judged on another scale by a recorded
-judge, that judge unable to score one answer, and a reference file of one question."""
+judge, that judge unable to score one answer, a reference file of one question, a calibration
+file, and a panel's judges at one server each answering by its own rule."""
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from aidanbench import reference
+from aidanbench.core.calibration import KIND
 from aidanbench.record.results import QuestionResult
 from aidanbench.testing import Kind, Reply, parse_coherence_prompt
 from aidanbench.testing.brain import Brain
@@ -44,3 +48,50 @@ def one_question_reference(path: Path) -> list[str]:
     first = dict(list(data["models"][model]["0.7"].items())[:1])
     path.write_text(json.dumps({"models": {model: {"0.7": first}}}), "utf-8")
     return [a["answer"] for a in next(iter(first.values()))]
+
+
+def write_calibration(
+    path: Path, judge: str, value: float, interval: tuple[float, float] | None = None
+) -> Path:
+    """A judge calibration file as ``calibrate --judge-model`` writes one (the fields a run
+    reads), calibrating ``judge`` at ``value``, every cut in ``interval`` deciding alike."""
+    low, high = interval or (math.floor(value), math.floor(value) + 1)
+    judge_fields = {
+        "model": judge,
+        "threshold": value,
+        "setting_value": value,
+        "equivalent_interval": [low, high],
+        "note": None,
+    }
+    document = {"kind": KIND, "reference": "reference.json", "judge": judge_fields}
+    path.write_text(json.dumps(document), "utf-8")
+    return path
+
+
+class ByJudge:
+    """``inner``'s answers, each judge of ``judges`` (by the model asked) answering its own
+    coherence prompts: a panel's judges at one server, each by its own rule."""
+
+    def __init__(self, inner: Brain, judges: Mapping[str, Brain]) -> None:
+        self.inner, self.judges = inner, dict(judges)
+
+    def chat(self, kind: Kind, model: str, prompt: str, body: Any) -> Reply:
+        if kind == "coherence" and model in self.judges:
+            return self.judges[model].chat(kind, model, prompt, body)
+        return self.inner.chat(kind, model, prompt, body)
+
+    def embed(self, model: str, texts: Any) -> list[list[float]]:
+        return self.inner.embed(model, texts)
+
+
+class Saying:
+    """A judge replying ``rule(answer)`` to the coherence prompt about ``answer``."""
+
+    def __init__(self, rule: Callable[[str], str]) -> None:
+        self.rule = rule
+
+    def chat(self, kind: Kind, model: str, prompt: str, body: Any) -> Reply:
+        return Reply(self.rule(parse_coherence_prompt(prompt)[1]))
+
+    def embed(self, model: str, texts: Any) -> list[list[float]]:
+        raise AssertionError("a judge embeds nothing")

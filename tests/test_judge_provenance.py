@@ -23,6 +23,7 @@ from aidanbench.cli.main import main
 from aidanbench.services.pricing import BATCH_DISCOUNT, Price, price_table, same_model
 from aidanbench.testing import Kind, OpenAIStub, Reply, ScriptedBrain
 from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_flags
+from tests.judging import write_calibration
 
 from .browser import Page, chromium, chromium_path
 
@@ -149,15 +150,6 @@ def test_same_model_and_served_prices() -> None:
     price = Price(1.0, 0.5, 4.0)
     assert price.batch() == Price(BATCH_DISCOUNT, 0.5 * BATCH_DISCOUNT, 4.0 * BATCH_DISCOUNT)
     assert Price(1.0, None, 2.0).batch().cached_input is None
-
-
-def write_calibration(path: Path, judge: str, value: float) -> Path:
-    document = {
-        "kind": "aidanbench judge calibration",
-        "judge": {"model": judge, "setting_value": value},
-    }
-    path.write_text(json.dumps(document), "utf-8")
-    return path
 
 
 def test_the_run_records_where_its_threshold_came_from(

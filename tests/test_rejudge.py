@@ -28,7 +28,7 @@ from aidanbench.testing import (
     parse_generate_prompt,
 )
 from aidanbench.testing.published import published_chains
-from tests.judging import affine_judge, one_question_reference
+from tests.judging import Unreadable, affine_judge, one_question_reference, write_calibration
 
 PUBLISHED = reference.published_run()
 KEY = "AIDANBENCH_TEST_KEY"
@@ -236,13 +236,7 @@ def test_judge_flags_need_a_judge(
 def test_a_calibration_of_another_judge_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    calibration = tmp_path / "calibration-judge-a.json"
-    calibration.write_text(
-        json.dumps(
-            {"kind": "aidanbench judge calibration", "judge": {"model": "a", "setting_value": 47.5}}
-        ),
-        "utf-8",
-    )
+    calibration = write_calibration(tmp_path / "calibration-judge-a.json", "a", 47.5)
     argv = ["rescore", str(PUBLISHED), "--judge-model", "b", "--judge-api-key-env", KEY]
     assert (
         main([*argv, "--coherence-threshold", str(calibration), "--novelty-threshold", "0.15"]) == 2
@@ -366,3 +360,23 @@ def test_answers_left_unjudged_are_one_line_and_a_rerun_asks_only_for_them(
     assert last.startswith(f"aidanbench {command}: 1 of {distinct} answers could not be judged")
     assert "503" in last
     assert last.endswith("the others are cached: run the same command again to ask only for these")
+
+
+def test_into_after_a_refusal_names_the_missing_coherence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], chains: list[QuestionResult]
+) -> None:
+    """An answer the judge refused in every try has no coherence, so its chain cannot be
+    continued: ``--into`` stops with one line saying so (not novelty), before writing."""
+    results = tmp_path / "small.json"
+    answers = one_question_reference(results)
+    into = tmp_path / "into"
+    with OpenAIStub(Unreadable(affine_judge(chains), answers[1])) as stub:
+        argv = ["rescore", str(results), "--judge-model", "j", "--judge-base-url", stub.base_url]
+        argv += ["--judge-api-key-env", KEY, "--coherence-threshold", "47"]
+        argv += ["--novelty-threshold", "0.15", "--judge-attempts", "1", "--into", str(into)]
+        assert main(argv) == 2
+    *progress, line = capsys.readouterr().err.strip().splitlines()
+    assert all(shown.startswith("judged ") for shown in progress)
+    assert "answer 2 to" in line and "has no coherence (the judge gave no readable score" in line
+    assert "novelty" not in line
+    assert not into.exists()

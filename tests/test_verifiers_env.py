@@ -33,6 +33,7 @@ from aidanbench.testing import (
     unit_vector,
     when,
 )
+from tests.judging import write_calibration
 from tests.offline_subprocess import outside_guard
 
 PLAN = {
@@ -207,3 +208,32 @@ def test_llm_similarity_and_novelty_sum_reward(tmp_path: Path, api_key: str) -> 
         if answers:  # the first has no earlier answer (1.0), the others are rated 10
             expected = (1.0 + 0.9 * (len(answers) - 1)) / len(answers)
             assert trace["metrics"]["avg_llm_novelty"] == pytest.approx(expected)
+
+
+@pytest.mark.e2e
+def test_a_calibration_file_is_read_as_run_reads_it(tmp_path: Path, api_key: str) -> None:
+    """``--env.taskset.thresholds.coherence-score FILE``: a judge calibration file's threshold
+    is taken (85.5: every answer, judged 80, fails); an edited file is refused by name before
+    any request, with the line ``run`` gives (``core.calibration``)."""
+    sound = write_calibration(tmp_path / "sound.json", "judge-model", 85.5)
+    with OpenAIStub(ScriptedBrain(PLAN)) as stub:
+        flag = ("--env.taskset.thresholds.coherence-score", str(sound))
+        done, run_dir = run_vf_eval(stub, tmp_path, api_key, *flag, rollouts=1)
+    assert done.returncode == 0, done.stderr[-4000:]
+    for episode in episodes(run_dir):
+        (trace,) = episode["traces"]
+        assert trace["rewards"]["aidanbench_score"]["score"] == 0
+    edited = tmp_path / "edited.json"
+    document = json.loads(sound.read_text("utf-8"))
+    document["judge"]["threshold"] = -5
+    edited.write_text(json.dumps(document), "utf-8")
+    (tmp_path / "edited").mkdir()
+    with OpenAIStub(ScriptedBrain(PLAN)) as stub:
+        flag = ("--env.taskset.thresholds.coherence-score", str(edited))
+        done, _ = run_vf_eval(stub, tmp_path / "edited", api_key, *flag)
+        requests = stub.requests
+    assert done.returncode != 0
+    said = " ".join(done.stderr.replace("│", " ").split())
+    assert "thresholds.coherence_score:" in said
+    assert "judge.threshold must be a coherence threshold between 0 and 100, got -5" in said
+    assert not requests

@@ -31,6 +31,7 @@ from aidanbench.nodes.novelty import cosine_novelty
 from aidanbench.nodes.prompts import render_generate
 from aidanbench.testing import OpenAIStub, ScriptedBrain, http_error, unit_vector, when
 from tests.conftest import REPO
+from tests.judging import write_calibration
 from tests.offline_subprocess import outside_guard
 
 QUESTIONS = bundled_questions(3)
@@ -315,3 +316,34 @@ def ours(stderr: str) -> list[str]:
     """What ``vf-eval`` printed on stderr besides verifiers' log records and progress bar."""
     logged = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d - verifiers\.|Running \d+ rollouts")
     return [line for line in stderr.splitlines() if line.strip() and not logged.match(line)]
+
+
+@pytest.mark.e2e
+def test_a_calibration_file_is_read_as_run_reads_it(tmp_path: Path, api_key: str) -> None:
+    """``thresholds.coherence_score`` may name a judge calibration file: its threshold is
+    taken (85.5: every answer, judged 80, fails), and an edited one, or one of another judge
+    than ``judge_model``, is refused by name before any request, with the line ``run`` gives
+    (``core.calibration``)."""
+    sound = write_calibration(tmp_path / "sound.json", "o1-mini", 85.5)
+    with OpenAIStub(ScriptedBrain(PLAN)) as stub:
+        done = run(
+            seed_line(stub, {"thresholds": {"coherence_score": str(sound)}}), tmp_path, api_key
+        )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert printed_rewards(done.stdout)["aidanbench_score"][1] == [[0.0, 0.0, 0.0]] * 3
+    edited = write_calibration(tmp_path / "edited.json", "o1-mini", 47.5)
+    document = json.loads(edited.read_text("utf-8"))
+    document["judge"]["threshold"] = -5
+    edited.write_text(json.dumps(document), "utf-8")
+    other = write_calibration(tmp_path / "other.json", "gpt-4.1-mini", 47.5)
+    for path, said in (
+        (edited, "judge.threshold must be a coherence threshold between 0 and 100"),
+        (other, "calibrates the judge gpt-4.1-mini, not the judge o1-mini"),
+    ):
+        with OpenAIStub(ScriptedBrain(PLAN)) as stub:
+            env_args = {"thresholds": {"coherence_score": str(path)}}
+            done = run(seed_line(stub, env_args), tmp_path, api_key)
+            requests = stub.requests
+        assert done.returncode != 0
+        assert "thresholds.coherence_score" in done.stderr and said in done.stderr
+        assert not requests

@@ -27,7 +27,7 @@ from rich.console import Console
 
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.runner import Progress, RunSpec, run
-from aidanbench.services import OpenAIServices, errors, waits
+from aidanbench.services import OpenAIServices, errors, limits, waits
 from aidanbench.services.limits import EndpointLimiter
 from aidanbench.testing import Fault, OpenAIStub, RequestInfo, ScriptedBrain, rate_limited, when
 from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_flags, stub_settings
@@ -187,3 +187,45 @@ async def test_short_waits_are_not_recorded() -> None:
     record = waits.Waits()
     await record.sleep(0.01, "back-off after a 503")
     assert record.started == 0 and record.now() is None
+
+
+async def test_a_model_that_stops_answering_is_named_at_its_endpoint() -> None:
+    """Two models on one endpoint: the one whose request has waited past ``stalled_after``
+    (its own usual time, else ``STALLED_S``) is named, with its age and time-outs, under the
+    endpoint's line and in the log; the one answering as usual is not."""
+    now = [0.0]
+    limiter = EndpointLimiter(8, clock=lambda: now[0])
+    for _ in range(3):  # judge-a usually answers in 6 s
+        async with limiter.slot("judge-a"):
+            now[0] += 6.0
+    with pytest.raises(TimeoutError):
+        async with limiter.slot("judge-c"):
+            raise TimeoutError
+    release = asyncio.Event()
+
+    async def hold(model: str) -> None:
+        async with limiter.slot(model):
+            await release.wait()
+
+    held = [asyncio.create_task(hold(model)) for model in ("judge-a", "judge-c", "judge-c")]
+    await asyncio.sleep(0)
+    now[0] += 20.0  # judge-a: 20 s < 4 x 6 s; judge-c: no answer yet, past 15 s
+    try:
+        stats = limiter.stats()
+        (stalled,) = stats.stalled
+        assert stalled == limits.Stalled("judge-c", 2, 20.0, None, 1)
+        assert stats.timed_out == 1
+        text = limits.describe({"h:1": stats})
+        assert "h:1: 8 in flight allowed (ceiling 8), 3 now, 0 rate-limited, 1 timed out" in text
+        said = "h:1: judge-c: 2 requests without an answer for 20 s (no answer yet), 1 timed out"
+        assert f"  {said}" in text.splitlines() and "judge-a" not in text
+        out = io.StringIO()
+        progress = Progress(out=out, live=False, endpoints=lambda: {"h:1": limiter.stats()})
+        progress.log_waits()
+        progress.log_waits()  # once until it lasts STILL_WAITING_EVERY_S more
+        (line,) = out.getvalue().splitlines()
+        assert line.endswith(said)
+    finally:
+        release.set()
+        await asyncio.gather(*held)
+    assert limiter.stats().stalled == ()
