@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aidanbench.analysis.tables import dollars_text, score_text, tokens_text
+from aidanbench.core.calls import add_dollars
 from aidanbench.core.errors import printable
 from aidanbench.core.vocabulary import is_censored
-from aidanbench.record.metadata import Metadata, read_metadata
+from aidanbench.record.metadata import Metadata, is_replay, read_metadata
 from aidanbench.record.results import QuestionResult, read_results
 from aidanbench.record.usage import LedgerSummary
 
@@ -82,13 +83,17 @@ class RunCost:
     usage: LedgerSummary | None
     """``metadata.json``'s ``usage``; None for a results file, or a run without a ledger."""
     unpriced: tuple[str, ...] = ()
+    replay: bool = False
+    """The demo's replay of the published run (``record.metadata.is_replay``): nothing was
+    spent; its dollars are what its requests would cost at list prices."""
 
 
 def run_cost(metadata: Metadata | None, results: Iterable[QuestionResult]) -> RunCost:
     """A run's ``RunCost``; without a ledger, unpriced are models with usage but no dollars."""
     usage = metadata.usage if metadata is not None else None
+    replay = metadata is not None and is_replay(metadata.questions_source)
     if usage is not None:
-        return RunCost(usage, tuple(usage.unpriced_models or ()))
+        return RunCost(usage, tuple(usage.unpriced_models or ()), replay)
     found: set[str] = set()
     for result in results:
         for answer in result.answers:
@@ -100,7 +105,7 @@ def run_cost(metadata: Metadata | None, results: Iterable[QuestionResult]) -> Ru
                     and stats.get("cost_usd") is None
                 ):
                     found.add(str(result.model if role == "generate" else role))
-    return RunCost(None, tuple(sorted(found)))
+    return RunCost(None, tuple(sorted(found)), replay)
 
 
 def read_run_cost(path: str | Path) -> RunCost:
@@ -183,17 +188,27 @@ def _added(values: Sequence[Any]) -> Any:
     return sum(values)
 
 
-def sent_line(usage: Mapping[str, Any]) -> list[str]:
-    """What the run sent, as the ledger recorded it: requests, tokens and dollars."""
+REPLAY = (
+    "Nothing was spent: aidanbench demo replays the published run on a local server, and "
+    "these dollars are what its requests would cost at the bundled list prices"
+)
+"""Said with every cost of the demo's replay."""
+
+
+def sent_line(usage: Mapping[str, Any], replay: bool = False) -> list[str]:
+    """What the run sent, as the ledger recorded it: requests, tokens and dollars (at list
+    prices, nothing spent, for the demo's ``replay``)."""
     calls, replies = usage.get("api_calls"), usage.get("replies")
     refused, unrecorded = usage.get("refused") or 0, usage.get("unrecorded")
     if unrecorded is None:  # metadata written before requests were matched to replies
         unrecorded = max(0, int(calls or 0) - int(replies or 0) - int(refused))
     missing = usage.get("without_usage") or 0
     tokens = tokens_text(usage.get("tokens"))
-    complete = not unrecorded and not missing and usage.get("dollars") is not None
+    complete = not unrecorded and not missing
     head = "Run total as sent (every request: retries, redone requests, embeddings and the "
     head += "preflight's checks included" + (")" if complete else "; not complete, see below)")
+    if replay:
+        head = "Run total at list prices (a replay, nothing spent; every request counted)"
     out = [
         f"{head}: {dollars_text(usage.get('dollars'))}, {calls} requests",
         f"  sent {calls}: {replies} replied, {refused} refused (HTTP errors, not billed), "
@@ -201,6 +216,7 @@ def sent_line(usage: Mapping[str, Any]) -> list[str]:
         f"({tokens_text(usage.get('cached_input_tokens'))} cached input, "
         f"{tokens_text(usage.get('reasoning_tokens'))} reasoning)",
         *parts_line(usage),
+        *roles_line(usage),
     ]
     if missing:
         by_model = usage.get("without_usage_models") or {}
@@ -214,7 +230,7 @@ def sent_line(usage: Mapping[str, Any]) -> list[str]:
             "killed, or they timed out or could not be read): a provider may bill them, at "
             f"most {dollars_text(usage.get('unrecorded_bound_usd'))}"
         )
-    if not complete:
+    if not complete and not replay:
         out.append(f"  At most {dollars_text(usage.get('dollars_bound'))} in all ({ESTIMATES})")
     return out
 
@@ -232,6 +248,31 @@ def parts_line(usage: Mapping[str, Any]) -> list[str]:
     return [f"  of these, {'; '.join(parts)}"][: len(parts)]
 
 
+ROLE_NAMES = {"model": "the models", "judge": "the judge", "embeddings": "the embeddings"}
+"""Each role of the ledger's lines as the run total's parts name it."""
+
+
+def _role_order(item: tuple[str, Any]) -> int:
+    role = item[0].split(":", 1)[0]
+    return list(ROLE_NAMES).index(role) if role in ROLE_NAMES else len(ROLE_NAMES)
+
+
+def roles_line(usage: Mapping[str, Any]) -> list[str]:
+    """The run total by role, each known or unknown on its own (an unpriced judge leaves
+    the models' and the embeddings' dollars known)."""
+    totals: dict[str, float | None] = {}
+    for key, figures in sorted((usage.get("by_role_model") or {}).items(), key=_role_order):
+        role = key.split(":", 1)[0]
+        value = figures.get("dollars") if isinstance(figures, Mapping) else None
+        totals[role] = add_dollars(totals.get(role, 0.0), value)
+    if not totals:
+        return []
+    parts = [
+        f"{ROLE_NAMES.get(role, role)} {dollars_text(value)}" for role, value in totals.items()
+    ]
+    return [f"  by role: {', '.join(parts)}"]
+
+
 def cost_lines(results: Sequence[QuestionResult], runs: Sequence[RunCost]) -> list[str]:
     """The text report's cost section (empty without a run directory)."""
     from aidanbench.analysis.summary import summarise  # numpy: not at `run`'s start
@@ -239,7 +280,10 @@ def cost_lines(results: Sequence[QuestionResult], runs: Sequence[RunCost]) -> li
     lines = recorded(results)
     if not lines:
         return []
+    replay = bool(runs) and all(run.replay for run in runs)
     out = ["", f"Cost per model ({PER_MODEL}):"]
+    if replay:
+        out.insert(1, f"{REPLAY}.")
     for row in summarise(lines):
         score = score_text(f"{row.score:g}", row.lower_bound)
         spent = dollars_text(row.cost_usd)
@@ -259,7 +303,7 @@ def cost_lines(results: Sequence[QuestionResult], runs: Sequence[RunCost]) -> li
         out.append(text)
     usage = cost_payload(runs)["sent"]
     if usage is not None:
-        out += sent_line(usage)
+        out += sent_line(usage, replay)
     missing = sorted({model for run in runs for model in run.unpriced})
     if missing:
         out.append(

@@ -43,7 +43,7 @@ from aidanbench.core.scores import Score, declared
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.files import atomic_write
 from aidanbench.record.lines import AnswerLine
-from aidanbench.record.metadata import Metadata
+from aidanbench.record.metadata import Metadata, is_replay
 from aidanbench.record.results import QuestionResult, measured_scores
 
 TEMPLATE = "view_template.html"
@@ -254,7 +254,6 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
             )
             for w in warnings(results)
         ]
-        + provenance_warnings(group_docs)
         + [note for source in sources for note in source.notes],
     }
     return data, chains
@@ -270,7 +269,7 @@ REPLAY_NOTE = (
 
 def replayed(meta: Metadata) -> bool:
     """A run directory of ``aidanbench demo``: the published run replayed, no provider."""
-    return (meta.questions_source or {}).get("kind") == "published run"
+    return is_replay(meta.questions_source)
 
 
 def served_text(served: Mapping[str, int]) -> str | None:
@@ -278,24 +277,6 @@ def served_text(served: Mapping[str, int]) -> str | None:
     if not served:
         return None
     return ", ".join(f"{name} ({count})" for name, count in served.items())
-
-
-def provenance_warnings(groups: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Warnings for rows that differ in judge model or prompts (``warnings`` covers the rest)."""
-    found = []
-    for key, what in (("judge_model", "judge models"), ("prompts_sha256", "prompts")):
-        by_value: dict[Any, list[str]] = {}
-        for group in groups:
-            by_value.setdefault(group[key], []).append(group["label"])
-        if len(by_value) > 1:
-            detail = "; ".join(
-                f"{(value or 'not recorded')[:16]}: {', '.join(labels)}"
-                for value, labels in by_value.items()
-            )
-            found.append(
-                f"rows used different {what}, so their scores are not comparable ({detail})"
-            )
-    return found
 
 
 def _script_json(value: Any) -> str:

@@ -24,7 +24,7 @@ from aidanbench.cli import add_command
 from aidanbench.cli.run import print_failed, show_result
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import REFERENCE_EMBEDDING_MODEL, REFERENCE_JUDGE
-from aidanbench.record.metadata import read_metadata
+from aidanbench.record.metadata import REPLAY_KIND, read_metadata
 from aidanbench.record.results import QuestionResult, read_aidanbench_file
 from aidanbench.runner.spec import RunSpec, build_tasks
 from aidanbench.runner.tasks import Task
@@ -36,7 +36,7 @@ KEY_VARIABLE = "AIDANBENCH_DEMO_KEY"
 """The variable the demo's settings name; the local server needs no real key."""
 
 SOURCE = {
-    "kind": "published run",
+    "kind": REPLAY_KIND,
     "file": reference.PUBLISHED_RUN,
     "sha256": reference.SHA256[reference.PUBLISHED_RUN],
 }
@@ -149,6 +149,12 @@ def refuse_another_run(run_dir: Path) -> None:
         raise UsageError(f"run directory {run_dir} holds another run; use another --run-dir")
 
 
+SERVER_GRACE_S = 0.5
+"""How long a local server is given to end once its stdin closes before it is killed: it
+keeps nothing, and after a Ctrl-C its threads still sleep out the replayed answers' times,
+which would hold the command's exit for seconds."""
+
+
 @contextmanager
 def served(
     module: str, args: Sequence[str], *, cwd: Path | None = None, kill: bool = False
@@ -176,7 +182,7 @@ def served(
         else:
             proc.stdin.close()
         try:
-            proc.wait(timeout=60)
+            proc.wait(timeout=SERVER_GRACE_S)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

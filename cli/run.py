@@ -20,7 +20,6 @@ from aidanbench.core.errors import UsageError, printable
 from aidanbench.record import files
 
 if TYPE_CHECKING:
-    from aidanbench.analysis.summary import SummaryRow
     from aidanbench.runner.engine import RunResult
     from aidanbench.runner.spec import RunSpec
     from aidanbench.services import ServicesFactory
@@ -214,30 +213,19 @@ def show_result(result: RunResult) -> None:
     """The summary, the cost section and the HTML report, from what the session hands back (nothing
     is read again)."""
     from aidanbench.analysis.cost import cost_lines, run_cost
+    from aidanbench.analysis.report import headline_lines, truncation_lines, warning_lines
+    from aidanbench.analysis.summary import render_summary, warnings
     from aidanbench.analysis.view import Source, write_page  # after the run: not on its start-up
-    from aidanbench.cli.report import make_console
+    from aidanbench.cli.report import make_console, print_lines
     from aidanbench.core.thresholds import Thresholds
 
-    run_dir = result.run_dir
-    _print_summary(result.summary, result.metadata.reward_mode, run_dir)
-    console = make_console()
-    for text in cost_lines(result.results, [run_cost(result.metadata, result.results)]):
-        console.print(text, markup=False)
-    source = Source(run_dir, result.results, result.metadata, Thresholds(), tuple(result.notes))
-    print(f"report: {write_page([source], run_dir / files.REPORT)}")
-
-
-def _print_summary(rows: list[SummaryRow], reward_mode: str, run_dir: Path) -> None:
-    """The summary table, each row's headline and the rows the token limit cut (as ``report``)."""
-    from aidanbench.analysis.report import truncation_lines
-    from aidanbench.analysis.summary import render_summary
-    from aidanbench.cli.report import make_console, print_lines
-
+    run_dir, rows = result.run_dir, result.summary
     console = make_console()
     render_summary(rows, console)
-    for row in rows:
-        value = row.score if reward_mode == "count" else f"{row.novelty_sum:.2f}"
-        console.print(
-            f"headline ({reward_mode}): {printable(row.model)} @ {row.temperature:g}: {value}"
-        )
+    print_lines(headline_lines(rows, result.results), console)
     print_lines(truncation_lines(rows, [str(run_dir)]), console)
+    print_lines(cost_lines(result.results, [run_cost(result.metadata, result.results)]), console)
+    source = Source(run_dir, result.results, result.metadata, Thresholds(), tuple(result.notes))
+    print(f"report: {write_page([source], run_dir / files.REPORT)}")
+    found = warning_lines([*result.notes, *warnings(result.results)])
+    print_lines(found, console, style="yellow")

@@ -223,6 +223,16 @@ class Metadata(BaseModel):
         return (self.judging or {}).get(model)
 
 
+REPLAY_KIND = "published run"
+"""``questions_source.kind`` of ``aidanbench demo``: the published run replayed by a local
+server, so nothing is spent and every dollar shown is what its requests would cost."""
+
+
+def is_replay(questions_source: Mapping[str, Any] | None) -> bool:
+    """Whether a run (its ``questions_source``) is the demo's replay of the published run."""
+    return (questions_source or {}).get("kind") == REPLAY_KIND
+
+
 def question_set_hash(questions: Sequence[str]) -> str:
     """sha256 over the questions (a JSON list), so runs on the same set can be matched."""
     return hashlib.sha256(json.dumps(list(questions)).encode("utf-8")).hexdigest()

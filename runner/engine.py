@@ -22,7 +22,7 @@ from aidanbench.core.errors import ConfigError, EndpointRefused, UsageError
 from aidanbench.core.settings import Settings
 from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
-from aidanbench.record.metadata import Metadata, RunTotals
+from aidanbench.record.metadata import Metadata, RunTotals, is_replay
 from aidanbench.record.recorder import Recorder, stored_metadata
 from aidanbench.record.results import QuestionResult
 from aidanbench.runner import admission, campaign, forget, preflight, session, workers
@@ -151,7 +151,8 @@ async def execute(
 ) -> RunResult:
     """Run a prepared session to the end; interrupted, the session is recorded as such."""
     spec, tasks = prepared.spec, prepared.tasks
-    progress = progress if progress is not None else Progress()
+    replay = is_replay(spec.questions_source)
+    progress = progress if progress is not None else Progress(replay=replay)
     repair: Callable[[Path], list[QuestionLine]] | None = None
     if spec.store is not None:
         repair = functools.partial(campaign.machine_lines, spec.store)

@@ -120,6 +120,9 @@ class Progress:
     """Questions claimed by live workers elsewhere (``runner.claims``)."""
     store_outage: str | None = None
     """What the run waits for while the shared store does not answer (None: it answers)."""
+    replay: bool = False
+    """The run is the demo's replay (``record.metadata.is_replay``): nothing is spent, so the
+    dollars column says they are list prices."""
     _live: Live | None = None
     _watcher: threading.Thread | None = None
     _stop_watching: threading.Event = field(default_factory=threading.Event)
@@ -299,7 +302,7 @@ class Progress:
                 )
             )
         headers = ["done", "running", "queued", "errors", "answers", "score", "chat requests"]
-        headers += ["chat tokens", "spent", "no usage"]
+        headers += ["chat tokens", "at list prices" if self.replay else "spent", "no usage"]
         if not any(f.usage_missing for f in figures):
             headers.pop()  # requests whose reply reported no usage: shown when there are
         columns = [

@@ -230,7 +230,8 @@ def test_repeats_headline_is_the_mean_not_the_sum(
     page = (runs["repeats"] / "report.html").read_text("utf-8")
     assert '"score":15,' in page, "the HTML report's row shows the mean too"
     printed = (runs["repeats"] / "printed.txt").read_text("utf-8")
-    assert f"headline (count): m1 @ 0.7: {PER_REPEAT}.0" in printed, "run's own headline"
+    headline = f"headline (count): m1 @ 0.7: {PER_REPEAT} (mean of 3 repeats"
+    assert headline in printed, "run's own headline is report's"
 
 
 def test_rescore_of_repeats_is_per_repeat(

@@ -274,7 +274,8 @@ def test_a_model_without_a_price_costs_unknown_everywhere(
         "No price for: m-unpriced (their cost is unknown; give their prices with --prices FILE"
         in text
     )
-    assert "$0.0000" not in text
+    assert "its generations unknown" in text and "the models unknown" in text
+    assert "$0.0000 for score" not in text and "generations $0.0000" not in text
     assert main(["report", str(run_dir), "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["runs"][0]["cost_usd"] is None

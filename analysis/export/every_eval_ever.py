@@ -247,7 +247,11 @@ def aggregate_record(record: RunRecord, row: Row, organization: str) -> dict[str
             "source_organization_url": SOURCE_URL,
             "evaluator_relationship": "third_party",
             "additional_details": strings(
-                {"run": provenance["source"], "kind": provenance["kind"]}
+                {
+                    "run": provenance["source"],
+                    "kind": provenance["kind"],
+                    **({"warnings": provenance["warnings"]} if provenance["warnings"] else {}),
+                }
             ),
         },
         "eval_library": {

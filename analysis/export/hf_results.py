@@ -130,4 +130,5 @@ def notes(record: RunRecord, row: Row) -> str:
         parts.append(f"95% CI {interval[0]:g}-{interval[1]:g} (bootstrap over questions)")
     dollars = (row.cost or {}).get("cost_usd")
     parts.append("cost unknown" if dollars is None else f"cost ${dollars:.2f}")
+    parts += [f"warning: {text}" for text in record.warnings]
     return "; ".join(parts)

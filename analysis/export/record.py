@@ -15,7 +15,14 @@ from typing import Any
 
 from aidanbench.analysis import cost
 from aidanbench.analysis.inputs import read_input
-from aidanbench.analysis.summary import COUNTING, INTERVAL_METHOD, SummaryRow, shared, summarise
+from aidanbench.analysis.summary import (
+    COUNTING,
+    INTERVAL_METHOD,
+    SummaryRow,
+    shared,
+    summarise,
+    warnings,
+)
 from aidanbench.core.scores import declared
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.lines import AnswerLine
@@ -162,7 +169,13 @@ class RunRecord:
             "aidanbench_version": self.package_version,
             "git_commit": self.git_commit,
             "questions_source": self._meta.questions_source,
+            "warnings": self.warnings,
         }
+
+    @property
+    def warnings(self) -> list[str]:
+        """What ``report`` warns about this run (``analysis.summary.warnings``)."""
+        return warnings([line for row in self.rows for line in row.lines])
 
 
 def read_run(path: Path) -> RunRecord:
