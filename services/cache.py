@@ -3,10 +3,10 @@
 Vectors are kept out of checkpointed state (which they would make grow quadratically), keyed
 by (namespace, sha256 of the text), so each answer is embedded once per embedding model, even
 across restarts and by ``rescore``. The namespace is endpoint and model, so a process serving
-several endpoints never hands one endpoint's vector to another. Judge scores are keyed by
-(judge namespace, sha256 of the rendered prompt), so each pair of answers is judged at most
-once; coherence judgments made outside a run (``calibrate``, ``rescore --judge-model``) are
-kept one row per sample, with the model that served it. The ids of batches submitted are kept too
+several endpoints never hands one endpoint's vector to another. Judge scores are keyed by (judge
+namespace, sha256 of the rendered prompt): each pair of answers is judged for similarity at most
+once, and coherence judgments made outside a run (``calibrate``, ``rescore --judge-model``) are kept
+one row per sample, with the model that served it. The ids of batches submitted are kept too
 (``services.batch``), so a killed command resumes its batch instead of paying for a second.
 
 Only usable vectors are stored: finite, not all zeros, and of the namespace's one length (the

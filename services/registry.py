@@ -472,7 +472,8 @@ class OpenAIServices:
 
     async def aclose(self) -> None:
         """Close the running loop's clients and every cache file this instance opened (the
-        in-memory cache is kept for later runs; a cache file is opened again if one names it)."""
+        in-memory cache is kept for later runs; a cache file is opened again if a later run
+        names it)."""
         state = self._loops.pop(asyncio.get_running_loop(), None)
         if state is not None:
             for services in state.services.values():
