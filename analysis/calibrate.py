@@ -247,7 +247,8 @@ class Calibration:
 
     @property
     def reference_pass_rate(self) -> float:
-        """Share of compared answers the reference accepts: the baseline agreement must beat."""
+        """Share of compared answers the reference accepts: the agreement a rule accepting
+        everything would reach, the baseline agreement must beat."""
         return sum(self.reference_decisions) / len(self.reference_decisions)
 
     @property
@@ -401,8 +402,10 @@ def calibrate(
     reference_threshold: float = NOVELTY_THRESHOLD,
     coherence_threshold: float = COHERENCE_THRESHOLD,
 ) -> Calibration:
-    """Calibrate ``embed``'s novelty threshold against reference chains (``read_aidanbench_file``);
-    raises ``ValueError`` when there is nothing to compare or the embedding function misbehaves."""
+    """Calibrate ``embed``'s novelty threshold against reference chains (``read_aidanbench_file``),
+    each with its recorded coherence and text-embedding-3-large novelty. ``embed`` is called once,
+    with every distinct answer text. Raises ``ValueError`` when there is nothing to compare or the
+    embedding function misbehaves."""
     if not questions:
         raise ValueError("the reference has no questions")
     vectors, embed_seconds = _embed_unique(questions, embed)

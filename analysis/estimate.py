@@ -34,7 +34,7 @@ from aidanbench.nodes.prompts import render_coherence, render_generate, render_s
 from aidanbench.services.pricing import PriceTable
 
 CHARS_PER_TOKEN = 4
-"""Characters per token assumed (no tokenizer is loaded)."""
+"""Characters per token assumed, the usual rule of thumb for English (no tokenizer is loaded)."""
 
 JUDGE_OUTPUT_TOKENS = 10
 """Visible tokens of a judge's reply (``<coherence_score>80</coherence_score>``)."""

@@ -119,7 +119,8 @@ class JudgeCalibration:
     agreement_by_sample: tuple[float, ...]
     """Decision agreement at ``threshold`` when judgment j decides instead of the first."""
     undecided: int = 0
-    """Answers never given a readable score, left out; their chains count up to them."""
+    """Answers never given a readable score, left out; their chains count up to them (lower
+    bounds)."""
     decided: tuple[bool, ...] = ()
     """Per answer of the reference, chain after chain: whether the judge decided it (the
     answers of ``recorded`` and ``judged`` are those)."""
@@ -436,10 +437,11 @@ def calibrate_one(
     out: Path,
     **judging: Any,
 ) -> tuple[JudgeCalibration, dict[str, Any], Path]:
-    """Judge every answer of ``reference`` (``rejudge.judge_all``, given ``judging``), calibrate,
-    and write the scatter plot and the calibration file (with the reference's sha256, the served
-    models and the cost) to ``out``. Raises ``Unjudged`` when answers could not be judged and
-    ``UsageError`` when the reference cannot be calibrated against."""
+    """Judge every answer of ``reference`` (``rejudge.judge_all``, given ``judging``, cached in
+    ``settings.cache_path``), calibrate, and write the scatter plot and the calibration file (with
+    the reference's sha256, the served models and the cost) to ``out``. Raises ``Unjudged`` when
+    answers could not be judged and ``UsageError`` when the reference cannot be calibrated
+    against."""
     cache = Path(str(settings.cache_path))
     stem = file_stem(settings.judge_model)
     clear_killed_writes(out / f"{stem}.json", out / f"{stem}.png")

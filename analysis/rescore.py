@@ -48,9 +48,9 @@ def rescore_question(
     result: QuestionResult, thresholds: Thresholds, source: str | None = None
 ) -> RescoredQuestion:
     """``result`` under ``thresholds``, whose coherence threshold came from ``source`` (in
-    words, ``record.results.threshold_source_text``). A failing answer ends the line by the new
-    rule whatever ended the run (an error or the cap came later); when every answer passes, the
-    recorded ending stays, except the old rule's, now ``truncated``."""
+    words, ``record.results.threshold_source_text``; None: unknown). A failing answer ends the
+    line by the new rule whatever ended the run (an error or the cap came later); when every
+    answer passes, the recorded ending stays, except the old rule's, now ``truncated``."""
     scores = [answer_scores(a, thresholds.coherence) for a in result.answers]
     flags, reason = chain_validity(scores, thresholds)
     answers = tuple(
@@ -154,7 +154,9 @@ def rejudge_lines(
     thresholds: Thresholds,
     source: str | None = None,
 ) -> list[RescoredQuestion]:
-    """Every line judged again by ``judges`` (one, or a panel), under ``thresholds``."""
+    """Every line judged again by ``judges`` (one, or a panel) and walked under ``thresholds``
+    (its coherence the first judge's); each result's ``original`` is the line as recorded (its
+    own judge's scores), and ``source`` says where the coherence threshold came from."""
     return [
         replace(rescore_question(rejudged_line(line, judges), thresholds, source), original=line)
         for line in results

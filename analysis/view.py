@@ -155,7 +155,8 @@ def _chain(line: QuestionResult, scores: Sequence[Score]) -> list[list[Any]]:
 
 
 def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list[list[Any]]]]]:
-    """The page's summary document and, per group (``summarise``'s rows), its lines' chains."""
+    """The page's summary document and, per group (``summarise``'s rows), its lines' chains,
+    in the order of that group's ``lines`` (a line's ``k`` is its chain's index)."""
     per_source = _distinct(sources)
     results = [r for rs in per_source for r in rs]
     origin: dict[tuple[str, float], Source] = {}

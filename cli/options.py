@@ -77,7 +77,8 @@ PANEL: tuple[str, ...] = (
     "coherence_threshold",
 )
 """A judge's flags: ``--judge-model`` again names one more judge of a panel
-(``Settings.judge_panel``), the others are given once or once per judge in order (``judges``)."""
+(``Settings.judge_panel``), the others are given once or once per judge in order (``judges``);
+a panel's thresholds once per judge, each on its judge's own scale."""
 
 METAVARS: dict[str, str] = {
     "request_timeout": "SECONDS",

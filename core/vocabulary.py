@@ -40,7 +40,8 @@ def is_threshold_stop(stop_reason: str | None) -> bool:
 
 
 def is_final(stop_reason: str | None) -> bool:
-    """Whether a threshold or the answer cap ended the question: a rerun changes nothing."""
+    """Whether a threshold or the answer cap ended the question: a rerun with the same settings
+    changes nothing."""
     return is_threshold_stop(stop_reason) or stop_reason in CAP_STOPS
 
 

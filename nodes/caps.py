@@ -3,7 +3,8 @@
 A cap (``max_question_cost``, ``max_question_seconds``, or the run's ``Budget``) stops a
 question after a recorded answer, with the cap's name as its stop reason. Such a question
 is *censored*: the model had not yet failed, so its score is a lower bound. It is not
-final: invoked again under a cap it no longer reaches, it continues from its last answer.
+final: invoked again under a cap it no longer reaches, it continues from its last answer
+(the discarded look-ahead is asked again).
 
 Seconds are the recorded ``elapsed_s`` of the answers; a continued question's clock resumes
 where it stopped, so time between runs is not counted.

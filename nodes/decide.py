@@ -156,7 +156,9 @@ def capped(
 def decided(
     state: QuestionState, settings: Settings, now: float, *, budget_spent: bool = False
 ) -> tuple[dict[str, Any], AnswerRecord | None]:
-    """The update ``decide`` returns, and the answer it records (None on an error stop)."""
+    """The update ``decide`` returns, and the answer it records (None on an error stop);
+    ``now`` is the decision's wall-clock time (epoch seconds), which gives the answer's
+    elapsed time."""
     keys = [score.outcome_key for score in scoring(settings)]
     candidate = state.get("candidate")
     if candidate is None:

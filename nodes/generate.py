@@ -1,5 +1,6 @@
 """``generate`` and ``generate_next``: ask the model under test for a new answer.
 
+The prompt lists every earlier valid answer, exactly as the benchmark's text does.
 ``generate_next`` is the pipelined look-ahead: the prompt for answer i+1 depends only on
 answers 1..i, not on answer i's scores, so it is asked while answer i is scored, as if
 answer i were valid. When answer i fails, ``decide`` discards the look-ahead unseen, or its

@@ -4,7 +4,8 @@ A new thread records what it measures with (``measured``) and fills every output
 callers always get the whole output schema. A thread invoked again under settings that
 disagree with its record is refused: it would mix two measurements in one chain. After an
 error only the failed outcomes are cleared, so a finished judge or embedding result is not
-recomputed; a cap (``nodes.caps``) is lifted when it no longer holds.
+recomputed; a cap (``nodes.caps``) is lifted when it no longer holds. A thread the
+benchmark's rule finished is left as it is, and routing ends at once.
 
 A candidate the embeddings endpoint refused for its content (400, 413 or 422: too long,
 filtered) would fail on every rerun, so it is dropped with its look-ahead (whose prompt

@@ -50,8 +50,9 @@ def normal_text(text: str) -> str:
     or a variant label.
 
     Two spellings that differ only in these ways ask the same thing; counted apart, they
-    would give one model two scores for one question. Question sets and variant labels
-    are normalised when read, model names must be in this form already
+    would give one model two scores for one question, or make two rows of one model.
+    Question sets and variant labels are normalised when read (a set holding two spellings
+    of one is refused, naming both), model names must be in this form already
     (``spelling_problem``), questions are asked in it, thread ids hash it, and reports pair
     lines by it. The benchmark's own questions are in this form already.
     """

@@ -55,7 +55,8 @@ class ThresholdSource(BaseModel):
     judge_model: str | None = None
     """The judge it calibrated."""
     note: str | None = None
-    """What the calibration could not test (``fitted on passes only …``), shown beside it."""
+    """What the calibration could not test (``fitted on passes only …``: its reference held
+    too few failures), shown beside it."""
 
     @classmethod
     def of(cls, coherence: float, given: Mapping[str, Any] | None) -> ThresholdSource:

@@ -3,9 +3,9 @@
 Whatever writes a run directory (the run engine and its workers, ``rescore --into``,
 ``forget``) writes it through a recorder, which owns every file but the checkpoints and the
 score cache: the lock, held from ``open`` (or ``build``) until the block ends; the metadata,
-written with the session added before it runs (so a killed session is found ``running``)
-and when it ends; the line files, which only grow: a session starts from every line the
-directory holds, so one that leaves questions out keeps theirs; the usage ledger and the
+written with the session added before it runs (so a killed session is found ``running``, then
+marked ``killed``) and when it ends; the line files, which only grow: a session starts from every
+line the directory holds, so one that leaves questions out keeps theirs; the usage ledger and the
 run's budget (a worker appends through ``worker_ledger``). Callers use its methods, as
 inspect_ai's log recorders are used: the drive loop records lines through it as a
 ``QuestionLog``, the clients and the budget use it as a ``record.usage.UsageBook``; nothing
@@ -144,10 +144,13 @@ class QuestionLog(Protocol):
 class RunLines:
     """The question lines of a run, rewritten to the run directory as questions finish.
 
-    Lines are known by their thread and keep the order they were first recorded in, and a
-    line is replaced, never dropped. Rewrites are throttled (``WRITE_SHARE``): the files are
-    for reading, resumes start from the checkpoints, and rewriting every line on every
-    finish would spend the CPU a long run needs (``bench.lab --variants write-always``).
+    Lines are known by their thread and keep the order they were first recorded in (lines
+    carried from earlier sessions first), so the files list questions in the run's order
+    whatever order they finish in, and a line is replaced, never dropped. Rewrites are
+    throttled (``WRITE_SHARE``; the first finished question's at once, and the drive loop
+    flushes once more at the end): the files are for reading, resumes start from the
+    checkpoints, and rewriting every line on every finish would spend the CPU a long run needs
+    (``bench.lab --variants write-always``).
     Without a run directory (a worker process) nothing is written.
     """
 
@@ -459,8 +462,10 @@ def drop_models_without_lines(
     """Take each of ``models`` that has no question line out of the run's model lists
     (``spec.models``, ``scoring_settings``, ``judging``); return them.
 
-    Such a model is not part of the run: a later session may bring it in with other
-    scoring settings. Its threads stay (``forget`` removes them), guarded by ``measured``.
+    Such a model never produced an answer or a stop (a mistyped name refused by its
+    endpoint): it is not part of the run, and a later session may bring it in with other
+    scoring settings. Its threads stay (``forget`` removes them), guarded by ``measured``;
+    the sessions' own records keep what each session asked for.
     """
     present = {line.model for line in lines}
     gone = [model for model in dict.fromkeys(models) if model not in present]

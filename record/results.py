@@ -240,7 +240,8 @@ def measured_scores(lines: Iterable[QuestionResult]) -> list[Score]:
 def distinct(results: Iterable[QuestionResult]) -> tuple[list[QuestionResult], list[str]]:
     """``results`` with each (model, temperature, question, repeat) once, and a note per
     line left out: questions are read in their normal form (``record.lines.normal_text``),
-    so two spellings of one asked by an older run are counted once.
+    so two spellings of one asked by an older run are counted once: the first line counts, the
+    others are named.
     """
     kept: dict[LineKey, QuestionResult] = {}
     notes: list[str] = []

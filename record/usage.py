@@ -5,15 +5,16 @@ counted even when the process dies before the reply), then a ``usage`` line when
 arrives, a ``refused`` line for an HTTP error status (not billed), or a ``failed`` line
 when no reply could be read. A ``sent`` line with neither is *unrecorded*: a provider may
 bill it, so it carries an upper bound (``bound_usd``). Each line is one ``write`` to a file
-opened ``O_APPEND``, so a SIGKILL loses none; reruns append, so totals span the run's
-sessions. A line cut short (a full disk writes part of it, then fails) is skipped on
-reading, and never joins the next line: a write cut short raises, and a writer finding the
-file ending inside a line (its own, or an earlier session's) starts on a fresh line.
+opened ``O_APPEND``, which the kernel holds once the call returns, so a SIGKILL loses none;
+reruns append, so totals span the run's sessions. A line cut short (a full disk writes part of
+it, then fails) is skipped on reading, and never joins the next line: a write cut short raises,
+and a writer finding the file ending inside a line (its own, or an earlier session's) starts on
+a fresh line.
 
 ``UsageLedger`` is also the run's budget (``max_cost``): once spent reaches it, the drive
-loop stops starting questions and ``decide`` stops the ones in flight (stop reason
-``budget``). Spent counts known dollars, estimates of replies without usage and the bound
-of every unrecorded request, so a budget never silently stops counting. What a request
+loop stops starting questions and ``decide`` stops the ones in flight at their next turn
+(stop reason ``budget``). Spent counts known dollars, estimates of replies without usage and
+the bound of every unrecorded request, so a budget never silently stops counting. What a request
 costs is decided by its caller, ``services.usage``; this module keeps and sums the lines.
 """
 
@@ -133,7 +134,8 @@ class LedgerFigures(BaseModel):
 
     @classmethod
     def counting(cls) -> LedgerFigures:
-        """Figures before the first line is counted."""
+        """Figures before the first line is counted (a figure read from a file that lacks it
+        stays None: unknown)."""
         return cls(
             **{name: 0 for name in ("api_calls", "replies", "refused", "without_usage")},
             **{name: 0 for name in TOKEN_FIELDS},

@@ -3,7 +3,7 @@
 ``aidanbench run --store postgresql://USER@HOST:PORT/DB`` keeps the question threads'
 checkpoints in that database through LangGraph's ``AsyncPostgresSaver``; the run directory
 stays on each machine (its lock, metadata, usage ledger and output files). A campaign is one
-database: the saver's tables and our three hold one campaign's threads:
+database (two campaigns need two): the saver's tables and our three hold its threads:
 
 - ``aidanbench_claims``: which worker runs which thread (``runner.claims``);
 - ``aidanbench_lines``: each stopped thread's line, so ``report --store`` reads the campaign;
@@ -47,7 +47,8 @@ CONNECT_TIMEOUT_S = 10
 OUTAGE_S = 60.0
 """Seconds a store that stops answering during a run is waited for (``Outage``)."""
 RETRY_S = (0.2, 5.0)
-"""The first and the longest wait between two tries of a request to a silent store."""
+"""The first and the longest wait between two tries of a request to a silent store (each wait
+doubles)."""
 
 T = TypeVar("T")
 
@@ -235,9 +236,10 @@ async def connected(
     """A small pool of autocommit connections to the store (as the saver wants them).
 
     Commits do not wait for the disk (``synchronous_commit=off``; docs/performance.md): only
-    a crash of the database server can take back its last fraction of a second of steps,
-    which are then run again. The pool reconnects for as long as ``outage`` waits; its log
-    stays out of the terminal, where the live table says what the run waits for."""
+    a crash of the database server can take back its last fraction of a second of steps, which are
+    then run again. The pool reconnects for as long as ``outage`` waits (a request waits
+    ``CONNECT_TIMEOUT_S`` at most for a connection, then its ``Outage`` tries again); its log stays
+    out of the terminal, where the live table says what the run waits for."""
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
@@ -271,7 +273,8 @@ async def connected(
 async def setup(pool: AsyncConnectionPool[Any]) -> None:
     """The saver's tables and ours, made once whoever starts first. The lock is tried, not
     waited for: the saver's migrations create indexes ``CONCURRENTLY``, which wait for every
-    open transaction, a worker waiting in ``pg_advisory_lock`` included."""
+    open transaction, a worker waiting in ``pg_advisory_lock`` included, so two workers
+    starting together would wait for each other for ever."""
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
     async with pool.connection() as conn:

@@ -7,9 +7,10 @@ several commits an answer: with many questions in flight, more CPU than the grap
 ``InlineCommitSaver`` keeps the saver's tables, rows and serialisation (rows prepared exactly
 as ``AsyncSqliteSaver.aput`` and ``aput_writes`` of langgraph-checkpoint-sqlite 3.1 do) and
 writes them through a plain ``sqlite3`` connection on the event loop's thread: in WAL mode
-with ``synchronous=NORMAL`` a commit does not wait for the disk. Writes made in one turn of
-the loop share one transaction, committed right after it; every call returns after its
-commit, so ``durability="sync"`` keeps its promise: a step is on disk before the next starts.
+with ``synchronous=NORMAL`` a commit does not wait for the disk (but for a short stall when
+SQLite folds the log back into the database). Writes made in one turn of the loop share one
+transaction, committed right after it; every call returns after its commit, so ``durability="sync"``
+keeps its promise: a step is on disk before the next starts.
 
 Threads are read on that connection too (``SqliteSaver``): through aiosqlite, reads queue
 behind one lock when hundreds of questions start together. Listings still go through it.
@@ -58,9 +59,10 @@ _KEEP_WRITES = "INSERT OR IGNORE " + _WRITE_COLUMNS
 
 def checkpoint_serde() -> JsonPlusSerializer:
     """The serialiser of every checkpointer of a run: strict, so a checkpoint rebuilds only
-    LangGraph's safe types and plain values, whatever ``LANGGRAPH_STRICT_MSGPACK`` says. A
-    shared store's checkpoints come from other machines: another type written there (by an
-    attacker who can write to the database) is returned as data, not constructed."""
+    LangGraph's safe types and plain values, whatever ``LANGGRAPH_STRICT_MSGPACK`` says (a question
+    thread's state is plain values, so no type of ours is needed). A shared store's checkpoints come
+    from other machines: another type written there (by an attacker who can write to the database)
+    is returned as data, not constructed."""
     return JsonPlusSerializer(allowed_msgpack_modules=None)
 
 

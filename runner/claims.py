@@ -4,6 +4,8 @@ A worker claims an unfinished thread with one atomic upsert in ``aidanbench_clai
 the row when there is none, when it was released, or when its heartbeat is older than the
 lease (its worker died). A thread a live worker holds waits in ``deferred`` until the end of
 this worker's list, then is taken over once released (Ctrl-C) or expired (a killed worker).
+The taker resumes from the thread's checkpoints, so a killed worker loses at most the step it
+was in.
 
 A heartbeat keeps running threads' claims alive. A worker that finds a claim taken from it
 (it was paused for longer than the lease) cancels that question at once; it may have written
@@ -166,9 +168,9 @@ class Claims:
         await self._rows(_RELEASE, (task.thread_id, self.owner))
 
     async def found_finished(self, stopped: Sequence[tuple[Task, QuestionLine]]) -> set[str]:
-        """Record lines of threads found finished that the store lacks (their worker died
-        between the last checkpoint and the line), never replacing one; returns the threads
-        whose line is this machine's, which its run directory holds."""
+        """Record lines of threads found finished that the store lacks (their worker died, or the
+        store failed, between the last checkpoint and the line), never replacing one; returns the
+        threads whose line is this machine's, which its run directory holds."""
         if not stopped:
             return set()
         threads = [task.thread_id for task, _ in stopped]

@@ -105,10 +105,14 @@ async def drive(
     budget: Budget | None = None,
 ) -> list[QuestionLine]:
     """Run every task to a stop, writing outputs as questions finish; once ``budget`` is
-    spent, no question starts. Returns every line of the run directory. Cancellation
-    (Ctrl-C) writes what is known and re-raises: the checkpoints hold every completed step.
-    With ``claims`` (``runner.claims``) a thread runs here only once claimed, and the files
-    hold the lines of the threads this worker stopped (the store holds them all)."""
+    spent, no question starts. Tasks are looked up ``PLAN_CHUNK`` at a time, those the files
+    show stopped for good last, and start in that order as ``admission`` lets them in; one
+    found finished is counted and skipped. Returns every line of the run directory, those
+    carried from earlier sessions included. Cancellation (Ctrl-C) writes what is known and
+    re-raises: the checkpoints hold every completed step. With ``claims`` (``runner.claims``)
+    a thread runs here only once claimed, those claimed elsewhere are waited for at the end,
+    and the files hold the lines of the threads this worker stopped (the store holds them
+    all)."""
     for task in tasks:
         progress.queued(task.label)
     running = 0  # questions spawned and not ended: each may yet find its thread claimed elsewhere

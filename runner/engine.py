@@ -215,8 +215,9 @@ async def run(
     progress: Progress | None = None,
     services: ServicesFactory | None = None,
 ) -> RunResult:
-    """Run (or resume, or grow) the run directory of ``spec``; ``progress`` defaults to a
-    live table on a terminal, ``services`` to OpenAI-compatible clients closed at the end."""
+    """Run (or resume, or grow) the run directory of ``spec``; ``progress`` defaults to a live table
+    on a terminal (log lines otherwise), ``services`` to OpenAI-compatible clients closed at the
+    end."""
     return await execute(await prepare(spec), progress=progress, services=services)
 
 

@@ -6,7 +6,8 @@ build a table each.
 
 A row's figures are ``record.results.totals`` of the stored lines (as the summary's), with
 running questions' answer events on top until their line replaces them, so the table ends
-equal to the summary whatever was resumed, retried or discarded as a look-ahead.
+equal to the summary whatever was resumed, retried or discarded as a look-ahead. Every outside
+string (model names, questions) is printed through ``printable``.
 
 Long waits (a ``Retry-After``, a back-off, the ``--requests-per-minute`` window:
 ``services.waits``) are shown under the table per endpoint; in the log a watcher thread
@@ -46,7 +47,8 @@ WATCH_EVERY_S = 0.5
 
 NEW_WAITS_EVERY_S = 4.0
 """At most one log line per endpoint this often for waits that start: a 429 storm is one
-line every few seconds."""
+line every few seconds, and a wait is still logged within ``NEW_WAITS_EVERY_S +
+WATCH_EVERY_S`` of its start."""
 
 STILL_WAITING_EVERY_S = 30.0
 """While an endpoint's requests wait, the log says so again this often."""
@@ -193,7 +195,8 @@ class Progress:
         )
 
     def requeued(self, label: str, key: str) -> None:
-        """A running question goes back to the queue (its worker died): its events are dropped."""
+        """A running question goes back to the queue (its worker died; another continues it
+        from its checkpoint): its events are dropped."""
         row = self.rows[label]
         row.running -= 1
         row.queued += 1

@@ -196,7 +196,8 @@ async def seed_run(
         for task, values in zip(tasks, states, strict=True):
             settings = task.settings
             # The routers read the settings from LangGraph's runtime, which update_state
-            # does not give them: it is passed as a run would.
+            # does not give them: it is passed as a run would (the first step after this one
+            # runs under the continuing run's own runtime).
             runtime = Runtime(context=settings)
             config: RunnableConfig = {
                 "configurable": {"thread_id": task.thread_id, CONFIG_KEY_RUNTIME: runtime}
@@ -377,10 +378,10 @@ def rejudge(
     into: Path | None,
     **judging: Any,
 ) -> Rejudged:
-    """The answers of ``results`` judged again by each judge (``analysis.rejudge.judge_all``
-    with ``judging``) and walked under ``thresholds``; with ``into``, written as a run
-    directory (``seed_into``) after every check. ``Unjudged`` when answers could not be
-    judged; a refused chain is one ``UsageError``."""
+    """The answers of ``results`` judged again by each judge (``analysis.rejudge.judge_all`` with
+    ``judging``, cached in the judges' ``cache_path``) and walked under ``thresholds``; with
+    ``into``, written as a run directory (``seed_into``) after every check. ``Unjudged`` when
+    answers could not be judged; a refused chain is one ``UsageError``."""
     cache = Path(str(judges[0][0].cache_path))
     if into is None:
         return _rejudged(results, judges, thresholds, UsageLedger(ledger_path(cache)), judging)

@@ -163,7 +163,8 @@ def scoring_change_line(run_dir: Path, model: str, name: str, stored: Any, given
 def stored_spellings(run_dir: Path) -> dict[str, str]:
     """How the run directory's lines spell each question, by its normal form: an older
     run's thread ids may hash an unnormalised spelling its answers were generated with, so
-    the run goes on asking it. Where two lines differ, the normal spelling wins."""
+    the run goes on asking it. Where two lines differ, the normal spelling wins, else the
+    first."""
     if not (run_dir / files.QUESTIONS).exists():
         return {}
     try:

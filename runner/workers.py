@@ -265,7 +265,7 @@ async def follow(ledger: UsageBook) -> None:
 def _die_with_parent() -> None:
     """Be killed when the session's process dies, however it dies (``PR_SET_PDEATHSIG``): a
     worker left running would write threads that the next session, holding the lock, runs
-    too."""
+    too. Its completed steps are committed, so the kill loses nothing."""
     parent = multiprocessing.parent_process()
     try:
         libc = ctypes.CDLL(None, use_errno=True)

@@ -12,7 +12,8 @@ window is left: a command killed between the provider's acceptance of a batch an
 write of its id would create another on its next run.
 
 Each HTTP call goes through the judge endpoint's limiter and ``services.retry``, except the
-creation of a batch, which is not idempotent: it is made once.
+creation of a batch, which is not idempotent: it is made once (a failure is raised, and the
+next run tries again: no id was recorded).
 """
 
 from __future__ import annotations
@@ -160,7 +161,8 @@ class BatchClient:
         these requests), wait for it, and return its id and every request's results (the output
         file's lines, then the error file's; an unanswered request's names the final status).
 
-        ``on_created`` is called once, right after a new batch is recorded.
+        ``on_created`` is called once, right after a new batch is recorded (the caller counts
+        its requests as sent: they are paid for from then on).
         """
         data = request_file(requests)
         number = 0

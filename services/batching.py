@@ -4,10 +4,11 @@ Every turn of every question embeds one new answer; sent one by one, each pays t
 cost and one slot of the endpoint's requests-per-minute budget. One embeddings request takes
 many texts, so the batcher sends what is waiting together:
 
-* A call goes out at the end of the current event-loop step while fewer than
-  ``MAX_BATCHES_IN_FLIGHT`` batches are in flight; otherwise it waits for the next free batch,
-  at most one embedding round trip, which the judge (the slower scorer) covers. A full batch's
-  worth of waiting texts goes at once: waiting would not make it fuller.
+* A call goes out at the end of the current event-loop step (so calls made in the same step
+  share it) while fewer than ``MAX_BATCHES_IN_FLIGHT`` batches are in flight; otherwise it
+  waits for the next free batch, at most one embedding round trip, which the judge (the slower
+  scorer) covers. A full batch's worth of waiting texts goes at once: waiting would not make it
+  fuller, and thousands of chains in flight would otherwise all wait on two batches at a time.
 * Each batch holds one slot of the endpoint limiter and is bounded by the request timeout.
 * A bad vector fails only the caller whose text it belongs to (``services.embeddings``).
 * A batch failing with an error not worth retrying (a 400 for one bad text, say) or an
@@ -41,7 +42,8 @@ MAX_BATCHES_IN_FLIGHT = 2
 """Batches one client may have in flight before calls start to wait and coalesce."""
 
 MAX_TEXTS_PER_BATCH = 128
-"""Texts per request: well under OpenAI's limits of inputs and tokens per request."""
+"""Texts per request: well under OpenAI's limits of inputs (2,048) and tokens per request, for
+answers of a few kB."""
 
 
 @dataclass

@@ -3,8 +3,10 @@
 Vectors are kept out of checkpointed state (which they would make grow quadratically), keyed
 by (namespace, sha256 of the text), so each answer is embedded once per embedding model, even
 across restarts and by ``rescore``. The namespace is endpoint and model, so a process serving
-several endpoints never hands one endpoint's vector to another. Judge scores are keyed by
-(judge namespace, sha256 of the rendered prompt). The ids of batches submitted are kept too
+several endpoints never hands one endpoint's vector to another. Judge scores are keyed by (judge
+namespace, sha256 of the rendered prompt): each pair of answers is judged for similarity at most
+once, and coherence judgments made outside a run (``calibrate``, ``rescore --judge-model``) are kept
+one row per sample, with the model that served it. The ids of batches submitted are kept too
 (``services.batch``), so a killed command resumes its batch instead of paying for a second.
 
 Only usable vectors are stored: finite, not all zeros, and of the namespace's one length (the
@@ -13,7 +15,8 @@ treated as absent, so it is embedded again and replaced.
 
 An in-memory dict, written through to SQLite (WAL) when a path is given; one instance per path
 and services instance. ``max_bytes`` bounds the in-memory layer of a cache that outlives runs
-(least recently used entries go first). That layer is keyed by the text itself, not its
+(least recently used entries go first: a disk-backed cache reads them back, a memory-only
+one embeds or judges again). That layer is keyed by the text itself, not its
 digest: each turn looks up every earlier answer, and hashing them all again would make each
 turn's cost grow with the chain.
 """
@@ -91,7 +94,7 @@ VECTOR_OVERHEAD_BYTES = 100
 
 class ScoreCache:
     """Embeddings and similarity scores, in memory and optionally on disk (``max_bytes``
-    None: the in-memory layer keeps everything)."""
+    None: the in-memory layer keeps everything, for a cache that lives as long as one run)."""
 
     def __init__(self, path: str | Path | None = None, max_bytes: int | None = None) -> None:
         self.path = None if path is None else Path(path)
@@ -235,7 +238,8 @@ class ScoreCache:
 
     def judgments(self, judge: str, prompt: str) -> list[tuple[int, str | None]]:
         """Cached coherence judgments of the rendered prompt, in sample order, each with the
-        model that served it (on disk only)."""
+        model that served it (on disk only: the commands that judge outside a run keep no
+        memory layer)."""
         if self._db is None:
             return []
         with self._lock:

@@ -9,7 +9,8 @@ with the reasoning text some providers send (``services.langchain_chat`` keeps i
 
 It gives up LangChain's callbacks: nothing appears in a LangSmith trace or Studio's run tree,
 so the graph's default factory keeps ``ChatOpenAI`` and the command line, which traces nothing,
-uses this. The usage ledger is written here directly, with the thread and node read from
+uses this. The usage ledger, which ``ChatOpenAI`` fills from a callback, is written here
+directly, with the thread and node read from
 LangGraph's config of the node making the call.
 """
 
@@ -116,7 +117,8 @@ def chat_body(
     temperature: float | None = None,
     extra_body: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The request body ``ChatOpenAI`` sends for one user message."""
+    """The request body ``ChatOpenAI`` sends for one user message (``OpenAIChat`` sends it, and
+    a batch line carries it: ``services.batch``)."""
     body: dict[str, Any] = {
         "messages": [{"role": "user", "content": prompt}],
         "model": model,

@@ -1,17 +1,19 @@
 """OpenAI-compatible clients for the three roles, built from settings.
 
 Keys are read from the environment variables the settings name, here and nowhere else; they go
-straight into the client and are never stored in state, results or messages. Every client has
-a request timeout and makes one attempt per call: the one retry layer is ``services.retry``.
+straight into the client and are never stored in state, results or messages. Every client has a
+request timeout (langchain-openai sends none by default) and makes one attempt per call: the one
+retry layer is ``services.retry``.
 
 Each host gets an HTTP connection pool of its own, made on the running event loop
 (``services.registry``): langchain-openai's own pool per base URL, made on one event loop,
 fails ("Event loop is closed") when a second ``asyncio.run`` reaches the same endpoint.
 
 ``httpx`` pools need no closing, so they suit a graph whose lifetime nobody manages (Studio, a
-notebook, a parent agent). ``aiohttp`` costs less CPU per request (docs/performance.md), what a
-long run spends its CPU on; its sessions must be closed, so the command line, which owns its
-run, uses it, and ``OpenAIChat`` for the same reason.
+notebook, a parent agent). ``aiohttp`` costs less CPU per request (httpx's pool checks every idle
+connection on each request; docs/performance.md), what a long run spends its CPU on; its sessions
+must be closed, so the command line, which owns its run, uses it, and ``OpenAIChat`` for the
+same reason.
 """
 
 from __future__ import annotations

@@ -27,11 +27,13 @@ JSON_BODY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_na
 """How httpx2 writes a JSON body; built once, as ``json.dumps`` builds one per call."""
 
 DECODED = (b"content-encoding", b"content-length", b"transfer-encoding")
-"""Headers describing the body as sent, not as aiohttp hands it over (decompressed, whole)."""
+"""Headers describing the body as sent, not as aiohttp hands it over (decompressed, whole):
+left out of the reply a status error carries."""
 
 
 def aiohttp_session(pool: httpx2.AsyncClient, url: str) -> aiohttp.ClientSession | None:
-    """The aiohttp session ``pool`` sends requests for ``url`` on, or None when it has none."""
+    """The aiohttp session ``pool`` sends requests for ``url`` on (made now if the pool has sent
+    none yet), or None when it has none."""
     try:  # private names of httpx2 and of the OpenAI client's aiohttp extra
         from openai._vendor.httpx_aiohttp.transport import AiohttpTransport
 

@@ -70,7 +70,8 @@ MAX_PAGES = 100
 
 async def list_models(client: openai.AsyncOpenAI, limit_s: float) -> Answer:
     """``GET {base_url}/models``, and every further page it names (``next_page``), within
-    ``limit_s`` in all; a page that fails ends it there, as that page's answer."""
+    ``limit_s`` in all, the answer holding every page's models; a page that fails ends it
+    there, as that page's answer."""
     deadline = time.perf_counter() + limit_s
     answer = await _ask(client.get("/models", cast_to=httpx2.Response), limit_s)
     models: list[Any] = []
@@ -116,7 +117,7 @@ async def minimal_chat(
 
 
 async def minimal_embeddings(client: openai.AsyncOpenAI, model: str, limit_s: float) -> Answer:
-    """One short text embedded by ``model``."""
+    """One short text embedded by ``model``, in the encoding the run's requests use."""
     body = {"model": model, "input": [PROBE_TEXT], "encoding_format": "base64"}
     return await _ask(client.post("/embeddings", body=body, cast_to=httpx2.Response), limit_s)
 

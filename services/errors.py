@@ -6,7 +6,9 @@ role, the endpoint host and the status, and never carry a key or a request body:
 provider quotes is replaced by ``[redacted]`` before the message is recorded anywhere.
 
 The client library is imported where an exception is classified, so the driver and the
-summaries read these helpers without paying for an HTTP stack (``tests/test_layers.py``).
+summaries read these helpers without paying for an HTTP stack (``tests/test_layers.py``); the
+import costs nothing there, since an exception can only be the client's once the client has
+been loaded.
 """
 
 from __future__ import annotations
@@ -107,7 +109,8 @@ def describe(
     *,
     judge: str | None = None,
 ) -> ErrorInfo:
-    """An ``ErrorInfo`` for ``role``'s exception at ``host``, ``secrets`` redacted. ``judge``
+    """An ``ErrorInfo`` for ``role``'s exception at ``host``, ``secrets`` (the run's API keys)
+    redacted. ``judge``
     names a panel's judge, in the message and the record: judges may share a host. A judge's
     unreadable replies (``ScoreParseError.calls``) are kept by why."""
     info = _describe(role if judge is None else f"{role} {judge}", host, exc)
@@ -173,7 +176,7 @@ def is_timeout(exc: BaseException) -> bool:
 def _dropped_connection(exc: BaseException) -> bool:
     """Whether the root of ``exc`` is aiohttp losing the connection, which its transport
     reports as a connect *time-out*: that would send a reader looking for a slow endpoint
-    instead of a dead one."""
+    instead of a dead one. Without aiohttp loaded, no exception can come from it."""
     aiohttp = sys.modules.get("aiohttp")
     if aiohttp is None:
         return False

@@ -3,7 +3,8 @@
 ``ChatOpenAI`` drops the text providers put beside the content (``REASONING_FIELDS``). A reply
 with empty content and such text is a failure of its own (the model answered inside its
 reasoning), which the generate node names; so this subclass keeps that text in
-``additional_kwargs["reasoning"]``, as ``services.chat.read_reply`` does.
+``additional_kwargs["reasoning"]``, as ``services.chat.read_reply`` does. Everything else is
+``ChatOpenAI``'s, callbacks and tracing included.
 """
 
 from __future__ import annotations

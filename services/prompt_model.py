@@ -1,5 +1,6 @@
 """A chat model asked one user prompt at a time, and only asynchronously: the model under
-test when something outside the graph makes the request (a verifiers rollout).
+test when something outside the graph makes the request (a verifiers rollout). One prompt is
+enough: the graph sends each answer's fresh prompt alone, as one user message.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Errors no retry can fix: the endpoint refuses the role, not one request.
 
 A 404, 401 or 403 says the same for every request of a role: recording it as each question's
-error would charge every question with a configuration mistake. So it is raised as
+error would charge every question with a configuration mistake, and rerunning would only
+repeat it. So it is raised as
 ``EndpointRefused``, out of the graph: the run stops at once with one line, and the interrupted
 step stays pending, so a corrected rerun continues every thread where it stopped.
 

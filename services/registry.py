@@ -51,7 +51,8 @@ class Services:
     cache: ScoreCache
     limiters: dict[str, EndpointLimiter]
     pools: list[httpx2.AsyncClient] = field(default_factory=list)
-    """HTTP pools the built clients use: one per host, closed by ``OpenAIServices.aclose``."""
+    """HTTP pools the built clients use: one per host, shared with every other settings object
+    reaching that host, and closed by ``OpenAIServices.aclose``."""
     request_timeout: float | None = None
     """Seconds one attempt may take, all of it (None: unbounded)."""
     max_retries: int = 0
@@ -288,7 +289,8 @@ def reserved(limiters: dict[str, EndpointLimiter], wanted: int) -> int:
 
 DEFAULT_CACHE_BYTES = 256 * 2**20
 """In-memory score cache of the graph's default services: a server or notebook outlives any
-run, so its cache forgets the least recently used entries beyond this."""
+run, so its cache forgets the least recently used entries beyond this (about 20,000 vectors
+of 3,072 floats, far more than one question's chain)."""
 
 
 @dataclass
@@ -314,12 +316,13 @@ class OpenAIServices:
     call ``aclose`` on the loop that ran the questions.
 
     ``transport`` picks the HTTP pools (``httpx`` needs no closing; ``aiohttp`` is cheaper per
-    request) and ``chat`` the chat clients: ``langchain`` (traced by LangSmith and Studio) or
-    ``openai`` (``OpenAIChat``: the same request for less CPU, untraced). ``adaptive`` lets
-    each endpoint's in-flight limit adapt below its ceiling (``services.limits``). ``share`` is
-    how many processes of one run reach the same endpoints (``runner.workers``): each holds
-    that share of every ceiling and rate, so together they never ask for more than one would,
-    and their adaptive limits settle at fair shares as TCP flows sharing a link do.
+    request and must be closed) and ``chat`` the chat clients: ``langchain`` (traced by LangSmith
+    and Studio) or ``openai`` (``OpenAIChat``: the same request for less CPU, untraced).
+    ``adaptive`` lets each endpoint's in-flight limit adapt below its ceiling (``services.limits``);
+    off, the limit is the ceiling. ``share`` is how many processes of one run reach the same
+    endpoints (``runner.workers``): each holds that share of every ceiling and rate, so together
+    they never ask for more than one would, and their adaptive limits, each halving on its own 429s,
+    settle at fair shares as TCP flows sharing a link do.
     """
 
     def __init__(
@@ -461,7 +464,8 @@ class OpenAIServices:
 
         For a process that reuses one instance across unrelated runs, such as a test session:
         a new server may be given an earlier one's port, and would otherwise find its cached
-        scores and vectors, and the vector length learnt from them.
+        scores and vectors, and the vector length learnt from them (a reply of another length
+        is refused).
         """
         with self._caches_lock:
             caches, self._caches = list(self._caches.values()), {}
@@ -476,7 +480,8 @@ class OpenAIServices:
 
     async def aclose(self) -> None:
         """Close the running loop's clients and every cache file this instance opened (the
-        in-memory cache is kept for later runs)."""
+        in-memory cache is kept for later runs; a cache file is opened again if a later run
+        names it)."""
         state = self._loops.pop(asyncio.get_running_loop(), None)
         if state is not None:
             for services in state.services.values():

@@ -10,7 +10,8 @@ turns out to be unreadable. Here:
   each read, so a body trickling in one byte at a time never ends);
 * retryable failures (``errors.is_retryable``) are retried up to ``max_retries`` times;
 * the wait honours ``Retry-After`` (up to ``errors.RETRY_AFTER_LIMIT``), else backs off
-  exponentially with jitter as the OpenAI client does, through the endpoint's ``waits``.
+  exponentially with jitter as the OpenAI client does, through the endpoint's ``waits`` (so a
+  long one is shown while it lasts, and a ``Retry-After`` above the cap is recorded there).
 """
 
 from __future__ import annotations
@@ -84,8 +85,8 @@ async def attempt_once(
     model: str | None = None,
 ) -> T:
     """One attempt asking ``model``: a limiter slot, and the whole request within ``limit_s``
-    seconds. The deadline is ``asyncio.timeout``'s: ``asyncio.wait_for`` would make a task per
-    request."""
+    seconds (``TimeoutError`` after that). The deadline is ``asyncio.timeout``'s:
+    ``asyncio.wait_for`` would make a task per request."""
     async with limiter.slot(model), asyncio.timeout(limit_s):
         return await request()
 

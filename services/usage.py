@@ -3,8 +3,8 @@ can cost at most, and what its reply cost (``usage_line``, the one place a reply
 
 A reply without usage (as several OpenAI-compatible servers send) has *unknown* tokens and
 dollars (``null``), never 0; its line also carries an upper estimate (``estimated_*``) for the
-budget. A request's ``sent`` line bounds its cost (``bound_usd``), which counts if it is never
-answered.
+budget. A request's ``sent`` line bounds its cost (``bound_usd``: ``prompt_tokens`` as input,
+``output_bound`` as output), which counts if it is never answered.
 """
 
 from __future__ import annotations
@@ -191,7 +191,8 @@ def usage_line(
 ) -> dict[str, Any]:
     """The ledger's ``usage`` line of one reply: the one place a reply is priced.
 
-    ``price`` is the served model's (``PriceTable.served_price``). ``prompt`` and ``reply``
+    ``price`` is the served model's (``PriceTable.served_price``), at batch prices for a
+    ``batch`` call. ``prompt`` and ``reply``
     estimate the usage when the reply reported none; ``priced_as`` names the model asked for
     when it is not ``model`` (a variant ``NAME@LABEL`` is asked as ``NAME``)."""
     line: dict[str, Any] = {
@@ -256,8 +257,8 @@ class RoleLedger:
         return self.priced_as or self.model
 
     def sent(self, where: Mapping[str, Any], input_tokens: int, output_tokens: int) -> str:
-        """Record a request billable at most these tokens as sent, priced as the asked model;
-        its id, for ``replied`` or ``failed``."""
+        """Record a request billable at most these tokens as sent, priced as the asked model
+        (no reply has named what served yet); its id, for ``replied`` or ``failed``."""
         price = self.prices.price(self.asked)
         return self.ledger.sent(
             self.role,
@@ -374,7 +375,8 @@ class LedgerCallback(AsyncCallbackHandler):
 
 
 def embedding_usage(raw: Any) -> Usage:
-    """An embeddings reply's usage: reported input tokens make its output tokens 0."""
+    """An embeddings reply's usage: an embedding has no output, so reported input tokens make
+    its output tokens 0."""
     usage = raw_usage(raw)
     if usage.input_tokens is not None and usage.output_tokens is None:
         usage = replace(usage, output_tokens=0)

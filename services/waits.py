@@ -33,14 +33,16 @@ class WaitNow:
 
 class Waits:
     """One endpoint's waits longer than ``VISIBLE_S``: those going on, and a count. Written on
-    the event loop, read from any thread: a reader copies them in one step, never changes them.
+    the event loop, read from any thread (the live table draws from its own thread): a reader
+    copies them in one step, never changes them.
     """
 
     def __init__(self) -> None:
         self.started = 0
         """Waits longer than ``VISIBLE_S`` started so far."""
         self.capped: tuple[float, float] | None = None
-        """The longest ``Retry-After`` asked above the cap, and the cap waited instead."""
+        """The longest ``Retry-After`` asked above the cap, and the cap waited instead (None:
+        none was)."""
         self._current: dict[int, tuple[float, float, str]] = {}
         self._ids = itertools.count()
 

@@ -4,7 +4,7 @@
 recorded score; every other request goes to ``inner``. Noise needs different replies to one
 prompt: the n-th request for a prompt gets the n-th draw, a pure function of (prompt, n). A run
 asks an answer's first judgment alone (``nodes.judge_calls.sample_judgments``), so the first
-reply holds whatever the concurrency.
+reply holds whatever the concurrency (the others, asked together, may swap).
 """
 
 from __future__ import annotations

@@ -8,10 +8,11 @@ with ``s = 1 − recorded dissimilarity``, so its cosine with the previous answe
 with any earlier one at most ``s``. A text seen before reuses its vector (in the reference
 run only a chain's terminal repeat, whose dissimilarity is 0 either way).
 
-Generate requests are answered by model name; coherence and embeddings by text, safe because
-no published answer occurs under two models. Each model's vectors span their own axes,
-zero-padded to one length, so one batch may mix models. A generate request can wait its
-recorded time (cumulative ``processing_time`` less the previous answer's) times a scale.
+Generate requests are answered by model name; coherence and embeddings by text, safe because no
+published answer occurs under two models. Each model's vectors span their own axes, zero-padded to
+one length, so every cosine within a chain is kept and one batch may mix models. A generate request
+can wait its recorded time (cumulative ``processing_time`` less the previous answer's) times a
+scale.
 """
 
 from __future__ import annotations

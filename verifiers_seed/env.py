@@ -113,9 +113,9 @@ class AidanBenchRubric(vf.Rubric):
     """The seed's metrics, read from the question's result on the rollout's state; the reward is the
     mode's metric alone.
 
-    A metric without a value (no valid answer to average) is NaN, never 0, so its average over
-    rollouts is NaN too. The mean of a score that is switched off (``avg_llm_novelty`` without the
-    similarity judge) is not reported.
+    A metric without a value (no valid answer to average) is NaN, never 0: verifiers 0.1 keeps one
+    float per metric and rollout, so its average over rollouts is NaN too. The mean of a score that
+    is switched off (``avg_llm_novelty`` without the similarity judge) is not reported.
     """
 
     def __init__(self, reward_mode: str, settings: Settings) -> None:
