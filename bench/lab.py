@@ -39,7 +39,9 @@ question), ``chatopenai`` (langchain-openai's ``ChatOpenAI`` for the chat roles 
 ``OpenAIChat``), ``client-post`` (requests through the OpenAI client instead of
 ``services.direct_post``), ``thread-routers`` (routers in LangGraph's worker threads),
 ``write-all`` (``decide`` writes every key), ``setup-lock`` (the saver's set-up lock on
-every step), ``wait-for`` (``asyncio.wait_for``: a task per request); ``workers-1`` and
+every step), ``wait-for`` (``asyncio.wait_for``: a task per request), ``traced-routers``
+(every router run traced, in a task of its own), ``shielded-ends`` (LangChain's shielded
+task for every chain-run end, heard or not); ``workers-1`` and
 ``workers-2`` run the command with that many worker processes (``--workers``; the
 ``command`` variant picks its own number, ``runner.workers.worker_count``), and count
 their CPU too. uvloop was measured
@@ -100,6 +102,8 @@ VARIANTS = (
     "setup-lock",
     "workers-1",
     "workers-2",
+    "traced-routers",
+    "shielded-ends",
 )
 
 
@@ -270,11 +274,29 @@ def apply_variant(variant: str) -> None:
         from aidanbench.runner.checkpoints import InlineCommitSaver
 
         InlineCommitSaver.setup = AsyncSqliteSaver.setup  # type: ignore[method-assign]
+    elif variant == "traced-routers":
+        from aidanbench.graph import question
+
+        question.on_event_loop = _traced_router
+    elif variant == "shielded-ends":
+        from aidanbench.runner import local, workers
+
+        local.quiet_chain_ends = workers.quiet_chain_ends = lambda: None
     elif variant == "write-always":
         from aidanbench.record import recorder
 
         recorder.WRITE_EVERY_S = 0.0
         recorder.RunLines.__init__.__defaults__ = (0.0, time.monotonic, ())
+
+
+def _traced_router(router: Any) -> Any:
+    """A router as a plain coroutine function, which LangGraph traces on every call."""
+
+    async def routed(state: Any, runtime: Any) -> Any:
+        return router(state, runtime)
+
+    routed.__name__ = router.__name__
+    return routed
 
 
 async def _attempt_in_task(limiter: Any, limit_s: float | None, request: Any) -> Any:

@@ -22,6 +22,7 @@ from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
 from aidanbench.record.recorder import RunLines, stored_metadata
 from aidanbench.runner.admission import admission
+from aidanbench.runner.callbacks import quiet_chain_ends
 from aidanbench.runner.checkpoints import (
     InlineCommitSaver,
     checkpoint_serde,
@@ -94,6 +95,7 @@ async def local_questions(
 ) -> AsyncIterator[LocalQuestions]:
     """The local backend on ``run_dir``'s checkpoints (``budget`` stops the questions),
     closed when the block ends."""
+    quiet_chain_ends()
     async with open_checkpointer(run_dir / files.CHECKPOINTS) as saver:
         graph = build_question_graph(services, budget=budget).compile(checkpointer=saver)
         yield LocalQuestions(graph, services)

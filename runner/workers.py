@@ -48,6 +48,7 @@ from aidanbench.record.recorder import RunLines, worker_ledger
 from aidanbench.record.usage import UsageLedger
 from aidanbench.runner import campaign
 from aidanbench.runner.admission import Admission, admission
+from aidanbench.runner.callbacks import quiet_chain_ends
 from aidanbench.runner.claims import claims_of, store_outage
 from aidanbench.runner.drive import Questions, drive, run_group
 from aidanbench.runner.local import local_questions
@@ -235,6 +236,7 @@ async def backend(
         async with remote_questions(spec.server) as remote:
             yield remote
         return
+    quiet_chain_ends()
     owned = None
     if services is None:
         services = owned = OpenAIServices(
