@@ -258,7 +258,11 @@ async def backend(
 
 
 async def follow(ledger: UsageLedger) -> None:
-    """Read the other processes' ledger lines every ``FOLLOW_S``, until cancelled."""
+    """Read the other processes' ledger lines every ``FOLLOW_S``, until cancelled; at once
+    done without a ``--max-cost``, the one thing they are read for (every line would be
+    parsed again in every process, for nothing)."""
+    if ledger.max_cost is None:
+        return
     while True:
         await asyncio.sleep(FOLLOW_S)
         ledger.catch_up()
@@ -439,7 +443,7 @@ async def drive_workers(
     for share in theirs:
         for task in share:
             progress.queued(task.label)
-    if theirs:
+    if theirs and budget.max_cost is not None:
         budget.follow()  # before the workers write
     workers = Workers(relay, progress)
     for index, share in enumerate(theirs, start=1):
