@@ -633,23 +633,7 @@ def parent(args: argparse.Namespace) -> None:
                 one_round(url, args, bound, "a", variants, plain, lines, results, lower)
     if "b" in workloads or "c" in workloads:
         floor = lab_floors(args, lines)
-        per_model = args.limits == "per-model"
-        serve = [
-            "lab",
-            f"--lg={LAB_MEDIANS['generate'] * args.scale}",
-            f"--lj={LAB_MEDIANS['coherence'] * args.scale}",
-            f"--le={LAB_MEDIANS['embed'] * args.scale}",
-            f"--sigma={args.sigma}",
-            f"--models={args.models}",
-            f"--questions={args.questions}",
-            f"--mean-length={args.mean_length}",
-            f"--max-length={args.max_length}",
-            f"--spread={args.spread}",
-            *([f"--rate={args.rate}", f"--burst={args.burst or args.rate}"] if args.rate else []),
-            *([f"--trace={args.trace}"] if args.trace else []),
-            f"--limits={args.limits}",
-            f"--endpoints={args.models + 1 if per_model else 0}",
-        ]
+        serve = provider_args(args)
         with provider(serve) as url:
             plain = ("c", "c", "(c) original-style loop") if "c" in workloads else None
             graph_variants = variants if "b" in workloads else []
@@ -662,6 +646,27 @@ def parent(args: argparse.Namespace) -> None:
         walls = [r["wall"] for r in runs]
         spread = f"{min(walls):.1f}-{max(walls):.1f}"
         print(f"{name:<20} wall median {statistics.median(walls):.1f} s ({spread})")
+
+
+def provider_args(args: argparse.Namespace) -> list[str]:
+    """``bench.lab_serve``'s arguments for workload (b) as ``args`` set it."""
+    per_model = args.limits == "per-model"
+    return [
+        "lab",
+        f"--lg={LAB_MEDIANS['generate'] * args.scale}",
+        f"--lj={LAB_MEDIANS['coherence'] * args.scale}",
+        f"--le={LAB_MEDIANS['embed'] * args.scale}",
+        f"--sigma={args.sigma}",
+        f"--models={args.models}",
+        f"--questions={args.questions}",
+        f"--mean-length={args.mean_length}",
+        f"--max-length={args.max_length}",
+        f"--spread={args.spread}",
+        *([f"--rate={args.rate}", f"--burst={args.burst or args.rate}"] if args.rate else []),
+        *([f"--trace={args.trace}"] if getattr(args, "trace", None) else []),
+        f"--limits={args.limits}",
+        f"--endpoints={args.models + 1 if per_model else 0}",
+    ]
 
 
 def parse_args() -> argparse.Namespace:
