@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiosqlite
 from langchain_core.runnables import RunnableConfig
@@ -78,15 +78,23 @@ class LocalQuestions:
             self.services(settings).warm()
 
     async def execute(self, task: Task, step: Plan, progress: Answers) -> dict[str, Any]:
-        async for event in self.graph.astream(
+        """The thread brought to a stop; its values as its last step left them (what
+        reading its state back gives, without the read: it replays every answer's write)."""
+        values: dict[str, Any] | None = None
+        async for mode, event in self.graph.astream(
             step.start,
             _config(task),
             context=task.settings,
-            stream_mode="custom",
+            stream_mode=["custom", "values"],
             durability=DURABILITY,
         ):
-            report(progress, task, event)
-        return dict((await self.graph.aget_state(_config(task))).values)
+            if mode == "values":
+                values = cast(dict[str, Any], event)
+            else:
+                report(progress, task, event)
+        if values is None:  # no step ran
+            return dict((await self.graph.aget_state(_config(task))).values)
+        return dict(values)
 
 
 @asynccontextmanager

@@ -251,3 +251,35 @@ async def test_a_chain_end_nobody_hears_makes_no_task() -> None:
         asyncio.get_running_loop().set_task_factory(None)
     assert heard == [{"x": 2}, "KeyError"]
     assert "AsyncCallbackManagerForChainRun.on_chain_end" in made  # LangChain's own, heard
+
+
+async def test_a_finished_thread_is_not_read_back(tmp_path: Path, monkeypatch: Any) -> None:
+    """Reading a thread's state replays every write of its answers; the values a question
+    stops with are its last step's, as streamed, and they are what the checkpoint holds."""
+    from aidanbench.core.state import QuestionOutput
+    from aidanbench.runner.drive import Plan
+    from aidanbench.runner.local import local_questions
+    from aidanbench.runner.tasks import start_input
+
+    services = brain_services(ScriptedBrain({Q: 3}))
+    task = Task(Settings(cache_path=str(tmp_path / "cache.sqlite")), Q, 1)
+    async with local_questions(tmp_path, services) as questions:
+        reads: list[Any] = []
+        real = type(questions.graph).aget_state
+
+        async def reading(self: Any, config: Any, **kwargs: Any) -> Any:
+            reads.append(config)
+            return await real(self, config, **kwargs)
+
+        monkeypatch.setattr(type(questions.graph), "aget_state", reading)
+        plan = Plan("run", {}, start=start_input(task, pending=False))
+        values = await questions.execute(task, plan, Progress(out=io.StringIO(), live=False))
+        assert reads == []
+        monkeypatch.undo()
+        stored = (
+            await questions.graph.aget_state({"configurable": {"thread_id": task.thread_id}})
+        ).values
+    assert set(QuestionOutput.__annotations__) <= set(values)
+    assert values == dict(stored)
+    assert values["score"] == 3 and len(values["answers"]) == 4
+    assert task.line(values) == task.line(stored)
