@@ -41,7 +41,9 @@ question), ``chatopenai`` (langchain-openai's ``ChatOpenAI`` for the chat roles 
 ``write-all`` (``decide`` writes every key), ``setup-lock`` (the saver's set-up lock on
 every step), ``wait-for`` (``asyncio.wait_for``: a task per request), ``traced-routers``
 (every router run traced, in a task of its own), ``shielded-ends`` (LangChain's shielded
-task for every chain-run end, heard or not); ``workers-1`` and
+task for every chain-run end, heard or not), ``read-back`` (a question's final values read
+back from the checkpointer), ``settings-json`` (services found by the settings' JSON on every
+node call); ``workers-1`` and
 ``workers-2`` run the command with that many worker processes (``--workers``; the
 ``command`` variant picks its own number, ``runner.workers.worker_count``), and count
 their CPU too. uvloop was measured
@@ -104,6 +106,8 @@ VARIANTS = (
     "workers-2",
     "traced-routers",
     "shielded-ends",
+    "read-back",
+    "settings-json",
 )
 
 
@@ -282,6 +286,14 @@ def apply_variant(variant: str) -> None:
         from aidanbench.runner import local, workers
 
         local.quiet_chain_ends = workers.quiet_chain_ends = lambda: None
+    elif variant == "read-back":
+        from aidanbench.runner import local
+
+        local.LocalQuestions.execute = _read_back  # type: ignore[method-assign]
+    elif variant == "settings-json":
+        from aidanbench.services import registry
+
+        registry.OpenAIServices.__call__ = _json_keyed  # type: ignore[method-assign]
     elif variant == "write-always":
         from aidanbench.record import recorder
 
@@ -297,6 +309,31 @@ def _traced_router(router: Any) -> Any:
 
     routed.__name__ = router.__name__
     return routed
+
+
+def _json_keyed(self: Any, settings: Any) -> Any:
+    """``OpenAIServices.__call__`` keying every call by the settings' JSON."""
+    state = self._state()
+    key = settings.model_dump_json()
+    if key not in state.services:
+        state.services[key] = self._build(state, settings)
+    return state.services[key]
+
+
+async def _read_back(self: Any, task: Any, step: Any, progress: Any) -> dict[str, Any]:
+    """``LocalQuestions.execute`` reading the thread's state back once it stops."""
+    from aidanbench.runner import local
+
+    async for event in self.graph.astream(
+        step.start,
+        {"configurable": {"thread_id": task.thread_id}},
+        context=task.settings,
+        stream_mode="custom",
+        durability=local.DURABILITY,
+    ):
+        local.report(progress, task, event)
+    state = await self.graph.aget_state({"configurable": {"thread_id": task.thread_id}})
+    return dict(state.values)
 
 
 async def _attempt_in_task(limiter: Any, limit_s: float | None, request: Any) -> Any:
