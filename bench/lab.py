@@ -39,7 +39,11 @@ question), ``chatopenai`` (langchain-openai's ``ChatOpenAI`` for the chat roles 
 ``OpenAIChat``), ``client-post`` (requests through the OpenAI client instead of
 ``services.direct_post``), ``thread-routers`` (routers in LangGraph's worker threads),
 ``write-all`` (``decide`` writes every key), ``setup-lock`` (the saver's set-up lock on
-every step), ``wait-for`` (``asyncio.wait_for``: a task per request); ``workers-1`` and
+every step), ``wait-for`` (``asyncio.wait_for``: a task per request), ``traced-routers``
+(every router run traced, in a task of its own), ``shielded-ends`` (LangChain's shielded
+task for every chain-run end, heard or not), ``read-back`` (a question's final values read
+back from the checkpointer), ``settings-json`` (services found by the settings' JSON on every
+node call); ``workers-1`` and
 ``workers-2`` run the command with that many worker processes (``--workers``; the
 ``command`` variant picks its own number, ``runner.workers.worker_count``), and count
 their CPU too. uvloop was measured
@@ -100,6 +104,10 @@ VARIANTS = (
     "setup-lock",
     "workers-1",
     "workers-2",
+    "traced-routers",
+    "shielded-ends",
+    "read-back",
+    "settings-json",
 )
 
 
@@ -270,11 +278,62 @@ def apply_variant(variant: str) -> None:
         from aidanbench.runner.checkpoints import InlineCommitSaver
 
         InlineCommitSaver.setup = AsyncSqliteSaver.setup  # type: ignore[method-assign]
+    elif variant == "traced-routers":
+        from aidanbench.graph import question
+
+        question.on_event_loop = _traced_router
+    elif variant == "shielded-ends":
+        from aidanbench.runner import local, workers
+
+        local.quiet_chain_ends = workers.quiet_chain_ends = lambda: None
+    elif variant == "read-back":
+        from aidanbench.runner import local
+
+        local.LocalQuestions.execute = _read_back  # type: ignore[method-assign]
+    elif variant == "settings-json":
+        from aidanbench.services import registry
+
+        registry.OpenAIServices.__call__ = _json_keyed  # type: ignore[method-assign]
     elif variant == "write-always":
         from aidanbench.record import recorder
 
         recorder.WRITE_EVERY_S = 0.0
         recorder.RunLines.__init__.__defaults__ = (0.0, time.monotonic, ())
+
+
+def _traced_router(router: Any) -> Any:
+    """A router as a plain coroutine function, which LangGraph traces on every call."""
+
+    async def routed(state: Any, runtime: Any) -> Any:
+        return router(state, runtime)
+
+    routed.__name__ = router.__name__
+    return routed
+
+
+def _json_keyed(self: Any, settings: Any) -> Any:
+    """``OpenAIServices.__call__`` keying every call by the settings' JSON."""
+    state = self._state()
+    key = settings.model_dump_json()
+    if key not in state.services:
+        state.services[key] = self._build(state, settings)
+    return state.services[key]
+
+
+async def _read_back(self: Any, task: Any, step: Any, progress: Any) -> dict[str, Any]:
+    """``LocalQuestions.execute`` reading the thread's state back once it stops."""
+    from aidanbench.runner import local
+
+    async for event in self.graph.astream(
+        step.start,
+        {"configurable": {"thread_id": task.thread_id}},
+        context=task.settings,
+        stream_mode="custom",
+        durability=local.DURABILITY,
+    ):
+        local.report(progress, task, event)
+    state = await self.graph.aget_state({"configurable": {"thread_id": task.thread_id}})
+    return dict(state.values)
 
 
 async def _attempt_in_task(
@@ -613,23 +672,7 @@ def parent(args: argparse.Namespace) -> None:
                 one_round(url, args, bound, "a", variants, plain, lines, results, lower)
     if "b" in workloads or "c" in workloads:
         floor = lab_floors(args, lines)
-        per_model = args.limits == "per-model"
-        serve = [
-            "lab",
-            f"--lg={LAB_MEDIANS['generate'] * args.scale}",
-            f"--lj={LAB_MEDIANS['coherence'] * args.scale}",
-            f"--le={LAB_MEDIANS['embed'] * args.scale}",
-            f"--sigma={args.sigma}",
-            f"--models={args.models}",
-            f"--questions={args.questions}",
-            f"--mean-length={args.mean_length}",
-            f"--max-length={args.max_length}",
-            f"--spread={args.spread}",
-            *([f"--rate={args.rate}", f"--burst={args.burst or args.rate}"] if args.rate else []),
-            *([f"--trace={args.trace}"] if args.trace else []),
-            f"--limits={args.limits}",
-            f"--endpoints={args.models + 1 if per_model else 0}",
-        ]
+        serve = provider_args(args)
         with provider(serve) as url:
             plain = ("c", "c", "(c) original-style loop") if "c" in workloads else None
             graph_variants = variants if "b" in workloads else []
@@ -642,6 +685,27 @@ def parent(args: argparse.Namespace) -> None:
         walls = [r["wall"] for r in runs]
         spread = f"{min(walls):.1f}-{max(walls):.1f}"
         print(f"{name:<20} wall median {statistics.median(walls):.1f} s ({spread})")
+
+
+def provider_args(args: argparse.Namespace) -> list[str]:
+    """``bench.lab_serve``'s arguments for workload (b) as ``args`` set it."""
+    per_model = args.limits == "per-model"
+    return [
+        "lab",
+        f"--lg={LAB_MEDIANS['generate'] * args.scale}",
+        f"--lj={LAB_MEDIANS['coherence'] * args.scale}",
+        f"--le={LAB_MEDIANS['embed'] * args.scale}",
+        f"--sigma={args.sigma}",
+        f"--models={args.models}",
+        f"--questions={args.questions}",
+        f"--mean-length={args.mean_length}",
+        f"--max-length={args.max_length}",
+        f"--spread={args.spread}",
+        *([f"--rate={args.rate}", f"--burst={args.burst or args.rate}"] if args.rate else []),
+        *([f"--trace={args.trace}"] if getattr(args, "trace", None) else []),
+        f"--limits={args.limits}",
+        f"--endpoints={args.models + 1 if per_model else 0}",
+    ]
 
 
 def parse_args() -> argparse.Namespace:

@@ -16,15 +16,19 @@ A router that meets a step its source cannot lead to raises, naming it: that sta
 bug, not something to route around.
 
 The graph gets the plain routers through ``on_event_loop``: LangGraph runs a plain function
-of an async graph in a worker thread, a hop that costs more CPU than the rule.
+of an async graph in a worker thread, a hop that costs more CPU than the rule. It traces a
+router as a run of its own, in a task of its own, whether or not anyone listens; ours are
+traced only when a callback handler (LangSmith, Studio) is there to see them.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from langchain_core.runnables import RunnableConfig
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.runtime import Runtime
 
 from aidanbench.core.scores import declared, scoring
@@ -94,4 +98,27 @@ def on_event_loop(
     async def routed(state: QuestionState, runtime: Runtime[Settings]) -> R:
         return router(state, runtime)
 
-    return routed
+    return QuietRouter(routed)  # type: ignore[return-value]
+
+
+class QuietRouter(RunnableCallable):
+    """A coroutine router as LangGraph would run it, traced only while a callback handler
+    listens: untraced, it is awaited on the node's own task, with no run, task or callback
+    made for nobody (LangGraph's private ``RunnableCallable``, so the branch reads its input
+    schema from the router as before)."""
+
+    def __init__(self, routed: Callable[..., Awaitable[Any]]) -> None:
+        super().__init__(None, routed, trace=True)
+        self.quiet = RunnableCallable(None, routed, name=self.name, trace=False)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        if listening(config):
+            return await super().ainvoke(input, config, **kwargs)
+        return await self.quiet.ainvoke(input, config, **kwargs)
+
+
+def listening(config: RunnableConfig | None) -> bool:
+    """Whether a callback handler receives the runs made under ``config``."""
+    callbacks = None if config is None else config.get("callbacks")
+    handlers = getattr(callbacks, "handlers", callbacks)
+    return bool(handlers)

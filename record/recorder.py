@@ -310,6 +310,11 @@ class Recorder:
         self._ledger.catch_up()
 
     @property
+    def max_cost(self) -> float | None:
+        """The run's budget in dollars (None: no cap)."""
+        return self._ledger.max_cost
+
+    @property
     def path(self) -> Path:
         """The usage ledger's file, for what reads it whole (``summarise_ledger``)."""
         return self._ledger.path
@@ -450,9 +455,11 @@ class Recorder:
 
 def worker_ledger(run_dir: Path, max_cost: float | None) -> UsageLedger:
     """The ledger a session's worker process appends to, following the others' lines so it
-    keeps the run-wide budget (``UsageLedger.follow``); the parent writes everything else."""
+    keeps the run-wide budget (``UsageLedger.follow``) when there is one (``max_cost``); the
+    parent writes everything else."""
     ledger = UsageLedger(run_dir / files.LEDGER, max_cost)
-    ledger.follow()
+    if max_cost is not None:
+        ledger.follow()
     return ledger
 
 

@@ -326,6 +326,9 @@ class UsageBook(Protocol):
     def catch_up(self) -> None: ...
 
     @property
+    def max_cost(self) -> float | None: ...
+
+    @property
     def path(self) -> Path: ...
 
 

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiosqlite
 from langchain_core.runnables import RunnableConfig
@@ -22,6 +22,7 @@ from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
 from aidanbench.record.recorder import RunLines, stored_metadata
 from aidanbench.runner.admission import admission
+from aidanbench.runner.callbacks import quiet_chain_ends
 from aidanbench.runner.checkpoints import (
     InlineCommitSaver,
     checkpoint_serde,
@@ -77,15 +78,23 @@ class LocalQuestions:
             self.services(settings).warm()
 
     async def execute(self, task: Task, step: Plan, progress: Answers) -> dict[str, Any]:
-        async for event in self.graph.astream(
+        """The thread brought to a stop; its values as its last step left them (what
+        reading its state back gives, without the read: it replays every answer's write)."""
+        values: dict[str, Any] | None = None
+        async for mode, event in self.graph.astream(
             step.start,
             _config(task),
             context=task.settings,
-            stream_mode="custom",
+            stream_mode=["custom", "values"],
             durability=DURABILITY,
         ):
-            report(progress, task, event)
-        return dict((await self.graph.aget_state(_config(task))).values)
+            if mode == "values":
+                values = cast(dict[str, Any], event)
+            else:
+                report(progress, task, event)
+        if values is None:  # no step ran
+            return dict((await self.graph.aget_state(_config(task))).values)
+        return dict(values)
 
 
 @asynccontextmanager
@@ -94,6 +103,7 @@ async def local_questions(
 ) -> AsyncIterator[LocalQuestions]:
     """The local backend on ``run_dir``'s checkpoints (``budget`` stops the questions),
     closed when the block ends."""
+    quiet_chain_ends()
     async with open_checkpointer(run_dir / files.CHECKPOINTS) as saver:
         graph = build_question_graph(services, budget=budget).compile(checkpointer=saver)
         yield LocalQuestions(graph, services)

@@ -48,6 +48,7 @@ from aidanbench.record.recorder import QuestionLog, RunLines, worker_ledger
 from aidanbench.record.usage import UsageBook
 from aidanbench.runner import campaign
 from aidanbench.runner.admission import Admission, admission
+from aidanbench.runner.callbacks import quiet_chain_ends
 from aidanbench.runner.claims import claims_of, store_outage
 from aidanbench.runner.drive import Questions, drive, run_group
 from aidanbench.runner.local import local_questions
@@ -235,6 +236,7 @@ async def backend(
         async with remote_questions(spec.server) as remote:
             yield remote
         return
+    quiet_chain_ends()
     owned = None
     if services is None:
         services = owned = OpenAIServices(
@@ -256,7 +258,11 @@ async def backend(
 
 
 async def follow(ledger: UsageBook) -> None:
-    """Read the other processes' ledger lines every ``FOLLOW_S``, until cancelled."""
+    """Read the other processes' ledger lines every ``FOLLOW_S``, until cancelled; at once
+    done without a ``--max-cost``, the one thing they are read for (every line would be
+    parsed again in every process, for nothing)."""
+    if ledger.max_cost is None:
+        return
     while True:
         await asyncio.sleep(FOLLOW_S)
         ledger.catch_up()
@@ -439,7 +445,7 @@ async def drive_workers(
     for share in theirs:
         for task in share:
             progress.queued(task.label)
-    if theirs:
+    if theirs and budget.max_cost is not None:
         budget.follow()  # before the workers write
     workers = Workers(relay, progress)
     for index, share in enumerate(theirs, start=1):

@@ -298,6 +298,10 @@ class _LoopState:
     """What one event loop's questions share: services per settings, limiters per host."""
 
     services: dict[str, Services] = field(default_factory=dict)
+    by_object: dict[int, tuple[Settings, Services]] = field(default_factory=dict)
+    """``services`` by settings object, each kept alive so its id names it: every node call
+    asks, and the key of ``services`` (the settings as JSON) costs more than the rest of
+    the call (``Settings`` is frozen, so one object always has one key)."""
     limiters: dict[str, EndpointLimiter] = field(default_factory=dict)
     pools: dict[str, httpx2.AsyncClient] = field(default_factory=dict)
     """One HTTP connection pool per host, sized to its limiter's ceiling."""
@@ -356,9 +360,13 @@ class OpenAIServices:
 
     def __call__(self, settings: Settings) -> Services:
         state = self._state()
+        known = state.by_object.get(id(settings))
+        if known is not None and known[0] is settings:
+            return known[1]
         key = settings.model_dump_json()
         if key not in state.services:
             state.services[key] = self._build(state, settings)
+        state.by_object[id(settings)] = (settings, state.services[key])
         return state.services[key]
 
     def _state(self) -> _LoopState:
@@ -475,6 +483,7 @@ class OpenAIServices:
             for services in state.services.values():
                 services.forget()
             state.services.clear()
+            state.by_object.clear()
             state.limiters.clear()
             state.embedders.clear()
 

@@ -185,3 +185,29 @@ async def test_every_model_under_test_shares_one_embedding_batcher(api_key: str)
             )
             assert [len(v) for v in vectors] == [1, 1]
             assert stub.count("embed") == 1, "both answers in one request"
+
+
+async def test_a_settings_object_finds_its_services_without_being_serialised(
+    monkeypatch: pytest.MonkeyPatch, api_key: str
+) -> None:
+    """Every node call asks the factory for its services: one settings object is turned
+    into its key (its JSON) once, and equal settings in another object share the services."""
+    from aidanbench.core.settings import Settings
+
+    dumped: list[str] = []
+    real = Settings.model_dump_json
+
+    def counting(self: Settings, **kwargs: object) -> str:
+        dumped.append(self.model)
+        return real(self, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Settings, "model_dump_json", counting)
+    settings = Settings(model="model-a")
+    async with OpenAIServices() as factory:
+        services = factory(settings)
+        assert all(factory(settings) is services for _ in range(5))
+        assert dumped == ["model-a"]
+        twin = settings.model_copy()
+        assert factory(twin) is services
+        assert factory(settings.model_copy(update={"model": "model-b"})) is not services
+        assert dumped == ["model-a", "model-a", "model-b"]

@@ -1,7 +1,8 @@
 """What keeps a turn's CPU down (``bench/lab.py``'s variants measure each), and that each
 leaves the question's behaviour as it was.
 
-* The routers run on the event loop, not in LangGraph's worker threads.
+* The routers run on the event loop, not in LangGraph's worker threads, traced only while
+  a callback handler listens; a chain-run end nobody hears makes no task.
 * ``decide`` writes only the keys whose value changes: fewer writes to apply, version
   and checkpoint, the same state.
 * The checkpointer's steps skip the saver's set-up lock once the tables exist.
@@ -152,3 +153,133 @@ async def test_an_attempt_is_bounded_as_a_whole_on_the_callers_task() -> None:
         await attempt_once(limiter, 0.05, slow)
     assert ran_on == [caller, caller]
     assert limiter.in_flight == 0
+
+
+def counting_tasks() -> list[str]:
+    """The names of the coroutines of every task the running loop makes from now on."""
+    made: list[str] = []
+    loop = asyncio.get_running_loop()
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        made.append(getattr(coro, "__qualname__", type(coro).__name__))
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    loop.set_task_factory(factory)
+    return made
+
+
+async def test_routers_are_traced_only_while_someone_listens(monkeypatch: Any) -> None:
+    """LangGraph traces a router as a run of its own, awaited in a task of its own: with no
+    callback handler that run reaches nobody, so the router is awaited on the node's task;
+    with one (LangSmith, Studio) every router run is reported as before."""
+    from langchain_core.callbacks import AsyncCallbackHandler
+
+    from aidanbench.graph import question
+
+    async def tasks_of_one_question(callbacks: list[Any]) -> list[str]:
+        graph = build_question_graph(brain_services(ScriptedBrain({Q: 3}))).compile()
+        made = counting_tasks()
+        try:
+            out = await graph.ainvoke({"question": Q}, {"callbacks": callbacks}, context=Settings())
+        finally:
+            asyncio.get_running_loop().set_task_factory(None)
+        assert out["score"] == 3
+        return made
+
+    quiet = await tasks_of_one_question([])
+    traced_routers = question.on_event_loop
+    monkeypatch.setattr(question, "on_event_loop", lambda router: routing_coroutine(router))
+    traced = await tasks_of_one_question([])
+    assert len(quiet) < len(traced), (len(quiet), len(traced))
+
+    monkeypatch.setattr(question, "on_event_loop", traced_routers)
+    heard: list[str] = []
+
+    class Ear(AsyncCallbackHandler):
+        async def on_chain_start(self, serialized: Any, inputs: Any, **kwargs: Any) -> None:
+            heard.append(str(kwargs.get("name")))
+
+    await tasks_of_one_question([Ear()])
+    assert heard.count("after_decide") == 4 and "after_prepare" in heard
+
+
+def routing_coroutine(router: Any) -> Any:
+    """A router as a plain coroutine function, which LangGraph traces on every call."""
+
+    async def routed(state: Any, runtime: Any) -> Any:
+        return router(state, runtime)
+
+    routed.__name__ = router.__name__
+    return routed
+
+
+async def test_a_chain_end_nobody_hears_makes_no_task() -> None:
+    """LangChain shields every chain-run end in a task of its own before it looks for a
+    handler; ``quiet_chain_ends`` returns at once when there is none, and a handler still
+    hears every end and error."""
+    from uuid import uuid4
+
+    from langchain_core.callbacks import AsyncCallbackHandler
+    from langchain_core.callbacks.manager import AsyncCallbackManagerForChainRun
+
+    from aidanbench.runner.callbacks import quiet_chain_ends
+
+    quiet_chain_ends()
+    quiet_chain_ends()  # installed once however often asked
+    heard: list[Any] = []
+
+    class Ear(AsyncCallbackHandler):
+        async def on_chain_end(self, outputs: Any, **kwargs: Any) -> None:
+            heard.append(outputs)
+
+        async def on_chain_error(self, error: BaseException, **kwargs: Any) -> None:
+            heard.append(type(error).__name__)
+
+    def manager(*handlers: Any) -> AsyncCallbackManagerForChainRun:
+        return AsyncCallbackManagerForChainRun(
+            run_id=uuid4(), handlers=list(handlers), inheritable_handlers=[]
+        )
+
+    made = counting_tasks()
+    try:
+        await manager().on_chain_end({"x": 1})
+        await manager().on_chain_error(ValueError("x"))
+        assert made == []
+        await manager(Ear()).on_chain_end({"x": 2})
+        await manager(Ear()).on_chain_error(KeyError("y"))
+    finally:
+        asyncio.get_running_loop().set_task_factory(None)
+    assert heard == [{"x": 2}, "KeyError"]
+    assert "AsyncCallbackManagerForChainRun.on_chain_end" in made  # LangChain's own, heard
+
+
+async def test_a_finished_thread_is_not_read_back(tmp_path: Path, monkeypatch: Any) -> None:
+    """Reading a thread's state replays every write of its answers; the values a question
+    stops with are its last step's, as streamed, and they are what the checkpoint holds."""
+    from aidanbench.core.state import QuestionOutput
+    from aidanbench.runner.drive import Plan
+    from aidanbench.runner.local import local_questions
+    from aidanbench.runner.tasks import start_input
+
+    services = brain_services(ScriptedBrain({Q: 3}))
+    task = Task(Settings(cache_path=str(tmp_path / "cache.sqlite")), Q, 1)
+    async with local_questions(tmp_path, services) as questions:
+        reads: list[Any] = []
+        real = type(questions.graph).aget_state
+
+        async def reading(self: Any, config: Any, **kwargs: Any) -> Any:
+            reads.append(config)
+            return await real(self, config, **kwargs)
+
+        monkeypatch.setattr(type(questions.graph), "aget_state", reading)
+        plan = Plan("run", {}, start=start_input(task, pending=False))
+        values = await questions.execute(task, plan, Progress(out=io.StringIO(), live=False))
+        assert reads == []
+        monkeypatch.undo()
+        stored = (
+            await questions.graph.aget_state({"configurable": {"thread_id": task.thread_id}})
+        ).values
+    assert set(QuestionOutput.__annotations__) <= set(values)
+    assert values == dict(stored)
+    assert values["score"] == 3 and len(values["answers"]) == 4
+    assert task.line(values) == task.line(stored)

@@ -4,6 +4,7 @@ endpoints' limits are shared."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -95,6 +96,36 @@ def test_each_ledger_counts_what_the_others_spent(tmp_path: Path) -> None:
     other.failed("model", "m", failed, None)
     one.catch_up()
     assert one.spent == pytest.approx(other.spent), "a failed request counts at its bound"
+
+
+async def test_without_a_cap_no_process_reads_the_others_ledger_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The others' lines are read only to keep ``--max-cost``: without one, every process
+    would parse every other process's lines again, twice a second, for nothing."""
+    from aidanbench.record.recorder import worker_ledger
+
+    read: list[int] = []
+    looked = asyncio.Event()
+    real = UsageLedger._read_from
+
+    def reading(self: UsageLedger, offset: int) -> bytes:
+        read.append(offset)
+        looked.set()
+        return real(self, offset)
+
+    monkeypatch.setattr(UsageLedger, "_read_from", reading)
+    monkeypatch.setattr(workers, "FOLLOW_S", 0.0)
+    uncapped = worker_ledger(tmp_path, None)
+    read.clear()
+    await asyncio.wait_for(workers.follow(uncapped), 5.0)  # returns: nothing to keep
+    uncapped.catch_up()
+    assert read == []
+    capped = worker_ledger(tmp_path, 1.0)
+    looked.clear()
+    following = asyncio.ensure_future(workers.follow(capped))
+    await asyncio.wait_for(looked.wait(), 60.0)  # a cap: the others' lines are read
+    following.cancel()
 
 
 def test_a_reopened_ledger_counts_what_earlier_sessions_spent(tmp_path: Path) -> None:
