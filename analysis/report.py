@@ -340,6 +340,29 @@ def headline_lines(rows: Sequence[SummaryRow], results: Sequence[QuestionResult]
     return [*found, ROLLOUT_NOTE] if both else found
 
 
+def cap_lines(rows: Sequence[SummaryRow]) -> list[str]:
+    """The answer cap each row ran under, in one line when they share it: a capped chain
+    ends at the cap, finished, so its score counts the cap, never more."""
+    caps = {row.answer_cap for row in rows}
+    if len(caps) == 1:
+        return [f"answer cap (max_answers): {cap_text(caps.pop())}"]
+    temperatures = len({row.temperature for row in rows})
+    each = [
+        f"{group_label(row.model, row.temperature, temperatures)} {cap_text(row.answer_cap)}"
+        for row in rows
+    ]
+    return [printable(f"answer cap (max_answers): {'; '.join(each)}")]
+
+
+def cap_text(cap: int | str) -> str:
+    """An answer cap in words: a number, ``none (as the benchmark)``, or ``unknown``."""
+    if cap == "none":
+        return "none (as the benchmark)"
+    if cap == "unknown":
+        return "unknown (not recorded)"
+    return str(cap)
+
+
 def judging_lines(rows: Sequence[SummaryRow]) -> list[str]:
     """Who judged each row: the judge asked for, the models that served it, its threshold's
     source and its noise when answers were judged several times; nothing for rows that

@@ -185,6 +185,9 @@ class SummaryRow:
     """A judge panel's decisions, when one judged the answers."""
     judge_unreadable: dict[str, int] = field(default_factory=dict)
     """The judge's replies that held no readable score (each asked again), by why."""
+    answer_cap: int | str = "unknown"
+    """``max_answers`` shared by the row's lines (``QuestionResult.answer_cap``): a number,
+    ``none`` (as the benchmark) or ``unknown`` (not recorded, or mixed)."""
     categories: tuple[CategoryRow, ...] = ()
     """The row's figures per question category, in the question set's order; none when no
     question has a category."""
@@ -387,6 +390,7 @@ def summarise_group(lines: Sequence[QuestionResult], reward_mode: str = "count")
         judge_panel=judge_panel(lines),
         judge_unreadable=unreadable_of(lines),
         categories=category_rows(lines, repeats),
+        answer_cap=shared(line.answer_cap for line in lines) or "unknown",
     )
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from aidanbench.analysis.cost import dollars_text, parts_text, tokens_text
 from aidanbench.analysis.inputs import Source, read_input, token_limit_field_of
 from aidanbench.analysis.judge_noise import noise_text, panel_text, unreadable_words
+from aidanbench.analysis.report import cap_text
 from aidanbench.analysis.summary import (
     caption,
     describe_thresholds,
@@ -202,6 +203,7 @@ def view_data(sources: Sequence[Source]) -> tuple[dict[str, Any], list[list[list
                 "threshold_source": row.threshold_source,
                 "judge_noise": None if row.judge_noise is None else noise_text(row.judge_noise),
                 "judge_panel": None if row.judge_panel is None else panel_text(row.judge_panel),
+                "answer_cap": cap_text(row.answer_cap),
                 "judge_unreadable": unreadable_words(row.judge_unreadable),
             }
         )

@@ -23,6 +23,7 @@ from aidanbench.analysis.inputs import combine, read_input
 from aidanbench.analysis.inputs import reward_mode as resolve_reward_mode
 from aidanbench.analysis.report import (
     PIPE_WIDTH,
+    cap_lines,
     category_table,
     comparison_text,
     error_lines,
@@ -176,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
     console = make_console()
     render_summary(rows, console)
     print_lines(headline_lines(rows, results), console)
+    print_lines(cap_lines(rows), console)
     print_lines(judging_lines(rows), console)
     print_tables(rows, results, console)
     print_lines(error_lines(results), console)

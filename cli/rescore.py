@@ -21,6 +21,7 @@ from rich.table import Table
 from aidanbench.analysis.cost import line_key
 from aidanbench.analysis.rejudge import Unjudged
 from aidanbench.analysis.report import (
+    cap_lines,
     error_lines,
     headline_lines,
     judging_lines,
@@ -36,6 +37,7 @@ from aidanbench.analysis.summary import (
     summarise,
     warnings,
 )
+from aidanbench.analysis.tables import score_text
 from aidanbench.cli import add_command, judging, options
 from aidanbench.cli.calibration_file import (
     OTHER_JUDGE_FLAG,
@@ -257,16 +259,24 @@ def into_text(seeded: dict[str, Any]) -> str:
 def truncation_note(rescored: Sequence[RescoredQuestion]) -> str:
     """How many lines are lower bounds because the run stopped too early to tell."""
     count = sum(1 for r in rescored if r.truncated)
+    bounded = sum(1 for r in rescored if r.result.lower_bound and not r.truncated)
+    already = (
+        f" {bounded} other line(s) are lower bounds (≥) whatever the thresholds: they "
+        "errored or did not finish, and so are the totals that include them."
+        if bounded
+        else ""
+    )
     if not count:
+        exact = "these scores are exact." if not bounded else "no threshold made them inexact."
         return (
             "No question is truncated: every chain the run ended by its rule still ends "
-            "at or before its recorded terminal answer, so these scores are exact."
+            f"at or before its recorded terminal answer, so {exact}{already}"
         )
     return (
         f"{count} of {len(rescored)} question lines are truncated (≥): "
         "their recorded terminal answer passes these looser thresholds, so they are scored "
         "up to where the run stopped and their scores, and the totals that include them, "
-        "are lower bounds."
+        f"are lower bounds.{already}"
     )
 
 
@@ -284,15 +294,18 @@ def change_table(rescored: Sequence[RescoredQuestion], reward_mode: str = "count
     for old, new in zip(before, after, strict=True):
         spec = ".2f" if reward_mode == "novelty_sum" else ".1f" if old.repeats > 1 else "g"
         count = truncated[(old.model, old.temperature)]
-        lower = "≥ " if count else ""
+        change = f"{new.reward - old.reward:+{spec}}"
+        if old.lower_bound or new.lower_bound:  # a difference of bounds is known to one side
+            change = ("≥ " if new.lower_bound and not old.lower_bound else "~ ") + change
         table.add_row(
             printable(old.model),
             f"{old.temperature:g}",
-            format(old.reward, spec),
-            f"{lower}{new.reward:{spec}}",
-            f"{lower}{new.reward - old.reward:+{spec}}",
+            score_text(format(old.reward, spec), old.lower_bound),
+            score_text(format(new.reward, spec), new.lower_bound),
+            change,
             str(count),
         )
+    table.caption = "≥ a lower bound; ~ a change between lower bounds (either way)"
     return table
 
 
@@ -321,6 +334,7 @@ def rescore_payload(
         (recorded,) = summarise([r.original for r in chosen])
         run_fields[key] = {
             "original_score": recorded.to_dict()["score"],
+            "original_lower_bound": recorded.lower_bound,
             "truncated": sum(1 for r in chosen if r.truncated),
             "original_thresholds": _original_thresholds(chosen),
         }
@@ -366,6 +380,7 @@ def print_rescore(
     rows = summarise(results, reward_mode)
     render_summary(rows, console, title="AidanBench summary, rescored")
     print_lines(headline_lines(rows, results), console)
+    print_lines(cap_lines(rows), console)
     print_lines(judging_lines(rows), console)
     console.print(change_table(rescored, reward_mode))
     print_tables(rows, results, console)

@@ -213,7 +213,12 @@ def show_result(result: RunResult) -> None:
     """The summary, the cost section and the HTML report, from what the session hands back (nothing
     is read again)."""
     from aidanbench.analysis.cost import cost_lines, run_cost
-    from aidanbench.analysis.report import headline_lines, truncation_lines, warning_lines
+    from aidanbench.analysis.report import (
+        cap_lines,
+        headline_lines,
+        truncation_lines,
+        warning_lines,
+    )
     from aidanbench.analysis.summary import render_summary, warnings
     from aidanbench.analysis.view import Source, write_page  # after the run: not on its start-up
     from aidanbench.cli.report import make_console, print_lines
@@ -223,6 +228,7 @@ def show_result(result: RunResult) -> None:
     console = make_console()
     render_summary(rows, console)
     print_lines(headline_lines(rows, result.results), console)
+    print_lines(cap_lines(rows), console)
     print_lines(truncation_lines(rows, [str(run_dir)]), console)
     print_lines(cost_lines(result.results, [run_cost(result.metadata, result.results)]), console)
     source = Source(run_dir, result.results, result.metadata, Thresholds(), tuple(result.notes))

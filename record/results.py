@@ -79,6 +79,9 @@ class QuestionResult:
     """Where the coherence threshold came from (``threshold_source_text``); None: unknown."""
     category: str | None = None
     """The question's category (``Metadata.categories``); None: it has none."""
+    answer_cap: int | str = "unknown"
+    """The model's ``max_answers``: a number, ``none`` (no cap, as the benchmark) or
+    ``unknown`` (not recorded: a results file); a capped chain ends at it, finished."""
     error_record: Mapping[str, Any] | None = field(default=None, compare=False)
     """The recorded error (``core.errors.ErrorInfo``), when the line stopped on one: which
     panel judge failed, and the replies of a judgment refused in every try, by why."""
@@ -308,7 +311,16 @@ def question_result(line: QuestionLine, metadata: Metadata | None = None) -> Que
             judging.coherence_threshold_source if (judging := meta.judging_of(line.model)) else None
         ),
         category=(meta.categories or {}).get(normal_text(line.question)),
+        answer_cap=answer_cap(meta, line.model),
     )
+
+
+def answer_cap(meta: Metadata, model: str) -> int | str:
+    """``model``'s answer cap as its scoring settings recorded it (``QuestionResult``)."""
+    settings = (meta.scoring_settings or {}).get(model) or {}
+    if "max_answers" not in settings:
+        return "unknown"
+    return "none" if settings["max_answers"] is None else int(settings["max_answers"])
 
 
 def results_of(

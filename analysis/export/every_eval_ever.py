@@ -355,6 +355,7 @@ def instance_records(record: RunRecord, row: Row) -> list[dict[str, Any]]:
                         "novelty_sum": line.novelty_sum,
                         "cost_usd": cost.get("cost_usd"),
                         "censored": cost.get("censored"),
+                        "score_is_lower_bound": line.lower_bound,
                         "answers": [answer_detail(a) for a in line.answers],
                     }
                 ),

@@ -243,6 +243,7 @@ def sample(record: RunRecord, row: Row, line: QuestionResult) -> Any:
             "error": line.error,
             "cost_usd": cost.get("cost_usd"),
             "censored": cost.get("censored"),
+            "score_is_lower_bound": line.lower_bound,
             "answers": [answer_detail(a) for a in line.answers],
         },
         model_usage=model_usage(record, row, [line]),

@@ -27,7 +27,7 @@ from aidanbench.core.scores import declared
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.lines import AnswerLine
 from aidanbench.record.metadata import Metadata, question_set_hash
-from aidanbench.record.results import QuestionResult
+from aidanbench.record.results import QuestionResult, answer_cap
 
 LineKey = tuple[str, float, str, int]
 """(model, temperature, question, repeat): one question line."""
@@ -138,10 +138,7 @@ class RunRecord:
 
     def max_answers(self, model: str) -> int | str:
         """The model's answer cap: a number, ``none`` (the benchmark's) or ``unknown``."""
-        settings = (self._meta.scoring_settings or {}).get(model) or {}
-        if "max_answers" not in settings:
-            return "unknown"
-        return "none" if settings["max_answers"] is None else int(settings["max_answers"])
+        return answer_cap(self._meta, model)
 
     def provenance(self) -> dict[str, Any]:
         """What every export records about the run (JSON-ready; unknown is None)."""
