@@ -25,7 +25,7 @@ from aidanbench.analysis.summary import (
     question_order,
     summarise,
 )
-from aidanbench.core.errors import UsageError
+from aidanbench.core.errors import UsageError, install_hint
 from aidanbench.core.scores import Score, declared
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record import files
@@ -53,7 +53,7 @@ SCORES, QUESTIONS, TRAJECTORY, STOP_REASONS = (
 COST_CHART = "cost_vs_score.png"
 """File name of the cost-versus-score chart ``plot`` writes for run directories."""
 
-PLOTS_INSTALL = "pip install -e '.[plots]'"
+PLOTS_INSTALL = install_hint("plots")
 """How README installs the ``[plots]`` extra (matplotlib), quoted when it is missing."""
 
 STOP_COLOURS = {

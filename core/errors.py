@@ -103,3 +103,9 @@ def printable(text: str) -> str:
     """
     escaped = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
     return escaped.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def install_hint(extra: str) -> str:
+    """How README installs an optional extra (from a clone), the one form every message
+    that needs one quotes."""
+    return f"pip install -e '.[{extra}]'"

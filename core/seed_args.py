@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from aidanbench.core.calibration import CalibrationFileError, read_calibration
+from aidanbench.core.errors import install_hint
 from aidanbench.core.settings import Settings
 
 SEED_FIELDS = {
@@ -129,4 +130,4 @@ class SeedArgs(BaseModel):
 
 def missing_extra(what: str, extra: str) -> ImportError:
     """The error of an adapter whose verifiers line is not installed: the extra to install."""
-    return ImportError(f"{what} needs the [{extra}] extra: pip install -e '.[{extra}]'")
+    return ImportError(f"{what} needs the [{extra}] extra: {install_hint(extra)}")

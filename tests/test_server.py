@@ -56,7 +56,7 @@ if not LANGGRAPH.exists() and shutil.which("langgraph"):
     LANGGRAPH = Path(str(shutil.which("langgraph")))
 if not LANGGRAPH.exists():
     pytest.skip(
-        "langgraph CLI not installed (pip install 'aidanbench[server]')", allow_module_level=True
+        "langgraph CLI not installed (pip install -e '.[server]')", allow_module_level=True
     )
 
 QUESTION = "aidanbench_question"

@@ -20,6 +20,7 @@ from aidanbench.analysis.export import ExportSet
 from aidanbench.analysis.export.record import Row, RunRecord, model_path
 from aidanbench.analysis.judge_noise import panel_text
 from aidanbench.analysis.summary import describe_thresholds
+from aidanbench.core.errors import install_hint
 from aidanbench.core.thresholds import label_of
 
 BENCHMARK_FILE = "aidanbench"
@@ -30,9 +31,7 @@ def _hub() -> Any:
         import huggingface_hub
         import yaml  # noqa: F401
     except ImportError as exc:
-        raise ImportError(
-            "--format hf needs huggingface-hub: pip install 'aidanbench[export]'"
-        ) from exc
+        raise ImportError(f"--format hf needs huggingface-hub: {install_hint('export')}") from exc
     return huggingface_hub
 
 

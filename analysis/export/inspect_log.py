@@ -26,6 +26,7 @@ from aidanbench.analysis.export.record import (
     question_number,
     role_usage,
 )
+from aidanbench.core.errors import install_hint
 from aidanbench.core.vocabulary import is_final
 from aidanbench.nodes.prompts import prompts_sha256, render_generate
 from aidanbench.record.lines import AnswerLine
@@ -38,9 +39,7 @@ def _inspect() -> Any:
     try:
         import inspect_ai.log
     except ImportError as exc:
-        raise ImportError(
-            "--format inspect needs inspect-ai: pip install 'aidanbench[export]'"
-        ) from exc
+        raise ImportError(f"--format inspect needs inspect-ai: {install_hint('export')}") from exc
     import inspect_ai
 
     return inspect_ai
