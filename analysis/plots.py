@@ -262,11 +262,8 @@ def plot_questions(results: Sequence[QuestionResult], path: Path) -> Path:
         for n, q in enumerate(questions, 1)
     ]
     ax.set_yticks(range(len(questions)), labels, fontsize=8)
-    ax.set_xticks(range(len(keys)), _labels(keys), fontsize=9)
+    ax.set_xticks(range(len(keys)), [column_label(k) for k in _labels(keys)], fontsize=8)
     ax.tick_params(axis="x", top=True, bottom=False, labeltop=True, labelbottom=False)
-    for label in ax.get_xticklabels():
-        label.set_rotation(30)
-        label.set_horizontalalignment("left")
     ax.set_xticks(np.arange(-0.5, len(keys)), minor=True)
     ax.set_yticks(np.arange(-0.5, len(questions)), minor=True)
     ax.grid(which="minor", color="white", linewidth=1.5)
@@ -280,6 +277,18 @@ def plot_questions(results: Sequence[QuestionResult], path: Path) -> Path:
     ax.set_title("Valid answers per question", fontsize=13, loc="left")
     ax.set_xlabel("; ".join(notes), fontsize=9, color="#555555")
     return save_figure(figure, path)
+
+
+COLUMN_CHARS = 15
+"""Characters of a column's heading per line: a cell is an inch wide (``questions_figsize``)."""
+
+
+def column_label(name: str) -> str:
+    """A model's name wrapped to its column, broken after ``/`` and before ``@`` or at a
+    hyphen: a slanted name ran off the figure's right edge, an upright one took its height."""
+    spaced = name.replace("/", "/ ").replace("@", " @")
+    lines = textwrap.wrap(spaced, COLUMN_CHARS, break_on_hyphens=True)
+    return "\n".join(line.replace("/ ", "/").replace(" @", "@") for line in lines)
 
 
 def longest_chain_question(results: Sequence[QuestionResult]) -> str:
