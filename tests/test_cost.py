@@ -168,9 +168,13 @@ def test_usage_and_dollars_land_in_every_file_and_the_report(
     usage, totals = meta["usage"], meta["totals"]
     assert usage["api_calls"] == totals["api_calls"] == server["calls"]
     assert usage["input_tokens"] == server["input"]
-    assert usage["cached_input_tokens"] == server["cached"] == 2 * 4 * 200
     assert usage["output_tokens"] == server["output"]
-    assert usage["reasoning_tokens"] == server["reasoning"] == 2 * 4 * 30
+    table = usage["by_role_model"]["model:m-table"]
+    assert table["cached_input_tokens"] == server["cached"] == 2 * 4 * 200, "only m-table's"
+    assert table["reasoning_tokens"] == server["reasoning"] == 2 * 4 * 30
+    assert usage["cached_input_tokens"] is None and usage["reasoning_tokens"] is None, (
+        "m-provider and the judge report neither: the run's sums are unknown, not m-table's"
+    )
     assert usage["tokens"] == totals["tokens"] == server["input"] + server["output"]
     run_dollars = 2 * per_question["m-table"] + 2 * per_question["m-provider"]
     assert usage["dollars"] == totals["dollars"] == run_dollars
