@@ -542,10 +542,12 @@ def test_the_estimate_predicts_what_a_run_then_sends_without_calling_anything(
     estimate_args += ["--judge-model", "judge-model", "--embedding-model", "embedding-model"]
     assert main([*estimate_args, "--answers-from", str(run_dir), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["answers_per_question"] == {"low": 5, "mean": 5.0, "high": 5}
+    chains = result["models"][0]["chains"]
+    assert (chains["low"], chains["mean"], chains["high"]) == (5, 5.0, 5)
     expected = result["models"][0]["expected"]
     assert expected == result["models"][0]["low"] == result["models"][0]["high"]
-    assert abs(expected["input_tokens"] - sent["input_tokens"]) < 0.05 * sent["input_tokens"]
+    for tokens in ("input_tokens", "output_tokens"):
+        assert abs(expected[tokens] - sent[tokens]) < 0.05 * sent[tokens], tokens
     assert result["unpriced_models"] == []
     assert main([*estimate_args[:2], "m-unpriced", *estimate_args[3:]]) == 0
     text = capsys.readouterr().out

@@ -147,12 +147,17 @@ def test_a_question_cap_counts_replies_without_usage_at_their_estimate(
 
 
 class ReportsZero(ScriptedBrain):
-    """Replies to ``ZERO`` as OpenAI's do: 0 cached and 0 reasoning tokens reported
-    (``prompt_tokens_details``, ``completion_tokens_details``); to the others, no details."""
+    """Replies to the models named ``zero`` as OpenAI's do: 0 cached and 0 reasoning tokens
+    reported (``prompt_tokens_details``, ``completion_tokens_details``); to the others, no
+    details."""
+
+    def __init__(self, *args: Any, zero: tuple[str, ...], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.zero = zero
 
     def chat(self, kind: Kind, model: str, prompt: str, body: Mapping[str, Any]) -> Reply:
         reply = super().chat(kind, model, prompt, body)
-        return replace(reply, cached_tokens=0, reasoning_tokens=0) if model in ZERO else reply
+        return replace(reply, cached_tokens=0, reasoning_tokens=0) if model in self.zero else reply
 
 
 ZERO = ("m-table", "judge-model")
@@ -168,7 +173,7 @@ def test_a_reported_zero_is_zero_and_an_unreported_count_unknown_in_every_file(
     api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_dir = tmp_path / "run"
-    with OpenAIStub(ReportsZero({q: 2 for q in QUESTIONS}), models=SERVED) as stub:
+    with OpenAIStub(ReportsZero({q: 2 for q in QUESTIONS}, zero=ZERO), models=SERVED) as stub:
         assert main(args(stub, run_dir, ["m-table", "m-provider"])) == 0
     ledger = jsonl(run_dir / "usage.jsonl")
     replies = [line for line in ledger if line["event"] == "usage"]
