@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from aidanbench.analysis.cost import dollars_text
-from aidanbench.analysis.estimate import PlannedRun, answer_counts, estimate
+from aidanbench.analysis.estimate import COLUMNS, PlannedRun, estimate, recorded
+from aidanbench.analysis.tables import tokens_text
 from aidanbench.cli import add_command, options
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.settings import Settings, variant_label
@@ -65,8 +66,8 @@ def add_answers_from(p: argparse.ArgumentParser) -> None:
         "--answers-from",
         type=Path,
         metavar="PATH",
-        help="run directory or results file whose chain lengths and answer length to "
-        "assume (default: the bundled published 2024 run)",
+        help="run directory or results file whose chain lengths, answer lengths and tokens "
+        "per request to use, per model and role (default: the bundled published 2024 run)",
     )
 
 
@@ -80,8 +81,8 @@ def add_reasoning_tokens(p: argparse.ArgumentParser) -> None:
         type=float,
         metavar="N",
         help="hidden reasoning tokens to assume per request of the models under test where "
-        "--answers-from recorded none for them (default: the request's reasoning budget, "
-        "or its effort's: docs/cost.md)",
+        "--answers-from recorded no output tokens for them (default: the request's "
+        "reasoning budget, or its effort's: docs/cost.md)",
     )
     p.add_argument(
         "--judge-reasoning-tokens",
@@ -124,7 +125,7 @@ def plan_estimate(
             raise UsageError(f"{flag} must be a finite number ≥ 0, got {assumed}")
     try:
         prices = price_table(settings.prices_path)
-        counts = answer_counts(args.answers_from)
+        runs = recorded(args.answers_from)
     except (PriceFileError, ValueError, OSError) as exc:
         raise UsageError(printable(str(exc))) from None
     plan = PlannedRun(
@@ -136,44 +137,65 @@ def plan_estimate(
         reasoning_tokens=getattr(args, "reasoning_tokens", None),
         judge_reasoning_tokens=getattr(args, "judge_reasoning_tokens", None),
     )
-    return estimate(plan, counts, prices)
+    return estimate(plan, runs, prices)
 
 
-def per_request(figures: dict[str, Any]) -> str:
-    """``8,192 (basis)``, or ``1,024 / 4,608 / 8,192 (basis)`` for low / expected / high."""
-    values = [figures[name] for name in ("low", "expected", "high")]
-    shown = " / ".join(f"{v:,.0f}" for v in values) if len(set(values)) > 1 else f"{values[0]:,.0f}"
-    return f"{shown} ({figures['basis']})"
+def figures_text(figures: dict[str, float] | None) -> str:
+    """``8,192``, or ``1,024 / 4,608 / 8,192`` for low / expected / high; ``unknown``."""
+    if figures is None:
+        return "unknown"
+    values = [figures[name] for name in COLUMNS]
+    return " / ".join(f"{v:,.0f}" for v in values) if len(set(values)) > 1 else f"{values[0]:,.0f}"
+
+
+ROLE_NAMES = {"model": "generation", "judge": "judge", "similarity": "similarity judge"}
+
+
+def basis_lines(row: dict[str, Any]) -> list[str]:
+    """What a row rests on: its chains, and each role's tokens per request."""
+    chains = row["chains"]
+    sent = "" if row["sent_as"] == row["model"] else f" (sent as {printable(row['sent_as'])})"
+    lines = [
+        f"{printable(row['model'])}{sent}: chains of {chains['low']} / {chains['mean']:.1f} / "
+        f"{chains['high']} answers (10th percentile / mean / 90th) of "
+        f"{chains['answer_bytes']:,.0f} bytes, from {printable(chains['source'])}"
+    ]
+    for role, figures in row["per_request"].items():
+        model = printable(figures["model"])
+        rate = f"{figures['input_tokens_per_byte']:.3f} input tokens per prompt byte"
+        rate += f" ({printable(figures['input_basis'])})"
+        if role == "embeddings":
+            lines.append(f"  embeddings ({model}): {rate}")
+            continue
+        output, hidden = figures["output_tokens"], figures["reasoning_tokens"]
+        lines.append(
+            f"  {ROLE_NAMES[role]} ({model}): {figures_text(output)} output tokens a request, "
+            f"of which reasoning {figures_text(hidden)} "
+            f"({printable(figures['output_basis'])}); {rate}"
+        )
+    return lines
 
 
 def render(result: dict[str, Any]) -> str:
     """The estimate as text."""
-    spread = result["answers_per_question"]
     lines = [
-        f"Estimate for {result['questions']} question line(s) per model, no API call made.",
-        f"Chains of {spread['low']} / {spread['mean']:.1f} / {spread['high']} answers "
-        f"(10th percentile / mean / 90th) and {result['answer_tokens']:.0f}-token answers, "
-        f"from {result['distribution']}; prices: {result['prices']['source']}.",
+        f"Estimate for {result['questions']} question line(s) per model, no API call made, "
+        f"from {printable(result['distribution'])}; prices: {result['prices']['source']}.",
         "",
         f"{'model':<40} {'':>9} {'input tokens':>14} {'output tokens':>14} "
         f"{'of which reasoning':>18} {'dollars':>12}",
     ]
     for row in result["models"]:
-        for name in ("low", "expected", "high"):
+        for name in COLUMNS:
             figures = row[name]
             lines.append(
                 f"{printable(row['model']) if name == 'low' else '':<40} {name:>9} "
                 f"{figures['input_tokens']:>14,} {figures['output_tokens']:>14,} "
-                f"{figures['reasoning_tokens']:>18,} {dollars_text(figures['dollars']):>12}"
+                f"{tokens_text(figures['reasoning_tokens']):>18} "
+                f"{dollars_text(figures['dollars']):>12}"
             )
-    lines.append("")
     for row in result["models"]:
-        hidden = row["reasoning_per_request"]
-        sent = "" if row["sent_as"] == row["model"] else f" (sent as {printable(row['sent_as'])})"
-        lines.append(
-            f"Reasoning tokens per request, {printable(row['model'])}{sent}: "
-            f"{per_request(hidden['model'])}; judge {per_request(hidden['judge'])}"
-        )
+        lines += ["", *basis_lines(row)]
     total = result["dollars"]
     lines.append("")
     lines.append(

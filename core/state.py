@@ -40,10 +40,11 @@ class CallStats(TypedDict):
     """Requests made (judge re-asks and per-pair similarity calls count; cache hits do not)."""
     cached_input_tokens: NotRequired[int | None]
     """Of ``input_tokens``, those read from the provider's prompt cache
-    (``prompt_tokens_details.cached_tokens``); absent in older records."""
+    (``prompt_tokens_details.cached_tokens``); None when a call did not report it (unknown,
+    never 0); absent in older records."""
     reasoning_tokens: NotRequired[int | None]
     """Of ``output_tokens``, those spent reasoning
-    (``completion_tokens_details.reasoning_tokens``)."""
+    (``completion_tokens_details.reasoning_tokens``); None when a call did not report it."""
     cost_usd: NotRequired[float | None]
     """Dollars: the provider's reported cost where it gave one, else the price table's;
     None when a call's model has no price (unknown, never 0)."""

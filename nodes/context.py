@@ -180,8 +180,9 @@ def message_stats(
 ) -> CallStats:
     """Cost of one chat call: the reply's ledger line (``services.usage.usage_line``), left
     on the message by the client when the run keeps a ledger (``PRICED``), else made here: a
-    reply is priced once. A reply without token counts has them unknown, and an estimate
-    from ``prompt`` and the reply's text for the caps."""
+    reply is priced once. Each count is the line's: one the reply did not report (no
+    ``completion_tokens_details``, say) stays unknown, never 0. A reply without token counts
+    also carries an estimate from ``prompt`` and the reply's text for the caps."""
     served = served_model(message)
     line = message.response_metadata.get(PRICED) or usage_line(
         "",
@@ -200,14 +201,12 @@ def message_stats(
         input_tokens=line["input_tokens"],
         output_tokens=line["output_tokens"],
         calls=1,
-        cached_input_tokens=line["cached_input_tokens"] or 0,
-        reasoning_tokens=line["reasoning_tokens"] or 0,
+        cached_input_tokens=line["cached_input_tokens"],
+        reasoning_tokens=line["reasoning_tokens"],
         cost_usd=line["cost_usd"],
         provider_cost_calls=int(line["provider_cost"] is not None),
     )
     if not reported:
-        stats["cached_input_tokens"] = line["cached_input_tokens"]
-        stats["reasoning_tokens"] = line["reasoning_tokens"]
         stats["usage_missing"] = 1
         stats["estimated_cost_usd"] = line.get("estimated_cost_usd")
     return stats

@@ -157,10 +157,7 @@ class LedgerFigures(BaseModel):
         self.replies = _add(self.replies, 1)
         self.without_usage = _add(self.without_usage, int(line.without_usage))
         for name in TOKEN_FIELDS:
-            value = getattr(line, name)
-            if name in ("cached_input_tokens", "reasoning_tokens") and value is None:
-                value = 0 if line.input_tokens is not None else None
-            setattr(self, name, _add(getattr(self, name), value))
+            setattr(self, name, _add(getattr(self, name), getattr(line, name)))
         self.provider_cost_calls = _add(
             self.provider_cost_calls, int(line.provider_cost is not None)
         )

@@ -375,9 +375,15 @@ class LedgerCallback(AsyncCallbackHandler):
 
 
 def embedding_usage(raw: Any) -> Usage:
-    """An embeddings reply's usage: an embedding has no output, so reported input tokens make
-    its output tokens 0."""
+    """An embeddings reply's usage. An embedding has no output and no prompt cache to read, so
+    once its input tokens are reported its output, reasoning and cached input tokens are known
+    to be 0 (its usage object names only ``prompt_tokens``)."""
     usage = raw_usage(raw)
-    if usage.input_tokens is not None and usage.output_tokens is None:
-        usage = replace(usage, output_tokens=0)
-    return usage
+    if usage.input_tokens is None:
+        return usage
+    return replace(
+        usage,
+        output_tokens=0 if usage.output_tokens is None else usage.output_tokens,
+        reasoning_tokens=0 if usage.reasoning_tokens is None else usage.reasoning_tokens,
+        cached_input_tokens=0 if usage.cached_input_tokens is None else usage.cached_input_tokens,
+    )

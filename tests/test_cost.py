@@ -168,9 +168,13 @@ def test_usage_and_dollars_land_in_every_file_and_the_report(
     usage, totals = meta["usage"], meta["totals"]
     assert usage["api_calls"] == totals["api_calls"] == server["calls"]
     assert usage["input_tokens"] == server["input"]
-    assert usage["cached_input_tokens"] == server["cached"] == 2 * 4 * 200
     assert usage["output_tokens"] == server["output"]
-    assert usage["reasoning_tokens"] == server["reasoning"] == 2 * 4 * 30
+    table = usage["by_role_model"]["model:m-table"]
+    assert table["cached_input_tokens"] == server["cached"] == 2 * 4 * 200, "only m-table's"
+    assert table["reasoning_tokens"] == server["reasoning"] == 2 * 4 * 30
+    assert usage["cached_input_tokens"] is None and usage["reasoning_tokens"] is None, (
+        "m-provider and the judge report neither: the run's sums are unknown, not m-table's"
+    )
     assert usage["tokens"] == totals["tokens"] == server["input"] + server["output"]
     run_dollars = 2 * per_question["m-table"] + 2 * per_question["m-provider"]
     assert usage["dollars"] == totals["dollars"] == run_dollars
@@ -538,10 +542,12 @@ def test_the_estimate_predicts_what_a_run_then_sends_without_calling_anything(
     estimate_args += ["--judge-model", "judge-model", "--embedding-model", "embedding-model"]
     assert main([*estimate_args, "--answers-from", str(run_dir), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["answers_per_question"] == {"low": 5, "mean": 5.0, "high": 5}
+    chains = result["models"][0]["chains"]
+    assert (chains["low"], chains["mean"], chains["high"]) == (5, 5.0, 5)
     expected = result["models"][0]["expected"]
     assert expected == result["models"][0]["low"] == result["models"][0]["high"]
-    assert abs(expected["input_tokens"] - sent["input_tokens"]) < 0.05 * sent["input_tokens"]
+    for tokens in ("input_tokens", "output_tokens"):
+        assert abs(expected[tokens] - sent[tokens]) < 0.05 * sent[tokens], tokens
     assert result["unpriced_models"] == []
     assert main([*estimate_args[:2], "m-unpriced", *estimate_args[3:]]) == 0
     text = capsys.readouterr().out

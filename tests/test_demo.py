@@ -18,6 +18,7 @@ import pytest
 
 from aidanbench import reference
 from aidanbench.cli.demo import differences, published_scores
+from aidanbench.cli.main import main
 from aidanbench.testing.published import published_chains
 from aidanbench.testing.replay import ReplayBrain, answer_seconds
 
@@ -99,6 +100,28 @@ def test_demo_reproduces_the_published_run(
     assert "anthropic/claude-3.5-sonnet" in (run_dir / "report.html").read_text("utf-8")
     metadata = json.loads((run_dir / "metadata.json").read_text("utf-8"))
     assert metadata["totals"]["score"] == sum(reference.PUBLISHED_TOTALS.values())
+
+
+@pytest.mark.e2e
+def test_the_estimate_of_the_demo_is_within_a_quarter_of_what_it_cost(
+    finished: tuple[Path, subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``estimate`` of the demo's settings (its models and questions, the judge, embeddings
+    and prices by default) fed the demo's run, against the dollars the run recorded."""
+    run_dir, done = finished
+    assert done.returncode == 0, done.stderr
+    chains = published_chains()
+    questions = tmp_path / "questions.json"
+    questions.write_text(json.dumps(list(dict.fromkeys(c.question for c in chains))))
+    models = [flag for m in dict.fromkeys(c.model for c in chains) for flag in ("-m", m)]
+    capsys.readouterr()
+    command = ["estimate", *models, "--questions-file", str(questions), "--json"]
+    assert main([*command, "--answers-from", str(run_dir)]) == 0
+    expected = json.loads(capsys.readouterr().out)["dollars"]["expected"]
+    spent = json.loads((run_dir / "metadata.json").read_text("utf-8"))["usage"]["dollars"]
+    assert abs(expected - spent) <= 0.25 * spent, (expected, spent)
 
 
 @pytest.mark.e2e

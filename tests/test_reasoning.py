@@ -375,40 +375,61 @@ def test_the_estimate_counts_reasoning_measured_given_or_assumed(
 ) -> None:
     measured = estimate_json(capsys, "-m", "r", "-m", "plain", "--answers-from", str(cut_run))
     r, plain = measured["models"]
-    assert r["reasoning_per_request"]["model"] == {
-        "low": 32.0,
-        "expected": 32.0,
-        "high": 32.0,
-        "basis": f"measured: mean of 8 answers in {cut_run}",
+    generate = {
+        model: [
+            a["calls"]["generate"] for a in jsonl(cut_run / "answers.jsonl") if a["model"] == model
+        ]
+        for model in ("r", "plain")
     }
-    assert plain["reasoning_per_request"]["model"]["basis"] == "none: not known to reason"
-    assert plain["expected"]["reasoning_tokens"] == 0
+    generation = r["per_request"]["model"]
+    assert generation["output_tokens"]["expected"] == (
+        sum(c["output_tokens"] for c in generate["r"]) / 8
+    ), "as the run recorded them, reasoning included"
+    assert generation["reasoning_tokens"] == {"low": 32.0, "expected": 32.0, "high": 32.0}
+    assert generation["output_basis"] == "measured: 8 replies"
+    unsplit = plain["per_request"]["model"]
+    assert (
+        unsplit["output_tokens"]["expected"]
+        == sum(c["output_tokens"] for c in generate["plain"]) / 8
+    )
+    assert unsplit["reasoning_tokens"] is None, "not reported: unknown, never 0"
+    assert (
+        unsplit["output_basis"]
+        == "measured: 8 replies, their reasoning included but not reported apart"
+    )
     for column in ("low", "expected", "high"):
-        hidden = r[column]["reasoning_tokens"]
-        assert hidden > 0 and r[column]["calls"] == plain[column]["calls"]
-        assert r[column]["output_tokens"] - plain[column]["output_tokens"] == hidden
+        assert plain[column]["reasoning_tokens"] is None and r[column]["reasoning_tokens"] is None
+        assert r[column]["calls"] == plain[column]["calls"]
+        assert r[column]["output_tokens"] > plain[column]["output_tokens"], "r reasons"
 
     variants = ("--variant", 'high={"reasoning_effort": "high"}', "--variant", "low={}")
     priced = ("--judge-model", "gpt-4.1-mini")
     assumed = estimate_json(capsys, "-m", "o3-mini@high", "-m", "o3-mini@low", *variants, *priced)
     high, low = assumed["models"]
     assert high["sent_as"] == low["sent_as"] == "o3-mini"
-    band = high["reasoning_per_request"]["model"]
-    assert (band["low"], band["expected"], band["high"]) == (8_192, 20_480, 32_768)
-    assert band["basis"] == "assumed: effort high's published budget band"
-    band = low["reasoning_per_request"]["model"]
-    assert (band["low"], band["expected"], band["high"]) == (1_024, 4_608, 8_192), "medium"
+    band = high["per_request"]["model"]
+    assert band["reasoning_tokens"] == {"low": 8_192, "expected": 20_480, "high": 32_768}
+    answer = high["chains"]["answer_bytes"] / 4
+    assert band["output_tokens"] == {k: v + answer for k, v in band["reasoning_tokens"].items()}
+    assert band["output_basis"] == (
+        f"assumed: the answers' {answer:,.0f} tokens; reasoning assumed: effort high's "
+        "published budget band"
+    )
+    band = low["per_request"]["model"]["reasoning_tokens"]
+    assert band == {"low": 1_024, "expected": 4_608, "high": 8_192}, "medium"
     assert high["expected"]["dollars"] > low["expected"]["dollars"] > 0, "priced as o3-mini"
     assert "reasoning tokens per request" in assumed["assumptions"]
 
     capped = estimate_json(
         capsys, "-m", "o3-mini", "--model-kwargs", '{"max_completion_tokens": 2000}'
-    )["models"][0]["reasoning_per_request"]["model"]
-    assert capped["low"] == 1_024 and capped["high"] < 2_000
-    assert "capped by max_completion_tokens 2,000" in capped["basis"]
+    )["models"][0]["per_request"]["model"]
+    assert capped["reasoning_tokens"]["low"] == 1_024 and capped["reasoning_tokens"]["high"] < 2_000
+    assert "capped by max_completion_tokens 2,000" in capped["output_basis"]
     given = estimate_json(capsys, "-m", "plain", "--reasoning-tokens", "100")["models"][0]
-    assert given["reasoning_per_request"]["model"]["expected"] == 100.0
-    assert given["reasoning_per_request"]["model"]["basis"] == "given (--reasoning-tokens)"
+    assert given["per_request"]["model"]["reasoning_tokens"]["expected"] == 100.0
+    assert given["per_request"]["model"]["output_basis"].endswith(
+        "; reasoning given (--reasoning-tokens)"
+    )
 
 
 def test_a_dry_run_with_variants_estimates_each_row(
@@ -421,5 +442,8 @@ def test_a_dry_run_with_variants_estimates_each_row(
         assert main([*command, "--dry-run"]) == 0
         assert stub.count() == 0 and not (tmp_path / "run").exists()
     text = capsys.readouterr().out
-    assert "Reasoning tokens per request, o3-mini@high (sent as o3-mini): 8,192 / 20,480 / " in text
-    assert "Reasoning tokens per request, o3-mini@low (sent as o3-mini): 1,024 / 4,608 / " in text
+    assert "o3-mini@high (sent as o3-mini): chains of " in text
+    assert "o3-mini@low (sent as o3-mini): chains of " in text
+    high, low = text.split("o3-mini@high (sent as o3-mini): chains of ")[1].split("o3-mini@low")[:2]
+    assert "of which reasoning 8,192 / 20,480 / 32,768 (assumed: " in high
+    assert "of which reasoning 1,024 / 4,608 / 8,192 (assumed: " in low

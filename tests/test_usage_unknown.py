@@ -8,14 +8,15 @@ real clients, ledger, records and reports see exactly that.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from aidanbench.cli.main import main
-from aidanbench.testing import Fault, OpenAIStub, RequestInfo, ScriptedBrain
+from aidanbench.testing import Fault, Kind, OpenAIStub, Reply, RequestInfo, ScriptedBrain
 
 from .test_cost import QUESTIONS, SERVED, args, jsonl, prices_file
 
@@ -143,3 +144,84 @@ def test_a_question_cap_counts_replies_without_usage_at_their_estimate(
     (line,) = jsonl(run_dir / "questions.jsonl")
     assert line["stop_reason"] == "max_question_cost" and line["error"] is None
     assert 0 < line["score"] < 10
+
+
+class ReportsZero(ScriptedBrain):
+    """Replies to the models named ``zero`` as OpenAI's do: 0 cached and 0 reasoning tokens
+    reported (``prompt_tokens_details``, ``completion_tokens_details``); to the others, no
+    details."""
+
+    def __init__(self, *args: Any, zero: tuple[str, ...], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.zero = zero
+
+    def chat(self, kind: Kind, model: str, prompt: str, body: Mapping[str, Any]) -> Reply:
+        reply = super().chat(kind, model, prompt, body)
+        return replace(reply, cached_tokens=0, reasoning_tokens=0) if model in self.zero else reply
+
+
+ZERO = ("m-table", "judge-model")
+"""The models whose replies report zero cached and reasoning tokens (``ReportsZero``)."""
+
+
+def summed(values: list[Any]) -> Any:
+    """A sum that is unknown (None) once one part is."""
+    return None if any(v is None for v in values) else sum(values)
+
+
+def test_a_reported_zero_is_zero_and_an_unreported_count_unknown_in_every_file(
+    api_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    with OpenAIStub(ReportsZero({q: 2 for q in QUESTIONS}, zero=ZERO), models=SERVED) as stub:
+        assert main(args(stub, run_dir, ["m-table", "m-provider"])) == 0
+    ledger = jsonl(run_dir / "usage.jsonl")
+    replies = [line for line in ledger if line["event"] == "usage"]
+    answers = jsonl(run_dir / "answers.jsonl")
+    questions = jsonl(run_dir / "questions.jsonl")
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    by_role_model = meta["usage"]["by_role_model"]
+    roles = {"generate": "model", "judge": "judge"}
+    for field in ("reasoning_tokens", "cached_input_tokens"):
+        for reply in replies:
+            reported = 0 if reply["model"] in ZERO or reply["role"] == "embeddings" else None
+            assert reply[field] == reported, (field, reply)
+        for answer in answers:
+            for role, stats in answer["calls"].items():
+                if role in roles:
+                    model = answer["model"] if role == "generate" else "judge-model"
+                    assert stats[field] == (0 if model in ZERO else None), (field, role, answer)
+            if field == "reasoning_tokens":
+                assert answer[field] == (0 if answer["model"] in ZERO else None)
+        for line in questions:
+            if line["speculative"]:
+                assert line["speculative"][field] == (0 if line["model"] in ZERO else None)
+        for key, figures in by_role_model.items():
+            role, model = key.split(":", 1)
+            lines = [r[field] for r in replies if (r["role"], r["model"]) == (role, model)]
+            assert (
+                figures[field]
+                == summed(lines)
+                == (0 if model in ZERO or role == "embeddings" else None)
+            )
+            recorded = [
+                a["calls"][r][field]
+                for a in answers
+                for r in roles
+                if roles[r] == role and (a["model"] if r == "generate" else "judge-model") == model
+            ]
+            if role == "model":
+                recorded += [
+                    q["speculative"][field]
+                    for q in questions
+                    if q["model"] == model and q["speculative"]
+                ]
+            if recorded:
+                assert summed(recorded) == figures[field], (field, key)
+        assert meta["usage"][field] is None, "m-provider reported none: the run's sum is unknown"
+    capsys.readouterr()
+    assert main(["report", str(run_dir)]) == 0
+    assert "(unknown cached input, unknown reasoning)" in capsys.readouterr().out
+    assert main(["report", str(run_dir), "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["cost"]["sent"]["reasoning_tokens"] is None
