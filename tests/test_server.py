@@ -55,9 +55,7 @@ LANGGRAPH = Path(sys.executable).with_name("langgraph")
 if not LANGGRAPH.exists() and shutil.which("langgraph"):
     LANGGRAPH = Path(str(shutil.which("langgraph")))
 if not LANGGRAPH.exists():
-    pytest.skip(
-        "langgraph CLI not installed (pip install -e '.[server]')", allow_module_level=True
-    )
+    pytest.skip("langgraph CLI not installed (pip install -e '.[server]')", allow_module_level=True)
 
 QUESTION = "aidanbench_question"
 BENCHMARK = "aidanbench_benchmark"
