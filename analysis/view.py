@@ -14,6 +14,7 @@ chains is opened, which keeps lab-scale runs quick to open.
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import math
 from collections import Counter
@@ -296,7 +297,40 @@ def build_html(sources: Sequence[Source]) -> str:
         f'<script type="application/json" id="chains-{g}">{_script_json(c)}</script>'
         for g, c in enumerate(chains)
     )
-    return template.replace(DATA_SLOT, _script_json(data), 1).replace(CHAINS_SLOT, blocks, 1)
+    page = template.replace(DATA_SLOT, _script_json(data), 1).replace(CHAINS_SLOT, blocks, 1)
+    page = page.replace(BOARD_SLOT, static_board(data), 1)
+    return page.replace(COUNTING_SLOT, html.escape(data["counting"]), 1)
+
+
+BOARD_SLOT = "<!--BOARD-->"
+"""Where the leaderboard written in the page goes, so it reads without JavaScript (the
+script replaces it with the full, sortable one)."""
+
+COUNTING_SLOT = "<!--COUNTING-->"
+"""Where the counting convention goes, for the same readers."""
+
+
+def static_board(data: Mapping[str, Any]) -> str:
+    """The leaderboard as plain HTML rows, highest score first: each row's model, score
+    (``≥`` a lower bound), questions, finished, errored and dollars, as the script shows
+    them (every text escaped)."""
+    groups = sorted(data["groups"], key=lambda g: -float(g["row"]["score"]))
+    head = ["#", "model", "score", "questions", "finished", "errored", "cost (USD)"]
+    rows = []
+    for rank, group in enumerate(groups, 1):
+        row = group["row"]
+        cells = [
+            str(rank),
+            group["label"],
+            ("≥ " if row["lower_bound"] else "") + f"{row['score']:g}",
+            str(row["question_count"]),
+            str(row["finished"]),
+            str(row["errored"]),
+            group["cost_text"] if group["recorded"] else "–",
+        ]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    header = "".join(f'<th scope="col">{html.escape(h)}</th>' for h in head)
+    return f"<thead><tr>{header}</tr></thead><tbody>{''.join(rows)}</tbody>"
 
 
 def write_view(

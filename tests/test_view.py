@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from aidanbench.analysis.summary import paired_comparison, summarise
-from aidanbench.analysis.view import RAW_TAGGED, failure, load_source, view_data, write_view
+from aidanbench.analysis.view import (
+    RAW_TAGGED,
+    build_html,
+    failure,
+    load_source,
+    view_data,
+    write_view,
+)
 from aidanbench.cli.main import main
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.lines import AnswerLine
@@ -149,3 +156,20 @@ def test_run_writes_and_prints_its_report(
     data = page_data(report.read_text("utf-8"))
     assert {g["row"]["model"] for g in data["groups"]} == {"m1", "m2"}
     assert len(data["questions"]) == len(QUESTIONS)
+
+
+def test_the_leaderboard_reads_without_javascript(tmp_path: Path) -> None:
+    """Without its script the page still shows the leaderboard and the counting text: each
+    model, its score (``≥`` a lower bound) and its questions, escaped."""
+    run_dir = make_run_dir(tmp_path / "run", repeats=1)
+    page = build_html([load_source(run_dir)])
+    static = re.sub(r"<script.*?</script>", "", page, flags=re.S)
+    board = static[static.index('<table id="board">') : static.index("</table>")]
+    rows = re.findall(r"<tr>(.*?)</tr>", board)
+    cells = [re.findall(r"<td>(.*?)</td>", row) for row in rows[1:]]
+    summaries = {row.model: row for row in summarise(read_results(run_dir))}
+    assert [c[1] for c in cells] == sorted(summaries, key=lambda m: -summaries[m].score)
+    for c in cells:
+        row = summaries[c[1]]
+        assert c[2] == ("≥ " if row.lower_bound else "") + f"{row.score:g}"
+    assert "score = valid answers" in static[static.index('id="counting"') :]
