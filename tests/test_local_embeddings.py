@@ -227,7 +227,7 @@ async def test_question_graph_with_local_embeddings(extra: None, api_key: str) -
     with OpenAIStub(ScriptedBrain({question: 3})) as stub:
         settings = stub_settings(stub, embedding_model="local")
         assert isinstance(settings, Settings)
-        assert settings.thresholds.novelty == CALIBRATED_NOVELTY_THRESHOLDS["local"]
+        assert settings.thresholds["novelty"] == CALIBRATED_NOVELTY_THRESHOLDS["local"]
         out = await run_question(default_services, question, settings)
         assert stub.count("embed") == 0, "embeddings never leave the machine"
     assert out["stop_reason"] == "novelty" and out["score"] == 3
