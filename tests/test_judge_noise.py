@@ -89,7 +89,9 @@ def test_a_panels_rejudging_draws_every_judge_and_decides_by_its_rule() -> None:
     low, high = noise.rejudged_interval
     assert 10 < low < high <= 30, "b's second answers are 70s (its median) in most draws"
     alone = judge_noise([_line(f"q{n}", [[80] * 3] * 3, False) for n in range(10)])
-    assert alone is not None and alone.rejudged_interval == (30.0, 30.0)
+    assert alone is not None and alone.rejudged_mean == 30 and alone.rejudged_interval[1] == 30
+    assert alone.crossings == 0 and alone.needed_samples == 30, "nothing crossed: unsupported"
+    assert noise.crossings == 10 and noise.needed_samples is None
 
 
 def test_spread_flips_and_a_wider_interval() -> None:
@@ -111,7 +113,9 @@ def test_spread_flips_and_a_wider_interval() -> None:
     steady = [_line("q", [[80, 80], [70, 70]], novelty_fails_last=True)]
     same = judge_noise(steady)
     assert same is not None and same.flips == same.varied == 0
-    assert same.judge_interval == same.question_interval
+    assert same.rejudged_mean == 1 and same.rejudged_interval[1] == 1
+    assert same.needed_samples is not None, "two judgments of one answer show no noise"
+
     assert judge_noise([_line("q", [[80], [70]], novelty_fails_last=True)]) is None
 
 
