@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from aidanbench import reference
@@ -23,10 +24,11 @@ from aidanbench.analysis.summary import bootstrap_sum
 from aidanbench.analysis.view import load_source, view_data
 from aidanbench.cli.main import main
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.nodes.judge_calls import neutralise
 from aidanbench.record.lines import AnswerLine
 from aidanbench.record.results import QuestionResult
 from aidanbench.testing import Kind, OpenAIStub, Reply, ScriptedBrain
-from aidanbench.testing.judges import RecordedJudge, noisy
+from aidanbench.testing.judges import NOISE_SHAPES, RecordedJudge, noisy, rejudged_scores
 from aidanbench.testing.published import published_chains
 from aidanbench.testing.replay import ReplayBrain
 from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_flags
@@ -126,6 +128,50 @@ def test_a_judgment_that_passes_a_recorded_failure_is_an_open_chain() -> None:
     )
     noise = judge_noise([line])
     assert noise is not None and noise.open_chains == 1 and noise.score == 1
+
+
+CLAUDE = "anthropic/claude-3.5-sonnet"
+
+
+def judged_again(
+    chains: Sequence[QuestionResult], shape_name: str, samples: int, seed: int
+) -> list[QuestionResult]:
+    """``chains`` with ``samples`` judgments per answer by a judge of that noise shape, at
+    0.7 × o1-mini's 15, as ``rescore --judge-samples`` leaves them."""
+    shape = NOISE_SHAPES[shape_name]
+    rng = np.random.default_rng(seed)
+    judged = []
+    for chain in chains:
+        answers = [neutralise(a.answer)[0] for a in chain.answers]
+        recorded = np.asarray([a.coherence for a in chain.answers], dtype=np.float64)
+        drawn = shape.sample(recorded, answers, [chain.question] * len(answers), rng, samples)
+        rows = tuple(
+            a.model_copy(
+                update={"coherence": float(s[0]), "coherence_samples": list(map(float, s))}
+            )
+            for a, s in zip(chain.answers, drawn.T, strict=True)
+        )
+        judged.append(replace(chain, answers=rows, thresholds=Thresholds(10.5, 0.15)))
+    return judged
+
+
+def test_length_dependent_noise_keeps_the_re_judged_score_inside() -> None:
+    """A judge whose noise grows with the answer's length (sd 2 + characters / 25 around
+    0.7 × o1-mini) judges claude's published chains three times per answer. A noise model
+    pooling every answer's spread by level put claude's interval below most fresh
+    re-judgings ([149, 333] against a central half of about [309, 349]); the interval must
+    hold that central half, for three seeds."""
+    chains = [c for c in published_chains() if c.model == CLAUDE]
+    fresh = rejudged_scores(
+        chains, NOISE_SHAPES["length"], 10.5, 0.15, np.random.default_rng(7), 20_000
+    )
+    low_half, high_half = np.percentile(fresh[CLAUDE], [25, 75])
+    assert abs(low_half - 309) <= 5 and abs(high_half - 349) <= 5, "the issue's central half"
+    for seed in (1, 2, 3):
+        noise = judge_noise(judged_again(chains, "length", 3, seed))
+        assert noise is not None
+        low, high = noise.rejudged_interval
+        assert low <= low_half and high >= high_half, (seed, noise.rejudged_interval)
 
 
 @pytest.fixture(scope="module")
