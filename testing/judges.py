@@ -236,6 +236,37 @@ class RecordedJudge:
         return self.inner.embed(model, texts)
 
 
+def prompt_keys(chains: Sequence[QuestionResult]) -> dict[tuple[str, str], int]:
+    """Each distinct (question, answer as the coherence prompt holds it) of ``chains``, numbered
+    in order of first appearance: one prompt is judged once per re-judging."""
+    keys: dict[tuple[str, str], int] = {}
+    for chain in chains:
+        for row in chain.answers:
+            keys.setdefault((chain.question, neutralise(row.answer)[0]), len(keys))
+    return keys
+
+
+def walked_scores(
+    chains: Sequence[QuestionResult], judged: np.ndarray, threshold: float, novelty: float
+) -> dict[str, np.ndarray]:
+    """Each model's score in re-judgings giving each prompt (``prompt_keys``) the judgments
+    in ``judged`` (re-judgings x prompts), walked as ``rescore`` walks them: an answer counts
+    until the first one of its chain judged at or below ``threshold`` or of recorded novelty
+    at or below ``novelty``; scores per repeat."""
+    keys = prompt_keys(chains)
+    totals: dict[str, np.ndarray] = {}
+    repeats: dict[str, set[int]] = {}
+    for chain in chains:
+        at = [keys[(chain.question, neutralise(row.answer)[0])] for row in chain.answers]
+        novel = np.asarray([r.novelty is not None and r.novelty > novelty for r in chain.answers])
+        passes = (judged[:, at] > threshold) & novel[None, :]
+        failed = ~passes
+        walked = np.where(failed.any(axis=1), failed.argmax(axis=1), len(at))
+        totals[chain.model] = totals.get(chain.model, np.zeros(len(judged))) + walked
+        repeats.setdefault(chain.model, set()).add(chain.repeat)
+    return {model: total / len(repeats[model]) for model, total in totals.items()}
+
+
 def rejudged_scores(
     chains: Sequence[QuestionResult],
     shape: NoiseShape,
@@ -244,31 +275,21 @@ def rejudged_scores(
     rng: np.random.Generator,
     count: int,
 ) -> dict[str, np.ndarray]:
-    """Each model's score in ``count`` fresh re-judgings of ``chains`` by ``shape``'s judge,
-    walked as ``rescore`` walks them: an answer counts until the first one of its chain judged
-    at or below ``threshold`` or of recorded novelty at or below ``novelty``; one prompt
-    (a question and an answer, as the coherence prompt holds it) is judged once per
-    re-judging, however often it recurs. Every answer needs a recorded score to follow."""
-    prompts: dict[tuple[str, str], int] = {}
-    for chain in chains:
-        for row in chain.answers:
-            prompts.setdefault((chain.question, neutralise(row.answer)[0]), len(prompts))
-    recorded = np.zeros(len(prompts))
+    """Each model's score in ``count`` fresh re-judgings of ``chains`` by ``shape``'s judge
+    (``walked_scores``)."""
+    keys = prompt_keys(chains)
+    recorded = prompt_scores(chains)
+    judged = shape.sample(recorded, [a for _, a in keys], [q for q, _ in keys], rng, count)
+    return walked_scores(chains, judged, threshold, novelty)
+
+
+def prompt_scores(chains: Sequence[QuestionResult]) -> np.ndarray:
+    """The recorded score ``RecordedJudge`` follows for each prompt (``prompt_keys``): its
+    first answer's; ``ValueError`` for an answer with none."""
+    found: dict[tuple[str, str], float] = {}
     for chain in chains:
         for row in chain.answers:
             if row.coherence is None:
                 raise ValueError(f"an answer to {chain.question!r} has no recorded score")
-            recorded[prompts[(chain.question, neutralise(row.answer)[0])]] = row.coherence
-    keys = list(prompts)
-    judged = shape.sample(recorded, [a for _, a in keys], [q for q, _ in keys], rng, count)
-    totals: dict[str, np.ndarray] = {}
-    repeats: dict[str, set[int]] = {}
-    for chain in chains:
-        at = [prompts[(chain.question, neutralise(row.answer)[0])] for row in chain.answers]
-        novel = np.asarray([r.novelty is not None and r.novelty > novelty for r in chain.answers])
-        passes = (judged[:, at] > threshold) & novel[None, :]
-        failed = ~passes
-        walked = np.where(failed.any(axis=1), failed.argmax(axis=1), len(at))
-        totals[chain.model] = totals.get(chain.model, np.zeros(count)) + walked
-        repeats.setdefault(chain.model, set()).add(chain.repeat)
-    return {model: total / len(repeats[model]) for model, total in totals.items()}
+            found.setdefault((chain.question, neutralise(row.answer)[0]), row.coherence)
+    return np.asarray(list(found.values()))
