@@ -59,7 +59,7 @@ BOOTSTRAP_SEED = 20241
 draws its questions with it as ``judge_noise`` does (judgments: the next seed)."""
 
 REJUDGED_COVERS = (
-    "a fresh re-judging's score: the same answers judged once more, that judgment deciding; "
+    "a fresh re-judging's score (the same answers judged once more, that judgment deciding), "
     "not the score of a judge without noise"
 )
 """What the interval under re-judging covers, said beside it wherever it is shown."""
@@ -402,13 +402,18 @@ def noise_text(noise: JudgeNoise) -> str:
     share = noise.flips / noise.answers
     at = "their threshold" if noise.threshold is None else f"{noise.threshold:g}"
     support = ""
-    if noise.needed_samples is not None:
-        about = "at least" if noise.crossings == 0 else "about"
+    if noise.needed_samples is not None and noise.crossings:
         support = (
-            f"; {noise.samples} judgments per answer cannot support that interval: "
-            f"{noise.crossings} answers were judged on both sides of the threshold, "
-            f"{SUPPORT} are needed, and {about} {noise.needed_samples} judgments per answer "
-            "would give them"
+            f"; {noise.samples} judgments per answer cannot support that interval: only "
+            f"{noise.crossings} answers were judged on both sides of the threshold, {SUPPORT} "
+            f"are needed, about {noise.needed_samples} judgments per answer would give them"
+        )
+    elif noise.needed_samples is not None:
+        support = (
+            f"; {noise.samples} judgments per answer cannot support that interval: no answer "
+            "was judged on both sides of the threshold, so its spread is only what crossings "
+            f"too rare for {noise.samples} judgments to show could do; at least "
+            f"{noise.needed_samples} judgments per answer would be needed to see {SUPPORT}"
         )
     return (
         f"judge noise ({noise.samples} judgments per answer, {noise.answers} answers): mean "

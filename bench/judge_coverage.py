@@ -272,11 +272,12 @@ def cli() -> None:
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for s in summaries:
         low, high = s["ci"]
+        rest = s["supported_mean"]
         print(
             f"| {s['shape'].name} | {s['mean']:.1%} ({low:.1%}-{high:.1%}) | "
             f"{s['lowest']:.1%} | {s['under_half']} ({s['under_half_supported']}) | "
             f"{s['held']} of {s['intervals']} | {s['width']:.2f} | {s['unsupported']} "
-            f"({s['supported_mean']:.1%}) |"
+            f"({'none left' if math.isnan(rest) else f'{rest:.1%}'}) |"
         )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(

@@ -13,6 +13,7 @@ and the same distribution drawn for many answers at once, to simulate re-judging
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import threading
@@ -25,6 +26,7 @@ import numpy as np
 from aidanbench.nodes.judge_calls import neutralise
 from aidanbench.record.results import QuestionResult
 from aidanbench.testing.brain import Brain, Kind, Reply, parse_coherence_prompt
+from aidanbench.testing.published import published_chains
 
 Rule = Callable[[float, str, int], int]
 """A judgment from the recorded score, the prompt and which request for it this is (1…)."""
@@ -174,6 +176,32 @@ def _by_topic(
     return SLOPE * recorded + rng.normal(size=(count, len(recorded))) * sd
 
 
+@functools.cache
+def _places() -> dict[tuple[str, str], int]:
+    """Each published answer's place in its chain (0: the first), by its question and its
+    answer as the coherence prompt holds it; the earliest where chains share one."""
+    found: dict[tuple[str, str], int] = {}
+    for chain in published_chains():
+        for place, row in enumerate(chain.answers):
+            key = (chain.question, neutralise(row.answer)[0])
+            found[key] = min(place, found.get(key, place))
+    return found
+
+
+def _harsh_first(
+    recorded: np.ndarray,
+    answers: Sequence[str],
+    questions: Sequence[str],
+    rng: np.random.Generator,
+    count: int,
+) -> np.ndarray:
+    places = _places()
+    first = np.asarray([places.get(key, 2) < 2 for key in zip(questions, answers, strict=True)])
+    shape = (count, len(recorded))
+    usual = SLOPE * recorded + rng.normal(0.0, 4.0, size=shape)
+    return np.where(rng.random(shape) < 0.04 * first, rng.uniform(0, 10, size=shape), usual)
+
+
 NOISE_SHAPES = {
     shape.name: shape
     for shape in (
@@ -187,11 +215,18 @@ NOISE_SHAPES = {
             _harsh,
         ),
         NoiseShape("topic", "Gaussian, sd 2-25 fixed by the question", _by_topic),
+        NoiseShape(
+            "harsh-first",
+            "sd 4, and 0-10 in 4% of judgments of each chain's first two answers",
+            _harsh_first,
+        ),
     )
 }
 """The shapes ``bench.judge_coverage`` measures, each around ``SLOPE`` × o1-mini's score: the
 benchmark's own noise model (the same for every answer, sometimes turned over), and noise
-that depends on the answer, is skewed, or heavy-tailed."""
+that depends on the answer, is skewed, or heavy-tailed. ``harsh-first`` is built to defeat
+the interval: rare failures only where a chain's failure costs most, at answers whose
+judgments look like every other's (the published chains tell which they are)."""
 
 
 class RecordedJudge:

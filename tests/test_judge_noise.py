@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from aidanbench import reference
-from aidanbench.analysis.judge_noise import judge_noise
+from aidanbench.analysis.judge_noise import REJUDGED_COVERS, judge_noise, noise_text
 from aidanbench.analysis.summary import bootstrap_sum
 from aidanbench.analysis.view import load_source, view_data
 from aidanbench.cli.main import main
@@ -112,6 +112,8 @@ def test_spread_flips_and_a_wider_interval() -> None:
     low, high = noise.judge_interval
     assert low < 40 < high <= 50  # each chain 2 or 5 (two thirds of draws)
     assert noise.open_chains == 0
+    # each chain's expected walk from the shares of passing judgments: 1 + 1 + 2/3 × 3
+    assert noise.rejudged_mean == pytest.approx(10 * (2 + 3 * 2 / 3))
     steady = [_line("q", [[80, 80], [70, 70]], novelty_fails_last=True)]
     same = judge_noise(steady)
     assert same is not None and same.flips == same.varied == 0
@@ -220,24 +222,26 @@ def test_five_judgments_show_spread_flips_and_a_wider_interval(
     assert flips > 0
     assert widened >= 3, "judge resampling widens the interval of most models"
     documented = (REPO / "docs" / "judge.md").read_text("utf-8")
-    for row in noise_rows(five["runs"]):
-        assert row in documented, f"docs/judge.md's table holds this run's figures: {row}"
+    rows = noise_rows(five["runs"])
+    assert all(row in documented for row in rows), "docs/judge.md's table:\n" + "\n".join(rows)
 
 
 def noise_rows(runs: Sequence[dict[str, Any]]) -> list[str]:
     """``docs/judge.md``'s table of the ±20 judge at K = 5, a row per model."""
 
     def span(pair: Sequence[float]) -> str:
-        return f"[{pair[0]:g}, {pair[1]:g}]"
+        return f"[{pair[0]:.0f}, {pair[1]:.0f}]"
 
     rows = []
     for run in runs:
         noise = run["judge_noise"]
+        needed = noise["needed_samples"]
         rows.append(
             f"| {run['model']} | {run['score']} | {noise['mean_spread']:.1f} | "
             f"{noise['mean_sd']:.1f} | {noise['flips']} of {noise['answers']} | "
-            f"{span(noise['rejudged_interval'])} | {span(noise['question_interval'])} | "
-            f"{span(noise['judge_interval'])} |"
+            f"{noise['rejudged_mean']:.1f} | {span(noise['rejudged_interval'])} | "
+            f"{'yes' if needed is None else f'no: K = {needed}'} | "
+            f"{span(noise['question_interval'])} | {span(noise['judge_interval'])} |"
         )
     return rows
 
@@ -308,10 +312,30 @@ def test_a_run_keeps_every_judgment_and_the_first_decides(
     assert main(["report", "--json", str(tmp_path / "a")]) == 0
     run = json.loads(capsys.readouterr().out)["runs"][0]
     assert run["judge_noise"]["samples"] == 3 and run["judge_noise"]["answers"] == len(first)
+    assert run["judge_noise"]["rejudged_covers"] == REJUDGED_COVERS
     assert main(["report", str(tmp_path / "a")]) == 0
-    assert "judge noise (3 judgments per answer" in capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())
+    assert "judge noise (3 judgments per answer" in text and REJUDGED_COVERS in text
     data, _ = view_data([load_source(tmp_path / "a")])
-    assert data["groups"][0]["judge_noise"].startswith("judge noise (3 judgments per answer")
+    shown = data["groups"][0]["judge_noise"]
+    assert shown.startswith("judge noise (3 judgments per answer") and REJUDGED_COVERS in shown
+
+
+def test_an_interval_the_judgments_cannot_support_says_so_and_names_k() -> None:
+    """Four answers judged on both sides of the threshold are too few for the pooled rates:
+    the interval says so and names the judgments per answer that would give ten (three per
+    answer gave four: about eight); with none crossing, at least thirty."""
+    chain = [[80, 80, 80], [10, 80, 80], [90, 90, 90], [90, 90, 90]]
+    few = judge_noise([_line(f"q{n}", chain, novelty_fails_last=True) for n in range(4)])
+    assert few is not None and few.crossings == 4 and few.needed_samples == 8
+    assert "cannot support that interval: only 4 answers" in noise_text(few)
+    assert "about 8 judgments per answer" in noise_text(few)
+    enough = judge_noise([_line(f"q{n}", chain, novelty_fails_last=True) for n in range(10)])
+    assert enough is not None and enough.needed_samples is None
+    assert "cannot support" not in noise_text(enough)
+    none = judge_noise([_line(f"q{n}", [[80] * 3] * 4, novelty_fails_last=True) for n in range(4)])
+    assert none is not None and none.needed_samples == 30
+    assert "at least 30 judgments per answer would be needed" in noise_text(none)
 
 
 def test_the_estimate_counts_every_judgment(capsys: pytest.CaptureFixture[str]) -> None:
