@@ -168,6 +168,8 @@ def _expected_walk(chances: np.ndarray) -> np.ndarray:
 
 def _majority(chances: Sequence[np.ndarray]) -> np.ndarray:
     """The chance that more than half of independent judges pass, from each one's chance."""
+    if len(chances) == 1:
+        return chances[0]
     held = [np.ones_like(chances[0])]  # held[m]: the chance that m judges so far pass
     for chance in chances:
         grown = [np.zeros_like(chance) for _ in range(len(held) + 1)]
@@ -185,32 +187,33 @@ def percentile_interval(totals: np.ndarray) -> tuple[float, float]:
 
 
 _SHARE = 2.0**20
-"""Orders a held-out view by the share of the other judgments that pass before their margin
-(margins are clipped to within ``_MARGIN`` points, far less than one step of share)."""
+"""Orders a held-out judgment's description by the share of the others that pass before
+their margin (margins are clipped to within ``_MARGIN`` points, far less than one step of
+share)."""
 _MARGIN = 1000.0
 
 
-def _view(others: np.ndarray, threshold: float) -> float:
-    """What the other judgments of an answer say of a held-out one: the share of them that
-    pass, then how far the lowest lies above the threshold (negative: at or below it)."""
-    share = float(np.mean(others > threshold))
-    margin = float(np.clip(np.min(others) - threshold, -_MARGIN, _MARGIN))
-    return share * _SHARE + margin
-
-
-def _views(scores: Sequence[float], threshold: float) -> list[float]:
-    """Each judgment held out in turn, seen through the others; a single judgment, itself."""
+def _views(scores: Sequence[float], threshold: float) -> np.ndarray:
+    """Each judgment held out in turn, described by the others: the share of them that pass,
+    then how far the lowest lies above the threshold (negative: at or below it); a single
+    judgment is described by itself."""
     s = np.asarray(scores, dtype=np.float64)
+    passing = s > threshold
     if len(s) == 1:
-        return [_view(s, threshold)]
-    return [_view(np.delete(s, j), threshold) for j in range(len(s))]
+        share, lowest = passing.astype(np.float64), s
+    else:
+        share = (passing.sum() - passing) / (len(s) - 1)
+        ranked = np.sort(s)
+        alone = (s == ranked[0]) & (np.count_nonzero(s == ranked[0]) == 1)
+        lowest = np.where(alone, ranked[1], ranked[0])
+    return share * _SHARE + np.clip(lowest - threshold, -_MARGIN, _MARGIN)
 
 
 class NoiseModel:
     """How often a fresh judgment of an answer passes, pooled over a judge's answers.
 
     Each judgment of an answer judged more than once is held out in turn and described by
-    the others (``_view``). Ordered by that description, the held-out judgments get the rate
+    the others (``_views``). Ordered by that description, the held-out judgments get the rate
     of passing that never falls as the description improves and fits them best (isotonic
     regression, pool-adjacent-violators; equal rates pooled), a block of views per rate
     keeping its passes and failures. An answer's chance is the mean of its views' rates:
@@ -220,18 +223,12 @@ class NoiseModel:
     (``exact``: its judgments are drawn as they are)."""
 
     def __init__(self, judged: Sequence[tuple[Sequence[float], float]]) -> None:
-        keys: list[float] = []
-        passed: list[bool] = []
-        for scores, threshold in judged:
-            if len(scores) < 2:
-                continue
-            keys += _views(scores, threshold)
-            passed += [score > threshold for score in scores]
-        found, where = np.unique(np.asarray(keys, dtype=np.float64), return_inverse=True)
+        several = [(s, t) for s, t in judged if len(s) > 1]
+        keys = np.concatenate([_views(s, t) for s, t in several] or [np.zeros(0)])
+        passed = np.concatenate([np.asarray(s) > t for s, t in several] or [np.zeros(0, bool)])
+        found, where = np.unique(keys, return_inverse=True)
         trials = np.bincount(where, minlength=len(found)).astype(np.float64)
-        wins = np.bincount(
-            where, weights=np.asarray(passed, dtype=np.float64), minlength=len(found)
-        )
+        wins = np.bincount(where, weights=passed.astype(np.float64), minlength=len(found))
         starts: list[float] = []
         won: list[float] = []
         tried: list[float] = []

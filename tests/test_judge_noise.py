@@ -236,11 +236,12 @@ def noise_rows(runs: Sequence[dict[str, Any]]) -> list[str]:
     for run in runs:
         noise = run["judge_noise"]
         needed = noise["needed_samples"]
+        more = "≥" if noise["crossings"] == 0 else "≈"
         rows.append(
             f"| {run['model']} | {run['score']} | {noise['mean_spread']:.1f} | "
             f"{noise['mean_sd']:.1f} | {noise['flips']} of {noise['answers']} | "
             f"{noise['rejudged_mean']:.1f} | {span(noise['rejudged_interval'])} | "
-            f"{'yes' if needed is None else f'no: K = {needed}'} | "
+            f"{'yes' if needed is None else f'no: K {more} {needed}'} | "
             f"{span(noise['question_interval'])} | {span(noise['judge_interval'])} |"
         )
     return rows
