@@ -8,26 +8,38 @@ measures, for one (model, temperature):
 * the **spread** of each answer's judgments, averaged over the answers judged more than once;
 * the **flips**: answers whose judgments fall on both sides of the coherence threshold, so
   that which judgment decides changes whether the answer is valid;
-* the **score under re-judging**, from a noise model fitted to the K judgments
-  (``NoiseModel``). An answer's level is its judgments' median (a mean would follow a wild
-  judgment, as a reply that inverts the scale). How far a judgment strays depends on the level
-  (a reply inverting 14 lands far above it; one inverting 56 close below), so answers are
-  binned by level, about ``PER_BIN`` each, and each bin pools its judgments' distances from
-  their medians (the median's own 0 left out). A re-judging draws each answer's deciding
-  judgment as its level plus a distance from its bin's pool, rounded and clipped to 0-100 as
-  a reply is, and walks each chain again (recorded novelty kept). With a judge panel each
-  judge draws from its own model and the panel's rule decides (``seats``). The interval's
-  coverage of actual re-judgings is measured by ``bench.judge_coverage`` (docs/judge.md);
+* the **score under re-judging**: the score of a *fresh re-judging* of the same answers (each
+  judged once more, that judgment deciding, every chain walked again with its recorded novelty),
+  not the score a judge without noise would give. A re-judging depends on each answer only
+  through its chance of passing a fresh judgment, and the distribution of the re-judged score
+  is a polynomial of degree one in each of those chances (an answer passes or fails once per
+  re-judging; chains are walked independently). So the share of an answer's K judgments that
+  pass, an unbiased estimate of its chance whatever shape the judge's noise has, makes the
+  walk's expected length an unbiased estimate of the mean re-judged score
+  (``rejudged_mean``), for any judge. Its spread cannot be read off the same way: K judgments
+  show no failure of most answers that fail one fresh judgment in thirty, and the estimate
+  itself strays. The interval is that mean plus how far a re-judging strays from its mean less
+  how far the estimate strays from it, both simulated from ``NoiseModel``, pooled over the
+  answers, with each pooled rate's uncertainty drawn once per replicate for every answer.
+  Where noise differs between answers (their length, their topic) the pooled model spreads
+  failures over answers that never fail, which widens the interval; it does not move its
+  centre. With a judge panel each judge has its own model and the panel's rule decides
+  (``seats``). How often the interval holds a fresh re-judging is measured by
+  ``bench.judge_coverage`` (docs/judge.md), for several shapes of noise;
+* whether K judgments **support** that interval: the pooled rates rest on the answers judged
+  on both sides of their threshold; with fewer than ``SUPPORT`` of them the interval says so
+  and names the K that would give that many (``needed_samples``);
 * the **interval of the score** with both: each bootstrap replicate draws the questions (with
   their repeats, as ``summary``'s does) and a re-judging; beside it, question resampling alone.
 
 The score itself stays the benchmark's: the first judgment decides (``nodes.judge_calls``).
-A drawn judgment can pass a chain's recorded terminal answer; what would have followed was
-never generated, so such a chain counts up to its recorded end, a lower bound (``open_chains``).
+A re-judging can pass a chain's recorded terminal answer; what would have followed was never
+generated, so such a chain counts up to its recorded end, a lower bound (``open_chains``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -46,6 +58,22 @@ BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 20241
 """Seed of the bootstrap generator, fixed so reports are reproducible; ``summary.bootstrap_sum``
 draws its questions with it as ``judge_noise`` does (judgments: the next seed)."""
+
+REJUDGED_COVERS = (
+    "a fresh re-judging's score (the same answers judged once more, that judgment deciding), "
+    "not the score of a judge without noise"
+)
+"""What the interval under re-judging covers, said beside it wherever it is shown."""
+
+PRIOR = 0.5
+"""Jeffreys' pseudo-count added to each pooled rate's passes and to its failures: a rate no
+held-out judgment contradicted stays uncertain, since K judgments of n answers cannot show
+failures rarer than about one in K·n."""
+
+SUPPORT = 10
+"""Answers judged on both sides of their threshold that the interval needs: the pooled rates
+rest on them, and with ten a rate's relative uncertainty is about a third (one over the root
+of the count)."""
 
 
 def judgments(answer: AnswerLine) -> list[float]:
@@ -76,10 +104,19 @@ class JudgeNoise:
     """The threshold flips are counted at; None when lines differ (each counted at its own)."""
     score: float
     """The row's score from the deciding judgments (per repeat)."""
+    rejudged_mean: float
+    """Unbiased estimate of the mean score of a fresh re-judging (module docstring)."""
     rejudged_interval: tuple[float, float]
-    """95% interval of the score under re-judging the same answers (module docstring)."""
+    """95% interval of the score of a fresh re-judging of the same answers (``REJUDGED_COVERS``)."""
     rejudged_sd: float
-    """The standard deviation of the score under re-judging."""
+    """The standard deviation of that score, as the interval's replicates give it."""
+    crossings: int
+    """Answers judged on both sides of their threshold, each judge of a panel counted apart
+    (``flips`` for a single judge): what the interval's pooled rates rest on."""
+    needed_samples: int | None
+    """None when ``crossings`` reaches ``SUPPORT``; else the judgments per answer that would
+    give about that many (crossings grow with K while a crossing is rare), at least this many
+    when nothing crossed."""
     question_interval: tuple[float, float]
     """95% percentile bootstrap interval, resampling questions only."""
     judge_interval: tuple[float, float]
@@ -88,10 +125,11 @@ class JudgeNoise:
     """Chains that some draw walks past their recorded end (counted up to it there)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready values."""
+        """JSON-ready values, with what the interval under re-judging covers."""
         data = asdict(self)
         for name in ("rejudged_interval", "question_interval", "judge_interval"):
             data[name] = list(data[name])
+        data["rejudged_covers"] = REJUDGED_COVERS
         return data
 
 
@@ -124,45 +162,129 @@ def _walk(passes: np.ndarray) -> np.ndarray:
     return np.where(failed.any(axis=1), failed.argmax(axis=1), passes.shape[1])
 
 
+def _expected_walk(chances: np.ndarray) -> np.ndarray:
+    """Expected valid answers before the first failure, per row of (draws x answers) chances
+    of passing, the answers independent: the sum over j of the chance that the first j pass."""
+    return np.cumprod(chances, axis=1).sum(axis=1)
+
+
+def _majority(chances: Sequence[np.ndarray]) -> np.ndarray:
+    """The chance that more than half of independent judges pass, from each one's chance."""
+    if len(chances) == 1:
+        return chances[0]
+    held = [np.ones_like(chances[0])]  # held[m]: the chance that m judges so far pass
+    for chance in chances:
+        grown = [np.zeros_like(chance) for _ in range(len(held) + 1)]
+        for m, part in enumerate(held):
+            grown[m] += part * (1 - chance)
+            grown[m + 1] += part * chance
+        held = grown
+    return np.sum([part for m, part in enumerate(held) if 2 * m > len(chances)], axis=0)
+
+
 def percentile_interval(totals: np.ndarray) -> tuple[float, float]:
     """The 2.5th to the 97.5th percentile of bootstrap totals."""
     low, high = np.percentile(totals, [2.5, 97.5])
     return float(low), float(high)
 
 
-PER_BIN = 50
-"""Answers (judged more than once) per level bin of the noise model."""
+_SHARE = 2.0**20
+"""Orders a held-out judgment's description by the share of the others that pass before
+their margin (margins are clipped to within ``_MARGIN`` points, far less than one step of
+share)."""
+_MARGIN = 1000.0
+
+
+def _views(scores: Sequence[float], threshold: float) -> np.ndarray:
+    """Each judgment held out in turn, described by the others: the share of them that pass,
+    then how far the lowest lies above the threshold (negative: at or below it); a single
+    judgment is described by itself."""
+    s = np.asarray(scores, dtype=np.float64)
+    passing = s > threshold
+    if len(s) == 1:
+        share, lowest = passing.astype(np.float64), s
+    else:
+        share = (passing.sum() - passing) / (len(s) - 1)
+        ranked = np.sort(s)
+        alone = (s == ranked[0]) & (np.count_nonzero(s == ranked[0]) == 1)
+        lowest = np.where(alone, ranked[1], ranked[0])
+    return share * _SHARE + np.clip(lowest - threshold, -_MARGIN, _MARGIN)
 
 
 class NoiseModel:
-    """How a judge's judgments stray from an answer's level (module docstring)."""
+    """How often a fresh judgment of an answer passes, pooled over a judge's answers.
 
-    def __init__(self, judged: Sequence[Sequence[float]]) -> None:
-        levels = np.asarray([np.median(s) for s in judged])
-        bins = max(1, len(judged) // PER_BIN)
-        ranked = np.sort(levels)
-        self.edges = ranked[[len(ranked) * k // bins for k in range(1, bins)]]
-        strays: list[list[np.ndarray]] = [[] for _ in range(bins)]
-        for level, s in zip(levels, judged, strict=True):
-            away = np.asarray(s, dtype=np.float64) - level
-            if len(away) % 2:  # the median's own distance, 0
-                away = np.delete(away, np.argmin(np.abs(away)))
-            # sorted: the draws depend on the judgments, not on the order they came back in
-            away = np.sort(away)
-            strays[int(np.searchsorted(self.edges, level, side="right"))].append(away)
-        # a judge asked once per answer shows no noise: its judgments are drawn as they are
-        self.pools = [np.concatenate(found) if found else np.zeros(1) for found in strays]
+    Each judgment of an answer judged more than once is held out in turn and described by
+    the others (``_views``). Ordered by that description, the held-out judgments get the rate
+    of passing that never falls as the description improves and fits them best (isotonic
+    regression, pool-adjacent-violators; equal rates pooled), a block of views per rate
+    keeping its passes and failures. An answer's chance is the mean of its views' rates:
+    each view holds K - 1 judgments, a little less than the answer's K, which errs towards
+    uncertainty. No assumption about the noise's shape enters, only that answers described
+    alike fail alike; a judge asked once per answer shows no noise and leaves no blocks
+    (``exact``: its judgments are drawn as they are)."""
 
-    def draw(
-        self, judged: Sequence[Sequence[float]], count: int, rng: np.random.Generator
+    def __init__(self, judged: Sequence[tuple[Sequence[float], float]]) -> None:
+        several = [(s, t) for s, t in judged if len(s) > 1]
+        keys = np.concatenate([_views(s, t) for s, t in several] or [np.zeros(0)])
+        passed = np.concatenate([np.asarray(s) > t for s, t in several] or [np.zeros(0, bool)])
+        found, where = np.unique(keys, return_inverse=True)
+        trials = np.bincount(where, minlength=len(found)).astype(np.float64)
+        wins = np.bincount(where, weights=passed.astype(np.float64), minlength=len(found))
+        starts: list[float] = []
+        won: list[float] = []
+        tried: list[float] = []
+        for key, w, t in zip(found, wins, trials, strict=True):
+            starts.append(float(key))
+            won.append(float(w))
+            tried.append(float(t))
+            while len(tried) > 1 and won[-2] * tried[-1] >= won[-1] * tried[-2]:
+                last_won, last_tried = won.pop(), tried.pop()
+                won[-1] += last_won
+                tried[-1] += last_tried
+                starts.pop()
+        self.starts = np.asarray(starts)
+        self.passes = np.asarray(won)
+        self.fails = np.asarray(tried) - self.passes
+
+    @property
+    def exact(self) -> bool:
+        """No answer was judged twice: nothing to pool."""
+        return len(self.starts) == 0
+
+    def blocks(self, scores: Sequence[float], threshold: float) -> np.ndarray:
+        """The block of each of an answer's views."""
+        found = np.searchsorted(self.starts, _views(scores, threshold), side="right") - 1
+        return np.clip(found, 0, None)
+
+    def rates(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        """``count`` draws of every block's rate from its Beta posterior (count x blocks)."""
+        return rng.beta(self.passes + PRIOR, self.fails + PRIOR, size=(count, len(self.starts)))
+
+    def chances(
+        self,
+        judged: Sequence[Sequence[float]],
+        thresholds: np.ndarray,
+        rates: np.ndarray,
     ) -> np.ndarray:
-        """``count`` re-judgings of answers with these judgments: (count x answers)."""
-        levels = np.asarray([np.median(s) for s in judged], dtype=np.float64)
-        drawn = np.empty((count, len(levels)))
-        for i, level in enumerate(levels):
-            pool = self.pools[int(np.searchsorted(self.edges, level, side="right"))]
-            drawn[:, i] = level + pool[rng.integers(0, len(pool), size=count)]
-        return np.clip(np.rint(drawn), 0, 100)
+        """Each answer's chance of passing a fresh judgment under each row of ``rates``
+        (draws x answers)."""
+        views = [self.blocks(s, t) for s, t in zip(judged, thresholds, strict=True)]
+        width = max((len(v) for v in views), default=1)
+        ids = np.zeros((len(views), width), dtype=np.int64)
+        weights = np.zeros((len(views), width))
+        for i, found in enumerate(views):
+            ids[i, : len(found)] = found
+            weights[i, : len(found)] = 1 / len(found)
+        return np.einsum("rnk,nk->rn", rates[:, ids], weights)
+
+
+def needed_samples(crossings: int, samples: int) -> int | None:
+    """None when ``crossings`` support the interval; else the judgments per answer that would
+    give about ``SUPPORT`` crossings (``JudgeNoise.needed_samples``)."""
+    if crossings >= SUPPORT:
+        return None
+    return math.ceil(samples * SUPPORT / max(crossings, 1))
 
 
 def judge_noise(
@@ -189,15 +311,23 @@ def judge_noise(
     seats_of = {id(a): seats(a, rule_of[id(line)]) for line in lines for a in line.answers}
     panel_size = max(len(found) for found in seats_of.values())
     models = [
-        NoiseModel([found[j][0] for found in seats_of.values() if len(found[j][0]) > 1])
+        NoiseModel([found[j] for found in seats_of.values() if len(found[j][0]) > 1])
         for j in range(panel_size)
     ]
+    crossings = sum(
+        1 for found in seats_of.values() for s, t in found if len(s) > 1 and min(s) <= t < max(s)
+    )
     judge_rng = np.random.default_rng(seed + 1)
+    # one draw of every pooled rate per replicate, shared by all answers: a rate's
+    # uncertainty moves every answer it describes together
+    rates = [model.rates(resamples, judge_rng) for model in models]
     questions = list(dict.fromkeys(line.question for line in lines))
     column = {q: i for i, q in enumerate(questions)}
     repeats = len({line.repeat for line in lines})
     drawn = np.zeros((resamples, len(questions)))
     deciding = np.zeros(len(questions))
+    centre = np.zeros(len(questions))
+    top = np.zeros(len(questions))
     open_chains = 0
     for line in lines:
         rule = rule_of[id(line)]
@@ -206,24 +336,45 @@ def judge_noise(
             rows = rows[: next(i for i, r in enumerate(rows) if not all(seat[0] for seat in r))]
         other = np.asarray([_other_pass(a, rule) for a in line.answers[: len(rows)]], dtype=bool)
         votes = np.zeros((1, len(rows)))
-        drawn_votes = np.zeros((resamples, len(rows)))
+        fresh_votes = np.zeros((resamples, len(rows)))
+        shares: list[np.ndarray] = []
+        restated: list[np.ndarray] = []
         for j, model in enumerate(models):
             judged = [r[j][0] for r in rows]
             cut = np.asarray([r[j][1] for r in rows])
+            counts = np.asarray([len(s) for s in judged])
+            share = np.asarray(
+                [np.mean(np.asarray(s) > c) for s, c in zip(judged, cut, strict=True)]
+            )
             votes += np.asarray([s[0] for s in judged]) > cut
-            drawn_votes += model.draw(judged, resamples, judge_rng) > cut
+            if model.exact or not rows:
+                chance = np.broadcast_to(share, (resamples, len(rows)))
+            else:
+                chance = model.chances(judged, cut, rates[j])
+            fresh_votes += judge_rng.random(chance.shape) < chance
+            shares.append(share[None, :])
+            restated.append(judge_rng.binomial(counts, chance) / counts)
         first = _walk((2 * votes > len(models)) & other)[0]
-        walked = _walk((2 * drawn_votes > len(models)) & other[None, :])
+        walked = _walk((2 * fresh_votes > len(models)) & other[None, :])
+        mean = _expected_walk(_majority(shares) * other)[0]
+        estimates = _expected_walk(_majority(restated) * other)
         open_chains += int(first < len(rows) and bool((walked == len(rows)).any()))
-        drawn[:, column[line.question]] += walked / repeats
-        deciding[column[line.question]] += first / repeats
-    rejudged = drawn.sum(axis=1)
+        at = column[line.question]
+        drawn[:, at] += (mean + walked - estimates) / repeats
+        deciding[at] += first / repeats
+        centre[at] += mean / repeats
+        top[at] += _walk(other[None, :])[0] / repeats
+    # a re-judged score lies between 0 and every chain walked to its recorded end
+    rejudged = np.clip(drawn.sum(axis=1), 0, top.sum())
     # drawn as summary.bootstrap_sum draws them: the question-only interval is its interval
     pick = np.random.default_rng(seed).integers(0, len(questions), size=(resamples, len(questions)))
-    with_judge = np.take_along_axis(drawn, pick, axis=1).sum(axis=1)
+    with_judge = np.clip(
+        np.take_along_axis(drawn, pick, axis=1).sum(axis=1), 0, top[pick].sum(axis=1)
+    )
     without = deciding[pick].sum(axis=1)
+    samples = max(len(s) for s, _ in multi)
     return JudgeNoise(
-        samples=max(len(s) for s, _ in multi),
+        samples=samples,
         answers=len(multi),
         mean_spread=float(np.mean(spreads)),
         mean_sd=float(np.mean([np.std(s, ddof=1) for s, _ in multi])),
@@ -231,8 +382,11 @@ def judge_noise(
         flips=sum(1 for s, t in multi if min(s) <= t < max(s)),
         threshold=threshold,
         score=float(deciding.sum()),
+        rejudged_mean=float(centre.sum()),
         rejudged_interval=percentile_interval(rejudged),
         rejudged_sd=float(np.std(rejudged)),
+        crossings=crossings,
+        needed_samples=needed_samples(crossings, samples),
         question_interval=percentile_interval(without),
         judge_interval=percentile_interval(with_judge),
         open_chains=open_chains,
@@ -246,16 +400,30 @@ def noise_text(noise: JudgeNoise) -> str:
     rlow, rhigh = noise.rejudged_interval
     share = noise.flips / noise.answers
     at = "their threshold" if noise.threshold is None else f"{noise.threshold:g}"
+    support = ""
+    if noise.needed_samples is not None and noise.crossings:
+        support = (
+            f"; {noise.samples} judgments per answer cannot support that interval: only "
+            f"{noise.crossings} answers were judged on both sides of the threshold, {SUPPORT} "
+            f"are needed, about {noise.needed_samples} judgments per answer would give them"
+        )
+    elif noise.needed_samples is not None:
+        support = (
+            f"; {noise.samples} judgments per answer cannot support that interval: no answer "
+            "was judged on both sides of the threshold, so its spread is only what crossings "
+            f"too rare for {noise.samples} judgments to show could do; at least "
+            f"{noise.needed_samples} judgments per answer would be needed to see {SUPPORT}"
+        )
     return (
         f"judge noise ({noise.samples} judgments per answer, {noise.answers} answers): mean "
         f"spread {noise.mean_spread:.1f} points (sd {noise.mean_sd:.1f}), {noise.varied} "
         f"answers judged differently, {noise.flips} ({share:.1%}) with judgments on both "
-        f"sides of {at}; the score {noise.score:g} judged again: 95% interval "
-        f"[{rlow:.1f}, {rhigh:.1f}] (sd {noise.rejudged_sd:.1f}, from a model of the "
-        f"judge's noise); 95% interval [{low:.1f}, {high:.1f}] resampling questions, "
-        f"[{jlow:.1f}, {jhigh:.1f}] resampling questions and judging again"
+        f"sides of {at}; the score {noise.score:g} judged again: mean {noise.rejudged_mean:.1f}, "
+        f"95% interval [{rlow:.1f}, {rhigh:.1f}] (sd {noise.rejudged_sd:.1f}) of "
+        f"{REJUDGED_COVERS}{support}; 95% interval [{low:.1f}, {high:.1f}] resampling "
+        f"questions, [{jlow:.1f}, {jhigh:.1f}] resampling questions and judging again"
         + (
-            f" ({noise.open_chains} chains can pass their recorded end under resampling: "
+            f" ({noise.open_chains} chains can pass their recorded end when judged again: "
             "counted up to it, a lower bound)"
             if noise.open_chains
             else ""

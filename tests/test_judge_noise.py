@@ -15,18 +15,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from aidanbench import reference
-from aidanbench.analysis.judge_noise import judge_noise
+from aidanbench.analysis.judge_noise import REJUDGED_COVERS, judge_noise, noise_text
 from aidanbench.analysis.summary import bootstrap_sum
 from aidanbench.analysis.view import load_source, view_data
 from aidanbench.cli.main import main
 from aidanbench.core.thresholds import Thresholds
+from aidanbench.nodes.judge_calls import neutralise
 from aidanbench.record.lines import AnswerLine
 from aidanbench.record.results import QuestionResult
 from aidanbench.testing import Kind, OpenAIStub, Reply, ScriptedBrain
-from aidanbench.testing.judges import RecordedJudge, noisy
+from aidanbench.testing.judges import NOISE_SHAPES, RecordedJudge, noisy, rejudged_scores
 from aidanbench.testing.published import published_chains
 from aidanbench.testing.replay import ReplayBrain
 from aidanbench.testing.settings import TEST_KEY_VARIABLE, stub_flags
@@ -91,7 +93,9 @@ def test_a_panels_rejudging_draws_every_judge_and_decides_by_its_rule() -> None:
     low, high = noise.rejudged_interval
     assert 10 < low < high <= 30, "b's second answers are 70s (its median) in most draws"
     alone = judge_noise([_line(f"q{n}", [[80] * 3] * 3, False) for n in range(10)])
-    assert alone is not None and alone.rejudged_interval == (30.0, 30.0)
+    assert alone is not None and alone.rejudged_mean == 30 and alone.rejudged_interval[1] == 30
+    assert alone.crossings == 0 and alone.needed_samples == 30, "nothing crossed: unsupported"
+    assert noise.crossings == 10 and noise.needed_samples is None
 
 
 def test_spread_flips_and_a_wider_interval() -> None:
@@ -110,10 +114,14 @@ def test_spread_flips_and_a_wider_interval() -> None:
     low, high = noise.judge_interval
     assert low < 40 < high <= 50  # each chain 2 or 5 (two thirds of draws)
     assert noise.open_chains == 0
+    # each chain's expected walk from the shares of passing judgments: 1 + 1 + 2/3 × 3
+    assert noise.rejudged_mean == pytest.approx(10 * (2 + 3 * 2 / 3))
     steady = [_line("q", [[80, 80], [70, 70]], novelty_fails_last=True)]
     same = judge_noise(steady)
     assert same is not None and same.flips == same.varied == 0
-    assert same.judge_interval == same.question_interval
+    assert same.rejudged_mean == 1 and same.rejudged_interval[1] == 1
+    assert same.needed_samples is not None, "two judgments of one answer show no noise"
+
     assert judge_noise([_line("q", [[80], [70]], novelty_fails_last=True)]) is None
 
 
@@ -129,6 +137,50 @@ def test_a_judgment_that_passes_a_recorded_failure_is_an_open_chain() -> None:
     )
     noise = judge_noise([line])
     assert noise is not None and noise.open_chains == 1 and noise.score == 1
+
+
+CLAUDE = "anthropic/claude-3.5-sonnet"
+
+
+def judged_again(
+    chains: Sequence[QuestionResult], shape_name: str, samples: int, seed: int
+) -> list[QuestionResult]:
+    """``chains`` with ``samples`` judgments per answer by a judge of that noise shape, at
+    0.7 × o1-mini's 15, as ``rescore --judge-samples`` leaves them."""
+    shape = NOISE_SHAPES[shape_name]
+    rng = np.random.default_rng(seed)
+    judged = []
+    for chain in chains:
+        answers = [neutralise(a.answer)[0] for a in chain.answers]
+        recorded = np.asarray([a.coherence for a in chain.answers], dtype=np.float64)
+        drawn = shape.sample(recorded, answers, [chain.question] * len(answers), rng, samples)
+        rows = tuple(
+            a.model_copy(
+                update={"coherence": float(s[0]), "coherence_samples": list(map(float, s))}
+            )
+            for a, s in zip(chain.answers, drawn.T, strict=True)
+        )
+        judged.append(replace(chain, answers=rows, thresholds=Thresholds(coherence=10.5, novelty=0.15)))
+    return judged
+
+
+def test_length_dependent_noise_keeps_the_re_judged_score_inside() -> None:
+    """A judge whose noise grows with the answer's length (sd 2 + characters / 25 around
+    0.7 × o1-mini) judges claude's published chains three times per answer. A noise model
+    pooling every answer's spread by level put claude's interval below most fresh
+    re-judgings ([149, 333] against a central half of about [309, 349]); the interval must
+    hold that central half, for three seeds."""
+    chains = [c for c in published_chains() if c.model == CLAUDE]
+    fresh = rejudged_scores(
+        chains, NOISE_SHAPES["length"], 10.5, 0.15, np.random.default_rng(7), 20_000
+    )
+    low_half, high_half = np.percentile(fresh[CLAUDE], [25, 75])
+    assert abs(low_half - 309) <= 5 and abs(high_half - 349) <= 5, "the issue's central half"
+    for seed in (1, 2, 3):
+        noise = judge_noise(judged_again(chains, "length", 3, seed))
+        assert noise is not None
+        low, high = noise.rejudged_interval
+        assert low <= low_half and high >= high_half, (seed, noise.rejudged_interval)
 
 
 @pytest.fixture(scope="module")
@@ -177,24 +229,27 @@ def test_five_judgments_show_spread_flips_and_a_wider_interval(
     assert flips > 0
     assert widened >= 3, "judge resampling widens the interval of most models"
     documented = (REPO / "docs" / "judge.md").read_text("utf-8")
-    for row in noise_rows(five["runs"]):
-        assert row in documented, f"docs/judge.md's table holds this run's figures: {row}"
+    rows = noise_rows(five["runs"])
+    assert all(row in documented for row in rows), "docs/judge.md's table:\n" + "\n".join(rows)
 
 
 def noise_rows(runs: Sequence[dict[str, Any]]) -> list[str]:
     """``docs/judge.md``'s table of the ±20 judge at K = 5, a row per model."""
 
     def span(pair: Sequence[float]) -> str:
-        return f"[{pair[0]:g}, {pair[1]:g}]"
+        return f"[{pair[0]:.0f}, {pair[1]:.0f}]"
 
     rows = []
     for run in runs:
         noise = run["judge_noise"]
+        needed = noise["needed_samples"]
+        more = "≥" if noise["crossings"] == 0 else "≈"
         rows.append(
             f"| {run['model']} | {run['score']} | {noise['mean_spread']:.1f} | "
             f"{noise['mean_sd']:.1f} | {noise['flips']} of {noise['answers']} | "
-            f"{span(noise['rejudged_interval'])} | {span(noise['question_interval'])} | "
-            f"{span(noise['judge_interval'])} |"
+            f"{noise['rejudged_mean']:.1f} | {span(noise['rejudged_interval'])} | "
+            f"{'yes' if needed is None else f'no: K {more} {needed}'} | "
+            f"{span(noise['question_interval'])} | {span(noise['judge_interval'])} |"
         )
     return rows
 
@@ -265,10 +320,30 @@ def test_a_run_keeps_every_judgment_and_the_first_decides(
     assert main(["report", "--json", str(tmp_path / "a")]) == 0
     run = json.loads(capsys.readouterr().out)["runs"][0]
     assert run["judge_noise"]["samples"] == 3 and run["judge_noise"]["answers"] == len(first)
+    assert run["judge_noise"]["rejudged_covers"] == REJUDGED_COVERS
     assert main(["report", str(tmp_path / "a")]) == 0
-    assert "judge noise (3 judgments per answer" in capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())
+    assert "judge noise (3 judgments per answer" in text and REJUDGED_COVERS in text
     data, _ = view_data([load_source(tmp_path / "a")])
-    assert data["groups"][0]["judge_noise"].startswith("judge noise (3 judgments per answer")
+    shown = data["groups"][0]["judge_noise"]
+    assert shown.startswith("judge noise (3 judgments per answer") and REJUDGED_COVERS in shown
+
+
+def test_an_interval_the_judgments_cannot_support_says_so_and_names_k() -> None:
+    """Four answers judged on both sides of the threshold are too few for the pooled rates:
+    the interval says so and names the judgments per answer that would give ten (three per
+    answer gave four: about eight); with none crossing, at least thirty."""
+    chain = [[80, 80, 80], [10, 80, 80], [90, 90, 90], [90, 90, 90]]
+    few = judge_noise([_line(f"q{n}", chain, novelty_fails_last=True) for n in range(4)])
+    assert few is not None and few.crossings == 4 and few.needed_samples == 8
+    assert "cannot support that interval: only 4 answers" in noise_text(few)
+    assert "about 8 judgments per answer" in noise_text(few)
+    enough = judge_noise([_line(f"q{n}", chain, novelty_fails_last=True) for n in range(10)])
+    assert enough is not None and enough.needed_samples is None
+    assert "cannot support" not in noise_text(enough)
+    none = judge_noise([_line(f"q{n}", [[80] * 3] * 4, novelty_fails_last=True) for n in range(4)])
+    assert none is not None and none.needed_samples == 30
+    assert "at least 30 judgments per answer would be needed" in noise_text(none)
 
 
 def test_the_estimate_counts_every_judgment(capsys: pytest.CaptureFixture[str]) -> None:
