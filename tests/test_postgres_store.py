@@ -528,3 +528,68 @@ def test_any_text_round_trips_through_the_store(
     assert scores(read_lines(shared)) == texts
     capsys.readouterr()
     assert main(["report", "--store", store, "--json"]) == 0
+
+
+def test_a_rerun_records_lines_the_store_lacks_and_says_so(
+    tmp_path: Path, stub: OpenAIStub, store: str, api_key: str, one_process: OneProcess
+) -> None:
+    """Two finished threads without their line in the store (a run ended by an outage
+    between the last checkpoint and the line): a rerun records them from their threads as
+    this machine's, says so, and asks nothing."""
+    import psycopg
+
+    run_dir = tmp_path / "run"
+    finished(worker(stub, run_dir, "--store", store, key=api_key))
+    gone = [line.thread for line in campaign_lines(store)[:2]]
+    with psycopg.connect(store, autocommit=True) as conn:
+        conn.execute("DELETE FROM aidanbench_lines WHERE thread_id = ANY(%s)", (gone,))
+    asked = stub.asked()
+    out = finished(worker(stub, run_dir, "--store", store, key=api_key))
+    assert "the store lacked the line of 2 finished question(s)" in out
+    assert stub.asked() == asked
+    assert scores(campaign_lines(store)) == scores(read_lines(run_dir)) == one_process.scores
+
+
+def test_a_line_its_worker_is_recording_is_left_to_it(
+    tmp_path: Path, stub: OpenAIStub, store: str, api_key: str
+) -> None:
+    """A thread finished in the store whose worker, still holding its claim, has not yet
+    recorded its line (the moment between its last checkpoint and its line): another
+    machine waits for it instead of recording the line as its own, so one run directory
+    holds each line."""
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    a, b = tmp_path / "machine-a", tmp_path / "machine-b"
+    finished(worker(stub, a, "--store", store, key=api_key))
+    line = campaign_lines(store)[0]
+    with psycopg.connect(store, autocommit=True) as conn:
+        kept = conn.execute(
+            "SELECT line, machine FROM aidanbench_lines WHERE thread_id = %s", (line.thread,)
+        ).fetchone()
+        assert kept is not None
+        conn.execute("DELETE FROM aidanbench_lines WHERE thread_id = %s", (line.thread,))
+        conn.execute(
+            "UPDATE aidanbench_claims SET owner = 'machine-a', heartbeat = now(), "
+            "released = false WHERE thread_id = %s",
+            (line.thread,),
+        )
+    late = worker(
+        stub, b, "--store", store, "--claim-lease", "600", "--claim-poll", "0.3", key=api_key
+    )
+    log = b.with_name(b.name + ".log")
+    deadline = time.monotonic() + 60
+    while "running on other workers" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "1 question(s) running on other workers" in log.read_text(), "it waits for it"
+    with psycopg.connect(store, autocommit=True) as conn:  # machine-a records it now
+        conn.execute(
+            "INSERT INTO aidanbench_lines (thread_id, line, machine) VALUES (%s, %s, %s)",
+            (line.thread, Jsonb(kept[0]), kept[1]),
+        )
+        conn.execute(
+            "UPDATE aidanbench_claims SET released = true WHERE thread_id = %s", (line.thread,)
+        )
+    finished(late)
+    assert read_lines(b) == [], "machine-b ran nothing and holds no line"
+    assert {x.thread for x in read_lines(a)} == {x.thread for x in campaign_lines(store)}
