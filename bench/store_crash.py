@@ -1,13 +1,14 @@
 """A PostgreSQL crash in the middle of a two-machine campaign, against the published run.
 
-    python -m bench.store_crash [--trials 3] [--after 6] [--scale 0.02] [--durable]
+    python -m bench.store_crash [--trials 3] [--after 6] [--scale 0.02] [--durable] [--stall S]
 
 Each trial starts the published run's replay (``aidanbench.testing.published``), a fresh
 PostgreSQL 15 on 127.0.0.1 (``aidanbench.testing.postgres``) and two ``aidanbench run
 --store`` processes, each with its own run directory, on the four models that answered all
 ten published questions (``--concurrency 10`` each). Once the store holds ``--after``
 finished questions it SIGKILLs the postmaster and every process it started
-(``LocalPostgres.crash``), waits 5 to 9 s and starts it again. Both runs must exit 0; then
+(``LocalPostgres.crash``; ``--stall`` stops its WAL writer that long before, as a slow disk
+would), waits 5 to 9 s and starts it again. Both runs must exit 0; then
 every per-question score in the store must equal the published one, and each run directory
 must hold exactly the store's lines of its machine. A rerun of each must then ask nothing.
 It prints what differs and exits 1 if anything does.
@@ -149,11 +150,6 @@ def trial(n: int, url: str, pg: LocalPostgres, root: Path, args: argparse.Namesp
     return problems
 
 
-def server_settings(args: argparse.Namespace) -> dict[str, str]:
-    delay = args.wal_writer_delay
-    return {} if delay is None else {"wal_writer_delay": str(delay)}
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trials", type=int, default=3)
@@ -168,20 +164,13 @@ def main() -> None:
         metavar="S",
         help="stop PostgreSQL's WAL writer S seconds before the kill (a disk that stalls)",
     )
-    p.add_argument(
-        "--wal-writer-delay",
-        default=None,
-        metavar="MS",
-        help="PostgreSQL's wal_writer_delay (default its own, 200 ms): the longest an "
-        "asynchronous commit waits to be written, and so what a crash may take back",
-    )
     args = p.parse_args()
     random.seed(args.seed)
     server = [repr(args.scale), REFERENCE_JUDGE, REFERENCE_EMBEDDING_MODEL]
     failed: list[Any] = []
     with (
         served("aidanbench.testing.published", server) as url,
-        local_postgres(secrets.token_hex(8), args.durable, server_settings(args)) as pg,
+        local_postgres(secrets.token_hex(8), args.durable) as pg,
         tempfile.TemporaryDirectory() as tmp,
     ):
         for n in range(1, args.trials + 1):

@@ -6,6 +6,7 @@ port; run as root (as the tests are), the server runs as ``postgres`` through ``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -14,7 +15,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +60,8 @@ class LocalPostgres:
         os.kill(postmaster, signal.SIGSTOP)
         doomed = [postmaster, *_children(postmaster)]
         for pid in doomed:
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # one that ended by itself
+                os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + CRASH_REAP_S
         while any(_alive(pid) for pid in doomed) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -130,12 +132,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def local_postgres(
-    password: str, durable: bool = False, settings: Mapping[str, str] | None = None
-) -> Iterator[LocalPostgres]:
+def local_postgres(password: str, durable: bool = False) -> Iterator[LocalPostgres]:
     """Start a server for the block; stop it and delete its files at the end. ``durable``
-    keeps PostgreSQL's fsync (benchmarks); tests turn it off. ``settings`` are more server
-    settings (``-c NAME=VALUE``)."""
+    keeps PostgreSQL's fsync (benchmarks); tests turn it off."""
     as_postgres = ["runuser", "-u", USER, "--"] if os.geteuid() == 0 else []
     root = Path(tempfile.mkdtemp(prefix="aidanbench-pg-"))
     pwfile = root / "pw"
@@ -155,8 +154,6 @@ def local_postgres(
         options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1"
         if not durable:
             options += " -c fsync=off"
-        for name, value in (settings or {}).items():
-            options += f" -c {name}={value}"
         server = LocalPostgres(port, password, pg, options, root / "log", data)
         server.start()
         try:
