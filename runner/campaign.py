@@ -13,13 +13,23 @@ The URL's password is used to connect and nowhere else; what is recorded or prin
 ``redacted``. A store that stops answering (a restart, a fail-over, a network blip) is waited
 for (``Outage``): a step of a question waits with it, so nothing is asked twice; only an
 outage longer than ``OUTAGE_S`` (``--store-outage``) ends the run, in one line.
+
+What the store acknowledged is durable: every commit waits for its WAL to reach the disk
+(``CONNECTION``), so a worker that waited out a crash of the database goes on from what the
+store holds, and a request the crash cut off is sent again (each is idempotent). A thread
+whose stored steps are not whole anyway (a campaign an older version ran with commits that
+did not wait, a fail-over to a standby that lagged) is found when it is planned
+(``lost_steps``) and run again from its start. Every string reaches the store's JSON whole,
+NUL included (``ESCAPE``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import re
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -35,10 +45,13 @@ from aidanbench.record.metadata import Metadata
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
+    from psycopg.abc import AdaptContext
     from psycopg_pool import AsyncConnectionPool
 
     from aidanbench.nodes.caps import Budget
+    from aidanbench.runner.drive import Answers, Plan
     from aidanbench.runner.local import LocalQuestions
+    from aidanbench.runner.tasks import Task
     from aidanbench.services import ServicesFactory
 
 SCHEMES = ("postgresql", "postgres")
@@ -51,6 +64,12 @@ RETRY_S = (0.2, 5.0)
 doubles)."""
 
 T = TypeVar("T")
+
+CHECKPOINT_CONNECTIONS = 4
+"""Connections a process's checkpoints may use at once: each commit waits for the disk, and
+commits sent together share one flush of it, so the steps of several questions are saved
+in the time of one (docs/performance.md). The claims take ``CLAIM_CONNECTIONS`` more."""
+CLAIM_CONNECTIONS = 3
 
 SETUP_LOCK = 0x41494442
 """Advisory lock held while the tables are made, so two workers starting together do not
@@ -73,6 +92,24 @@ TABLES = (
         metadata jsonb NOT NULL,
         updated_at timestamptz NOT NULL DEFAULT now())""",
 )
+
+CONNECTION: dict[str, Any] = {
+    "connect_timeout": CONNECT_TIMEOUT_S,
+    "options": "-c synchronous_commit=on",
+}
+"""How every connection to the store is made. A commit is acknowledged once its WAL is on
+the database's disk (and on its synchronous standbys), whatever the server's own default:
+a worker goes on from what it holds in memory, so a commit a crash could take back would
+leave a hole in its thread (docs/reliability.md, "The store")."""
+
+ESCAPE = "\ufdd0"
+"""PostgreSQL text cannot hold NUL, and jsonb refuses ``\\u0000``: in the store's JSON (ours
+and the saver's checkpoints) a NUL is ``ESCAPE`` then ``0``, and ``ESCAPE`` itself is
+doubled (``store_dumps``, ``store_loads``). It is a Unicode noncharacter, set aside for a
+program's own use, so a string holding neither (nearly every one) is stored as it is."""
+_ESCAPED = re.compile(ESCAPE + "([" + ESCAPE + "0])")
+_ESCAPE_IN_JSON = re.compile(rb"\\u[fF][dD][dD]0|\xef\xb7\x90")
+"""``ESCAPE`` in JSON text as PostgreSQL returns it (UTF-8), written out or escaped."""
 
 EXTRA_MISSING = (
     f"--store needs the postgres extra: {install_hint('postgres')} "
@@ -113,6 +150,55 @@ def scrubbed(text: str, url: str) -> str:
     for secret in secrets_of(url):
         text = text.replace(secret, "***")
     return printable(" ".join(text.split()))
+
+
+def store_dumps(value: Any) -> str:
+    """``value`` as JSON the store takes whatever its strings hold (``ESCAPE``)."""
+    text = json.dumps(value)
+    if "\\u0000" in text or "\\ufdd0" in text:
+        text = json.dumps(_strings(value, _escaped))
+    return text
+
+
+def store_loads(data: str | bytes) -> Any:
+    """JSON the store returns, its strings as they were given to ``store_dumps``."""
+    value = json.loads(data)
+    raw = data.encode() if isinstance(data, str) else data
+    return _strings(value, _unescaped) if _ESCAPE_IN_JSON.search(raw) else value
+
+
+def _escaped(text: str) -> str:
+    if "\0" not in text and ESCAPE not in text:
+        return text
+    return text.replace(ESCAPE, ESCAPE * 2).replace("\0", ESCAPE + "0")
+
+
+def _unescaped(text: str) -> str:
+    if ESCAPE not in text:
+        return text
+    return _ESCAPED.sub(lambda m: ESCAPE if m.group(1) == ESCAPE else "\0", text)
+
+
+def _strings(value: Any, change: Callable[[str], str]) -> Any:
+    """``value`` (JSON data) with ``change`` applied to every string, keys included."""
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, dict):
+        return {
+            change(k) if isinstance(k, str) else k: _strings(v, change) for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_strings(v, change) for v in value]
+    return value
+
+
+def store_json(context: AdaptContext) -> None:
+    """Read and write JSON on ``context`` (a connection to the store) through ``store_dumps``
+    and ``store_loads``."""
+    from psycopg.types.json import set_json_dumps, set_json_loads
+
+    set_json_dumps(store_dumps, context)
+    set_json_loads(store_loads, context)
 
 
 def check_url(url: str) -> str:
@@ -233,19 +319,21 @@ def machine_name(run_dir: Path) -> str:
 async def connected(
     url: str, size: int = 2, outage: Outage | None = None
 ) -> AsyncIterator[AsyncConnectionPool[Any]]:
-    """A small pool of autocommit connections to the store (as the saver wants them).
-
-    Commits do not wait for the disk (``synchronous_commit=off``; docs/performance.md): only
-    a crash of the database server can take back its last fraction of a second of steps, which are
-    then run again. The pool reconnects for as long as ``outage`` waits (a request waits
-    ``CONNECT_TIMEOUT_S`` at most for a connection, then its ``Outage`` tries again); its log stays
-    out of the terminal, where the live table says what the run waits for."""
+    """A small pool of autocommit connections to the store (as the saver wants them), made
+    as ``CONNECTION`` says and speaking ``store_json``. The pool reconnects for as long as
+    ``outage`` waits (a request waits ``CONNECT_TIMEOUT_S`` at most for a connection,
+    then its ``Outage`` tries again); its log stays out of the terminal, where the live
+    table says what the run waits for."""
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
     for name in ("psycopg.pool", "psycopg"):
         logging.getLogger(name).propagate = False
         logging.getLogger(name).addHandler(logging.NullHandler())
+
+    async def configure(conn: AsyncConnection[Any]) -> None:
+        store_json(conn)
+
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         url,
         min_size=1,
@@ -253,13 +341,8 @@ async def connected(
         open=False,
         timeout=CONNECT_TIMEOUT_S,
         reconnect_timeout=outage.limit_s if outage is not None else CONNECT_TIMEOUT_S,
-        kwargs={
-            "autocommit": True,
-            "prepare_threshold": 0,
-            "row_factory": dict_row,
-            "connect_timeout": CONNECT_TIMEOUT_S,
-            "options": "-c synchronous_commit=off",
-        },
+        configure=configure,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row, **CONNECTION},
     )
     await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
     if outage is not None:
@@ -298,23 +381,103 @@ async def _try_lock(conn: AsyncConnection[Any]) -> bool:
 @asynccontextmanager
 async def store_questions(
     url: str, services: ServicesFactory, budget: Budget | None = None, outage: Outage | None = None
-) -> AsyncIterator[LocalQuestions]:
-    """``runner.local``'s backend on the store's saver (``budget`` stops the questions;
-    ``outage`` waits out the store), closed when the block ends."""
+) -> AsyncIterator[StoreQuestions]:
+    """The store's backend (``budget`` stops the questions; ``outage`` waits out the store),
+    closed when the block ends."""
     from aidanbench.graph.question import build_question_graph
     from aidanbench.runner.local import LocalQuestions
 
     outage = outage or Outage(redacted(url))
-    async with connected(url, outage=outage) as pool:
+    async with connected(url, CHECKPOINT_CONNECTIONS, outage) as pool:
         await outage.ride(lambda: setup(pool))
         saver = riding_saver(pool, outage)
         graph = build_question_graph(services, budget=budget).compile(checkpointer=saver)
-        yield LocalQuestions(graph, services)
+        yield StoreQuestions(LocalQuestions(graph, services), pool, outage)
+
+
+class StoreQuestions:
+    """``runner.local``'s backend on the store's saver, checking every thread it plans: one
+    whose stored steps are not whole (``lost_steps``) is planned ``restart``, and once
+    claimed it is forgotten (its checkpoints and its line) and run again from its start."""
+
+    def __init__(self, local: LocalQuestions, pool: AsyncConnectionPool[Any], outage: Outage):
+        self.local = local
+        self.graph = local.graph
+        self.pool = pool
+        self.outage = outage
+
+    async def plan(self, tasks: Sequence[Task]) -> list[Plan]:
+        from aidanbench.runner.drive import Plan
+        from aidanbench.runner.tasks import start_input
+
+        plans = await self.local.plan(tasks)
+        return [
+            Plan("restart", step.values, start=start_input(task, pending=False))
+            if lost_steps(step.values) is not None
+            else step
+            for task, step in zip(tasks, plans, strict=True)
+        ]
+
+    def warm(self, tasks: Sequence[Task]) -> None:
+        self.local.warm(tasks)
+
+    def backlog(self) -> float:
+        return self.local.backlog()
+
+    async def execute(self, task: Task, step: Plan, progress: Answers) -> dict[str, Any]:
+        if step.action == "restart":
+            await self.forget(task.thread_id)
+        return await self.local.execute(task, step, progress)
+
+    async def forget(self, thread: str) -> None:
+        """Delete ``thread``'s line, then its checkpoints: killed in between, the thread is
+        still found lacking and forgotten again."""
+
+        async def delete_line() -> None:
+            async with self.pool.connection() as conn:
+                await conn.execute("DELETE FROM aidanbench_lines WHERE thread_id = %s", (thread,))
+
+        await self.outage.ride(delete_line)
+        await self.graph.checkpointer.adelete_thread(thread)  # type: ignore[union-attr]
+
+
+def lost_steps(values: Mapping[str, Any]) -> str | None:
+    """What a thread's stored state lacks, or None when it is whole: its answers numbered
+    from 1 without a gap, its score the count of its valid answers. A thread that lost a
+    step the store had acknowledged reads as the steps after the hole alone (LangGraph
+    rebuilds its answers from each checkpoint's parent, and the chain stops at the hole)."""
+    answers = values.get("answers") or []
+    numbers = [answer.get("index") for answer in answers]
+    if numbers != list(range(1, len(numbers) + 1)):
+        top = max((n for n in numbers if isinstance(n, int)), default=0)
+        lost = sorted(set(range(1, top + 1)) - set(numbers))
+        return f"answer(s) {_spans(lost)} of {top} lost"
+    valid = sum(1 for answer in answers if answer.get("valid"))
+    score = values.get("score")
+    if isinstance(score, int) and score != valid:
+        return f"score {score} with {valid} valid answer(s) kept"
+    return None
+
+
+def _spans(numbers: Sequence[int]) -> str:
+    """Sorted numbers as runs: ``1-3, 7``."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def riding_saver(pool: AsyncConnectionPool[Any], outage: Outage) -> Any:
     """LangGraph's ``AsyncPostgresSaver`` on ``pool`` whose reads and writes wait out an
-    outage of the store (``Outage.ride``), reading only safe types (``checkpoint_serde``)."""
+    outage of the store (``Outage.ride``), reading only safe types (``checkpoint_serde``).
+
+    Its lock is not taken: it keeps one shared connection to one request at a time, and
+    here each request has a connection of the pool to itself, so the questions' steps are
+    saved side by side and their commits share the disk's flushes. LangGraph orders what
+    must be: a checkpoint is saved after the previous one and after its answers' writes."""
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
     from aidanbench.runner.checkpoints import checkpoint_serde
@@ -322,6 +485,10 @@ def riding_saver(pool: AsyncConnectionPool[Any], outage: Outage) -> Any:
     saver = AsyncPostgresSaver
 
     class RidingSaver(AsyncPostgresSaver):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.lock = contextlib.nullcontext()  # type: ignore[assignment]
+
         async def aget_tuple(self, config: Any) -> Any:
             return await outage.ride(lambda: saver.aget_tuple(self, config))
 
@@ -333,6 +500,9 @@ def riding_saver(pool: AsyncConnectionPool[Any], outage: Outage) -> Any:
 
         async def aput_writes(self, *args: Any, **kwargs: Any) -> None:
             await outage.ride(lambda: saver.aput_writes(self, *args, **kwargs))
+
+        async def adelete_thread(self, thread_id: str) -> None:
+            await outage.ride(lambda: saver.adelete_thread(self, thread_id))
 
     return RidingSaver(pool, serde=checkpoint_serde())
 
@@ -349,8 +519,9 @@ async def record_machine(
 
     async def record() -> None:
         async with await psycopg.AsyncConnection.connect(
-            url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+            url, autocommit=True, **CONNECTION
         ) as conn:
+            store_json(conn)
             await conn.execute(
                 "INSERT INTO aidanbench_machines (machine, metadata) VALUES (%s, %s) ON "
                 "CONFLICT (machine) DO UPDATE SET metadata = EXCLUDED.metadata, updated_at = now()",
@@ -394,8 +565,9 @@ async def read_campaign(url: str) -> Campaign:
     shown = await check_store(url)
     try:
         async with await psycopg.AsyncConnection.connect(
-            url, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT_S
+            url, row_factory=dict_row, **CONNECTION
         ) as conn:
+            store_json(conn)
             found = await conn.execute("SELECT to_regclass('aidanbench_lines') AS t")
             row = await found.fetchone()
             if row is None or row["t"] is None:
@@ -426,8 +598,9 @@ def machine_lines(url: str, run_dir: Path) -> list[QuestionLine]:
 
     query = "SELECT line FROM aidanbench_lines WHERE machine = %s ORDER BY updated_at"
     try:
-        with psycopg.connect(url, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT_S) as c:
-            rows = c.execute(query, (machine_name(run_dir),)).fetchall()
+        with psycopg.connect(url, row_factory=dict_row, **CONNECTION) as conn:
+            store_json(conn)
+            rows = conn.execute(query, (machine_name(run_dir),)).fetchall()
     except psycopg.Error as exc:
         shown = printable(redacted(url))
         raise UsageError(f"cannot read the store {shown}: {scrubbed(str(exc), url)}") from None

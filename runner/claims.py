@@ -10,11 +10,16 @@ was in.
 A heartbeat keeps running threads' claims alive. A worker that finds a claim taken from it
 (it was paused for longer than the lease) cancels that question at once; it may have written
 one step after losing the claim. Times are the database's (``now()``), so machines' clocks
-need not agree.
+need not agree, and a lease counts from the database's start at the earliest: a worker that
+waited out a restart of the database longer than the lease keeps its threads (its heartbeat
+comes back with the store) instead of seeing them taken over while it still runs them.
 
-A question's line goes to ``aidanbench_lines`` and its claim is released in one transaction.
+A question's line goes to ``aidanbench_lines`` and its claim is released in one transaction,
+unless the claim was taken over (the line is then the new worker's).
 A thread another worker stopped on an error is left as it stopped: a later ``run`` retries
-it, as on one machine.
+it, as on one machine. What a worker finds wrong in the store it says as it repairs it: a
+finished thread's missing line (``found_finished``), a thread that lost steps
+(``runner.campaign.lost_steps``, run again from its start).
 """
 
 from __future__ import annotations
@@ -52,24 +57,25 @@ INSERT INTO aidanbench_claims AS c (thread_id, owner, heartbeat, released)
 VALUES (%(thread)s, %(owner)s, now(), false)
 ON CONFLICT (thread_id) DO UPDATE SET owner = EXCLUDED.owner, heartbeat = now(), released = false
 WHERE c.released OR c.owner = EXCLUDED.owner
-   OR c.heartbeat < now() - make_interval(secs => %(lease)s)
+   OR greatest(c.heartbeat, pg_postmaster_start_time()) < now() - make_interval(secs => %(lease)s)
 RETURNING thread_id"""
 _BEAT = """
 UPDATE aidanbench_claims SET heartbeat = now()
 WHERE owner = %s AND NOT released AND thread_id = ANY(%s) RETURNING thread_id"""
 _RELEASE = "UPDATE aidanbench_claims SET released = true WHERE thread_id = %s AND owner = %s"
+_RELEASE_MINE = _RELEASE + " RETURNING thread_id"
 _RELEASE_ALL = "UPDATE aidanbench_claims SET released = true WHERE owner = %s AND NOT released"
 _LIVE = """
 SELECT thread_id FROM aidanbench_claims
 WHERE thread_id = ANY(%s) AND NOT released
-  AND heartbeat >= now() - make_interval(secs => %s)"""
+  AND greatest(heartbeat, pg_postmaster_start_time()) >= now() - make_interval(secs => %s)"""
 _PUT_LINE = """
 INSERT INTO aidanbench_lines (thread_id, line, machine) VALUES (%s, %s, %s)
 ON CONFLICT (thread_id) DO UPDATE
 SET line = EXCLUDED.line, machine = EXCLUDED.machine, updated_at = now()"""
 _ADD_LINE = """
 INSERT INTO aidanbench_lines (thread_id, line, machine) VALUES (%s, %s, %s)
-ON CONFLICT (thread_id) DO NOTHING"""
+ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id"""
 _HAVE = "SELECT thread_id, machine FROM aidanbench_lines WHERE thread_id = ANY(%s)"
 
 
@@ -96,12 +102,15 @@ def new_owner() -> str:
 
 
 class Waiting(Protocol):
-    """Told how many of this worker's questions run elsewhere, and the store's outage: the
-    live table (``runner.progress.Progress``) or a worker process's reports."""
+    """Told how many of this worker's questions run elsewhere, the store's outage and what
+    was repaired in it: the live table (``runner.progress.Progress``) or a worker process's
+    reports."""
 
     def elsewhere(self, count: int) -> None: ...
 
     def store(self, outage: str | None) -> None: ...
+
+    def note(self, text: str) -> None: ...
 
 
 class Claims:
@@ -133,7 +142,8 @@ class Claims:
     async def take(self, task: Task, questions: Questions, waited: bool) -> Plan | None:
         """Claim ``task``'s thread and plan it again; None when a live worker holds it (it is
         deferred). A thread found finished, or (``waited``) stopped on an error by its
-        worker, is a ``skip`` plan."""
+        worker, is a ``skip`` plan; one that lost steps is run again from its start,
+        saying so."""
         thread = task.thread_id
         claim = {"thread": thread, "owner": self.owner, "lease": self.times.lease_s}
         claimed = bool(await self._rows(_CLAIM, claim))
@@ -143,48 +153,95 @@ class Claims:
             return None
         self.held[thread] = (task, asyncio.current_task())
         step = (await questions.plan([task]))[0]
+        if step.action == "restart":
+            self.progress.note(
+                f"{printable(task.label)} on {printable(task.question[:40])!r}: the store's "
+                f"thread lost steps it had recorded ({campaign.lost_steps(step.values)}): "
+                "run again from its first answer"
+            )
+            return step
         stopped_on_error = step.start is not None and step.values.get("stop_reason") is not None
         if step.action == "skip" or (waited and stopped_on_error):
             await self.release(task)
             return Plan("skip", step.values)
         return step
 
-    async def stopped(self, task: Task, line: QuestionLine) -> None:
-        """Put the line into the store and release the claim, in one transaction."""
+    async def stopped(self, task: Task, line: QuestionLine) -> bool:
+        """Release the claim and put the line into the store, in one transaction, if the
+        claim is still this worker's. False (nothing recorded) when another worker took the
+        thread over (this one was paused longer than the lease): the thread is that
+        worker's, waited for as a deferred one, so one run directory holds its line."""
         thread = task.thread_id
         self.held.pop(thread, None)
         rows = campaign.lines_rows([(thread, line)], self.machine)
 
-        async def put() -> None:
+        async def put() -> bool:
             async with self.pool.connection() as conn, conn.transaction():
-                await conn.execute(_PUT_LINE, rows[0])
-                await conn.execute(_RELEASE, (thread, self.owner))
+                mine = await (await conn.execute(_RELEASE_MINE, (thread, self.owner))).fetchall()
+                if mine:
+                    await conn.execute(_PUT_LINE, rows[0])
+                return bool(mine)
 
-        await self.outage.ride(put)
+        if await self.outage.ride(put):
+            return True
+        self.lost += 1
+        self.deferred[thread] = task
+        self.progress.elsewhere(len(self.deferred))
+        return False
 
     async def release(self, task: Task) -> None:
         """Give up the claim on ``task``'s thread without a line."""
         self.held.pop(task.thread_id, None)
         await self._rows(_RELEASE, (task.thread_id, self.owner))
 
-    async def found_finished(self, stopped: Sequence[tuple[Task, QuestionLine]]) -> set[str]:
-        """Record lines of threads found finished that the store lacks (their worker died, or the
-        store failed, between the last checkpoint and the line), never replacing one; returns the
-        threads whose line is this machine's, which its run directory holds."""
+    async def found_finished(self, stopped: Sequence[tuple[Task, QuestionLine]]) -> dict[str, bool]:
+        """Whether the line of each thread found finished is this machine's (its run
+        directory keeps it). A line the store lacks is recorded from the thread under a
+        claim, as this machine's: its worker died, or the store failed, between the last
+        checkpoint and the line.
+        A thread whose claim a live worker holds is left out and deferred: that worker is
+        recording its line now, and its run directory alone is to hold it."""
         if not stopped:
-            return set()
+            return {}
         threads = [task.thread_id for task, _ in stopped]
         present = {row["thread_id"]: row["machine"] for row in await self._rows(_HAVE, (threads,))}
-        missing = [(t.thread_id, line) for t, line in stopped if t.thread_id not in present]
+        settled = {thread: machine == self.machine for thread, machine in present.items()}
+        recorded = 0
+        for task, line in stopped:
+            if task.thread_id in present:
+                continue
+            found = await self._record(task.thread_id, line)
+            if found is None:
+                self.deferred[task.thread_id] = task
+                self.progress.elsewhere(len(self.deferred))
+                continue
+            added, machine = found
+            settled[task.thread_id] = machine == self.machine
+            recorded += added
+        if recorded:
+            self.progress.note(
+                f"the store lacked the line of {recorded} finished question(s) (a run ended "
+                "before it was recorded): recorded from their threads"
+            )
+        return settled
 
-        async def add() -> None:
-            async with self.pool.connection() as conn, conn.cursor() as cur:
-                await cur.executemany(_ADD_LINE, campaign.lines_rows(missing, self.machine))
+    async def _record(self, thread: str, line: QuestionLine) -> tuple[bool, str] | None:
+        """Claim ``thread``, add its line unless one is there by now, and release it: whether
+        this worker added it, and whose machine's the line is; None when a live worker
+        holds the claim."""
+        claim = {"thread": thread, "owner": self.owner, "lease": self.times.lease_s}
+        row = campaign.lines_rows([(thread, line)], self.machine)[0]
 
-        if missing:
-            await self.outage.ride(add)
-        mine = {thread for thread, machine in present.items() if machine == self.machine}
-        return mine | {thread for thread, _ in missing}
+        async def record() -> tuple[bool, str] | None:
+            async with self.pool.connection() as conn, conn.transaction():
+                if not await (await conn.execute(_CLAIM, claim)).fetchall():
+                    return None
+                added = await (await conn.execute(_ADD_LINE, row)).fetchall()
+                await conn.execute(_RELEASE, (thread, self.owner))
+                found = await (await conn.execute(_HAVE, ([thread],))).fetchone()
+                return bool(added), str(found["machine"]) if found else self.machine
+
+        return await self.outage.ride(record)
 
     async def _rows(self, sql: str, params: Any) -> list[dict[str, Any]]:
         """The rows of one statement, waiting out an outage (``campaign.Outage``)."""
@@ -258,7 +315,7 @@ async def open_claims(
     worker = asyncio.current_task()
     outage = outage or campaign.Outage(campaign.redacted(url), progress.store, times.outage_s)
     try:
-        async with campaign.connected(url, size=3, outage=outage) as pool:
+        async with campaign.connected(url, campaign.CLAIM_CONNECTIONS, outage) as pool:
             await outage.ride(lambda: campaign.setup(pool))
             claims = Claims(pool, machine, progress, times, outage)
             beating = asyncio.ensure_future(claims.heartbeat(worker))

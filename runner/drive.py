@@ -26,9 +26,12 @@ from aidanbench.runner.tasks import Task
 
 @dataclass(frozen=True)
 class Plan:
-    """What to do with one task's thread, decided from its stored state."""
+    """What to do with one task's thread, decided from its stored state: ``skip`` a
+    finished one, ``join`` a run in progress on a server, ``run`` it (from ``start``), or
+    ``restart`` it from ``start`` once what it holds is forgotten (a shared store's thread
+    that lost steps: ``runner.campaign.lost_steps``)."""
 
-    action: Literal["skip", "join", "run"]
+    action: Literal["skip", "join", "run", "restart"]
     values: dict[str, Any] = field(default_factory=dict)
     run_id: str | None = None
     start: dict[str, Any] | None = None
@@ -68,13 +71,14 @@ class Claims(Protocol):
         """Claim the thread and plan it again; None when a live worker holds it (``freed``)."""
         ...
 
-    async def stopped(self, task: Task, line: QuestionLine) -> None:
-        """The question stopped here: record its line in the store, release the claim."""
+    async def stopped(self, task: Task, line: QuestionLine) -> bool:
+        """The question stopped here: record its line in the store and release the claim;
+        False when the claim was taken over (the thread is the new holder's, ``freed``)."""
         ...
 
-    async def found_finished(self, stopped: Sequence[tuple[Task, QuestionLine]]) -> set[str]:
-        """Record finished threads' lines a store lacks; the threads whose line is this
-        machine's."""
+    async def found_finished(self, stopped: Sequence[tuple[Task, QuestionLine]]) -> dict[str, bool]:
+        """Record finished threads' lines a store lacks; whether each thread's line is this
+        machine's (a thread left out runs elsewhere yet: ``freed``)."""
         ...
 
     def freed(self, busy: Callable[[], bool]) -> AsyncIterator[Task]:
@@ -137,9 +141,9 @@ async def drive(
             progress.started_question(task.label, task.thread_id)
             values = await questions.execute(task, step, held)
             line = task.line(values)
+            if claims is not None and not await claims.stopped(task, line):
+                return  # taken over as it ran: the new holder's, waited for (``freed``)
             lines.finished(line)
-            if claims is not None:
-                await claims.stopped(task, line)
             progress.finished_question(task.label, task.question, line, task.thread_id)
         finally:
             running -= 1
@@ -148,11 +152,13 @@ async def drive(
     async def skip(found: Sequence[tuple[Task, QuestionLine]]) -> None:
         """Count threads found finished. The run directory keeps their lines: all without a
         store; with one, those the store says are this machine's (one it lacked, as after
-        an outage, is restored)."""
-        mine = None if claims is None else await claims.found_finished(found)
+        an outage, is restored). One whose worker elsewhere is recording its line waits."""
+        settled = None if claims is None else await claims.found_finished(found)
         for task, line in found:
-            keep = mine is None or task.thread_id in mine
-            if mine is not None and keep:
+            if settled is not None and task.thread_id not in settled:
+                continue  # waited for (``claims.freed``), then skipped once its line is in
+            keep = settled is None or settled[task.thread_id]
+            if settled is not None and keep:
                 lines.keep(line, found=True)
             progress.skipped(task.label, line, task.thread_id, keep)
 

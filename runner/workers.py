@@ -154,6 +154,9 @@ class Reporter:
     def store(self, outage: str | None) -> None:
         self.pending.append(("store", outage))
 
+    def note(self, text: str) -> None:
+        self.pending.append(("note", text))
+
     def send(self, *extra: tuple[Any, ...]) -> None:
         """Send everything pending (and ``extra``) as one message."""
         batch, self.pending = [*self.pending, *extra], []
@@ -330,6 +333,9 @@ class Relay:
         if kind == "store":
             self.progress.store(event[1])
             return
+        if kind == "note":
+            self.progress.note(event[1])
+            return
         key = event[1]
         task = self.tasks[key]
         if kind == "started":
@@ -404,6 +410,9 @@ class _Own:
 
     def store(self, outage: str | None) -> None:
         self.relay.progress.store(outage)
+
+    def note(self, text: str) -> None:
+        self.relay.progress.note(text)
 
 
 class WorkerDied(RuntimeError):

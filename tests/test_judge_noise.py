@@ -160,7 +160,9 @@ def judged_again(
             )
             for a, s in zip(chain.answers, drawn.T, strict=True)
         )
-        judged.append(replace(chain, answers=rows, thresholds=Thresholds(coherence=10.5, novelty=0.15)))
+        judged.append(
+            replace(chain, answers=rows, thresholds=Thresholds(coherence=10.5, novelty=0.15))
+        )
     return judged
 
 

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from aidanbench.record.lines import QuestionLine, read_lines, write_lines
 from aidanbench.testing import Latency, OpenAIStub, ScriptedBrain
 from aidanbench.testing.postgres import LocalPostgres, available, free_port, local_postgres
 
-from .commands import generations
+from .commands import generations, stub_run
 from .conftest import REPO
 from .test_cli_run import QUESTIONS, SERVED, run_args
 
@@ -430,3 +430,166 @@ def test_a_rerun_restores_lines_the_run_directory_lacks(
     out = finished(worker(stub, run_dir, "--store", store, "--questions", "1", key=api_key))
     assert "rebuilt 8 question lines from the run's threads" in out
     assert scores(read_lines(run_dir)) == one_process.scores
+
+
+def stored_values(store: str, thread: str) -> dict[str, Any]:
+    """A thread's values as the store's backend reads them."""
+    from aidanbench.runner.campaign import store_questions
+    from aidanbench.testing.fakes import brain_services
+
+    async def read() -> dict[str, Any]:
+        async with store_questions(store, brain_services(ScriptedBrain())) as questions:
+            config = {"configurable": {"thread_id": thread}}
+            return dict((await questions.graph.aget_state(config)).values)  # type: ignore[arg-type]
+
+    return asyncio.run(read())
+
+
+def numbers(values: dict[str, Any]) -> list[int]:
+    """The numbers of a thread's answers, in order."""
+    return [answer["index"] for answer in values["answers"]]
+
+
+def test_a_rerun_runs_again_a_thread_that_lost_steps(
+    tmp_path: Path, stub: OpenAIStub, store: str, api_key: str, one_process: OneProcess
+) -> None:
+    """A thread missing a checkpoint in the middle of its chain, as a crash of a database
+    whose commits did not wait for the disk left it (an older version's campaign): its
+    answers before the hole are gone, and its line was made from what was left. A rerun
+    finds it, says so, forgets it and runs it again from its first answer: every score is
+    exact again, the run directory equals the store, and nothing else is asked."""
+    import psycopg
+
+    run_dir = tmp_path / "run"
+    finished(worker(stub, run_dir, "--store", store, key=api_key))
+    longest = max(campaign_lines(store), key=lambda line: len(line.answers))
+    thread = longest.thread
+    with psycopg.connect(store, autocommit=True) as conn:
+        ids = conn.execute(
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s ORDER BY checkpoint_id",
+            (thread,),
+        ).fetchall()
+        hole = ids[len(ids) // 2][0]
+        conn.execute("DELETE FROM checkpoints WHERE checkpoint_id = %s", (hole,))
+        conn.execute("DELETE FROM aidanbench_lines WHERE thread_id = %s", (thread,))
+    write_lines(run_dir, [line for line in read_lines(run_dir) if line.thread != thread])
+    assert numbers(stored_values(store, thread))[0] > 1, "the thread lost its first answers"
+
+    stub.clear()
+    out = finished(worker(stub, run_dir, "--store", store, key=api_key))
+    assert scores(campaign_lines(store)) == one_process.scores
+    assert scores(read_lines(run_dir)) == one_process.scores
+    assert "lost steps it had recorded (answer(s) 1" in out and "run again from its first" in out
+    kept = numbers(stored_values(store, thread))
+    assert kept == list(range(1, len(longest.answers) + 1))
+    asked = {(model, prompt) for model, prompt in generations(stub)}
+    again = {key for key in one_process.generations if key[1].count(longest.question) > 0}
+    assert asked == {key for key in again if key[0] == longest.model}, "that thread alone"
+
+
+TEXT = "\x00\u2028\u2029\x1e\rlone CR, \ufdd0 and \\u0000 written out"
+"""NUL (which PostgreSQL text cannot hold), line and record separators, a lone CR, the
+store's own escape character (``runner.campaign.ESCAPE``) and an escape written out."""
+
+
+class Texting(ScriptedBrain):
+    """The scripted answers with ``TEXT`` inside each one, and a first answer of a megabyte."""
+
+    def answer_text(self, question: str, k: int, previous: Sequence[str] = ()) -> str:
+        text = super().answer_text(question, k, previous)
+        if previous and text == previous[0]:
+            return text  # the repeat that ends the chain stays a repeat
+        if not previous:
+            return f"{text} {'megabyte ' * 120_000}{TEXT}"
+        return f"{text[:12]}{TEXT}{text[12:]}"
+
+
+def test_any_text_round_trips_through_the_store(
+    tmp_path: Path, store: str, api_key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A question holding NUL and the store's escape, answers holding NUL, separators, a
+    lone CR and a megabyte: the campaign runs to its end, and the store, the run directory
+    and a run without a store hold the same lines, every text exact."""
+    questions = [f"What is a name{TEXT}for a river?", "What can a lantern light?"]
+    path = tmp_path / "questions.json"
+    path.write_text(json.dumps(questions), "utf-8")
+    brain = Texting(dict.fromkeys(questions, 2))
+    with OpenAIStub(brain, models=SERVED) as stub:
+        alone, shared = tmp_path / "alone", tmp_path / "shared"
+        flags = ("--questions-file", str(path))
+        assert main(stub_run(stub.base_url, alone, *flags)) == 0
+        assert main(stub_run(stub.base_url, shared, *flags, "--store", store)) == 0
+    lines = read_lines(alone)
+    assert "\x00" in lines[0].question and "\ufdd0" in lines[0].question
+    assert all(TEXT in a.answer for line in lines for a in line.answers[:-1])
+    assert max(len(a.answer) for line in lines for a in line.answers) > 1_000_000
+    texts = scores(lines)
+    assert scores(campaign_lines(store)) == texts
+    assert scores(read_lines(shared)) == texts
+    capsys.readouterr()
+    assert main(["report", "--store", store, "--json"]) == 0
+
+
+def test_a_rerun_records_lines_the_store_lacks_and_says_so(
+    tmp_path: Path, stub: OpenAIStub, store: str, api_key: str, one_process: OneProcess
+) -> None:
+    """Two finished threads without their line in the store (a run ended by an outage
+    between the last checkpoint and the line): a rerun records them from their threads as
+    this machine's, says so, and asks nothing."""
+    import psycopg
+
+    run_dir = tmp_path / "run"
+    finished(worker(stub, run_dir, "--store", store, key=api_key))
+    gone = [line.thread for line in campaign_lines(store)[:2]]
+    with psycopg.connect(store, autocommit=True) as conn:
+        conn.execute("DELETE FROM aidanbench_lines WHERE thread_id = ANY(%s)", (gone,))
+    asked = stub.asked()
+    out = finished(worker(stub, run_dir, "--store", store, key=api_key))
+    assert "the store lacked the line of 2 finished question(s)" in out
+    assert stub.asked() == asked
+    assert scores(campaign_lines(store)) == scores(read_lines(run_dir)) == one_process.scores
+
+
+def test_a_line_its_worker_is_recording_is_left_to_it(
+    tmp_path: Path, stub: OpenAIStub, store: str, api_key: str
+) -> None:
+    """A thread finished in the store whose worker, still holding its claim, has not yet
+    recorded its line (the moment between its last checkpoint and its line): another
+    machine waits for it instead of recording the line as its own, so one run directory
+    holds each line."""
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    a, b = tmp_path / "machine-a", tmp_path / "machine-b"
+    finished(worker(stub, a, "--store", store, key=api_key))
+    line = campaign_lines(store)[0]
+    with psycopg.connect(store, autocommit=True) as conn:
+        kept = conn.execute(
+            "SELECT line, machine FROM aidanbench_lines WHERE thread_id = %s", (line.thread,)
+        ).fetchone()
+        assert kept is not None
+        conn.execute("DELETE FROM aidanbench_lines WHERE thread_id = %s", (line.thread,))
+        conn.execute(
+            "UPDATE aidanbench_claims SET owner = 'machine-a', heartbeat = now(), "
+            "released = false WHERE thread_id = %s",
+            (line.thread,),
+        )
+    late = worker(
+        stub, b, "--store", store, "--claim-lease", "600", "--claim-poll", "0.3", key=api_key
+    )
+    log = b.with_name(b.name + ".log")
+    deadline = time.monotonic() + 60
+    while "running on other workers" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "1 question(s) running on other workers" in log.read_text(), "it waits for it"
+    with psycopg.connect(store, autocommit=True) as conn:  # machine-a records it now
+        conn.execute(
+            "INSERT INTO aidanbench_lines (thread_id, line, machine) VALUES (%s, %s, %s)",
+            (line.thread, Jsonb(kept[0]), kept[1]),
+        )
+        conn.execute(
+            "UPDATE aidanbench_claims SET released = true WHERE thread_id = %s", (line.thread,)
+        )
+    finished(late)
+    assert read_lines(b) == [], "machine-b ran nothing and holds no line"
+    assert {x.thread for x in read_lines(a)} == {x.thread for x in campaign_lines(store)}
