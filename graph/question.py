@@ -17,12 +17,15 @@ drawn graph is the graph that runs.
 
 from __future__ import annotations
 
+import types
 from functools import partial
 from importlib import import_module
-from typing import Any, TypedDict, get_type_hints
+from typing import Annotated, Any, get_type_hints
 
 from langgraph.graph import START, StateGraph
+from pydantic import Field
 
+from aidanbench.core.schema_docs import documented
 from aidanbench.core.scores import Score, declared
 from aidanbench.core.settings import Settings
 from aidanbench.core.state import QuestionInput, QuestionOutput, QuestionState, ScoreOutcome
@@ -74,12 +77,21 @@ def score_node(score: Score) -> Any:
 def with_scores(schema: Any, scores: tuple[Score, ...], *, outcomes: bool = False) -> Any:
     """``schema`` with the keys of each score it does not declare: its mean and that mean's
     environment name, and with ``outcomes`` its branch's outcome. LangGraph drops a node's
-    write to a key its state lacks, and returns only the output schema's keys."""
+    write to a key its state lacks, and returns only the output schema's keys. The new
+    schema subclasses ``schema`` (documented), so Studio keeps every field's description."""
     fields = get_type_hints(schema, include_extras=True)
     more: dict[str, Any] = {}
     for score in scores:
-        more |= {score.mean: float | None, score.metric: float | None}
+        mean = f"Mean {score.label} over valid answers (None: none, or the score is off)."
+        more[score.mean] = Annotated[float | None, Field(description=mean)]
+        alias = f"The verifiers environment's name for ``{score.mean}`` (same value)."
+        more[score.metric] = Annotated[float | None, Field(description=alias)]
         if outcomes:
-            more[score.outcome_key] = ScoreOutcome | None
+            outcome = f"{score.label} branch outcome for ``candidate``."
+            more[score.outcome_key] = Annotated[ScoreOutcome | None, Field(description=outcome)]
     more = {key: kind for key, kind in more.items() if key not in fields}
-    return TypedDict(schema.__name__, {**fields, **more}) if more else schema  # type: ignore[operator]
+    if not more:
+        return schema
+    body = {"__annotations__": more, "__module__": schema.__module__, "__doc__": schema.__doc__}
+    extended = types.new_class(schema.__name__, (schema,), {}, lambda ns: ns.update(body))
+    return documented(extended)
