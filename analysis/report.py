@@ -25,7 +25,6 @@ from aidanbench.analysis.summary import (
     group_label,
     group_results,
     question_order,
-    truncation_text,
     warnings,
 )
 from aidanbench.analysis.tables import score_text
@@ -158,6 +157,27 @@ def category_table(rows: Sequence[SummaryRow]) -> Table | None:
             cells.append(text)
         table.add_row(printable(group_label(row.model, row.temperature, temperatures)), *cells)
     return table
+
+
+TRUNCATION = (
+    "cut by the token limit (finish_reason length) and scored as they came, as the "
+    "benchmark scores the text it gets"
+)
+"""What a cut answer is and how it counts, said wherever cut answers are counted."""
+
+
+def truncation_text(row: SummaryRow, limit_field: str, temperatures: int = 1) -> str | None:
+    """A row's answers cut by the token limit and the field that raises it; None when none was."""
+    if not row.truncated_answers:
+        return None
+    label = group_label(row.model, row.temperature, temperatures)
+    unknown = (
+        f" ({row.finish_unknown} more without a recorded finish)" if row.finish_unknown else ""
+    )
+    return (
+        f"{label}: {row.truncated_answers} of {row.answers} answers {TRUNCATION}{unknown}; "
+        f"raise {limit_field} (--model-kwargs, or the model's --variant) to let them finish"
+    )
 
 
 def error_lines(results: Sequence[QuestionResult]) -> list[str]:

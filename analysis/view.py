@@ -28,9 +28,8 @@ from typing import Any
 from aidanbench.analysis.cost import dollars_text, parts_text, tokens_text
 from aidanbench.analysis.inputs import Source, read_input, token_limit_field_of
 from aidanbench.analysis.judge_noise import noise_text, panel_text, unreadable_words
-from aidanbench.analysis.report import cap_text
+from aidanbench.analysis.report import cap_text, truncation_text
 from aidanbench.analysis.summary import (
-    caption,
     describe_thresholds,
     group_label,
     group_results,
@@ -38,9 +37,9 @@ from aidanbench.analysis.summary import (
     question_differences,
     question_order,
     summarise,
-    truncation_text,
     warnings,
 )
+from aidanbench.analysis.summary_table import caption
 from aidanbench.core.scores import Score, declared
 from aidanbench.core.thresholds import Thresholds
 from aidanbench.record.files import atomic_write

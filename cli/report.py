@@ -42,10 +42,10 @@ from aidanbench.analysis.summary import (
     PairedComparison,
     SummaryRow,
     paired_comparison,
-    render_summary,
     summarise,
     warnings,
 )
+from aidanbench.analysis.summary_table import render_summary
 from aidanbench.cli import add_command
 from aidanbench.core.errors import UsageError, printable
 from aidanbench.core.thresholds import Thresholds

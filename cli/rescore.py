@@ -33,10 +33,10 @@ from aidanbench.analysis.summary import (
     JUDGE_ROLES,
     describe_thresholds,
     group_results,
-    render_summary,
     summarise,
     warnings,
 )
+from aidanbench.analysis.summary_table import render_summary
 from aidanbench.analysis.tables import score_text
 from aidanbench.cli import add_command, judging, options
 from aidanbench.cli.calibration_file import (

@@ -219,7 +219,8 @@ def show_result(result: RunResult) -> None:
         truncation_lines,
         warning_lines,
     )
-    from aidanbench.analysis.summary import render_summary, warnings
+    from aidanbench.analysis.summary import warnings
+    from aidanbench.analysis.summary_table import render_summary
     from aidanbench.analysis.view import Source, write_page  # after the run: not on its start-up
     from aidanbench.cli.report import make_console, print_lines
     from aidanbench.core.thresholds import Thresholds

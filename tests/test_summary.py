@@ -19,10 +19,10 @@ from aidanbench.analysis.summary import (
     COUNTING,
     bootstrap_sum,
     paired_comparison,
-    render_summary,
     summarise,
     warnings,
 )
+from aidanbench.analysis.summary_table import render_summary
 from aidanbench.record.results import read_results
 from tests.builders import (
     EMBEDDING,

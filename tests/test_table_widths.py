@@ -16,7 +16,8 @@ import pytest
 from rich.console import Console
 
 from aidanbench import reference
-from aidanbench.analysis.summary import SummaryRow, render_summary, summarise
+from aidanbench.analysis.summary import SummaryRow, summarise
+from aidanbench.analysis.summary_table import render_summary
 from aidanbench.cli.main import main
 from aidanbench.record.results import read_results
 from aidanbench.runner.progress import Progress
