@@ -7,6 +7,7 @@ from ``AIDANBENCH_*`` environment variables, which the kernel inherits from the 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from aidanbench.testing import OpenAIStub
 
 from .conftest import REPO
+from .test_docs import resolves
 
 nbformat = pytest.importorskip("nbformat", reason="needs the [dev] or [notebooks] extra")
 nbclient = pytest.importorskip("nbclient", reason="needs the [dev] or [notebooks] extra")
@@ -79,6 +81,19 @@ def test_committed_without_outputs(name: str) -> None:
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
     assert notebook.metadata["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_import_resolves(name: str) -> None:
+    """What a notebook imports from the package exists, so moving a name breaks the fast
+    tier and not only the notebook runs."""
+    source = "\n".join(cell.source for cell in load(name).cells if cell.cell_type == "code")
+    wanted = [
+        f"{module}.{imported.strip()}"
+        for module, names in re.findall(r"^from (aidanbench[\w.]*) import ([\w, ]+)$", source, re.M)
+        for imported in names.split(",")
+    ]
+    assert wanted and [dotted for dotted in wanted if not resolves(dotted)] == []
 
 
 @pytest.mark.e2e
