@@ -41,10 +41,12 @@ question), ``chatopenai`` (langchain-openai's ``ChatOpenAI`` for the chat roles 
 ``write-all`` (``decide`` writes every key), ``setup-lock`` (the saver's set-up lock on
 every step), ``wait-for`` (``asyncio.wait_for``: a task per request), ``traced-routers``
 (every router run traced, in a task of its own), ``shielded-ends`` (LangChain's shielded
-task for every chain-run end, heard or not), ``read-back`` (a question's final values read
-back from the checkpointer), ``settings-json`` (services found by the settings' JSON on every
-node call), ``pydantic-ledger`` (each usage line validated and dumped by pydantic); a variant
-joined to another by ``+`` (``workers-1+pydantic-ledger``) runs the first's way with the
+task for every chain-run end, heard or not), ``traced-nodes`` (every node run reported to
+LangChain's callback managers and awaited in a task of its own, heard or not),
+``read-back`` (a question's final values read back from the checkpointer),
+``settings-json`` (services found by the settings' JSON on every node call),
+``pydantic-ledger`` (each usage line validated and dumped by pydantic); a variant joined to
+another by ``+`` (``workers-1+pydantic-ledger``) runs the first's way with the
 second's optimisation off too (only in the measuring process: the command's own worker
 processes start afresh, so pair a switch with ``workers-1``); ``workers-1`` and
 ``workers-2`` run the command with that many worker processes (``--workers``; the
@@ -112,6 +114,7 @@ VARIANTS = (
     "read-back",
     "settings-json",
     "pydantic-ledger",
+    "traced-nodes",
 )
 
 
@@ -290,6 +293,10 @@ def apply_variant(variant: str) -> None:
         from aidanbench.runner import local, workers
 
         local.quiet_chain_ends = workers.quiet_chain_ends = lambda: None
+    elif variant == "traced-nodes":
+        from aidanbench.runner import local, workers
+
+        local.quiet_node_runs = workers.quiet_node_runs = lambda: None
     elif variant == "read-back":
         from aidanbench.runner import local
 
