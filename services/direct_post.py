@@ -77,6 +77,9 @@ class DirectPost:
     session: aiohttp.ClientSession
     headers: Mapping[str, str]
     timeout: aiohttp.ClientTimeout
+    base_url: str
+    """The client's base URL (ending with ``/``), read once: the client's property builds it
+    anew on every read."""
 
     @classmethod
     def of(cls, client: openai.AsyncOpenAI, pool: httpx2.AsyncClient | None) -> DirectPost | None:
@@ -86,11 +89,12 @@ class DirectPost:
             return None
         if not hasattr(client, "_make_status_error_from_response"):
             return None
-        return cls(client, session, request_headers(client), client_timeout(client))
+        headers, timeout = request_headers(client), client_timeout(client)
+        return cls(client, session, headers, timeout, str(client.base_url))
 
     def url(self, path: str) -> str:
-        """The URL of ``path`` under the client's base URL (which ends with ``/``)."""
-        return f"{self.client.base_url}{path}"
+        """The URL of ``path`` under the client's base URL."""
+        return self.base_url + path
 
     async def post(self, path: str, body: Mapping[str, Any]) -> bytes:
         """The body of a 2xx reply; the OpenAI client's errors otherwise."""
