@@ -37,7 +37,9 @@ request per answer), ``plain-saver`` (LangGraph's ``AsyncSqliteSaver`` instead o
 ``InlineCommitSaver``), ``write-always`` (output files rewritten on every finished
 question), ``chatopenai`` (langchain-openai's ``ChatOpenAI`` for the chat roles instead of
 ``OpenAIChat``), ``client-post`` (requests through the OpenAI client instead of
-``services.direct_post``), ``thread-routers`` (routers in LangGraph's worker threads),
+``services.direct_post``), ``aiohttp-post`` (``services.direct_post`` through aiohttp's
+session instead of ``services.http1``'s connections), ``thread-routers`` (routers in
+LangGraph's worker threads),
 ``write-all`` (``decide`` writes every key), ``setup-lock`` (the saver's set-up lock on
 every step), ``wait-for`` (``asyncio.wait_for``: a task per request), ``traced-routers``
 (every router run traced, in a task of its own), ``shielded-ends`` (LangChain's shielded
@@ -115,6 +117,7 @@ VARIANTS = (
     "settings-json",
     "pydantic-ledger",
     "traced-nodes",
+    "aiohttp-post",
 )
 
 
@@ -275,6 +278,10 @@ def apply_variant(variant: str) -> None:
         from aidanbench.services.direct_post import DirectPost
 
         DirectPost.of = classmethod(lambda cls, client, pool: None)  # type: ignore[assignment, method-assign]
+    elif variant == "aiohttp-post":
+        from aidanbench.services import direct_post
+
+        direct_post.connections_of = lambda pool, transport: None  # type: ignore[assignment, return-value]
     elif variant == "write-all":
         from aidanbench.nodes import decide
 
