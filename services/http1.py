@@ -88,9 +88,8 @@ class _Connection(asyncio.Protocol):
         if waiter is None or waiter.done():
             return
         if self._head is not None and self._length is None and not self._chunked:
-            self._body += self.buffer
-            self.buffer.clear()
-            self._finish(keep=False)
+            body, self.buffer = bytes(self.buffer), bytearray()
+            self._finish(body, keep=False)
         else:
             waiter.set_exception(ConnectionError("the server closed the connection mid-reply"))
 
@@ -120,11 +119,12 @@ class _Connection(asyncio.Protocol):
                     raise ConnectionError("a reply's Content-Length is not a number") from exc
         if self._chunked:
             if self._read_chunks():
-                self._finish(keep=True)
+                body, self._body = bytes(self._body), bytearray()
+                self._finish(body, keep=not self.buffer)
         elif self._length is not None and len(self.buffer) >= self._length:
-            self._body += self.buffer[: self._length]
+            body = bytes(self.buffer[: self._length])
             del self.buffer[: self._length]
-            self._finish(keep=not self.buffer)
+            self._finish(body, keep=not self.buffer)
 
     def _read_chunks(self) -> bool:
         """Move chunks from the buffer to the body; whether the last chunk and the trailers
@@ -150,11 +150,15 @@ class _Connection(asyncio.Protocol):
             self._body += self.buffer[start : start + size]
             del self.buffer[: start + size + 2]
 
-    def _finish(self, keep: bool) -> None:
+    def _finish(self, body: bytes, keep: bool) -> None:
+        """Answer the waiter with the reply whose body is ``body`` (as sent); an idle
+        connection keeps no reply's bytes (an embeddings reply is megabytes)."""
         assert self._head is not None and self.waiter is not None
         status, headers, keeps = self._head
+        if not self.buffer:
+            self.buffer = bytearray()
         try:
-            body = decoded(bytes(self._body), headers)
+            body = decoded(body, headers)
         except zlib.error as exc:
             self.waiter.set_exception(ConnectionError(f"a reply's body cannot be decoded: {exc}"))
             return
