@@ -1,9 +1,9 @@
 """Kept-alive HTTP/1.1 connections for JSON POSTs: what ``DirectPost`` sends on.
 
 A request through aiohttp's session builds a request object, a response object, a stream,
-header multidicts, timers per read and a task to write the body: several times the CPU of
-the round trip itself (``bench.turn_parts``, docs/performance.md), and a run sends two
-requests a turn. Here a request is one write of its head and body on a kept-alive socket,
+header multidicts, timers per read and a task to write the body: most of what a request
+costs beyond the round trip itself (``bench.turn_parts``, docs/performance.md), and a run
+sends two requests a turn. Here a request is one write of its head and body on a kept-alive socket,
 and its reply is parsed from what the socket delivers: the status line, the headers, a
 body of ``Content-Length`` bytes, chunked, or read to the end of the connection, decoded
 from gzip or deflate as aiohttp decodes it.
@@ -11,9 +11,9 @@ from gzip or deflate as aiohttp decodes it.
 A connection is reused only after a whole reply that keeps it open (HTTP/1.1 without
 ``Connection: close``, its body framed), and not after ``keepalive_s`` idle (a server
 closing an idle connection as it is reused would fail the request). One that fails,
-times out or is cancelled is closed, never reused. Failures are ``ConnectionError`` (none
-or part of a reply came) or ``TimeoutError``; ``DirectPost`` turns them into the OpenAI
-client's errors.
+times out or is cancelled is closed, never reused. A reply that never comes whole is a
+``ConnectionError`` (connecting fails with an ``OSError``); the caller bounds the time
+(``DirectPost``, which turns both into the OpenAI client's errors).
 """
 
 from __future__ import annotations
