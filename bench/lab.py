@@ -37,13 +37,20 @@ request per answer), ``plain-saver`` (LangGraph's ``AsyncSqliteSaver`` instead o
 ``InlineCommitSaver``), ``write-always`` (output files rewritten on every finished
 question), ``chatopenai`` (langchain-openai's ``ChatOpenAI`` for the chat roles instead of
 ``OpenAIChat``), ``client-post`` (requests through the OpenAI client instead of
-``services.direct_post``), ``thread-routers`` (routers in LangGraph's worker threads),
+``services.direct_post``), ``aiohttp-post`` (``services.direct_post`` through aiohttp's
+session instead of ``services.http1``'s connections), ``thread-routers`` (routers in
+LangGraph's worker threads),
 ``write-all`` (``decide`` writes every key), ``setup-lock`` (the saver's set-up lock on
 every step), ``wait-for`` (``asyncio.wait_for``: a task per request), ``traced-routers``
 (every router run traced, in a task of its own), ``shielded-ends`` (LangChain's shielded
-task for every chain-run end, heard or not), ``read-back`` (a question's final values read
-back from the checkpointer), ``settings-json`` (services found by the settings' JSON on every
-node call); ``workers-1`` and
+task for every chain-run end, heard or not), ``traced-nodes`` (every node run reported to
+LangChain's callback managers and awaited in a task of its own, heard or not),
+``read-back`` (a question's final values read back from the checkpointer),
+``settings-json`` (services found by the settings' JSON on every node call),
+``pydantic-ledger`` (each usage line validated and dumped by pydantic); a variant joined to
+another by ``+`` (``workers-1+pydantic-ledger``) runs the first's way with the
+second's optimisation off too (only in the measuring process: the command's own worker
+processes start afresh, so pair a switch with ``workers-1``); ``workers-1`` and
 ``workers-2`` run the command with that many worker processes (``--workers``; the
 ``command`` variant picks its own number, ``runner.workers.worker_count``), and count
 their CPU too. uvloop was measured
@@ -108,6 +115,9 @@ VARIANTS = (
     "shielded-ends",
     "read-back",
     "settings-json",
+    "pydantic-ledger",
+    "traced-nodes",
+    "aiohttp-post",
 )
 
 
@@ -268,6 +278,10 @@ def apply_variant(variant: str) -> None:
         from aidanbench.services.direct_post import DirectPost
 
         DirectPost.of = classmethod(lambda cls, client, pool: None)  # type: ignore[assignment, method-assign]
+    elif variant == "aiohttp-post":
+        from aidanbench.services import direct_post
+
+        direct_post.connections_of = lambda pool, transport: None  # type: ignore[assignment, return-value]
     elif variant == "write-all":
         from aidanbench.nodes import decide
 
@@ -286,6 +300,10 @@ def apply_variant(variant: str) -> None:
         from aidanbench.runner import local, workers
 
         local.quiet_chain_ends = workers.quiet_chain_ends = lambda: None
+    elif variant == "traced-nodes":
+        from aidanbench.runner import local, workers
+
+        local.quiet_node_runs = workers.quiet_node_runs = lambda: None
     elif variant == "read-back":
         from aidanbench.runner import local
 
@@ -294,11 +312,26 @@ def apply_variant(variant: str) -> None:
         from aidanbench.services import registry
 
         registry.OpenAIServices.__call__ = _json_keyed  # type: ignore[method-assign]
+    elif variant == "pydantic-ledger":
+        from aidanbench.record import usage
+
+        usage.UsageLedger.write = _validated_write(usage.UsageLedger.write)  # type: ignore[method-assign]
     elif variant == "write-always":
         from aidanbench.record import recorder
 
         recorder.WRITE_EVERY_S = 0.0
         recorder.RunLines.__init__.__defaults__ = (0.0, time.monotonic, ())
+
+
+def _validated_write(write: Any) -> Any:
+    """``UsageLedger.write`` validating each line as a ``LedgerLine`` and writing its dump."""
+    from aidanbench.record.usage import LedgerLine
+
+    def validated(self: Any, line: Any) -> None:
+        record = LedgerLine.model_validate({"t": round(time.time(), 3), **line})
+        write(self, record.model_dump(mode="json", exclude_unset=True))
+
+    return validated
 
 
 def _traced_router(router: Any) -> Any:
@@ -540,7 +573,9 @@ def plain_run(workload: str, url: str, args: argparse.Namespace) -> dict[str, An
 def child(args: argparse.Namespace) -> None:
     os.environ.setdefault(KEY, "lab")
     os.environ.setdefault("AIDANBENCH_DEMO_KEY", "lab")
-    apply_variant(args.variant)
+    args.variant, *switched_off = args.variant.split("+")
+    for variant in (args.variant, *switched_off):
+        apply_variant(variant)
     if args.child in ("c", "ca"):
         result = plain_run("a" if args.child == "ca" else "b", args.url, args)
     else:
@@ -725,8 +760,19 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--trace", help="the (b) provider's per-request trace file (bench.lab_serve)")
     p.add_argument("--child", choices=("a", "b", "c", "ca"), help=argparse.SUPPRESS)
     p.add_argument("--url", help=argparse.SUPPRESS)
-    p.add_argument("--variant", default="default", choices=VARIANTS, help=argparse.SUPPRESS)
-    return p.parse_args()
+    p.add_argument("--variant", default="default", type=variant_name, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    for variant in args.variants.split(","):
+        variant_name(variant)
+    return args
+
+
+def variant_name(text: str) -> str:
+    """A variant, or several joined by ``+`` (the first's path, each one's switch)."""
+    unknown = [part for part in text.split("+") if part not in VARIANTS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown variant {unknown[0]!r}: one of {VARIANTS}")
+    return text
 
 
 def main() -> None:

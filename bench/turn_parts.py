@@ -66,7 +66,15 @@ COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "parsing",
         ("aidanbench/services/chat.py", "aidanbench/nodes/parsing.py", "langchain_core/messages/"),
     ),
-    ("HTTP", ("aiohttp/", "aidanbench/services/direct_post.py", "asyncio/selector_events.py")),
+    (
+        "HTTP",
+        (
+            "aiohttp/",
+            "aidanbench/services/direct_post.py",
+            "aidanbench/services/http1.py",
+            "asyncio/selector_events.py",
+        ),
+    ),
     (
         "novelty",
         (

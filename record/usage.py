@@ -132,20 +132,26 @@ class LedgerFigures(BaseModel):
     provider_cost_calls: int | None = None
     """Replies that carried the provider's own cost."""
 
-    @classmethod
-    def counting(cls) -> LedgerFigures:
-        """Figures before the first line is counted (a figure read from a file that lacks it
-        stays None: unknown)."""
-        return cls(
-            **{name: 0 for name in ("api_calls", "replies", "refused", "without_usage")},
-            **{name: 0 for name in TOKEN_FIELDS},
-            dollars=0.0,
-            dollars_bound=0.0,
-            provider_cost_calls=0,
-        )
+
+@dataclass(slots=True)
+class Tally:
+    """``LedgerFigures`` being counted: plain attributes, as a pydantic model's assignment
+    costs a microsecond each and a summary makes about ten per ledger line per group."""
+
+    api_calls: int | None = 0
+    replies: int | None = 0
+    refused: int | None = 0
+    without_usage: int | None = 0
+    input_tokens: int | None = 0
+    cached_input_tokens: int | None = 0
+    output_tokens: int | None = 0
+    reasoning_tokens: int | None = 0
+    dollars: float | None = 0.0
+    dollars_bound: float | None = 0.0
+    provider_cost_calls: int | None = 0
 
     def add(self, line: LedgerLine) -> None:
-        """Count one line (``sent`` lines' bounds are added by ``settle``)."""
+        """Count one line (``sent`` lines' bounds are added by ``figures``)."""
         if line.event == "sent":
             self.api_calls = _add(self.api_calls, 1)
             return
@@ -164,18 +170,29 @@ class LedgerFigures(BaseModel):
         self.dollars = _add(self.dollars, line.cost_usd)
         self.dollars_bound = _add(self.dollars_bound, line.dollars_bound)
 
-    def settle(self, unrecorded: Sequence[LedgerLine | None]) -> LedgerFigures:
-        """These figures completed with the ``unrecorded`` requests (a None is an old
+    def figures(self, unrecorded: Sequence[LedgerLine | None]) -> LedgerFigures:
+        """The figures counted, with the ``unrecorded`` requests (a None is an old
         ledger's request, which has no bound) and the tokens in all."""
         bound: float | None = 0.0
         for line in unrecorded:
             bound = _add(bound, None if line is None else line.bound_usd)
-        self.unrecorded = max(0, (self.api_calls or 0) - (self.replies or 0) - (self.refused or 0))
-        self.unrecorded_bound_usd = bound
-        self.dollars_bound = _add(self.dollars_bound, bound)
         inputs, outputs = self.input_tokens, self.output_tokens
-        self.tokens = None if inputs is None or outputs is None else inputs + outputs
-        return self
+        return LedgerFigures(
+            api_calls=self.api_calls,
+            replies=self.replies,
+            refused=self.refused,
+            unrecorded=max(0, (self.api_calls or 0) - (self.replies or 0) - (self.refused or 0)),
+            without_usage=self.without_usage,
+            input_tokens=inputs,
+            cached_input_tokens=self.cached_input_tokens,
+            output_tokens=outputs,
+            reasoning_tokens=self.reasoning_tokens,
+            tokens=None if inputs is None or outputs is None else inputs + outputs,
+            dollars=self.dollars,
+            unrecorded_bound_usd=bound,
+            dollars_bound=_add(self.dollars_bound, bound),
+            provider_cost_calls=self.provider_cost_calls,
+        )
 
 
 class LedgerSummary(LedgerFigures):
@@ -235,16 +252,19 @@ def unrecorded_lines(lines: Sequence[LedgerLine]) -> list[LedgerLine | None]:
 def summarise_ledger(path: Path) -> LedgerSummary:
     """The run's totals as sent (``LedgerSummary``)."""
     lines = list(read_ledger(path))
-    overall = LedgerFigures.counting()
-    parts = {p: LedgerFigures.counting() for p in ("generate_next", "preflight", "embeddings")}
-    by_model: dict[str, LedgerFigures] = {}
+    overall = Tally()
+    parts = {p: Tally() for p in ("generate_next", "preflight", "embeddings")}
+    by_model: dict[str, Tally] = {}
     unpriced: set[str] = set()
     without_usage: dict[str, int] = {}
     served: dict[str, dict[str, int]] = {}
     for line in lines:
         overall.add(line)
         key = f"{line.role}:{line.model}"
-        by_model.setdefault(key, LedgerFigures.counting()).add(line)
+        tally = by_model.get(key)
+        if tally is None:
+            tally = by_model[key] = Tally()
+        tally.add(line)
         if (part := line.node or line.role or "") in parts:  # an embedding request has no node
             parts[part].add(line)
         if line.event != "usage":
@@ -260,16 +280,16 @@ def summarise_ledger(path: Path) -> LedgerSummary:
             unpriced.add(str(line.served_model or line.priced_as or line.model))
     unrecorded = unrecorded_lines(lines)
     settled = {
-        name: part.settle([u for u in unrecorded if u is not None and (u.node or u.role) == name])
+        name: part.figures([u for u in unrecorded if u is not None and (u.node or u.role) == name])
         for name, part in parts.items()
     }
     return LedgerSummary(
-        **overall.settle(unrecorded).model_dump(),
+        **overall.figures(unrecorded).model_dump(),
         speculative=settled["generate_next"],
         preflight=settled["preflight"],
         embeddings=settled["embeddings"],
         by_role_model={
-            key: figures.settle(
+            key: figures.figures(
                 [u for u in unrecorded if u is not None and f"{u.role}:{u.model}" == key]
             )
             for key, figures in sorted(by_model.items())
@@ -351,7 +371,7 @@ class UsageLedger:
 
     def __post_init__(self) -> None:
         for line in ledger_lines(self._read_from(0)):
-            self._count(line)
+            self._count_line(line)
         self.spent += sum(self._in_flight.values())  # earlier sessions' unrecorded requests
         self._in_flight.clear()
 
@@ -387,7 +407,7 @@ class UsageLedger:
                     if line.event != "sent":
                         self._mine.discard(request)
                     continue
-                self._count(line)
+                self._count_line(line)
 
     @property
     def exhausted(self) -> bool:
@@ -395,9 +415,15 @@ class UsageLedger:
         return self.max_cost is not None and self.spent >= self.max_cost
 
     def write(self, line: Mapping[str, Any]) -> None:
-        """Append one line, stamped with the time (module docstring)."""
-        record = LedgerLine.model_validate({"t": round(time.time(), 3), **line})
-        data = (json.dumps(record.model_dump(mode="json", exclude_unset=True)) + "\n").encode()
+        """Append one line, stamped with the time (module docstring).
+
+        ``line`` is written as given, not validated as a ``LedgerLine``: every line comes
+        from ``sent``, ``failed`` or ``services.usage.usage_line``, whose fields have the
+        line's types already (``test_a_written_line_is_what_its_model_would_write``), and a
+        validation and dump cost more than the rest of a request's bookkeeping."""
+        event = line["event"]
+        data = (json.dumps({"event": event, "t": round(time.time(), 3), **line}) + "\n").encode()
+        request = str(line.get("id"))
         with self._lock:
             if self._fd is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -408,21 +434,30 @@ class UsageLedger:
             self._cut = True
             write_all(self._fd, data)
             self._cut = False
-            self._count(record)
-            if self._mine is not None and record.event == "sent":
-                self._mine.add(str(record.id))
+            cost = line.get("cost_usd")
+            dollars = line.get("estimated_cost_usd") if cost is None else cost
+            self._count(event, request, line.get("bound_usd"), dollars)
+            if self._mine is not None and event == "sent":
+                self._mine.add(request)
 
-    def _count(self, line: LedgerLine) -> None:
-        """Keep ``spent`` current (called under the lock)."""
-        request = str(line.id)
-        if line.event == "sent":
-            self._in_flight[request] = line.bound_usd or 0.0
-        elif line.event == "usage":
+    def _count_line(self, line: LedgerLine) -> None:
+        """``_count`` of a line read from the file."""
+        self._count(line.event, str(line.id), line.bound_usd, line.dollars_bound)
+
+    def _count(
+        self, event: str, request: str, bound_usd: float | None, dollars: float | None
+    ) -> None:
+        """Keep ``spent`` current with a line of ``event`` answering ``request`` (called under
+        the lock): ``bound_usd`` is a ``sent`` line's, ``dollars`` a ``usage`` line's known or
+        estimated dollars."""
+        if event == "sent":
+            self._in_flight[request] = bound_usd or 0.0
+        elif event == "usage":
             self._in_flight.pop(request, None)
-            self.spent += line.dollars_bound or 0.0
-        elif line.event == "refused":
+            self.spent += dollars or 0.0
+        elif event == "refused":
             self._in_flight.pop(request, None)
-        elif line.event == "failed":  # no reply: it may have been billed, at most its bound
+        elif event == "failed":  # no reply: it may have been billed, at most its bound
             self.spent += self._in_flight.pop(request, 0.0)
 
     def sent(

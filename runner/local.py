@@ -22,7 +22,7 @@ from aidanbench.record import files
 from aidanbench.record.lines import QuestionLine
 from aidanbench.record.recorder import RunLines, stored_metadata
 from aidanbench.runner.admission import admission
-from aidanbench.runner.callbacks import quiet_chain_ends
+from aidanbench.runner.callbacks import quiet_chain_ends, quiet_node_runs
 from aidanbench.runner.checkpoints import (
     InlineCommitSaver,
     checkpoint_serde,
@@ -104,6 +104,7 @@ async def local_questions(
     """The local backend on ``run_dir``'s checkpoints (``budget`` stops the questions),
     closed when the block ends."""
     quiet_chain_ends()
+    quiet_node_runs()
     async with open_checkpointer(run_dir / files.CHECKPOINTS) as saver:
         graph = build_question_graph(services, budget=budget).compile(checkpointer=saver)
         yield LocalQuestions(graph, services)

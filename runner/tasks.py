@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from aidanbench.core.calls import add_dollars
@@ -26,9 +27,10 @@ class Task:
     question: str
     repeat: int
 
-    @property
+    @cached_property
     def label(self) -> str:
-        """``model (temperature)``, the progress row of the task."""
+        """``model (temperature)``, the progress row of the task (made once: every answer's
+        report names it)."""
         return f"{self.settings.model} (T={self.settings.temperature:g})"
 
     @property
@@ -36,9 +38,10 @@ class Task:
         """(model, temperature, question): the task's place in the run's grid."""
         return self.settings.model, self.settings.temperature, self.question
 
-    @property
+    @cached_property
     def thread_id(self) -> str:
-        """Stable across runs: model, temperature, repeat and a hash of the question."""
+        """Stable across runs: model, temperature, repeat and a hash of the question (hashed
+        once: every answer's report names it)."""
         return thread_id(self.settings.model, self.settings.temperature, self.repeat, self.question)
 
     def line(self, output: Mapping[str, Any]) -> QuestionLine:

@@ -48,7 +48,7 @@ from aidanbench.record.recorder import QuestionLog, RunLines, worker_ledger
 from aidanbench.record.usage import UsageBook
 from aidanbench.runner import campaign
 from aidanbench.runner.admission import Admission, admission
-from aidanbench.runner.callbacks import quiet_chain_ends
+from aidanbench.runner.callbacks import quiet_chain_ends, quiet_node_runs
 from aidanbench.runner.claims import claims_of, store_outage
 from aidanbench.runner.drive import Questions, drive, run_group
 from aidanbench.runner.local import local_questions
@@ -240,6 +240,7 @@ async def backend(
             yield remote
         return
     quiet_chain_ends()
+    quiet_node_runs()
     owned = None
     if services is None:
         services = owned = OpenAIServices(

@@ -253,6 +253,73 @@ async def test_a_chain_end_nobody_hears_makes_no_task() -> None:
     assert "AsyncCallbackManagerForChainRun.on_chain_end" in made  # LangChain's own, heard
 
 
+async def test_a_node_run_nobody_hears_starts_no_run_and_makes_no_task(
+    monkeypatch: Any,
+) -> None:
+    """LangGraph reports every node's run to a callback manager and awaits the node in a
+    task of its own; ``quiet_node_runs`` awaits it on LangGraph's task when no handler
+    listens, its config still the node's (the ledger's thread and node come from it), and
+    a handler still hears every node's run start and end."""
+    from langchain_core.callbacks import AsyncCallbackHandler
+    from langchain_core.callbacks.manager import AsyncCallbackManager
+    from langgraph._internal._runnable import RunnableSeq
+
+    from aidanbench.graph import question
+    from aidanbench.runner import callbacks
+    from aidanbench.services.chat import caller
+
+    seen: list[dict[str, Any]] = []
+    real = question.decide
+
+    async def recording(state: Any, runtime: Any, **kwargs: Any) -> Any:
+        seen.append(caller())
+        return await real(state, runtime, **kwargs)
+
+    async def one_question(listeners: list[Any]) -> list[str]:
+        graph = build_question_graph(brain_services(ScriptedBrain({Q: 3}))).compile()
+        made = counting_tasks()
+        try:
+            config: RunnableConfig = {"callbacks": listeners, "configurable": {"thread_id": "t"}}
+            out = await graph.ainvoke({"question": Q}, config, context=Settings())
+        finally:
+            asyncio.get_running_loop().set_task_factory(None)
+        assert out["score"] == 3
+        return made
+
+    langgraphs = getattr(RunnableSeq.ainvoke, "__wrapped__", RunnableSeq.ainvoke)
+    monkeypatch.setattr(RunnableSeq, "ainvoke", langgraphs)
+    traced = await one_question([])
+    starts = AsyncCallbackManager.on_chain_start
+    monkeypatch.setattr(question, "decide", recording)
+    callbacks.quiet_node_runs()
+    callbacks.quiet_node_runs()  # installed once however often asked
+
+    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("name") in ("judge", "decide"):
+            raise AssertionError("a node run was started for nobody")
+        return await starts(self, *args, **kwargs)
+
+    monkeypatch.setattr(AsyncCallbackManager, "on_chain_start", counted)
+    quiet = await one_question([])
+    assert len(quiet) < len(traced), (len(quiet), len(traced))
+    assert seen == [{"thread": "t", "node": "decide"}] * 4
+    monkeypatch.setattr(AsyncCallbackManager, "on_chain_start", starts)
+
+    heard: list[str] = []
+
+    class Ear(AsyncCallbackHandler):
+        async def on_chain_start(self, serialized: Any, inputs: Any, **kwargs: Any) -> None:
+            heard.append(f"start {kwargs.get('name')}")
+
+        async def on_chain_end(self, outputs: Any, **kwargs: Any) -> None:
+            heard.append("end")
+
+    await one_question([Ear()])
+    assert heard.count("start judge") == 4 and heard.count("start decide") == 4
+    assert heard.count("end") == sum(1 for h in heard if h.startswith("start"))
+    assert RunnableSeq.ainvoke.__wrapped__ is langgraphs  # type: ignore[attr-defined]
+
+
 async def test_a_finished_thread_is_not_read_back(tmp_path: Path, monkeypatch: Any) -> None:
     """Reading a thread's state replays every write of its answers; the values a question
     stops with are its last step's, as streamed, and they are what the checkpoint holds."""
