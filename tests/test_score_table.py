@@ -181,6 +181,7 @@ def test_a_declared_score_reaches_every_view(
     answers = [json.loads(line) for line in (decay_run / "answers.jsonl").read_text().splitlines()]
     assert [a["decay"] for a in answers] == [1.0, 0.5, pytest.approx(1 / 3)] * 2
     assert {a["stop_reason"] for a in answers} == {None, "decay"}
+    assert all("lexical_novelty" not in a for a in answers), "a score left off: no key"
     lines = [json.loads(line) for line in (decay_run / "questions.jsonl").read_text().splitlines()]
     for line in lines:
         assert line["thresholds"]["decay"] == 0.4 and line["stop_reason"] == "decay"
