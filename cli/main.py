@@ -9,6 +9,7 @@ numpy); the top-level parser lists them from ``SUMMARIES``.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 from collections.abc import Sequence
@@ -78,5 +79,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+def entry() -> NoReturn:
+    """The console script: ``main``, then the exit.
+
+    Whatever a run leaves in memory is garbage once ``main`` returns, and the interpreter's
+    last collections walked all of it as the process ended: 0.6-0.8 s after Ctrl-C at 5,040
+    chains (docs/performance.md, "Thousands of chains"). Frozen, it is left to the exit:
+    atexit handlers and threads' joins run as before, and objects in reference cycles go
+    unfinalised, as Python never promised them at exit."""
+    status = main()
+    gc.freeze()
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

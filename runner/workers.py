@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import ctypes
 import dataclasses
+import gc
 import math
 import multiprocessing
 import os
@@ -172,6 +173,7 @@ def work(job: Job, conn: Connection) -> None:
         asyncio.run(_work(job, conn))
     finally:
         conn.close()
+        gc.freeze()  # left to the exit, not walked by its last collections (cli.main.entry)
 
 
 async def _work(job: Job, conn: Connection) -> None:
