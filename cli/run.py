@@ -183,7 +183,15 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     result = run_session(spec, services)
     if isinstance(result, int):
         return result
-    show_result(result)
+    try:
+        show_result(result)
+    except KeyboardInterrupt:  # the session is saved; the page takes long with many models
+        print(
+            "\nInterrupted while writing the report page; every question is saved: "
+            f"aidanbench view {printable(str(spec.run_dir))} writes the page.",
+            file=sys.stderr,
+        )
+        return 130
     if spec.store is not None:
         from aidanbench.runner.campaign import redacted
 

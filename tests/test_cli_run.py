@@ -119,6 +119,31 @@ def run_to_the_end(stub: OpenAIStub, run_dir: Path, api_key: str, timeout: float
     assert proc.returncode == 0, err
 
 
+def test_ctrl_c_while_the_report_is_written_is_one_line(
+    bench_stub: OpenAIStub,
+    api_key: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every question is done and saved when the page is built (80 models' paired
+    comparisons take half a minute): Ctrl-C then says so in one line, not a traceback."""
+    import aidanbench.analysis.view as view
+
+    def interrupted(*args: Any, **kwargs: Any) -> Path:
+        raise KeyboardInterrupt
+
+    run_dir = tmp_path / "run"
+    with monkeypatch.context() as patched:
+        patched.setattr(view, "write_page", interrupted)
+        assert main(run_args(bench_stub, run_dir)) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("Interrupted while writing the report page; every question is")
+    assert f"aidanbench view {run_dir}" in err[-1]
+    assert main(["view", str(run_dir)]) == 0
+    assert (run_dir / "report.html").is_file()
+
+
 @pytest.mark.e2e
 def test_interrupted_runs_resume_to_the_same_results(tmp_path: Path, api_key: str) -> None:
     brain = ScriptedBrain({q: 3 + i for i, q in enumerate(QUESTIONS)})
