@@ -223,7 +223,8 @@ def handle(args: argparse.Namespace) -> int:
         result = run_session(spec, cells=cells)
     if isinstance(result, int):
         return result
-    show_result(result)
+    if (interrupted := show_result(result)) is not None:
+        return interrupted
     print_failed(result)
     failed = result.failed
     problems = differences(published_scores(result.results), expected)

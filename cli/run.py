@@ -183,15 +183,8 @@ def handle(args: argparse.Namespace, services: ServicesFactory | None = None) ->
     result = run_session(spec, services)
     if isinstance(result, int):
         return result
-    try:
-        show_result(result)
-    except KeyboardInterrupt:  # the session is saved; the page takes long with many models
-        print(
-            "\nInterrupted while writing the report page; every question is saved: "
-            f"aidanbench view {printable(str(spec.run_dir))} writes the page.",
-            file=sys.stderr,
-        )
-        return 130
+    if (interrupted := show_result(result)) is not None:
+        return interrupted
     if spec.store is not None:
         from aidanbench.runner.campaign import redacted
 
@@ -217,9 +210,22 @@ def print_failed(result: RunResult) -> None:
         print(printable(f"  {line.model}: {line.question[:60]} — {message}"), file=sys.stderr)
 
 
-def show_result(result: RunResult) -> None:
+def show_result(result: RunResult) -> int | None:
     """The summary, the cost section and the HTML report, from what the session hands back (nothing
-    is read again)."""
+    is read again); 130 when Ctrl-C stops it (the session is saved: one line says so)."""
+    try:
+        _show_result(result)
+    except KeyboardInterrupt:  # the page takes about half a minute with 80 models
+        print(
+            "\nInterrupted while writing the report page; every question is saved: "
+            f"aidanbench view {printable(str(result.run_dir))} writes the page.",
+            file=sys.stderr,
+        )
+        return 130
+    return None
+
+
+def _show_result(result: RunResult) -> None:
     from aidanbench.analysis.cost import cost_lines, run_cost
     from aidanbench.analysis.report import (
         cap_lines,
