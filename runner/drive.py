@@ -8,9 +8,10 @@ server).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -91,11 +92,25 @@ PLAN_CHUNK = 64
 not after all of them."""
 
 
-YOUNG_OBJECTS = 10_000
-"""Net allocations between two of Python's youngest garbage collections while a drive loop
-runs (default 700): every full collection walks the millions of objects thousands of chains
-hold (docs/performance.md). Reference counting frees the states; the collector only finds
-cycles, so it may run seldom."""
+YOUNG_OBJECTS = 100_000
+"""Net allocations between two of Python's youngest garbage collections while a run goes
+on (default 700). Each collection walks every object made since the last one that is still
+alive, and thousands of chains in flight keep their requests' objects alive for seconds:
+at 10,000 a 5,040-chain run spent a tenth of its CPU collecting (docs/performance.md).
+Reference counting frees the states; the collector only finds cycles (a failed request's
+traceback), so it may run seldom."""
+
+
+@contextlib.contextmanager
+def collecting_seldom() -> Iterator[None]:
+    """Python's youngest generation collected every ``YOUNG_OBJECTS`` net allocations
+    inside, the thresholds put back after."""
+    collected = gc.get_threshold()
+    gc.set_threshold(YOUNG_OBJECTS, *collected[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*collected)
 
 
 async def drive(
@@ -203,12 +218,10 @@ async def drive(
 
     ordered = sorted(tasks, key=lambda task: lines.stopped_before(task.thread_id))
     watching = asyncio.ensure_future(admission.watch(questions.backlog))
-    collected = gc.get_threshold()
-    gc.set_threshold(YOUNG_OBJECTS, *collected[1:])
     try:
-        await run_group(start_all)
+        with collecting_seldom():
+            await run_group(start_all)
     finally:
-        gc.set_threshold(*collected)
         watching.cancel()
         # Steps of cancelled questions may still be queued for this turn's commit
         # (the saver commits once per loop turn): let it run before the saver closes.

@@ -27,6 +27,7 @@ from aidanbench.record.recorder import Recorder, stored_metadata
 from aidanbench.record.results import QuestionResult
 from aidanbench.runner import admission, campaign, forget, preflight, session, workers
 from aidanbench.runner.claims import store_outage
+from aidanbench.runner.drive import collecting_seldom
 from aidanbench.runner.local import (
     check_recorded_measurements,
     lines_from_checkpoints,
@@ -158,9 +159,12 @@ async def execute(
         repair = functools.partial(campaign.machine_lines, spec.store)
     elif spec.server is None:
         repair = lines_from_checkpoints
-    with Recorder.open(
-        spec.run_dir, max_cost=spec.max_cost, repair=repair, damaged=session.sqlite_problem
-    ) as recorder:
+    with (
+        collecting_seldom(),  # the finish reads every ledger line: millions of objects alive
+        Recorder.open(
+            spec.run_dir, max_cost=spec.max_cost, repair=repair, damaged=session.sqlite_problem
+        ) as recorder,
+    ):
         count = prepared.workers if services is None else 1  # a factory stays in this process
         meta = session.grown_metadata(
             recorder.metadata, spec, tasks, prepared.in_flight, prepared.sources

@@ -10,6 +10,7 @@ request log is the witness of what each session asked.
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 import json
 import time
@@ -23,10 +24,10 @@ from aidanbench.core.errors import EndpointRefused, UsageError
 from aidanbench.core.settings import Settings
 from aidanbench.graph.questions import bundled_questions
 from aidanbench.record.lines import QuestionLine
-from aidanbench.record.recorder import RunLines
+from aidanbench.record.recorder import Recorder, RunLines
 from aidanbench.runner import Progress, RunSpec, Task, prepare, run
 from aidanbench.runner.admission import Admission
-from aidanbench.runner.drive import PLAN_CHUNK, Plan, drive
+from aidanbench.runner.drive import PLAN_CHUNK, YOUNG_OBJECTS, Plan, drive
 from aidanbench.runner.engine import execute
 from aidanbench.testing import (
     Fault,
@@ -107,6 +108,25 @@ async def test_prepare_checks_everything_and_writes_nothing(
     }
     assert not run_dir.exists(), "nothing written before the session starts"
     assert server.asked() == 0, "the checks ask no model anything"
+
+
+async def test_the_whole_session_collects_seldom_and_puts_the_thresholds_back(
+    server: OpenAIStub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session's finish reads every ledger line while the chains' objects are still
+    alive: it runs with the collector as seldom as the drive loop (``collecting_seldom``)."""
+    seen: list[tuple[int, int, int]] = []
+    real = Recorder.finish_session
+
+    def recording(self: Recorder, *args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.get_threshold())
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Recorder, "finish_session", recording)
+    before = gc.get_threshold()
+    await execute(await prepare(spec_for(server, tmp_path / "run")), progress=quiet())
+    assert [threshold[0] for threshold in seen] == [YOUNG_OBJECTS]
+    assert gc.get_threshold() == before
 
 
 async def test_prepare_refuses_a_missing_key_before_anything_is_written(
