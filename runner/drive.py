@@ -96,21 +96,32 @@ YOUNG_OBJECTS = 100_000
 """Net allocations between two of Python's youngest garbage collections while a run goes
 on (default 700). Each collection walks every object made since the last one that is still
 alive, and thousands of chains in flight keep their requests' objects alive for seconds:
-at 10,000 a 5,040-chain run spent a tenth of its CPU collecting (docs/performance.md).
+at 10,000 a 5,040-chain run spent a sixth of its CPU collecting (docs/performance.md).
 Reference counting frees the states; the collector only finds cycles (a failed request's
 traceback), so it may run seldom."""
+
+
+_saved_thresholds: list[tuple[int, int, int]] = []
+"""The thresholds to put back, while any ``collecting_seldom`` is entered (one entry)."""
+_seldom_depth = 0
 
 
 @contextlib.contextmanager
 def collecting_seldom() -> Iterator[None]:
     """Python's youngest generation collected every ``YOUNG_OBJECTS`` net allocations
-    inside, the thresholds put back after."""
-    collected = gc.get_threshold()
-    gc.set_threshold(YOUNG_OBJECTS, *collected[1:])
+    inside, the thresholds put back when the last one entered is left: sessions running
+    side by side on one event loop may leave in any order."""
+    global _seldom_depth
+    if _seldom_depth == 0:
+        _saved_thresholds[:] = [gc.get_threshold()]
+        gc.set_threshold(YOUNG_OBJECTS, *_saved_thresholds[0][1:])
+    _seldom_depth += 1
     try:
         yield
     finally:
-        gc.set_threshold(*collected)
+        _seldom_depth -= 1
+        if _seldom_depth == 0:
+            gc.set_threshold(*_saved_thresholds.pop())
 
 
 async def drive(

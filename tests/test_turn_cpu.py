@@ -85,6 +85,19 @@ async def test_the_collector_runs_seldom_while_questions_are_in_flight(
     assert gc.get_threshold() == before
 
 
+def test_sessions_side_by_side_put_the_thresholds_back_whatever_order_they_end() -> None:
+    """Two runs on one event loop enter and leave ``collecting_seldom`` interleaved: the
+    first to leave must not put 700 back under the second, nor the second leave 100,000."""
+    before = gc.get_threshold()
+    first, second = drive.collecting_seldom(), drive.collecting_seldom()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert gc.get_threshold()[0] == drive.YOUNG_OBJECTS
+    second.__exit__(None, None, None)
+    assert gc.get_threshold() == before
+
+
 def test_changes_keeps_only_what_differs() -> None:
     state: Any = {"score": 2, "mean_novelty": 0.5, "candidate": {"index": 3}, "answers": []}
     update = {"answers": [{"index": 3}], "score": 2, "mean_novelty": 0.6, "candidate": None}
