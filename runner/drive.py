@@ -101,9 +101,8 @@ Reference counting frees the states; the collector only finds cycles (a failed r
 traceback), so it may run seldom."""
 
 
-_saved_thresholds: list[tuple[int, int, int]] = []
-"""The thresholds to put back, while any ``collecting_seldom`` is entered (one entry)."""
-_seldom_depth = 0
+_entered: list[tuple[int, int, int]] = []
+"""The thresholds each ``collecting_seldom`` inside found, the first of them Python's own."""
 
 
 @contextlib.contextmanager
@@ -111,17 +110,14 @@ def collecting_seldom() -> Iterator[None]:
     """Python's youngest generation collected every ``YOUNG_OBJECTS`` net allocations
     inside, the thresholds put back when the last one entered is left: sessions running
     side by side on one event loop may leave in any order."""
-    global _seldom_depth
-    if _seldom_depth == 0:
-        _saved_thresholds[:] = [gc.get_threshold()]
-        gc.set_threshold(YOUNG_OBJECTS, *_saved_thresholds[0][1:])
-    _seldom_depth += 1
+    _entered.append(gc.get_threshold())
+    gc.set_threshold(YOUNG_OBJECTS, *_entered[0][1:])
     try:
         yield
     finally:
-        _seldom_depth -= 1
-        if _seldom_depth == 0:
-            gc.set_threshold(*_saved_thresholds.pop())
+        found = _entered.pop()  # the last one left holds the first entry: Python's own
+        if not _entered:
+            gc.set_threshold(*found)
 
 
 async def drive(
